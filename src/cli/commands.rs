@@ -1,0 +1,349 @@
+//! The subcommands: argument checking, then calls into [`crate::runner`] and [`crate::crash`].
+
+use super::{BenchArgs, Cmd, CrashArgs, MachineArgs, RunArgs};
+use crate::config::Config;
+use crate::crash::{self, CrashSpec};
+use crate::protocol::{Bug, ProtocolKind};
+use crate::runner::{self, RunResult, RunSpec};
+use crate::workload::WorkloadKind;
+
+pub fn dispatch(cmd: Cmd) -> Result<i32, String> {
+    match cmd {
+        Cmd::Run(a) => run(a),
+        Cmd::Crashtest(a) => crashtest(a),
+        Cmd::Bench(a) => bench(a),
+        Cmd::Config(a) => {
+            print!("{}", build_config(&a)?.to_toml());
+            Ok(0)
+        }
+    }
+}
+
+fn build_config(a: &MachineArgs) -> Result<Config, String> {
+    let text = match &a.config {
+        Some(path) => {
+            Some(std::fs::read_to_string(path).map_err(|e| format!("--config {path}: {e}"))?)
+        }
+        None => None,
+    };
+    let mut sets = a.sets.clone();
+    if let Some(ns) = a.mem_latency_ns {
+        sets.push(format!("memory.read_latency_ns={ns}"));
+        sets.push(format!("memory.write_latency_ns={ns}"));
+    }
+    Config::build(text.as_deref(), &sets).map_err(|e| e.0)
+}
+
+fn parse_list<T>(
+    s: &str,
+    what: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    let items: Vec<T> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(parse)
+        .collect::<Result<_, _>>()?;
+    if items.is_empty() {
+        return Err(format!("--{what}: empty list"));
+    }
+    Ok(items)
+}
+
+fn check_common(sd: u32, abort_rate: f64) -> Result<(), String> {
+    if !(1..=32).contains(&sd) {
+        return Err(format!("--sd {sd}: allowed 1..=32"));
+    }
+    if !(0.0..=1.0).contains(&abort_rate) {
+        return Err(format!("--abort-rate {abort_rate}: allowed 0..=1"));
+    }
+    Ok(())
+}
+
+fn run(a: RunArgs) -> Result<i32, String> {
+    check_common(a.sd, a.abort_rate)?;
+    let cfg = build_config(&a.machine)?;
+    let workload = WorkloadKind::parse(&a.workload)?;
+    let protocols = parse_list(&a.protocol, "protocol", ProtocolKind::parse)?;
+    let mut results: Vec<RunResult> = Vec::new();
+    for &p in &protocols {
+        let spec = RunSpec {
+            cfg: cfg.clone(),
+            workload,
+            protocol: p,
+            txs: a.txs,
+            warmup_txs: a.warmup_txs.unwrap_or(cfg.workload.warmup_txs),
+            seed: a.seed,
+            abort_rate: a.abort_rate,
+            bug: None,
+            record: false,
+        };
+        results.push(runner::execute(&spec)?.result);
+    }
+    if let Some(base) = results
+        .iter()
+        .find(|r| r.protocol == "baseline")
+        .map(|r| r.throughput_tx_per_mcycle)
+    {
+        for r in &mut results {
+            r.normalized_throughput = Some(if base > 0.0 {
+                r.throughput_tx_per_mcycle / base
+            } else {
+                0.0
+            });
+        }
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).expect("serializable")
+        );
+    } else {
+        print_run_table(&results);
+    }
+    Ok(0)
+}
+
+fn print_run_table(rs: &[RunResult]) {
+    println!(
+        "{:<10} {:>9} {:>12} {:>10} {:>7} {:>8} {:>6} {:>11}",
+        "protocol", "txs", "cycles", "tx/Mcyc", "norm", "traffic", "P-Set", "Macc/s"
+    );
+    for r in rs {
+        let norm = r
+            .normalized_throughput
+            .map_or("-".to_string(), |n| format!("{n:.3}"));
+        println!(
+            "{:<10} {:>9} {:>12} {:>10.2} {:>7} {:>8.2} {:>6.2} {:>11.1}",
+            r.protocol,
+            r.txs_committed,
+            r.cycles,
+            r.throughput_tx_per_mcycle,
+            norm,
+            r.write_traffic,
+            r.pset_blocks_per_tx,
+            r.sim_mem_accesses_per_second / 1e6
+        );
+    }
+    if let Some(r) = rs.first() {
+        println!(
+            "workload {} seed {} | locsim {} ({}) config {}",
+            r.workload, r.seed, r.version, r.git_rev, r.config_hash
+        );
+    }
+}
+
+fn crashtest(a: CrashArgs) -> Result<i32, String> {
+    if a.list_bugs {
+        for p in ProtocolKind::ALL {
+            let bugs: Vec<String> = p
+                .bugs()
+                .iter()
+                .map(|b| format!("{} ({})", b.name(), b.describe()))
+                .collect();
+            let list = if bugs.is_empty() {
+                "none: makes no durability promise".into()
+            } else {
+                bugs.join("; ")
+            };
+            println!("{}: {}", p.name(), list);
+        }
+        return Ok(0);
+    }
+    check_common(a.sd, a.abort_rate)?;
+    let cfg = build_config(&a.machine)?;
+    let workload = WorkloadKind::parse(a.workload.as_deref().expect("clap requires it"))?;
+    let protocol = ProtocolKind::parse(a.protocol.as_deref().expect("clap requires it"))?;
+    let bug = a
+        .inject_bug
+        .as_deref()
+        .map(|b| Bug::parse(b, protocol))
+        .transpose()?;
+    if a.crashes == 0 && !a.exhaustive && a.crash_at.is_none() {
+        return Err("--crashes 0: allowed 1 or more".into());
+    }
+    let spec = CrashSpec {
+        run: RunSpec {
+            cfg,
+            workload,
+            protocol,
+            txs: a.txs,
+            warmup_txs: a.warmup_txs,
+            seed: a.seed,
+            abort_rate: a.abort_rate,
+            bug,
+            record: true,
+        },
+        crashes: a.crashes,
+        exhaustive: a.exhaustive,
+        crash_at: a.crash_at,
+        replay_base: replay_base(&a),
+    };
+    let report = crash::check(&spec)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("serializable")
+        );
+    } else {
+        println!(
+            "{} / {}{}: {} crash points of {} distinct states, {} violations ({:.0} states/s, seed {})",
+            report.workload,
+            report.protocol,
+            report.inject_bug.as_ref().map_or(String::new(), |b| format!(" with bug {b}")),
+            report.crash_points,
+            report.distinct_crash_states,
+            report.violations,
+            report.states_per_second,
+            report.seed
+        );
+        if let Some(v) = &report.first_violation {
+            println!(
+                "first violation ({}): crash at cycle {}, A={} I={}, closest k={}, {} blocks differ, first at {:?}: {}",
+                v.kind, v.crash_cycle, v.acked, v.issued, v.closest_k, v.differing_blocks, v.first_diff_addr, v.detail
+            );
+            println!("replay: {}", v.replay);
+        }
+    }
+    Ok(if report.violations > 0 { 1 } else { 0 })
+}
+
+fn replay_base(a: &CrashArgs) -> String {
+    let mut s = format!(
+        "locsim crashtest --workload {} --protocol {} --txs {} --seed {}",
+        a.workload.as_deref().unwrap_or(""),
+        a.protocol.as_deref().unwrap_or(""),
+        a.txs,
+        a.seed
+    );
+    if a.warmup_txs > 0 {
+        s += &format!(" --warmup-txs {}", a.warmup_txs);
+    }
+    if a.abort_rate > 0.0 {
+        s += &format!(" --abort-rate {}", a.abort_rate);
+    }
+    if let Some(b) = &a.inject_bug {
+        s += &format!(" --inject-bug {b}");
+    }
+    if let Some(ns) = a.machine.mem_latency_ns {
+        s += &format!(" --mem-latency-ns {ns}");
+    }
+    if let Some(c) = &a.machine.config {
+        s += &format!(" --config {c}");
+    }
+    for kv in &a.machine.sets {
+        s += &format!(" --set {kv}");
+    }
+    s
+}
+
+#[derive(serde::Serialize)]
+struct BenchRow {
+    workload: String,
+    protocol: String,
+    txs: u64,
+    sim_mem_accesses: u64,
+    host_seconds: f64,
+    sim_mem_accesses_per_second: f64,
+    native_seconds: f64,
+    slowdown_vs_native: f64,
+    repeat: u32,
+    version: &'static str,
+    git_rev: &'static str,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn bench(a: BenchArgs) -> Result<i32, String> {
+    let cfg = build_config(&a.machine)?;
+    let workloads = match &a.workload {
+        Some(s) => parse_list(s, "workload", WorkloadKind::parse)?,
+        None => WorkloadKind::ALL.to_vec(),
+    };
+    let protocols = match &a.protocol {
+        Some(s) => parse_list(s, "protocol", ProtocolKind::parse)?,
+        None => ProtocolKind::ALL.to_vec(),
+    };
+    if a.repeat == 0 || a.txs == 0 {
+        return Err("--repeat and --txs: allowed 1 or more".into());
+    }
+    let mut rows = Vec::new();
+    for &w in &workloads {
+        let base = RunSpec {
+            cfg: cfg.clone(),
+            workload: w,
+            protocol: ProtocolKind::Baseline,
+            txs: a.txs,
+            warmup_txs: cfg.workload.warmup_txs,
+            seed: 1,
+            abort_rate: 0.0,
+            bug: None,
+            record: false,
+        };
+        let native = median(
+            (0..a.repeat)
+                .map(|_| runner::native_seconds(&base))
+                .collect(),
+        );
+        for &p in &protocols {
+            let spec = RunSpec {
+                protocol: p,
+                ..base.clone()
+            };
+            let mut secs = Vec::new();
+            let mut accesses = 0;
+            for _ in 0..a.repeat {
+                let r = runner::execute(&spec)?.result;
+                accesses = r.sim_mem_accesses;
+                secs.push(r.host_seconds);
+            }
+            let s = median(secs);
+            rows.push(BenchRow {
+                workload: w.name().into(),
+                protocol: p.name().into(),
+                txs: a.txs,
+                sim_mem_accesses: accesses,
+                host_seconds: s,
+                sim_mem_accesses_per_second: accesses as f64 / s,
+                native_seconds: native,
+                slowdown_vs_native: s / native.max(1e-12),
+                repeat: a.repeat,
+                version: runner::VERSION,
+                git_rev: runner::GIT_REV,
+            });
+        }
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).expect("serializable")
+        );
+    } else {
+        println!(
+            "{:<10} {:<10} {:>14} {:>12} {:>10}",
+            "workload", "protocol", "accesses", "Macc/s", "slowdown"
+        );
+        for r in &rows {
+            println!(
+                "{:<10} {:<10} {:>14} {:>12.1} {:>10.1}",
+                r.workload,
+                r.protocol,
+                r.sim_mem_accesses,
+                r.sim_mem_accesses_per_second / 1e6,
+                r.slowdown_vs_native
+            );
+        }
+        println!(
+            "median of {} runs of {} transactions | locsim {} ({})",
+            a.repeat,
+            a.txs,
+            runner::VERSION,
+            runner::GIT_REV
+        );
+    }
+    Ok(0)
+}

@@ -1,0 +1,181 @@
+//! The command line: `locsim run | crashtest | bench | config`.
+//!
+//! Contract (users' scripts depend on it): see the README. Every bad argument ends with one
+//! line on stderr naming the bad value and the allowed ones, and exit status 2.
+
+mod commands;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Crash-verified cycle-level simulator of transactional persistent memory.
+#[derive(Parser, Debug)]
+#[command(name = "locsim", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Simulate a workload under one or more protocols and report throughput and write traffic.
+    Run(RunArgs),
+    /// Inject crashes into a run, recover each durable image, and check it against the oracle.
+    Crashtest(CrashArgs),
+    /// Measure simulator speed per workload and protocol (accesses per host second, slowdown).
+    Bench(BenchArgs),
+    /// Print the configuration (defaults plus --config/--set) as TOML.
+    Config(MachineArgs),
+}
+
+/// Options shared by every command that builds a machine.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MachineArgs {
+    /// TOML file overriding configuration defaults (see `locsim config`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<String>,
+    /// Override one configuration value, e.g. `--set memory.write_latency_ns=300` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Shortcut: set both memory read and write latency, in ns (the papers sweep 35, 95, 168, 1000).
+    #[arg(long, value_name = "N")]
+    pub mem_latency_ns: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Workload to run (sps).
+    #[arg(long, short)]
+    pub workload: String,
+    /// Comma-separated protocols: baseline, s-wal, h-wal.
+    #[arg(long, short, default_value = "baseline,s-wal,h-wal")]
+    pub protocol: String,
+    /// Transactions in the measured region.
+    #[arg(long, default_value_t = 50_000)]
+    pub txs: u64,
+    /// Transactions before the measured region (default: workload.warmup_txs).
+    #[arg(long)]
+    pub warmup_txs: Option<u64>,
+    /// Seed of the workload's random operations.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Speculation degree for speculating protocols, 1..=32.
+    #[arg(long, default_value_t = 16)]
+    pub sd: u32,
+    /// Fraction of transactions the workload aborts, 0..=1.
+    #[arg(long, default_value_t = 0.0)]
+    pub abort_rate: f64,
+    /// Print one JSON array (one object per protocol) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub machine: MachineArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CrashArgs {
+    /// Workload to run (sps).
+    #[arg(long, short, required_unless_present = "list_bugs")]
+    pub workload: Option<String>,
+    /// Protocol under test: baseline, s-wal, h-wal.
+    #[arg(long, short, required_unless_present = "list_bugs")]
+    pub protocol: Option<String>,
+    /// Crash points to check, drawn without replacement from the distinct durable states.
+    #[arg(long, default_value_t = 1000)]
+    pub crashes: u64,
+    /// Check every distinct crash state (use with a short run).
+    #[arg(long)]
+    pub exhaustive: bool,
+    /// Check only this crash cycle (replays a reported violation).
+    #[arg(long, value_name = "CYCLE")]
+    pub crash_at: Option<u64>,
+    /// Transactions to run.
+    #[arg(long, default_value_t = 2_000)]
+    pub txs: u64,
+    /// Transactions before them (also checked; default 0).
+    #[arg(long, default_value_t = 0)]
+    pub warmup_txs: u64,
+    /// Turn on a deliberate defect in the protocol (see --list-bugs).
+    #[arg(long, value_name = "BUG")]
+    pub inject_bug: Option<String>,
+    /// List the injectable bugs of every protocol and exit.
+    #[arg(long)]
+    pub list_bugs: bool,
+    /// Seed of the workload and of the crash-point draw.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Speculation degree for speculating protocols, 1..=32.
+    #[arg(long, default_value_t = 16)]
+    pub sd: u32,
+    /// Fraction of transactions the workload aborts, 0..=1.
+    #[arg(long, default_value_t = 0.0)]
+    pub abort_rate: f64,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub machine: MachineArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Comma-separated workloads (default: all).
+    #[arg(long, short)]
+    pub workload: Option<String>,
+    /// Comma-separated protocols (default: all).
+    #[arg(long, short)]
+    pub protocol: Option<String>,
+    /// Transactions per measurement.
+    #[arg(long, default_value_t = 300_000)]
+    pub txs: u64,
+    /// Measurements per point; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
+    /// Print one JSON array.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub machine: MachineArgs,
+}
+
+/// Parse arguments and run; returns the exit status.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind::*;
+            if matches!(
+                e.kind(),
+                DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return if e.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
+                    2
+                } else {
+                    0
+                };
+            }
+            eprintln!("{}", one_line_clap_error(&e));
+            return 2;
+        }
+    };
+    match commands::dispatch(cli.cmd) {
+        Ok(code) => code,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            2
+        }
+    }
+}
+
+/// clap's error, condensed to one line (its message plus the possible values, if any).
+fn one_line_clap_error(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("For more information") && !l.starts_with("Usage:")
+        })
+        .collect();
+    parts.join("; ")
+}

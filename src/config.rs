@@ -1,0 +1,446 @@
+//! Typed configuration: Table I of the LOC papers as defaults, overridable by a TOML file
+//! (`--config FILE`) and by `--set section.key=value`.
+//!
+//! Overrides are merged into the TOML tree of the defaults, key by key, so an unknown key is
+//! rejected with the list of keys allowed at that place, before serde sees it. Every field has
+//! its unit in its name. [`Config::validate`] checks ranges after the merge.
+
+use serde::{Deserialize, Serialize};
+
+/// The whole machine and workload configuration.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub core: CoreConfig,
+    pub l1: CacheConfig,
+    pub l2: CacheConfig,
+    pub llc: CacheConfig,
+    pub memory: MemoryConfig,
+    pub log: LogConfig,
+    pub swal: SwalConfig,
+    pub workload: WorkloadConfig,
+}
+
+/// The in-order, blocking core.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CoreConfig {
+    /// Core clock in MHz (Table I: 1 GHz). Memory latencies in ns are converted with it.
+    pub freq_mhz: u64,
+}
+
+/// One cache level. Lines are 64 bytes; replacement is LRU; write-back, write-allocate.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    /// Capacity in bytes (a power of two, at least `ways * 64`).
+    pub size_bytes: u64,
+    /// Associativity.
+    pub ways: u64,
+    /// Lookup latency of this level in core cycles, added on every access that reaches it.
+    pub latency_cycles: u64,
+}
+
+/// The memory controller and the NVM device behind it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Independent banks; blocks are interleaved across banks by block number.
+    pub banks: u64,
+    /// Time a bank is busy serving one 64-byte read, in ns.
+    pub read_latency_ns: u64,
+    /// Time a bank is busy serving one 64-byte write, in ns (the write is durable at its end).
+    pub write_latency_ns: u64,
+    /// Capacity of the controller's write queue in writes; a full queue stalls the writer.
+    pub write_queue_entries: u64,
+    /// Asynchronous DRAM refresh: a write is durable once the controller accepts it.
+    pub adr: bool,
+}
+
+/// The memory log area (hardware logs, and the software log of S-WAL).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// Size of the memory log area in bytes (the paper allocates 32 MB).
+    pub size_bytes: u64,
+}
+
+/// Software costs of S-WAL, in instructions (1 cycle each), counted from the code an S-WAL
+/// library runs (see docs/protocols/s-wal.md).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SwalConfig {
+    /// Non-memory instructions to append one log entry (tail arithmetic, wrap check, header).
+    pub append_instructions: u64,
+    /// Non-memory instructions of the write-set look-up that redirects a transactional load.
+    pub lookup_instructions: u64,
+    /// Non-memory instructions per write-set entry applied in place at commit.
+    pub apply_instructions: u64,
+}
+
+/// Per-workload parameters (`--set workload.sps.entries=...`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadConfig {
+    /// Transactions run before the measured region to bring caches to a steady state; their
+    /// cycles and writes are excluded from the figures (they still run through the protocol).
+    pub warmup_txs: u64,
+    pub sps: SpsConfig,
+}
+
+/// SPS: random swaps of entries of a persistent array of u64.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SpsConfig {
+    /// Number of 8-byte array entries (default 2^21 = 16 MiB, 16x the LLC).
+    pub entries: u64,
+    /// Swaps per transaction.
+    pub swaps_per_tx: u64,
+    /// Non-memory instructions per swap (see docs/workloads.md for the count).
+    pub compute_cycles_per_swap: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            core: CoreConfig { freq_mhz: 1000 },
+            l1: CacheConfig {
+                size_bytes: 32 << 10,
+                ways: 2,
+                latency_cycles: 1,
+            },
+            l2: CacheConfig {
+                size_bytes: 256 << 10,
+                ways: 8,
+                latency_cycles: 8,
+            },
+            llc: CacheConfig {
+                size_bytes: 1 << 20,
+                ways: 16,
+                latency_cycles: 21,
+            },
+            memory: MemoryConfig {
+                banks: 8,
+                read_latency_ns: 168,
+                write_latency_ns: 168,
+                write_queue_entries: 32,
+                adr: false,
+            },
+            log: LogConfig {
+                size_bytes: 32 << 20,
+            },
+            swal: SwalConfig {
+                append_instructions: 6,
+                lookup_instructions: 10,
+                apply_instructions: 4,
+            },
+            workload: WorkloadConfig {
+                warmup_txs: 20_000,
+                sps: SpsConfig {
+                    entries: 1 << 21,
+                    swaps_per_tx: 1,
+                    compute_cycles_per_swap: 24,
+                },
+            },
+        }
+    }
+}
+
+/// A configuration error: one line, naming the bad key or value and what is allowed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Config {
+    /// Convert a latency in ns to core cycles, rounding up.
+    pub fn ns_to_cycles(&self, ns: u64) -> u64 {
+        (ns * self.core.freq_mhz).div_ceil(1000)
+    }
+
+    /// Defaults, then the TOML text of a config file (if any), then `key=value` overrides.
+    pub fn build(file_text: Option<&str>, sets: &[String]) -> Result<Config, ConfigError> {
+        let mut tree = toml::Value::try_from(Config::default()).expect("defaults serialize");
+        if let Some(text) = file_text {
+            let user: toml::Value = toml::from_str(text)
+                .map_err(|e| ConfigError(format!("config file: {}", one_line(&e.to_string()))))?;
+            merge(&mut tree, &user)?;
+        }
+        for s in sets {
+            let (key, value) = s
+                .split_once('=')
+                .ok_or_else(|| ConfigError(format!("--set `{s}`: expected key=value")))?;
+            set_path(&mut tree, key.trim(), parse_value(value.trim()))?;
+        }
+        let cfg: Config = tree.try_into().map_err(|e: toml::de::Error| {
+            ConfigError(format!("config: {}", one_line(&e.to_string())))
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Range checks; each error names the key, the value and the allowed range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |k: &str, v: u64, allowed: &str| {
+            Err(ConfigError(format!("{k} = {v}: allowed {allowed}")))
+        };
+        if !(1..=10_000).contains(&self.core.freq_mhz) {
+            return err("core.freq_mhz", self.core.freq_mhz, "1..=10000");
+        }
+        for (name, c) in [("l1", &self.l1), ("l2", &self.l2), ("llc", &self.llc)] {
+            if !(1..=64).contains(&c.ways) {
+                return err(&format!("{name}.ways"), c.ways, "1..=64");
+            }
+            let lines = c.size_bytes / 64;
+            if c.size_bytes % 64 != 0 || lines % c.ways != 0 || !(lines / c.ways).is_power_of_two()
+            {
+                return err(
+                    &format!("{name}.size_bytes"),
+                    c.size_bytes,
+                    "a multiple of ways*64 giving a power-of-two number of sets",
+                );
+            }
+            if c.latency_cycles > 10_000 {
+                return err(
+                    &format!("{name}.latency_cycles"),
+                    c.latency_cycles,
+                    "0..=10000",
+                );
+            }
+        }
+        if self.l1.size_bytes > self.l2.size_bytes || self.l2.size_bytes > self.llc.size_bytes {
+            return Err(ConfigError(
+                "cache sizes: inclusive hierarchy needs l1 <= l2 <= llc".into(),
+            ));
+        }
+        let m = &self.memory;
+        if !(1..=1024).contains(&m.banks) {
+            return err("memory.banks", m.banks, "1..=1024");
+        }
+        if !(1..=1_000_000).contains(&m.read_latency_ns) {
+            return err("memory.read_latency_ns", m.read_latency_ns, "1..=1000000");
+        }
+        if !(1..=1_000_000).contains(&m.write_latency_ns) {
+            return err("memory.write_latency_ns", m.write_latency_ns, "1..=1000000");
+        }
+        if !(1..=4096).contains(&m.write_queue_entries) {
+            return err(
+                "memory.write_queue_entries",
+                m.write_queue_entries,
+                "1..=4096",
+            );
+        }
+        if self.log.size_bytes < 64 * 1024
+            || self.log.size_bytes % 4096 != 0
+            || self.log.size_bytes > (1 << 36)
+        {
+            return err(
+                "log.size_bytes",
+                self.log.size_bytes,
+                "a multiple of 4096 between 65536 and 2^36",
+            );
+        }
+        let s = &self.workload.sps;
+        if !(16..=(1 << 28)).contains(&s.entries) {
+            return err("workload.sps.entries", s.entries, "16..=268435456");
+        }
+        if !(1..=4096).contains(&s.swaps_per_tx) {
+            return err("workload.sps.swaps_per_tx", s.swaps_per_tx, "1..=4096");
+        }
+        Ok(())
+    }
+
+    /// The configuration as TOML text (what `locsim config` prints; a valid `--config` file).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("config serializes")
+    }
+
+    /// A short stable hash of the configuration (FNV-1a of its TOML), for provenance.
+    pub fn hash_hex(&self) -> String {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in self.to_toml().bytes() {
+            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+        format!("{h:016x}")
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Interpret a `--set` value: TOML scalar if it parses as one (integer, float, bool, with `_`
+/// separators), otherwise a string.
+fn parse_value(v: &str) -> toml::Value {
+    let wrapped = format!("x = {v}");
+    match toml::from_str::<toml::Table>(&wrapped) {
+        Ok(t) => t["x"].clone(),
+        Err(_) => toml::Value::String(v.to_string()),
+    }
+}
+
+fn allowed_keys(t: &toml::Table) -> String {
+    t.keys().cloned().collect::<Vec<_>>().join(", ")
+}
+
+fn set_path(tree: &mut toml::Value, key: &str, value: toml::Value) -> Result<(), ConfigError> {
+    let mut node = tree;
+    let parts: Vec<&str> = key.split('.').collect();
+    for (i, part) in parts.iter().enumerate() {
+        let here = parts[..i].join(".");
+        let table = node
+            .as_table_mut()
+            .ok_or_else(|| ConfigError(format!("`{here}` is a value, not a section")))?;
+        if !table.contains_key(*part) {
+            let place = if here.is_empty() {
+                "top level".to_string()
+            } else {
+                format!("`{here}`")
+            };
+            return Err(ConfigError(format!(
+                "unknown config key `{key}`: allowed at {place}: {}",
+                allowed_keys(table)
+            )));
+        }
+        node = table.get_mut(*part).expect("checked");
+    }
+    if node.is_table() {
+        if value.as_table().is_some_and(|t| t.is_empty()) {
+            return Ok(()); // an empty `[section]` in a file
+        }
+        return Err(ConfigError(format!(
+            "`{key}` is a section; set one of its keys"
+        )));
+    }
+    *node = coerce(node, value, key)?;
+    Ok(())
+}
+
+/// Keep the default's type: an integer key given `1e3` or a float key given `2` still works.
+fn coerce(old: &toml::Value, new: toml::Value, key: &str) -> Result<toml::Value, ConfigError> {
+    use toml::Value::*;
+    match (old, new) {
+        (Integer(_), Integer(v)) => Ok(Integer(v)),
+        (Integer(_), Float(f)) if f.fract() == 0.0 && f >= 0.0 => Ok(Integer(f as i64)),
+        (Float(_), Integer(v)) => Ok(Float(v as f64)),
+        (Float(_), Float(v)) => Ok(Float(v)),
+        (Boolean(_), Boolean(v)) => Ok(Boolean(v)),
+        (String(_), v) => Ok(String(v.to_string().trim_matches('"').to_string())),
+        (o, v) => Err(ConfigError(format!(
+            "`{key}` = {v}: expected {}",
+            o.type_str()
+        ))),
+    }
+}
+
+/// Apply every leaf of a user TOML tree as if it were a `--set path=value`.
+fn merge(tree: &mut toml::Value, user: &toml::Value) -> Result<(), ConfigError> {
+    let mut leaves = Vec::new();
+    flatten(user, String::new(), &mut leaves);
+    for (path, v) in leaves {
+        set_path(tree, &path, v)?;
+    }
+    Ok(())
+}
+
+fn flatten(v: &toml::Value, prefix: String, out: &mut Vec<(String, toml::Value)>) {
+    match v.as_table() {
+        Some(t) if !t.is_empty() => {
+            for (k, child) in t {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(child, path, out);
+            }
+        }
+        _ => out.push((prefix, v.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_table_one() {
+        let c = Config::default();
+        assert_eq!(
+            (c.l1.size_bytes, c.l1.ways, c.l1.latency_cycles),
+            (32768, 2, 1)
+        );
+        assert_eq!(
+            (c.l2.size_bytes, c.l2.ways, c.l2.latency_cycles),
+            (262144, 8, 8)
+        );
+        assert_eq!(
+            (c.llc.size_bytes, c.llc.ways, c.llc.latency_cycles),
+            (1 << 20, 16, 21)
+        );
+        assert_eq!(
+            (c.memory.banks, c.ns_to_cycles(c.memory.read_latency_ns)),
+            (8, 168)
+        );
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn set_overrides_a_value_and_keeps_its_type() {
+        let c = Config::build(
+            None,
+            &[
+                "memory.write_latency_ns=300".into(),
+                "memory.adr=true".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.memory.write_latency_ns, 300);
+        assert!(c.memory.adr);
+    }
+
+    #[test]
+    fn unknown_key_is_rejected_with_the_allowed_keys() {
+        let e = Config::build(None, &["memory.write_latency=300".into()]).unwrap_err();
+        assert!(
+            e.0.contains("unknown config key `memory.write_latency`"),
+            "{e}"
+        );
+        assert!(e.0.contains("write_latency_ns"), "{e}");
+        assert!(!e.0.contains('\n'));
+    }
+
+    #[test]
+    fn config_file_merges_and_rejects_unknown_keys() {
+        let c = Config::build(Some("[l1]\nways = 4\n"), &[]).unwrap();
+        assert_eq!((c.l1.ways, c.l1.size_bytes), (4, 32768));
+        let e = Config::build(Some("[l1]\nwayz = 4\n"), &[]).unwrap_err();
+        assert!(e.0.contains("l1.wayz"), "{e}");
+        let e = Config::build(Some("[nope]\nx = 1\n"), &[]).unwrap_err();
+        assert!(e.0.contains("unknown config key `nope`"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_value_names_the_allowed_range() {
+        let e = Config::build(None, &["memory.banks=0".into()]).unwrap_err();
+        assert_eq!(e.0, "memory.banks = 0: allowed 1..=1024");
+        let e = Config::build(None, &["l1.size_bytes=1000".into()]).unwrap_err();
+        assert!(e.0.starts_with("l1.size_bytes = 1000"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_is_rejected() {
+        let e = Config::build(None, &["memory.banks=fast".into()]).unwrap_err();
+        assert!(e.0.contains("memory.banks"), "{e}");
+    }
+
+    #[test]
+    fn default_toml_round_trips() {
+        let c = Config::default();
+        assert_eq!(Config::build(Some(&c.to_toml()), &[]).unwrap(), c);
+    }
+}

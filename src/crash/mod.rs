@@ -1,0 +1,27 @@
+//! The crash checker (MODEL.md section 5).
+//!
+//! One recorded run gives the initial image, every NVM write with the cycle it became durable,
+//! the cycle each commit was called and the acknowledgement timeline, and the oracle log (the
+//! workload's own stores per committed transaction, recorded before the protocol saw them).
+//!
+//! For each crash cycle `t`, in increasing order, the checker:
+//! 1. advances the durable image to `t` (initial image + writes durable at or before `t`);
+//! 2. runs recovery, a pure function of that image ([`crate::recovery::recover`]);
+//! 3. requires the recovered data area to equal `S_k` for some `A(t) <= k <= I(t)`;
+//! 4. runs the workload's structural verifier on it;
+//! 5. crashes recovery itself after a random prefix of its writes, recovers again, and requires
+//!    the same result (idempotence).
+//!
+//! Crash cycles. The durable image only changes when a write becomes durable, so the distinct
+//! crash states are the boundaries between durable writes. For every boundary the checker uses
+//! two cycles: the first at which the state holds (fewest transactions issued) and the last
+//! (most acknowledged), which are the two hardest for the prefix rule. `--exhaustive` checks all
+//! of them; `--crashes N` checks N of them drawn uniformly without replacement, so every
+//! distinct state is equally likely (a uniform cycle would mostly land in long idle stretches).
+//!
+//! Not checked: anything the durable image does not contain (volatile state is lost by
+//! definition), and timing: a protocol that is correct but slow passes.
+
+mod sweep;
+
+pub use sweep::{check, CrashReport, CrashSpec, Violation};

@@ -1,0 +1,93 @@
+//! The log head: block 0 of the memory log area. It says where the valid log starts and which
+//! transaction sequence number is expected there. It is written only by truncation (after the
+//! transactions before `start` are at home) and by recovery; a 64-byte write is atomic.
+//!
+//! | bytes  | field      | meaning                                                        |
+//! |--------|------------|----------------------------------------------------------------|
+//! | 0..8   | magic      | `LOCSIMLH`                                                     |
+//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log                  |
+//! | 12..16 | reserved   | 0                                                              |
+//! | 16..24 | start      | u64: first valid log position (blocks for H-WAL, bytes S-WAL)  |
+//! | 24..32 | start_seq  | u64: sequence number of the transaction logged at `start`      |
+//! | 32..64 | reserved   | 0                                                              |
+
+use super::le;
+use crate::types::{BlockData, BLOCK_BYTES};
+
+pub const MAGIC: &[u8; 8] = b"LOCSIMLH";
+
+/// Which log body follows the head.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    HWal = 1,
+    SWal = 2,
+}
+
+/// Decoded log head.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct LogHead {
+    pub format: LogFormat,
+    pub start: u64,
+    pub start_seq: u64,
+}
+
+impl LogHead {
+    pub fn encode(&self) -> BlockData {
+        let mut b = [0u8; BLOCK_BYTES];
+        b[0..8].copy_from_slice(MAGIC);
+        le::put_u32(&mut b, 8, self.format as u32);
+        le::put_u64(&mut b, 16, self.start);
+        le::put_u64(&mut b, 24, self.start_seq);
+        b
+    }
+
+    /// Decode; `None` if the block is not a head (wrong magic or format code).
+    pub fn decode(b: &[u8]) -> Option<LogHead> {
+        if &b[0..8] != MAGIC {
+            return None;
+        }
+        let format = match le::u32_at(b, 8) {
+            1 => LogFormat::HWal,
+            2 => LogFormat::SWal,
+            _ => return None,
+        };
+        Some(LogHead {
+            format,
+            start: le::u64_at(b, 16),
+            start_seq: le::u64_at(b, 24),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_round_trips_and_has_the_documented_bytes() {
+        let h = LogHead {
+            format: LogFormat::SWal,
+            start: 0x0102_0304_0506_0708,
+            start_seq: 9,
+        };
+        let b = h.encode();
+        assert_eq!(&b[0..8], b"LOCSIMLH");
+        assert_eq!(b[8], 2);
+        assert_eq!(b[16], 0x08); // little-endian start
+        assert_eq!(b[24], 9);
+        assert_eq!(LogHead::decode(&b), Some(h));
+    }
+
+    #[test]
+    fn zeroed_or_corrupt_block_is_not_a_head() {
+        assert_eq!(LogHead::decode(&[0u8; 64]), None);
+        let mut b = LogHead {
+            format: LogFormat::HWal,
+            start: 0,
+            start_seq: 1,
+        }
+        .encode();
+        b[8] = 7;
+        assert_eq!(LogHead::decode(&b), None);
+    }
+}

@@ -1,0 +1,335 @@
+//! The machine: one in-order blocking core's clock, the cache hierarchy, the memory controller,
+//! and persistent memory with real bytes.
+//!
+//! Two byte images cover the whole physical space (data area and log area):
+//! - `arch`: the program's view (what loads return; the content of every cached line);
+//! - `nvm`: what the device holds once every issued write has completed.
+//!
+//! Every write to NVM goes through [`Machine::write_block`] (explicit payload) or
+//! [`Machine::write_from_arch`] (payload = the program's current bytes of a block), captured at
+//! issue. With recording on, each is also logged with the cycle it became durable, which is
+//! all the crash checker needs to rebuild the durable image at any cycle.
+//!
+//! Payload bytes are kept only when something reads them (`keep_bytes`: crash recording and
+//! tests). A plain `run` reads no device bytes, and copying a random victim's 64 bytes costs two
+//! host cache misses per write-back; timing does not depend on payloads (a test checks that
+//! both modes give identical figures).
+//!
+//! Protocol hardware that must act later (a truncation after a checkpoint completes) uses
+//! [`Machine::defer_write`]: the write is issued to the controller when simulated time reaches
+//! its cycle, so the controller always sees requests in time order.
+
+use crate::cache::{Access, Hierarchy, HitLevel, Victim};
+use crate::config::Config;
+use crate::memctl::{MemCtl, WriteTiming};
+use crate::pmem::{read_block, DurableRecord, DurableWrite, Layout, WriteKind};
+use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
+
+/// Counters of one run (snapshot at the start of the measured region, subtract at the end).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct MachineStats {
+    /// Block accesses issued by the core (loads and stores, split per block touched).
+    pub mem_accesses: u64,
+    /// NVM bytes written, by [`WriteKind`].
+    pub write_bytes_by_kind: [u64; 5],
+    pub mem_reads: u64,
+    pub flushes: u64,
+    pub fence_stall_cycles: u64,
+    pub l1_hits: u64,
+    pub l2_hits: u64,
+    pub llc_hits: u64,
+    pub llc_misses: u64,
+}
+
+impl MachineStats {
+    pub fn mem_write_bytes(&self) -> u64 {
+        self.write_bytes_by_kind.iter().sum()
+    }
+    /// Counters accumulated since `start`.
+    pub fn since(&self, start: &MachineStats) -> MachineStats {
+        let mut d = self.clone();
+        d.mem_accesses -= start.mem_accesses;
+        for i in 0..5 {
+            d.write_bytes_by_kind[i] -= start.write_bytes_by_kind[i];
+        }
+        d.mem_reads -= start.mem_reads;
+        d.flushes -= start.flushes;
+        d.fence_stall_cycles -= start.fence_stall_cycles;
+        d.l1_hits -= start.l1_hits;
+        d.l2_hits -= start.l2_hits;
+        d.llc_hits -= start.llc_hits;
+        d.llc_misses -= start.llc_misses;
+        d
+    }
+}
+
+/// What the crash checker needs from a run, recorded while it executes.
+#[derive(Default)]
+pub struct Recorder {
+    pub durable: DurableRecord,
+    /// Per transaction in commit order: cycle at which its commit was called.
+    pub commit_called: Vec<Cycle>,
+    /// (cycle, n): from this cycle on, the first n transactions are acknowledged durable.
+    pub acks: Vec<(Cycle, u64)>,
+}
+
+struct Deferred {
+    at: Cycle,
+    block: BlockId,
+    kind: WriteKind,
+    data: BlockData,
+}
+
+/// The simulated machine (everything but the protocol and the workload).
+pub struct Machine {
+    /// Current core cycle.
+    pub now: Cycle,
+    pub layout: Layout,
+    pub hier: Hierarchy,
+    pub ctl: MemCtl,
+    /// Program view of all persistent memory.
+    pub arch: Vec<u8>,
+    /// Device content after all issued writes complete (empty unless `keep_bytes`).
+    pub nvm: Vec<u8>,
+    /// Keep payloads: maintain `nvm` and record write data.
+    pub keep_bytes: bool,
+    pub record: Option<Recorder>,
+    /// Dirty LLC victims carrying a transaction tag, for the protocol to place (log or home).
+    pub tx_victims: Vec<Victim>,
+    /// Transactions whose commit has been called.
+    pub txs_committed: u64,
+    /// Transactions acknowledged durable (what CheckMaxCommit answers).
+    pub acked: u64,
+    /// A run-ending condition found inside the model (e.g. log too small), reported as an error.
+    pub fatal: Option<String>,
+    stats: MachineStats,
+    deferred: std::collections::VecDeque<Deferred>,
+    flush_pending: Cycle,
+}
+
+impl Machine {
+    /// A machine whose persistent memory starts as `initial` (data area then log area).
+    pub fn new(cfg: &Config, layout: Layout, initial: Vec<u8>, record: bool) -> Machine {
+        Machine::with_bytes(cfg, layout, initial, record, record)
+    }
+
+    /// Like [`Machine::new`], choosing separately whether device bytes are kept.
+    pub fn with_bytes(
+        cfg: &Config,
+        layout: Layout,
+        initial: Vec<u8>,
+        record: bool,
+        keep_bytes: bool,
+    ) -> Machine {
+        assert_eq!(initial.len() as u64, layout.total_bytes());
+        assert!(keep_bytes || !record, "recording needs the payloads");
+        Machine {
+            now: 0,
+            layout,
+            hier: Hierarchy::new(cfg),
+            ctl: MemCtl::new(cfg),
+            nvm: if keep_bytes {
+                initial.clone()
+            } else {
+                Vec::new()
+            },
+            keep_bytes,
+            arch: initial,
+            record: record.then(Recorder::default),
+            tx_victims: Vec::with_capacity(16),
+            txs_committed: 0,
+            acked: 0,
+            fatal: None,
+            stats: MachineStats::default(),
+            deferred: std::collections::VecDeque::new(),
+            flush_pending: 0,
+        }
+    }
+
+    /// Snapshot of the counters.
+    pub fn stats(&self) -> MachineStats {
+        let mut s = self.stats.clone();
+        let c = &self.hier.stats;
+        (s.l1_hits, s.l2_hits, s.llc_hits, s.llc_misses) =
+            (c.l1_hits, c.l2_hits, c.llc_hits, c.llc_misses);
+        s.mem_reads = self.ctl.reads;
+        s
+    }
+
+    /// Charge `cycles` of non-memory work.
+    #[inline]
+    pub fn compute(&mut self, cycles: Cycle) {
+        self.now += cycles;
+    }
+
+    /// Advance the clock to at least `t` (a stall).
+    #[inline]
+    pub fn wait_until(&mut self, t: Cycle) {
+        self.now = self.now.max(t);
+    }
+
+    /// One core access to block `b`; stalls for its latency. A dirty victim without a
+    /// transaction tag is written back home (or to its log address) here; tagged victims are
+    /// left in `tx_victims` for the protocol.
+    #[inline]
+    pub fn access_block(&mut self, b: BlockId, write: bool) -> Access {
+        self.stats.mem_accesses += 1;
+        let a = self.hier.access(b, write);
+        self.now += a.lookup_cycles;
+        if a.level == HitLevel::Memory {
+            self.issue_deferred(self.now);
+            self.now = self.ctl.read(self.now, b);
+        }
+        if let Some(v) = a.victim {
+            if v.tag == 0 {
+                let kind = self.kind_of(v.block);
+                let t = self.write_from_arch(v.block, kind, v.block);
+                self.now = self.now.max(t.accepted);
+            } else {
+                self.tx_victims.push(v);
+            }
+        }
+        a
+    }
+
+    /// Core accesses to every block of `[addr, addr+len)`.
+    #[inline]
+    pub fn access_range(&mut self, addr: Addr, len: usize, write: bool) {
+        for b in blocks_of(addr, len) {
+            self.access_block(b, write);
+        }
+    }
+
+    /// The write kind of a plain write-back of block `b`, from its address.
+    pub fn kind_of(&self, b: BlockId) -> WriteKind {
+        if self.layout.is_data(b) {
+            WriteKind::Home
+        } else if b == self.layout.log_block0() {
+            WriteKind::LogHead
+        } else {
+            WriteKind::LogData
+        }
+    }
+
+    /// The program's current content of block `b`.
+    #[inline]
+    pub fn arch_block(&self, b: BlockId) -> BlockData {
+        read_block(&self.arch, b)
+    }
+
+    /// Issue a write of `data` to block `b` now. The caller decides whether the core waits
+    /// (for acceptance or completion).
+    #[inline]
+    pub fn write_block(&mut self, b: BlockId, kind: WriteKind, data: BlockData) -> WriteTiming {
+        self.issue_deferred(self.now);
+        self.issue_write(self.now, b, kind, Some(&data))
+    }
+
+    /// Issue a write to block `dst` whose payload is the program's current content of `src`
+    /// (a write-back when `dst == src`, a log copy otherwise).
+    #[inline]
+    pub fn write_from_arch(&mut self, dst: BlockId, kind: WriteKind, src: BlockId) -> WriteTiming {
+        self.issue_deferred(self.now);
+        if self.keep_bytes {
+            let data = self.arch_block(src);
+            self.issue_write(self.now, dst, kind, Some(&data))
+        } else {
+            self.issue_write(self.now, dst, kind, None)
+        }
+    }
+
+    #[inline]
+    fn issue_write(
+        &mut self,
+        at: Cycle,
+        b: BlockId,
+        kind: WriteKind,
+        data: Option<&BlockData>,
+    ) -> WriteTiming {
+        let t = self.ctl.write(at, b);
+        self.stats.write_bytes_by_kind[kind as usize] += 64;
+        if let (true, Some(data)) = (self.keep_bytes, data) {
+            self.nvm[b.range()].copy_from_slice(data);
+            if let Some(r) = &mut self.record {
+                r.durable.writes.push(DurableWrite {
+                    durable: t.durable,
+                    block: b,
+                    kind,
+                    data: *data,
+                });
+            }
+        }
+        t
+    }
+
+    /// Have the controller receive this write at cycle `at` (now or later).
+    pub fn defer_write(&mut self, at: Cycle, b: BlockId, kind: WriteKind, data: BlockData) {
+        if at <= self.now {
+            self.write_block(b, kind, data);
+            return;
+        }
+        let pos = self.deferred.partition_point(|d| d.at <= at);
+        self.deferred.insert(
+            pos,
+            Deferred {
+                at,
+                block: b,
+                kind,
+                data,
+            },
+        );
+    }
+
+    #[inline]
+    fn issue_deferred(&mut self, upto: Cycle) {
+        if self.deferred.is_empty() || self.deferred[0].at > upto {
+            return;
+        }
+        while self.deferred.front().is_some_and(|d| d.at <= upto) {
+            let d = self.deferred.pop_front().expect("checked");
+            self.issue_write(d.at, d.block, d.kind, Some(&d.data));
+        }
+    }
+
+    /// Let every pending write reach the device: issue deferred writes at their cycles and stall
+    /// the core until all writes are complete.
+    pub fn quiesce(&mut self) {
+        if let Some(last) = self.deferred.back().map(|d| d.at) {
+            self.issue_deferred(last);
+        }
+        self.now = self.now.max(self.ctl.all_writes_done());
+    }
+
+    /// `clflush`: write the line back if dirty (as `kind`) and drop it from every level. Costs
+    /// an L1 look-up; the write-back is outstanding until the next [`Machine::fence`].
+    pub fn clflush(&mut self, b: BlockId, kind: WriteKind) {
+        self.stats.flushes += 1;
+        self.now += self.hier.l1.latency;
+        let (_, dirty) = self.hier.invalidate(b);
+        if dirty {
+            let t = self.write_from_arch(b, kind, b);
+            self.now = self.now.max(t.accepted);
+            self.flush_pending = self.flush_pending.max(t.durable);
+        }
+    }
+
+    /// `mfence` after flushes: stall until every flushed write is durable.
+    pub fn fence(&mut self) {
+        if self.flush_pending > self.now {
+            self.stats.fence_stall_cycles += self.flush_pending - self.now;
+            self.now = self.flush_pending;
+        }
+    }
+
+    /// From now on the first `n` transactions are acknowledged durable.
+    pub fn ack_through(&mut self, n: u64) {
+        self.acked = n;
+        if let Some(r) = &mut self.record {
+            debug_assert!(r.acks.last().is_none_or(|&(t, k)| t <= self.now && k <= n));
+            r.acks.push((self.now, n));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,139 @@
+//! The memory controller: banks, read/write latency, a bounded write queue, asynchronous
+//! write-backs, all by timestamps.
+//!
+//! Each bank is busy until a cycle (`bank_free`). Requests are scheduled first-come first-served
+//! per bank at the moment they are issued: a read issued at `t` to bank `b` starts at
+//! `max(t, bank_free[b])` and completes `read_latency` later; a write the same with
+//! `write_latency`, and is durable when it completes (or at acceptance with `adr`). Blocks are
+//! interleaved across banks by block number, so consecutive log blocks use different banks.
+//!
+//! The write queue holds accepted writes until they complete. When it is full, a new write is
+//! accepted only when the earliest one completes; the writer stalls until then.
+//!
+//! Left out: row buffers, read-over-write priority, refresh. Reads and writes to one bank are
+//! served in issue order, which is what lets the model say that two writes to the same block
+//! become durable in the order they were issued.
+
+use crate::config::Config;
+use crate::types::{BlockId, Cycle};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Timing of one accepted write.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct WriteTiming {
+    /// When the controller took the write (the writer is stalled until then).
+    pub accepted: Cycle,
+    /// When the bank finished the write.
+    pub done: Cycle,
+    /// When the write became durable: `done`, or `accepted` under ADR.
+    pub durable: Cycle,
+}
+
+/// Bank and queue timing state.
+pub struct MemCtl {
+    bank_free: Vec<Cycle>,
+    banks: u64,
+    /// `banks - 1` when `banks` is a power of two (the common case: a mask, not a division).
+    bank_mask: Option<u64>,
+    read_cycles: Cycle,
+    write_cycles: Cycle,
+    queue: BinaryHeap<Reverse<Cycle>>,
+    queue_cap: usize,
+    adr: bool,
+    /// Reads served.
+    pub reads: u64,
+    /// Writes served.
+    pub writes: u64,
+    /// Cycles writers spent waiting for a free write-queue entry.
+    pub queue_full_stall_cycles: u64,
+}
+
+impl MemCtl {
+    pub fn new(cfg: &Config) -> MemCtl {
+        let cap = cfg.memory.write_queue_entries as usize;
+        MemCtl {
+            bank_free: vec![0; cfg.memory.banks as usize],
+            banks: cfg.memory.banks,
+            bank_mask: cfg
+                .memory
+                .banks
+                .is_power_of_two()
+                .then_some(cfg.memory.banks - 1),
+            read_cycles: cfg.ns_to_cycles(cfg.memory.read_latency_ns),
+            write_cycles: cfg.ns_to_cycles(cfg.memory.write_latency_ns),
+            queue: BinaryHeap::with_capacity(cap + 1),
+            queue_cap: cap,
+            adr: cfg.memory.adr,
+            reads: 0,
+            writes: 0,
+            queue_full_stall_cycles: 0,
+        }
+    }
+
+    /// The bank a block maps to.
+    #[inline]
+    pub fn bank_of(&self, b: BlockId) -> usize {
+        match self.bank_mask {
+            Some(m) => (b.0 & m) as usize,
+            None => (b.0 % self.banks) as usize,
+        }
+    }
+
+    /// Issue a read of block `b` at cycle `now`; returns the cycle its data arrives.
+    #[inline]
+    pub fn read(&mut self, now: Cycle, b: BlockId) -> Cycle {
+        let bank = self.bank_of(b);
+        let start = now.max(self.bank_free[bank]);
+        let done = start + self.read_cycles;
+        self.bank_free[bank] = done;
+        self.reads += 1;
+        done
+    }
+
+    /// Issue a write of block `b` at cycle `now`.
+    #[inline]
+    pub fn write(&mut self, now: Cycle, b: BlockId) -> WriteTiming {
+        while let Some(&Reverse(d)) = self.queue.peek() {
+            if d > now {
+                break;
+            }
+            self.queue.pop();
+        }
+        let mut accepted = now;
+        if self.queue.len() >= self.queue_cap {
+            let Reverse(d) = self.queue.pop().expect("full queue is not empty");
+            accepted = d.max(now);
+            self.queue_full_stall_cycles += accepted - now;
+        }
+        let bank = self.bank_of(b);
+        let start = accepted.max(self.bank_free[bank]);
+        let done = start + self.write_cycles;
+        self.bank_free[bank] = done;
+        self.queue.push(Reverse(done));
+        self.writes += 1;
+        WriteTiming {
+            accepted,
+            done,
+            durable: if self.adr { accepted } else { done },
+        }
+    }
+
+    /// The cycle at which every write issued so far has completed.
+    pub fn all_writes_done(&self) -> Cycle {
+        self.queue.iter().map(|r| r.0).max().unwrap_or(0)
+    }
+
+    /// Read latency in cycles (no queueing).
+    pub fn read_cycles(&self) -> Cycle {
+        self.read_cycles
+    }
+
+    /// Write latency in cycles (no queueing).
+    pub fn write_cycles(&self) -> Cycle {
+        self.write_cycles
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,126 @@
+//! Persistent memory with real bytes: the physical layout (data area, memory log area), the
+//! byte image, and the record of every write with the cycle it became durable.
+//!
+//! The durable image at a crash cycle `t` (MODEL.md section 2) is the initial image plus every
+//! recorded write whose `durable` cycle is at or before `t`, applied in durability order; see
+//! [`DurableRecord::image_at`]. The crash checker advances such an image incrementally.
+
+use crate::types::{Addr, BlockData, BlockId, Cycle, BLOCK_BYTES};
+
+/// Where the areas lie in the physical address space. Static: recovery may read it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Layout {
+    /// First byte of the data area (always 0).
+    pub data_base: u64,
+    /// Bytes in the data area (multiple of 4096).
+    pub data_bytes: u64,
+    /// First byte of the memory log area (4096-aligned, right after the data area).
+    pub log_base: u64,
+    /// Bytes in the memory log area.
+    pub log_bytes: u64,
+}
+
+impl Layout {
+    /// Data area of at least `data_bytes`, then a log area of `log_bytes`.
+    pub fn new(data_bytes: u64, log_bytes: u64) -> Layout {
+        let data_bytes = data_bytes.div_ceil(4096).max(1) * 4096;
+        Layout {
+            data_base: 0,
+            data_bytes,
+            log_base: data_bytes,
+            log_bytes,
+        }
+    }
+    /// Total bytes of persistent memory.
+    pub fn total_bytes(&self) -> u64 {
+        self.log_base + self.log_bytes
+    }
+    /// First block of the log area.
+    pub fn log_block0(&self) -> BlockId {
+        Addr(self.log_base).block()
+    }
+    /// Number of blocks in the log area.
+    pub fn log_blocks(&self) -> u64 {
+        self.log_bytes / BLOCK_BYTES as u64
+    }
+    /// Is this block in the data area?
+    pub fn is_data(&self, b: BlockId) -> bool {
+        b.addr().0 < self.data_bytes
+    }
+}
+
+/// What a memory write is for; traffic is reported per kind.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum WriteKind {
+    /// A data block written to its home location in the data area.
+    Home = 0,
+    /// A log data block (a copy of a data block in the memory log area).
+    LogData = 1,
+    /// Log metadata: descriptors, META blocks, dependency pairs.
+    LogMeta = 2,
+    /// A commit record.
+    Commit = 3,
+    /// The log head (start and end of the valid log).
+    LogHead = 4,
+}
+
+impl WriteKind {
+    pub const ALL: [WriteKind; 5] = [
+        WriteKind::Home,
+        WriteKind::LogData,
+        WriteKind::LogMeta,
+        WriteKind::Commit,
+        WriteKind::LogHead,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteKind::Home => "home",
+            WriteKind::LogData => "log_data",
+            WriteKind::LogMeta => "log_meta",
+            WriteKind::Commit => "commit",
+            WriteKind::LogHead => "log_head",
+        }
+    }
+}
+
+/// One block write as it reached the device.
+#[derive(Clone, Debug)]
+pub struct DurableWrite {
+    /// Cycle at which the write became durable.
+    pub durable: Cycle,
+    pub block: BlockId,
+    pub kind: WriteKind,
+    pub data: BlockData,
+}
+
+/// Every write of a run, for the crash checker.
+#[derive(Clone, Debug, Default)]
+pub struct DurableRecord {
+    pub writes: Vec<DurableWrite>,
+}
+
+impl DurableRecord {
+    /// Sort writes by durability cycle, keeping issue order among equals (stable sort). Writes to
+    /// one block are issued and completed in order (one bank, FCFS), so this order is the
+    /// device's.
+    pub fn finish(&mut self) {
+        self.writes.sort_by_key(|w| w.durable);
+    }
+
+    /// The durable image at crash cycle `t`, built from scratch (tests; the checker advances
+    /// one image incrementally instead).
+    pub fn image_at(&self, initial: &[u8], t: Cycle) -> Vec<u8> {
+        let mut img = initial.to_vec();
+        for w in self.writes.iter().take_while(|w| w.durable <= t) {
+            img[w.block.range()].copy_from_slice(&w.data);
+        }
+        img
+    }
+}
+
+/// Read one block out of a flat image.
+#[inline]
+pub fn read_block(img: &[u8], b: BlockId) -> BlockData {
+    img[b.range()].try_into().expect("64 bytes")
+}

@@ -1,0 +1,231 @@
+//! `h-wal`: hardware redo logging from a single cached copy (docs/protocols/h-wal.md).
+//!
+//! During a transaction its stores dirty lines in the cache, tagged with the transaction; a
+//! tagged line that is evicted goes to the log, never home. At commit the hardware:
+//! 1. writes the log blocks of the tagged lines still cached, and the descriptors;
+//! 2. waits until every log block of the transaction is durable;
+//! 3. writes the commit record and waits until it is durable; then acknowledges;
+//! 4. checkpoints: writes each block home (the lines become clean) without stalling the core;
+//! 5. truncates: once every home write up to this transaction is durable, writes the log head.
+//!
+//! The next transaction starts only after the acknowledgement (strict inter-tx ordering).
+//! Log format: [`crate::log::wal`]; recovery: [`crate::recovery::wal`].
+
+use super::{Bug, Protocol};
+use crate::log::head::{LogFormat, LogHead};
+use crate::log::wal::{CommitRecord, Descriptor, ADDRS_PER_DESC};
+use crate::machine::Machine;
+use crate::pmem::{Layout, WriteKind};
+use crate::types::{blocks_of, Addr, BlockId, Cycle};
+
+/// LLC tag of lines written by the running transaction (only one runs at a time).
+const TAG: u32 = 1;
+
+pub struct HWal {
+    bug: Option<Bug>,
+    log0: BlockId,
+    cap: u64,
+    seq: u64,
+    tail: u64,
+    tx_start: u64,
+    /// Log space before this position may be reused (its truncation is durable).
+    safe_start: u64,
+    /// Latest truncation scheduled, and the cycle its head write is issued (monotone).
+    trunc_issued: u64,
+    trunc_at: Cycle,
+    desc_lsn: u64,
+    desc_addrs: [u32; ADDRS_PER_DESC],
+    desc_n: usize,
+    tx_blocks: u32,
+    tx_log_done: Cycle,
+    /// Blocks first written by the running transaction, in order.
+    ws: Vec<BlockId>,
+}
+
+impl HWal {
+    pub fn new(layout: &Layout, bug: Option<Bug>) -> HWal {
+        assert!(
+            layout.data_bytes / 64 <= u32::MAX as u64,
+            "ADDR is a 32-bit block number"
+        );
+        HWal {
+            bug,
+            log0: layout.log_block0(),
+            cap: layout.log_blocks() - 1,
+            seq: 1,
+            tail: 0,
+            tx_start: 0,
+            safe_start: 0,
+            trunc_issued: 0,
+            trunc_at: 0,
+            desc_lsn: 0,
+            desc_addrs: [0; ADDRS_PER_DESC],
+            desc_n: 0,
+            tx_blocks: 0,
+            tx_log_done: 0,
+            ws: Vec::with_capacity(1024),
+        }
+    }
+
+    /// The log block holding position `lsn`.
+    fn pos(&self, lsn: u64) -> BlockId {
+        BlockId(self.log0.0 + 1 + lsn % self.cap)
+    }
+
+    fn alloc(&mut self, m: &mut Machine) -> u64 {
+        if self.tail - self.safe_start >= self.cap {
+            m.quiesce();
+            self.safe_start = self.trunc_issued;
+            if self.tail - self.safe_start >= self.cap {
+                m.fatal.get_or_insert_with(|| {
+                    format!(
+                        "log.size_bytes too small: a transaction needs more than {} log blocks",
+                        self.cap
+                    )
+                });
+            }
+        }
+        self.tail += 1;
+        self.tail - 1
+    }
+
+    fn log_data(&mut self, m: &mut Machine, b: BlockId) {
+        if self.desc_n == 0 {
+            self.desc_lsn = self.alloc(m);
+        }
+        let lsn = self.alloc(m);
+        let t = m.write_from_arch(self.pos(lsn), WriteKind::LogData, b);
+        m.wait_until(t.accepted);
+        self.tx_log_done = self.tx_log_done.max(t.durable);
+        self.desc_addrs[self.desc_n] = b.0 as u32;
+        self.desc_n += 1;
+        self.tx_blocks += 1;
+        if self.desc_n == ADDRS_PER_DESC {
+            self.write_desc(m);
+        }
+    }
+
+    fn write_desc(&mut self, m: &mut Machine) {
+        let data = Descriptor::encode_parts(self.seq, &self.desc_addrs[..self.desc_n]);
+        let t = m.write_block(self.pos(self.desc_lsn), WriteKind::LogMeta, data);
+        m.wait_until(t.accepted);
+        self.tx_log_done = self.tx_log_done.max(t.durable);
+        self.desc_n = 0;
+    }
+
+    fn drain_victims(&mut self, m: &mut Machine) {
+        while let Some(v) = m.tx_victims.pop() {
+            self.log_data(m, v.block);
+        }
+    }
+
+    /// Steps 4 and 5: home writes, then the truncation once they are durable.
+    fn checkpoint_and_truncate(&mut self, m: &mut Machine) {
+        let mut home_done = m.now;
+        for i in 0..self.ws.len() {
+            let b = self.ws[i];
+            if m.hier.llc.find(b).is_none() {
+                // Evicted during the transaction: its newest copy is in the log; read it back.
+                m.ctl.read(m.now, self.pos(self.tx_start));
+            }
+            let t = m.write_from_arch(b, WriteKind::Home, b);
+            m.hier.clean(b);
+            home_done = home_done.max(t.durable);
+        }
+        let at = match self.bug {
+            Some(Bug::TruncateBeforeCheckpoint) => m.now,
+            _ => home_done.max(self.trunc_at),
+        };
+        self.trunc_at = at;
+        let head = LogHead {
+            format: LogFormat::HWal,
+            start: self.tail,
+            start_seq: self.seq + 1,
+        };
+        m.defer_write(at, self.log0, WriteKind::LogHead, head.encode());
+        self.trunc_issued = self.tail;
+    }
+}
+
+impl Protocol for HWal {
+    fn format(&self, layout: &Layout, image: &mut [u8]) {
+        let head = LogHead {
+            format: LogFormat::HWal,
+            start: 0,
+            start_seq: 1,
+        };
+        image[layout.log_block0().range()].copy_from_slice(&head.encode());
+    }
+
+    fn begin(&mut self, _m: &mut Machine) {
+        self.tx_start = self.tail;
+        self.tx_log_done = 0;
+    }
+
+    fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+        m.access_range(addr, len, false);
+        self.drain_victims(m);
+    }
+
+    fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+        for b in blocks_of(addr, len) {
+            let a = m.access_block(b, true);
+            self.drain_victims(m);
+            if m.hier.llc.aux(a.llc_slot) != TAG {
+                m.hier.llc.set_aux(a.llc_slot, TAG);
+                self.ws.push(b);
+            }
+        }
+    }
+
+    fn commit(&mut self, m: &mut Machine) {
+        self.drain_victims(m);
+        // 1. Log the transaction's lines still in the cache.
+        for i in 0..self.ws.len() {
+            let b = self.ws[i];
+            if let Some(s) = m.hier.llc.find(b) {
+                if m.hier.llc.aux(s) == TAG {
+                    m.hier.llc.set_aux(s, 0);
+                    self.log_data(m, b);
+                }
+            }
+        }
+        if self.desc_n > 0 {
+            self.write_desc(m);
+        }
+        // 2. Intra-transaction ordering: the log must be durable before the commit record.
+        if self.bug != Some(Bug::CommitBeforeLog) {
+            m.wait_until(self.tx_log_done);
+        }
+        // 3. Commit record, then acknowledge.
+        let lsn = self.alloc(m);
+        let rec = CommitRecord {
+            seq: self.seq,
+            blocks: self.tx_blocks,
+        };
+        let t = m.write_block(self.pos(lsn), WriteKind::Commit, rec.encode());
+        match self.bug {
+            Some(Bug::AckBeforeDurable) => m.wait_until(t.accepted),
+            _ => m.wait_until(t.durable),
+        }
+        m.ack_through(m.txs_committed);
+        // 4-5. Checkpoint and truncation proceed in the background.
+        self.checkpoint_and_truncate(m);
+        self.seq += 1;
+        self.ws.clear();
+        self.tx_blocks = 0;
+    }
+
+    fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
+        for &b in &self.ws {
+            if m.hier.llc.find(b).is_some_and(|s| m.hier.llc.aux(s) == TAG) {
+                m.hier.invalidate(b);
+            }
+        }
+        // Log blocks written for evicted lines lie past the valid log; reuse their space.
+        self.tail = self.tx_start;
+        self.ws.clear();
+        self.desc_n = 0;
+        self.tx_blocks = 0;
+    }
+}

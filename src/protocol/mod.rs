@@ -1,0 +1,142 @@
+//! Transaction protocols, each in its own module behind the narrow [`Protocol`] trait.
+//!
+//! The simulator front end ([`crate::sim::Sim`]) keeps the program's view of memory, the undo
+//! information for aborts and the oracle's record; a protocol decides only what the hardware
+//! (or the persistence library) does: which cache accesses a load or store makes, where dirty
+//! data goes, and what commit writes and waits for. It acknowledges durability with
+//! [`Machine::ack_through`].
+
+pub mod baseline;
+pub mod h_wal;
+pub mod s_wal;
+
+use crate::machine::Machine;
+use crate::pmem::Layout;
+use crate::types::Addr;
+
+/// What every protocol implements.
+pub trait Protocol {
+    /// Write the protocol's initial log area into the initial image (before the run).
+    fn format(&self, layout: &Layout, image: &mut [u8]);
+    /// A transaction begins.
+    fn begin(&mut self, m: &mut Machine);
+    /// A transactional load of `[addr, addr+len)`.
+    fn load(&mut self, m: &mut Machine, addr: Addr, len: usize);
+    /// A transactional store of `[addr, addr+len)`; `m.arch` already holds the new bytes.
+    fn store(&mut self, m: &mut Machine, addr: Addr, len: usize);
+    /// The program commits the running transaction; returns when the program may go on.
+    fn commit(&mut self, m: &mut Machine);
+    /// The program aborts the running transaction. `m.arch` already holds the old bytes again;
+    /// `written` lists the ranges the transaction stored to.
+    fn abort(&mut self, m: &mut Machine, written: &[(Addr, u32)]);
+}
+
+/// The protocols locsim models, as named on the command line.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ProtocolKind {
+    Baseline,
+    SWal,
+    HWal,
+}
+
+impl ProtocolKind {
+    pub const ALL: [ProtocolKind; 3] = [
+        ProtocolKind::Baseline,
+        ProtocolKind::SWal,
+        ProtocolKind::HWal,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ProtocolKind::Baseline => "baseline",
+            ProtocolKind::SWal => "s-wal",
+            ProtocolKind::HWal => "h-wal",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<ProtocolKind, String> {
+        ProtocolKind::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown protocol `{s}`: allowed {}",
+                    ProtocolKind::ALL.map(|p| p.name()).join(", ")
+                )
+            })
+    }
+
+    /// The deliberate defects that can be injected into this protocol (negative controls).
+    pub fn bugs(self) -> &'static [Bug] {
+        match self {
+            ProtocolKind::Baseline => &[],
+            ProtocolKind::SWal => &[Bug::AckBeforeDurable, Bug::TruncateBeforeCheckpoint],
+            ProtocolKind::HWal => &[
+                Bug::AckBeforeDurable,
+                Bug::CommitBeforeLog,
+                Bug::TruncateBeforeCheckpoint,
+            ],
+        }
+    }
+}
+
+/// Deliberate defects, for showing that the crash checker catches them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Bug {
+    /// Return from commit before the commit record is durable.
+    AckBeforeDurable,
+    /// Write the commit record without waiting for the log data blocks (no intra-tx ordering).
+    CommitBeforeLog,
+    /// Advance the log head past a transaction before its home writes are durable.
+    TruncateBeforeCheckpoint,
+}
+
+impl Bug {
+    pub const ALL: [Bug; 3] = [
+        Bug::AckBeforeDurable,
+        Bug::CommitBeforeLog,
+        Bug::TruncateBeforeCheckpoint,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Bug::AckBeforeDurable => "ack-before-durable",
+            Bug::CommitBeforeLog => "commit-before-log",
+            Bug::TruncateBeforeCheckpoint => "truncate-before-checkpoint",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Bug::AckBeforeDurable => "commit returns before the transaction is durable",
+            Bug::CommitBeforeLog => "commit record written without waiting for the log blocks",
+            Bug::TruncateBeforeCheckpoint => {
+                "log head advanced before the in-place writes are durable"
+            }
+        }
+    }
+
+    /// Parse a bug name valid for `proto`.
+    pub fn parse(s: &str, proto: ProtocolKind) -> Result<Bug, String> {
+        let names = || {
+            proto
+                .bugs()
+                .iter()
+                .map(|b| b.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match proto.bugs().iter().find(|b| b.name() == s) {
+            Some(b) => Ok(*b),
+            None if proto.bugs().is_empty() => Err(format!(
+                "protocol `{}` has no injectable bugs (it makes no durability promise)",
+                proto.name()
+            )),
+            None => Err(format!(
+                "unknown bug `{s}` for protocol `{}`: allowed {}",
+                proto.name(),
+                names()
+            )),
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Running one workload under one protocol: set-up (populate, format), warm-up, the measured
+//! region, and the figures of MODEL.md section 6. With recording on, the run also returns what
+//! the crash checker needs (initial image, durable writes, acknowledgements, oracle log).
+
+use crate::config::Config;
+use crate::machine::{Machine, MachineStats, Recorder};
+use crate::pmem::{Layout, WriteKind};
+use crate::protocol::{baseline::Baseline, h_wal::HWal, s_wal::SWal, Bug, Protocol, ProtocolKind};
+use crate::rng::Rng;
+use crate::sim::{OracleLog, Sim};
+use crate::workload::{native::Native, Workload, WorkloadKind};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    pub cfg: Config,
+    pub workload: WorkloadKind,
+    pub protocol: ProtocolKind,
+    /// Transactions in the measured region (attempted; aborted ones included).
+    pub txs: u64,
+    /// Transactions before it (caches warm up; excluded from the figures).
+    pub warmup_txs: u64,
+    pub seed: u64,
+    /// Fraction of transactions the workload aborts.
+    pub abort_rate: f64,
+    pub bug: Option<Bug>,
+    /// Keep what the crash checker needs.
+    pub record: bool,
+}
+
+/// The figures of one run (one object of `locsim run --json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    pub workload: String,
+    pub protocol: String,
+    /// Speculation degree, for protocols that speculate; null otherwise.
+    pub sd: Option<u32>,
+    pub mem_latency_ns: u64,
+    pub mem_write_latency_ns: u64,
+    pub seed: u64,
+    pub txs_committed: u64,
+    pub txs_aborted: u64,
+    pub warmup_txs: u64,
+    pub cycles: u64,
+    pub throughput_tx_per_mcycle: f64,
+    /// Throughput over the baseline's (null unless `baseline` ran in the same invocation).
+    pub normalized_throughput: Option<f64>,
+    pub program_write_bytes: u64,
+    pub mem_write_bytes: u64,
+    pub write_traffic: f64,
+    pub mem_write_bytes_by_kind: BTreeMap<&'static str, u64>,
+    pub pset_blocks_per_tx: f64,
+    pub mem_reads: u64,
+    pub llc_miss_rate: f64,
+    pub flushes: u64,
+    pub fence_stall_cycles: u64,
+    pub sim_mem_accesses: u64,
+    pub host_seconds: f64,
+    pub sim_mem_accesses_per_second: f64,
+    pub version: &'static str,
+    pub git_rev: &'static str,
+    pub config_hash: String,
+}
+
+/// What the crash checker needs from a recorded run.
+pub struct Recorded {
+    pub layout: Layout,
+    pub initial: Vec<u8>,
+    pub record: Recorder,
+    pub oracle: OracleLog,
+    pub workload: Workload,
+    /// Cycle at which the last transaction's commit returned.
+    pub end_cycle: u64,
+}
+
+pub struct RunOutput {
+    pub result: RunResult,
+    pub recorded: Option<Recorded>,
+}
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub const GIT_REV: &str = env!("LOCSIM_GIT_REV");
+
+/// Run `spec`. `Err` is a one-line message (e.g. the log area is too small).
+pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
+    let wl = spec.workload.build(&spec.cfg);
+    let layout = Layout::new(wl.data_bytes(), spec.cfg.log.size_bytes);
+    match spec.protocol {
+        ProtocolKind::Baseline => drive(spec, wl, layout, Baseline),
+        ProtocolKind::HWal => drive(spec, wl, layout, HWal::new(&layout, spec.bug)),
+        ProtocolKind::SWal => drive(
+            spec,
+            wl,
+            layout,
+            SWal::new(&layout, &spec.cfg.swal, spec.bug),
+        ),
+    }
+}
+
+/// Seeds: the workload's operation stream and the abort decisions are separate streams, so
+/// changing the abort rate does not change which operations run.
+fn rngs(seed: u64) -> (Rng, Rng) {
+    (Rng::derive(seed, 1), Rng::derive(seed, 2))
+}
+
+fn drive<P: Protocol>(
+    spec: &RunSpec,
+    mut wl: Workload,
+    layout: Layout,
+    p: P,
+) -> Result<RunOutput, String> {
+    let mut image = vec![0u8; layout.total_bytes() as usize];
+    wl.populate(&mut image[..layout.data_bytes as usize]);
+    p.format(&layout, &mut image);
+    let initial = spec.record.then(|| image.clone());
+    let m = Machine::new(&spec.cfg, layout, image, spec.record);
+    let mut sim = Sim::new(m, p, spec.record);
+    let (mut ops, mut aborts) = rngs(spec.seed);
+    let mut step = |sim: &mut Sim<P>, wl: &mut Workload| -> Result<(), String> {
+        let abort = spec.abort_rate > 0.0 && aborts.chance(spec.abort_rate);
+        wl.run_tx(sim, &mut ops, abort);
+        match sim.m.fatal.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    };
+    for _ in 0..spec.warmup_txs {
+        step(&mut sim, &mut wl)?;
+    }
+    let (s0, f0, c0) = (sim.m.stats(), sim.stats.clone(), sim.m.now);
+    let host = Instant::now();
+    for _ in 0..spec.txs {
+        step(&mut sim, &mut wl)?;
+    }
+    let host_seconds = host.elapsed().as_secs_f64();
+    let end_cycle = sim.m.now;
+    let d = sim.m.stats().since(&s0);
+    let mut f = sim.stats.clone();
+    f.txs_committed -= f0.txs_committed;
+    f.txs_aborted -= f0.txs_aborted;
+    f.program_write_bytes -= f0.program_write_bytes;
+    f.pset_blocks -= f0.pset_blocks;
+    let result = figures(spec, &d, &f, end_cycle - c0, host_seconds);
+    let recorded = if spec.record {
+        sim.m.quiesce();
+        let mut record = sim.m.record.take().expect("recording");
+        record.durable.finish();
+        Some(Recorded {
+            layout,
+            initial: initial.expect("recording"),
+            record,
+            oracle: sim.oracle.take().expect("recording"),
+            workload: wl,
+            end_cycle,
+        })
+    } else {
+        None
+    };
+    Ok(RunOutput { result, recorded })
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b == 0.0 {
+        0.0
+    } else {
+        a / b
+    }
+}
+
+fn figures(
+    spec: &RunSpec,
+    d: &MachineStats,
+    f: &crate::sim::FrontStats,
+    cycles: u64,
+    host_seconds: f64,
+) -> RunResult {
+    let by_kind = WriteKind::ALL
+        .iter()
+        .map(|k| (k.name(), d.write_bytes_by_kind[*k as usize]))
+        .collect();
+    let llc_refs = d.llc_hits + d.llc_misses;
+    RunResult {
+        workload: spec.workload.name().into(),
+        protocol: spec.protocol.name().into(),
+        sd: None,
+        mem_latency_ns: spec.cfg.memory.read_latency_ns,
+        mem_write_latency_ns: spec.cfg.memory.write_latency_ns,
+        seed: spec.seed,
+        txs_committed: f.txs_committed,
+        txs_aborted: f.txs_aborted,
+        warmup_txs: spec.warmup_txs,
+        cycles,
+        throughput_tx_per_mcycle: ratio(f.txs_committed as f64 * 1e6, cycles as f64),
+        normalized_throughput: None,
+        program_write_bytes: f.program_write_bytes,
+        mem_write_bytes: d.mem_write_bytes(),
+        write_traffic: ratio(d.mem_write_bytes() as f64, f.program_write_bytes as f64),
+        mem_write_bytes_by_kind: by_kind,
+        pset_blocks_per_tx: ratio(f.pset_blocks as f64, f.txs_committed as f64),
+        mem_reads: d.mem_reads,
+        llc_miss_rate: ratio(d.llc_misses as f64, llc_refs as f64),
+        flushes: d.flushes,
+        fence_stall_cycles: d.fence_stall_cycles,
+        sim_mem_accesses: d.mem_accesses,
+        host_seconds,
+        sim_mem_accesses_per_second: ratio(d.mem_accesses as f64, host_seconds),
+        version: VERSION,
+        git_rev: GIT_REV,
+        config_hash: spec.cfg.hash_hex(),
+    }
+}
+
+/// Host seconds for the same transactions on the plain native back end (for slowdown).
+pub fn native_seconds(spec: &RunSpec) -> f64 {
+    let mut wl = spec.workload.build(&spec.cfg);
+    let mut mem = vec![0u8; wl.data_bytes() as usize];
+    wl.populate(&mut mem);
+    let mut pm = Native::new(mem);
+    let (mut ops, mut aborts) = rngs(spec.seed);
+    for _ in 0..spec.warmup_txs {
+        let abort = spec.abort_rate > 0.0 && aborts.chance(spec.abort_rate);
+        wl.run_tx(&mut pm, &mut ops, abort);
+    }
+    let host = Instant::now();
+    for _ in 0..spec.txs {
+        let abort = spec.abort_rate > 0.0 && aborts.chance(spec.abort_rate);
+        wl.run_tx(&mut pm, &mut ops, abort);
+    }
+    std::hint::black_box(&pm.mem);
+    host.elapsed().as_secs_f64()
+}

@@ -1,0 +1,119 @@
+//! Workloads and the interface they are written against.
+//!
+//! A workload touches persistent memory only through [`Pm`]: the papers' TxBegin, TxCommit,
+//! TxAbort, loads and stores at persistent addresses, and CheckMaxCommit
+//! ([`Pm::last_durable_tx`]). It charges its own non-memory work with [`Pm::compute`]. Two back
+//! ends implement it: the simulator ([`crate::sim::Sim`]) and plain memory ([`native::Native`]).
+
+pub mod native;
+pub mod sps;
+
+use crate::config::Config;
+use crate::rng::Rng;
+use crate::types::Addr;
+
+/// The workload interface (transactions on persistent memory).
+pub trait Pm {
+    /// TxBegin.
+    fn begin(&mut self);
+    /// TxCommit: returns when the protocol lets the program continue.
+    fn commit(&mut self);
+    /// TxAbort: the transaction's stores are undone.
+    fn abort(&mut self);
+    /// Load `buf.len()` bytes at `addr`.
+    fn load(&mut self, addr: Addr, buf: &mut [u8]);
+    /// Store `data` at `addr` (inside a transaction).
+    fn store(&mut self, addr: Addr, data: &[u8]);
+    /// Charge `cycles` of non-memory instructions.
+    fn compute(&mut self, cycles: u64);
+    /// CheckMaxCommit: how many transactions (in commit order) are guaranteed durable.
+    fn last_durable_tx(&self) -> u64;
+
+    fn load_u64(&mut self, addr: Addr) -> u64 {
+        let mut b = [0u8; 8];
+        self.load(addr, &mut b);
+        u64::from_le_bytes(b)
+    }
+    fn store_u64(&mut self, addr: Addr, v: u64) {
+        self.store(addr, &v.to_le_bytes());
+    }
+    fn load_u32(&mut self, addr: Addr) -> u32 {
+        let mut b = [0u8; 4];
+        self.load(addr, &mut b);
+        u32::from_le_bytes(b)
+    }
+    fn store_u32(&mut self, addr: Addr, v: u32) {
+        self.store(addr, &v.to_le_bytes());
+    }
+}
+
+/// The workloads locsim runs, as named on the command line.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum WorkloadKind {
+    Sps,
+}
+
+impl WorkloadKind {
+    pub const ALL: [WorkloadKind; 1] = [WorkloadKind::Sps];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Sps => "sps",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<WorkloadKind, String> {
+        WorkloadKind::ALL
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown workload `{s}`: allowed {}",
+                    WorkloadKind::ALL.map(|w| w.name()).join(", ")
+                )
+            })
+    }
+
+    /// Build the workload from its configuration.
+    pub fn build(self, cfg: &Config) -> Workload {
+        match self {
+            WorkloadKind::Sps => Workload::Sps(sps::Sps::new(&cfg.workload.sps)),
+        }
+    }
+}
+
+/// A built workload (enum dispatch: the transaction body is generic over the back end).
+pub enum Workload {
+    Sps(sps::Sps),
+}
+
+impl Workload {
+    /// Bytes of data area it needs.
+    pub fn data_bytes(&self) -> u64 {
+        match self {
+            Workload::Sps(w) => w.data_bytes(),
+        }
+    }
+
+    /// Write the initial data set straight into the data area (the populate phase).
+    pub fn populate(&mut self, data: &mut [u8]) {
+        match self {
+            Workload::Sps(w) => w.populate(data),
+        }
+    }
+
+    /// Run one transaction.
+    #[inline]
+    pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
+        match self {
+            Workload::Sps(w) => w.run_tx(pm, rng, abort),
+        }
+    }
+
+    /// Structural check of a data area (e.g. a recovered image): `Err` names what is broken.
+    pub fn verify(&self, data: &[u8]) -> Result<(), String> {
+        match self {
+            Workload::Sps(w) => w.verify(data),
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! SPS: random swaps of entries of a persistent array (Table II; from the NV-Heaps suite).
+//!
+//! The array holds `entries` u64 values, initially `a[i] = i`. A transaction performs
+//! `swaps_per_tx` swaps of two uniformly chosen entries: load both, store both. Each swap also
+//! charges `compute_cycles_per_swap` non-memory instructions (docs/workloads.md counts them).
+//!
+//! Structural invariant (checked on every recovered image): the array is a permutation of
+//! `0..entries`, i.e. every value appears exactly once.
+
+use super::Pm;
+use crate::config::SpsConfig;
+use crate::rng::Rng;
+use crate::types::Addr;
+
+pub struct Sps {
+    entries: u64,
+    swaps: u64,
+    compute: u64,
+}
+
+impl Sps {
+    pub fn new(cfg: &SpsConfig) -> Sps {
+        Sps {
+            entries: cfg.entries,
+            swaps: cfg.swaps_per_tx,
+            compute: cfg.compute_cycles_per_swap,
+        }
+    }
+
+    pub fn data_bytes(&self) -> u64 {
+        self.entries * 8
+    }
+
+    pub fn populate(&mut self, data: &mut [u8]) {
+        for i in 0..self.entries {
+            data[i as usize * 8..i as usize * 8 + 8].copy_from_slice(&i.to_le_bytes());
+        }
+    }
+
+    #[inline]
+    pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
+        pm.begin();
+        for _ in 0..self.swaps {
+            let i = rng.below(self.entries);
+            let j = rng.below(self.entries);
+            pm.compute(self.compute);
+            let (ai, aj) = (Addr(i * 8), Addr(j * 8));
+            let vi = pm.load_u64(ai);
+            let vj = pm.load_u64(aj);
+            pm.store_u64(ai, vj);
+            pm.store_u64(aj, vi);
+        }
+        if abort {
+            pm.abort();
+        } else {
+            pm.commit();
+        }
+    }
+
+    pub fn verify(&self, data: &[u8]) -> Result<(), String> {
+        let mut seen = vec![false; self.entries as usize];
+        for i in 0..self.entries as usize {
+            let v = u64::from_le_bytes(data[i * 8..i * 8 + 8].try_into().unwrap());
+            if v >= self.entries || seen[v as usize] {
+                return Err(format!(
+                    "sps: entry {i} holds {v}, not a permutation of 0..{}",
+                    self.entries
+                ));
+            }
+            seen[v as usize] = true;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::native::Native;
+
+    fn small() -> Sps {
+        Sps::new(&SpsConfig {
+            entries: 64,
+            swaps_per_tx: 2,
+            compute_cycles_per_swap: 1,
+        })
+    }
+
+    #[test]
+    fn swaps_match_a_std_vec_model_and_keep_a_permutation() {
+        let mut w = small();
+        let mut mem = vec![0u8; 64 * 8];
+        w.populate(&mut mem);
+        let mut pm = Native::new(mem);
+        let mut model: Vec<u64> = (0..64).collect();
+        let (mut r1, mut r2) = (Rng::new(5), Rng::new(5));
+        for t in 0..500 {
+            let abort = t % 7 == 3;
+            w.run_tx(&mut pm, &mut r1, abort);
+            let mut pairs = Vec::new();
+            for _ in 0..2 {
+                pairs.push((r2.below(64) as usize, r2.below(64) as usize));
+            }
+            if !abort {
+                for (i, j) in pairs {
+                    model.swap(i, j);
+                }
+            }
+            let got: Vec<u64> = (0..64)
+                .map(|i| u64::from_le_bytes(pm.mem[i * 8..i * 8 + 8].try_into().unwrap()))
+                .collect();
+            assert_eq!(got, model, "after tx {t}");
+        }
+        w.verify(&pm.mem).unwrap();
+    }
+
+    #[test]
+    fn verifier_rejects_a_duplicated_value() {
+        let w = small();
+        let mut mem = vec![0u8; 64 * 8];
+        let mut w2 = small();
+        w2.populate(&mut mem);
+        mem[8..16].copy_from_slice(&0u64.to_le_bytes());
+        assert!(w.verify(&mem).unwrap_err().contains("entry 1 holds 0"));
+    }
+}
