@@ -235,7 +235,7 @@ impl Config {
             );
         }
         if self.log.size_bytes < 64 * 1024
-            || self.log.size_bytes % 4096 != 0
+            || !self.log.size_bytes.is_multiple_of(4096)
             || self.log.size_bytes > (1 << 36)
         {
             return err(
@@ -302,7 +302,8 @@ fn set_path(tree: &mut toml::Value, key: &str, value: toml::Value) -> Result<(),
                 format!("`{here}`")
             };
             return Err(ConfigError(format!(
-                "unknown config key `{key}`: allowed at {place}: {}",
+                "unknown config key `{}`: allowed at {place}: {}",
+                parts[..=i].join("."),
                 allowed_keys(table)
             )));
         }

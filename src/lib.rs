@@ -4,6 +4,24 @@
 //! ([`cache`], [`memctl`], [`pmem`], [`machine`]); the workload interface ([`workload`]) and its
 //! simulator back end ([`sim`]); the protocols ([`protocol`]) with their log formats ([`log`])
 //! and [`recovery`]; the [`crash`] checker; [`runner`] and the [`cli`].
+//!
+//! Running a simulation from Rust:
+//!
+//! ```
+//! use locsim::config::Config;
+//! use locsim::protocol::ProtocolKind;
+//! use locsim::runner::{execute, RunSpec};
+//! use locsim::workload::WorkloadKind;
+//!
+//! let cfg = Config::build(None, &["workload.sps.entries=4096".into()]).unwrap();
+//! let spec = RunSpec {
+//!     cfg, workload: WorkloadKind::Sps, protocol: ProtocolKind::HWal, txs: 100, warmup_txs: 0,
+//!     seed: 1, abort_rate: 0.0, bug: None, record: false,
+//! };
+//! let r = execute(&spec).unwrap().result;
+//! assert_eq!(r.txs_committed, 100);
+//! assert!(r.write_traffic > 1.0); // every program byte costs a log copy and a home copy
+//! ```
 
 pub mod cache;
 pub mod cli;

@@ -291,6 +291,13 @@ impl Machine {
         }
     }
 
+    /// A read issued by protocol hardware at the current cycle that the core does not wait for
+    /// (e.g. a checkpoint re-reading a log block). Returns the cycle its data arrives.
+    pub fn background_read(&mut self, b: BlockId) -> Cycle {
+        self.issue_deferred(self.now);
+        self.ctl.read(self.now, b)
+    }
+
     /// Let every pending write reach the device: issue deferred writes at their cycles and stall
     /// the core until all writes are complete.
     pub fn quiesce(&mut self) {

@@ -6,11 +6,12 @@
 //! so a write-back takes its payload from there at the moment it leaves. Multi-versioned lines
 //! (LOC) keep their own copies in the protocol.
 //!
-//! Inclusion makes the LLC the single place that knows whether the hierarchy holds data newer
-//! than memory: a store marks its line dirty in L1 and in the LLC, and the LLC carries the
-//! per-line transaction tag. An LLC eviction back-invalidates L1 and L2, and a dirty victim is
-//! handed to the caller. L1 and L2 keep their own dirty bits for timing of flushes into the LLC
-//! (Kiln); their write-backs into the next level cost no core time (write-back buffers).
+//! Dirty bits are per level, as in a real write-back hierarchy: a store marks its L1 line dirty;
+//! an evicted dirty L1 line marks its L2 copy dirty, an evicted dirty L2 line its LLC copy.
+//! These inner write-backs cost no core time (write-back buffers). An LLC eviction
+//! back-invalidates L1 and L2 and gathers their dirty bits: the victim is dirty if any level
+//! held it dirty, and a dirty victim is handed to the caller. The LLC carries the per-line
+//! transaction tag (`aux`).
 
 mod set_assoc;
 
@@ -42,7 +43,8 @@ pub struct Access {
     pub level: HitLevel,
     /// Cycles spent in cache look-ups (memory time is added by the caller).
     pub lookup_cycles: Cycle,
-    /// The LLC slot now holding the block.
+    /// The LLC slot now holding the block, when the access looked it up (misses in L1 and
+    /// L2); [`Slot::NONE`] on an L1 or L2 hit. Valid until the next access.
     pub llc_slot: Slot,
     /// A dirty line evicted from the LLC to make room, if any.
     pub victim: Option<Victim>,
@@ -85,16 +87,7 @@ impl Hierarchy {
             self.stats.l1_hits += 1;
             if write {
                 self.l1.set_dirty(s, true);
-                let ls = self.llc.find(b).expect("inclusion: L1 line is in the LLC");
-                self.llc.set_dirty(ls, true);
-                return Access {
-                    level: HitLevel::L1,
-                    lookup_cycles: l1_lat,
-                    llc_slot: ls,
-                    victim: None,
-                };
             }
-            // A read hit in L1 still needs the LLC slot only for stores; skip the probe.
             return Access {
                 level: HitLevel::L1,
                 lookup_cycles: l1_lat,
@@ -106,10 +99,7 @@ impl Hierarchy {
         let mut victim = None;
         let (level, llc_slot) = if self.l2.lookup(b).is_some() {
             self.stats.l2_hits += 1;
-            (
-                HitLevel::L2,
-                self.llc.find(b).expect("inclusion: L2 line is in the LLC"),
-            )
+            (HitLevel::L2, Slot::NONE)
         } else {
             cycles += self.llc.latency;
             let level;
@@ -122,10 +112,10 @@ impl Hierarchy {
                 level = HitLevel::Memory;
                 let (ls, v) = self.llc.insert(b);
                 if let Some(e) = v {
-                    // Back-invalidate the inner levels (inclusion).
-                    self.l1.invalidate(e.block);
-                    self.l2.invalidate(e.block);
-                    if e.dirty {
+                    // Back-invalidate the inner levels (inclusion), gathering their dirty bits.
+                    let d1 = self.l1.invalidate(e.block).is_some_and(|(d, _)| d);
+                    let d2 = self.l2.invalidate(e.block).is_some_and(|(d, _)| d);
+                    if e.dirty || d1 || d2 {
                         self.stats.llc_dirty_evictions += 1;
                         victim = Some(Victim {
                             block: e.block,
@@ -139,9 +129,6 @@ impl Hierarchy {
             (level, ls)
         };
         self.fill_l1(b, write);
-        if write {
-            self.llc.set_dirty(llc_slot, true);
-        }
         Access {
             level,
             lookup_cycles: cycles,
@@ -176,9 +163,11 @@ impl Hierarchy {
         self.l1.set_dirty(s, write);
     }
 
-    /// Is the block dirty anywhere in the hierarchy (the LLC knows, by inclusion)?
+    /// Is the block dirty at any level?
     pub fn is_dirty(&self, b: BlockId) -> bool {
-        self.llc.find(b).is_some_and(|s| self.llc.dirty(s))
+        [&self.l1, &self.l2, &self.llc]
+            .iter()
+            .any(|c| c.find(b).is_some_and(|s| c.dirty(s)))
     }
 
     /// Mark a block clean at every level (its data has been written to memory); it stays cached.
@@ -192,10 +181,10 @@ impl Hierarchy {
 
     /// Remove a block from every level (clflush, abort). Returns (was it cached, was it dirty).
     pub fn invalidate(&mut self, b: BlockId) -> (bool, bool) {
-        self.l1.invalidate(b);
-        self.l2.invalidate(b);
+        let d1 = self.l1.invalidate(b).is_some_and(|(d, _)| d);
+        let d2 = self.l2.invalidate(b).is_some_and(|(d, _)| d);
         match self.llc.invalidate(b) {
-            Some((dirty, _)) => (true, dirty),
+            Some((d3, _)) => (true, d1 || d2 || d3),
             None => (false, false),
         }
     }

@@ -1,12 +1,12 @@
-//! One set-associative cache level with true LRU, stored as dense arrays in move-to-front
-//! order: within a set, way 0 is the most recently used line and the valid lines come first.
+//! One set-associative cache level with true LRU, stored as dense arrays indexed by
+//! slot = set * ways + way: one u64 word per line (block number, dirty bit in bit 63), one u64
+//! last-use stamp, and an optional u32 `aux` (the LLC's transaction tag).
 //!
-//! One u64 word per line holds the block number and, in bit 63, the dirty bit, so a 16-way set
-//! is 128 contiguous bytes (two host cache lines) and needs no LRU stamps. A hit rotates the
-//! line to the front; an insert evicts the last line of a full set. An optional u32 `aux` per
-//! line (the LLC's transaction tag) moves with its line.
-//!
-//! A [`Slot`] is valid until the next operation on the same set.
+//! Costs are what a simulator's inner loop can afford: a hit writes one stamp; the LRU victim is
+//! the minimum stamp (invalid lines have stamp 0, so they are filled first, lowest way first).
+//! Sets are 1 to 64 ways: plain early-exit loops beat the standard library's unrolled,
+//! vectorized `min`/`sum`/`position`, whose set-up costs more than the work at these lengths
+//! (measured with callgrind). A [`Slot`] stays valid until its line is evicted or invalidated.
 
 use crate::config::CacheConfig;
 use crate::types::{BlockId, Cycle};
@@ -36,7 +36,9 @@ pub struct SetAssoc {
     ways: usize,
     set_mask: u64,
     words: Vec<u64>,
+    stamps: Vec<u64>,
     aux: Vec<u32>,
+    clock: u64,
     /// Look-up latency in cycles.
     pub latency: Cycle,
 }
@@ -56,12 +58,17 @@ impl SetAssoc {
         let lines = (cfg.size_bytes / 64) as usize;
         let ways = cfg.ways as usize;
         let sets = lines / ways;
-        assert!(sets.is_power_of_two(), "validated by Config::validate");
+        assert!(
+            sets.is_power_of_two() && ways <= 64,
+            "validated by Config::validate"
+        );
         SetAssoc {
             ways,
             set_mask: sets as u64 - 1,
             words: vec![INVALID; lines],
+            stamps: vec![0; lines],
             aux: if aux { vec![0; lines] } else { Vec::new() },
+            clock: 0,
             latency: cfg.latency_cycles,
         }
     }
@@ -80,35 +87,29 @@ impl SetAssoc {
     #[inline]
     pub fn find(&self, b: BlockId) -> Option<Slot> {
         let start = self.set_start(b);
-        for i in start..start + self.ways {
-            let w = self.words[i];
-            if w & !DIRTY == b.0 {
-                return Some(Slot(i));
+        let set = &self.words[start..start + self.ways];
+        let mut i = 0;
+        while i < set.len() {
+            if set[i] & !DIRTY == b.0 {
+                return Some(Slot(start + i));
             }
-            if w == INVALID {
-                return None;
-            }
+            i += 1;
         }
         None
     }
 
-    /// Move the line in `s` to the front of its set (`start`) and return its new slot.
     #[inline]
-    fn to_front(&mut self, start: usize, s: usize) -> Slot {
-        if s > start {
-            shift_right(&mut self.words[start..=s]);
-            if !self.aux.is_empty() {
-                shift_right(&mut self.aux[start..=s]);
-            }
-        }
-        Slot(start)
+    fn touch(&mut self, s: usize) {
+        self.clock += 1;
+        self.stamps[s] = self.clock;
     }
 
     /// Find a block and make it most recently used.
     #[inline]
     pub fn lookup(&mut self, b: BlockId) -> Option<Slot> {
         let s = self.find(b)?;
-        Some(self.to_front(self.set_start(b), s.0))
+        self.touch(s.0);
+        Some(s)
     }
 
     /// Insert a block that is not present (clean, most recently used, aux 0). Returns its slot
@@ -117,33 +118,40 @@ impl SetAssoc {
     pub fn insert(&mut self, b: BlockId) -> (Slot, Option<Evicted>) {
         debug_assert!(self.find(b).is_none());
         let start = self.set_start(b);
-        let last = start + self.ways - 1;
-        let w = self.words[last];
+        let stamps = &self.stamps[start..start + self.ways];
+        let (mut best, mut min) = (0, stamps[0]);
+        let mut i = 1;
+        while i < stamps.len() {
+            if stamps[i] < min {
+                (best, min) = (i, stamps[i]);
+            }
+            i += 1;
+        }
+        let s = start + best;
+        let w = self.words[s];
         let victim = (w != INVALID).then(|| Evicted {
             block: BlockId(w & !DIRTY),
             dirty: w & DIRTY != 0,
-            aux: self.aux.get(last).copied().unwrap_or(0),
+            aux: self.aux.get(s).copied().unwrap_or(0),
         });
-        let s = self.to_front(start, last);
-        self.words[s.0] = b.0;
+        self.words[s] = b.0;
         if !self.aux.is_empty() {
-            self.aux[s.0] = 0;
+            self.aux[s] = 0;
         }
-        (s, victim)
+        self.touch(s);
+        (Slot(s), victim)
     }
 
     /// Drop a block if present; returns its dirty bit and aux.
     #[inline]
     pub fn invalidate(&mut self, b: BlockId) -> Option<(bool, u32)> {
         let s = self.find(b)?.0;
-        let end = self.set_start(b) + self.ways;
         let dirty = self.words[s] & DIRTY != 0;
         let aux = self.aux.get(s).copied().unwrap_or(0);
-        shift_left(&mut self.words[s..end]);
-        self.words[end - 1] = INVALID;
+        self.words[s] = INVALID;
+        self.stamps[s] = 0;
         if !self.aux.is_empty() {
-            shift_left(&mut self.aux[s..end]);
-            self.aux[end - 1] = 0;
+            self.aux[s] = 0;
         }
         Some((dirty, aux))
     }
@@ -182,30 +190,10 @@ impl SetAssoc {
     /// Valid blocks of the set that holds `b`, most recently used first (tests, debugging).
     pub fn set_contents(&self, b: BlockId) -> Vec<BlockId> {
         let start = self.set_start(b);
-        (start..start + self.ways)
-            .filter_map(|i| self.block_at(Slot(i)))
-            .collect()
+        let mut v: Vec<(u64, BlockId)> = (start..start + self.ways)
+            .filter_map(|i| self.block_at(Slot(i)).map(|blk| (self.stamps[i], blk)))
+            .collect();
+        v.sort_by_key(|e| std::cmp::Reverse(e.0));
+        v.into_iter().map(|(_, blk)| blk).collect()
     }
-}
-
-/// Rotate right by one (last element to the front). Sets are a few words long: a plain loop
-/// beats the general `rotate_right`, which calls `memmove`.
-#[inline(always)]
-fn shift_right<T: Copy>(v: &mut [T]) {
-    let last = v[v.len() - 1];
-    for i in (1..v.len()).rev() {
-        v[i] = v[i - 1];
-    }
-    v[0] = last;
-}
-
-/// Rotate left by one (first element to the back).
-#[inline(always)]
-fn shift_left<T: Copy>(v: &mut [T]) {
-    let first = v[0];
-    for i in 0..v.len() - 1 {
-        v[i] = v[i + 1];
-    }
-    let n = v.len();
-    v[n - 1] = first;
 }

@@ -7,13 +7,30 @@ use crate::protocol::{Bug, ProtocolKind};
 use crate::runner::{self, RunResult, RunSpec};
 use crate::workload::WorkloadKind;
 
+/// Write to stdout; a closed pipe (`locsim run ... | head`) ends output quietly.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        std::process::exit(0);
+    }
+}
+
+macro_rules! outln {
+    ($($arg:tt)*) => { emit(&format!("{}\n", format!($($arg)*))) };
+}
+
 pub fn dispatch(cmd: Cmd) -> Result<i32, String> {
     match cmd {
         Cmd::Run(a) => run(a),
         Cmd::Crashtest(a) => crashtest(a),
         Cmd::Bench(a) => bench(a),
         Cmd::Config(a) => {
-            print!("{}", build_config(&a)?.to_toml());
+            emit(&build_config(&a)?.to_toml());
             Ok(0)
         }
     }
@@ -95,7 +112,7 @@ fn run(a: RunArgs) -> Result<i32, String> {
         }
     }
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&results).expect("serializable")
         );
@@ -106,15 +123,22 @@ fn run(a: RunArgs) -> Result<i32, String> {
 }
 
 fn print_run_table(rs: &[RunResult]) {
-    println!(
+    outln!(
         "{:<10} {:>9} {:>12} {:>10} {:>7} {:>8} {:>6} {:>11}",
-        "protocol", "txs", "cycles", "tx/Mcyc", "norm", "traffic", "P-Set", "Macc/s"
+        "protocol",
+        "txs",
+        "cycles",
+        "tx/Mcyc",
+        "norm",
+        "traffic",
+        "P-Set",
+        "Macc/s"
     );
     for r in rs {
         let norm = r
             .normalized_throughput
             .map_or("-".to_string(), |n| format!("{n:.3}"));
-        println!(
+        outln!(
             "{:<10} {:>9} {:>12} {:>10.2} {:>7} {:>8.2} {:>6.2} {:>11.1}",
             r.protocol,
             r.txs_committed,
@@ -127,9 +151,13 @@ fn print_run_table(rs: &[RunResult]) {
         );
     }
     if let Some(r) = rs.first() {
-        println!(
+        outln!(
             "workload {} seed {} | locsim {} ({}) config {}",
-            r.workload, r.seed, r.version, r.git_rev, r.config_hash
+            r.workload,
+            r.seed,
+            r.version,
+            r.git_rev,
+            r.config_hash
         );
     }
 }
@@ -147,7 +175,7 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
             } else {
                 bugs.join("; ")
             };
-            println!("{}: {}", p.name(), list);
+            outln!("{}: {}", p.name(), list);
         }
         return Ok(0);
     }
@@ -182,12 +210,12 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
     };
     let report = crash::check(&spec)?;
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&report).expect("serializable")
         );
     } else {
-        println!(
+        outln!(
             "{} / {}{}: {} crash points of {} distinct states, {} violations ({:.0} states/s, seed {})",
             report.workload,
             report.protocol,
@@ -199,11 +227,11 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
             report.seed
         );
         if let Some(v) = &report.first_violation {
-            println!(
+            outln!(
                 "first violation ({}): crash at cycle {}, A={} I={}, closest k={}, {} blocks differ, first at {:?}: {}",
                 v.kind, v.crash_cycle, v.acked, v.issued, v.closest_k, v.differing_blocks, v.first_diff_addr, v.detail
             );
-            println!("replay: {}", v.replay);
+            outln!("replay: {}", v.replay);
         }
     }
     Ok(if report.violations > 0 { 1 } else { 0 })
@@ -318,17 +346,21 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
         }
     }
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&rows).expect("serializable")
         );
     } else {
-        println!(
+        outln!(
             "{:<10} {:<10} {:>14} {:>12} {:>10}",
-            "workload", "protocol", "accesses", "Macc/s", "slowdown"
+            "workload",
+            "protocol",
+            "accesses",
+            "Macc/s",
+            "slowdown"
         );
         for r in &rows {
-            println!(
+            outln!(
                 "{:<10} {:<10} {:>14} {:>12.1} {:>10.1}",
                 r.workload,
                 r.protocol,
@@ -337,7 +369,7 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
                 r.slowdown_vs_native
             );
         }
-        println!(
+        outln!(
             "median of {} runs of {} transactions | locsim {} ({})",
             a.repeat,
             a.txs,

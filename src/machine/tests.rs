@@ -1,1 +1,323 @@
+//! Tests of the machine's clock: access timing through the hierarchy and the controller,
+//! write-backs of LLC victims, clflush + fence, deferred writes, quiesce, and the record of
+//! durable writes. Default configuration (1 + 8 + 21 cycles of look-ups, 168-cycle memory).
 
+use super::*;
+use crate::cache::HitLevel;
+use crate::pmem::DurableWrite;
+
+const MISS: Cycle = 30 + 168;
+const LLC_SETS: u64 = 1024;
+
+/// 4 MiB of data (65536 blocks), 64 KiB of log starting at block 65536.
+fn machine_with(cfg: &Config) -> Machine {
+    let layout = Layout::new(4 << 20, 64 << 10);
+    let image = vec![0u8; layout.total_bytes() as usize];
+    Machine::new(cfg, layout, image, true)
+}
+
+fn machine() -> Machine {
+    machine_with(&Config::default())
+}
+
+fn config(sets: &[&str]) -> Config {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    Config::build(None, &sets).unwrap()
+}
+
+fn writes(m: &Machine) -> &[DurableWrite] {
+    &m.record.as_ref().expect("recording on").durable.writes
+}
+
+fn llc_mate(set: u64, k: u64) -> BlockId {
+    BlockId(set + k * LLC_SETS)
+}
+
+/// Store to `b0 = llc_mate(set, 0)` with its bytes set to `fill`, then load 16 more blocks of
+/// its LLC set (each a miss on bank `set % 8`): the last one evicts `b0`.
+fn store_then_evict(m: &mut Machine, set: u64, fill: u8, tag: u32) -> Access {
+    let b0 = llc_mate(set, 0);
+    m.arch[b0.range()].fill(fill);
+    let a = m.access_block(b0, true);
+    m.hier.llc.set_aux(a.llc_slot, tag);
+    for k in 1..16 {
+        assert!(m.access_block(llc_mate(set, k), false).victim.is_none());
+    }
+    m.access_block(llc_mate(set, 16), false)
+}
+
+#[test]
+fn load_miss_stalls_for_lookups_plus_memory_read() {
+    let mut m = machine();
+    let a = m.access_block(BlockId(5), false);
+    assert_eq!(a.level, HitLevel::Memory);
+    assert_eq!(m.now, 198);
+    assert_eq!((m.stats().mem_reads, m.stats().mem_accesses), (1, 1));
+}
+
+#[test]
+fn l1_hit_costs_one_cycle() {
+    let mut m = machine();
+    m.access_block(BlockId(5), false);
+    m.access_block(BlockId(5), true);
+    assert_eq!(m.now, MISS + 1);
+    assert_eq!(m.stats().l1_hits, 1);
+}
+
+#[test]
+fn l2_hit_costs_nine_cycles_and_llc_hit_thirty() {
+    let mut m = machine();
+    for k in 0..3 {
+        m.access_block(BlockId(3 + 256 * k), false);
+    }
+    assert_eq!(m.now, 3 * MISS);
+    assert_eq!(m.access_block(BlockId(3), false).level, HitLevel::L2);
+    assert_eq!(m.now, 3 * MISS + 9);
+
+    let mut m = machine();
+    for k in 0..=8 {
+        m.access_block(BlockId(3 + 512 * k), false);
+    }
+    assert_eq!(m.access_block(BlockId(3), false).level, HitLevel::Llc);
+    assert_eq!(m.now, 9 * MISS + 30);
+    assert_eq!(m.stats().mem_reads, 9, "an LLC hit reads no memory");
+}
+
+#[test]
+fn miss_to_a_bank_busy_with_a_write_waits_for_it() {
+    let mut m = machine();
+    let t = m.write_block(BlockId(8), WriteKind::Home, [1; 64]);
+    assert_eq!((t.accepted, t.done), (0, 168));
+    assert_eq!(m.now, 0, "the caller decides whether to wait");
+    m.access_block(BlockId(0), false);
+    assert_eq!(m.now, 168 + 168, "read waits for bank 0");
+}
+
+#[test]
+fn access_range_touches_every_block_once() {
+    let mut m = machine();
+    m.access_range(Addr(60), 8, false);
+    assert_eq!(m.stats().mem_accesses, 2);
+    assert_eq!(m.now, 2 * MISS);
+    m.access_range(Addr(0), 0, true);
+    assert_eq!(m.stats().mem_accesses, 2, "an empty range touches nothing");
+}
+
+#[test]
+fn dirty_untagged_victim_is_written_back_home_with_its_bytes() {
+    let mut m = machine();
+    let a = store_then_evict(&mut m, 2, 0xAB, 0);
+    assert_eq!(
+        a.victim,
+        Some(Victim {
+            block: BlockId(2),
+            tag: 0
+        })
+    );
+    assert_eq!(m.now, 17 * MISS, "the core waits only for acceptance");
+    let w = writes(&m);
+    assert_eq!(w.len(), 1);
+    assert_eq!((w[0].block, w[0].kind), (BlockId(2), WriteKind::Home));
+    assert_eq!(w[0].durable, 17 * MISS + 168);
+    assert_eq!(w[0].data, [0xAB; 64]);
+    assert_eq!(m.nvm[BlockId(2).range()], [0xAB; 64]);
+    assert_eq!(m.stats().write_bytes_by_kind[WriteKind::Home as usize], 64);
+    assert!(m.tx_victims.is_empty());
+}
+
+#[test]
+fn dirty_tagged_victim_is_left_for_the_protocol() {
+    let mut m = machine();
+    store_then_evict(&mut m, 2, 0xAB, 5);
+    assert_eq!(
+        m.tx_victims,
+        [Victim {
+            block: BlockId(2),
+            tag: 5
+        }]
+    );
+    assert!(writes(&m).is_empty());
+    assert_eq!(m.now, 17 * MISS);
+}
+
+#[test]
+fn victim_write_back_stalls_the_core_until_accepted_not_until_done() {
+    let mut m = machine_with(&config(&[
+        "memory.write_queue_entries=1",
+        "memory.write_latency_ns=10000",
+    ]));
+    m.write_block(BlockId(1), WriteKind::Home, [0; 64]);
+    store_then_evict(&mut m, 2, 0xCD, 0);
+    assert_eq!(m.now, 10_000, "queue full until the first write completes");
+    assert_eq!(writes(&m)[1].durable, 20_000);
+}
+
+#[test]
+fn clflush_of_a_dirty_line_issues_a_write_that_fence_waits_for_exactly() {
+    let mut m = machine();
+    let b = BlockId(5);
+    m.arch[b.range()].fill(7);
+    m.access_block(b, true);
+    m.clflush(b, WriteKind::LogData);
+    assert_eq!(
+        m.now,
+        MISS + 1,
+        "clflush costs an L1 look-up and does not wait"
+    );
+    let w = writes(&m);
+    assert_eq!(w.len(), 1);
+    assert_eq!(
+        (w[0].block, w[0].kind, w[0].data),
+        (b, WriteKind::LogData, [7; 64])
+    );
+    let durable = MISS + 1 + 168;
+    assert_eq!(w[0].durable, durable);
+    let rec = &m.record.as_ref().unwrap().durable;
+    let initial = vec![0u8; m.layout.total_bytes() as usize];
+    assert_eq!(rec.image_at(&initial, durable - 1)[b.range()], [0; 64]);
+    assert_eq!(rec.image_at(&initial, durable)[b.range()], [7; 64]);
+    m.fence();
+    assert_eq!(m.now, durable);
+    m.fence();
+    assert_eq!(m.now, durable, "a second fence has nothing to wait for");
+    let s = m.stats();
+    assert_eq!((s.fence_stall_cycles, s.flushes), (168, 1));
+    assert_eq!(s.write_bytes_by_kind[WriteKind::LogData as usize], 64);
+    assert!(m.hier.llc.find(b).is_none() && m.hier.l1.find(b).is_none());
+}
+
+#[test]
+fn fence_after_two_flushes_to_one_bank_waits_for_the_later() {
+    let mut m = machine();
+    m.access_block(BlockId(5), true);
+    m.access_block(BlockId(13), true);
+    assert_eq!(m.now, 2 * MISS);
+    m.clflush(BlockId(5), WriteKind::Home);
+    m.clflush(BlockId(13), WriteKind::Home);
+    assert_eq!(m.now, 2 * MISS + 2);
+    let d: Vec<Cycle> = writes(&m).iter().map(|w| w.durable).collect();
+    assert_eq!(d, [2 * MISS + 1 + 168, 2 * MISS + 1 + 2 * 168]);
+    m.fence();
+    assert_eq!(m.now, 2 * MISS + 1 + 2 * 168);
+}
+
+#[test]
+fn clflush_of_a_clean_line_issues_no_write_and_fence_does_not_stall() {
+    let mut m = machine();
+    m.access_block(BlockId(5), false);
+    m.clflush(BlockId(5), WriteKind::Home);
+    m.clflush(BlockId(6), WriteKind::Home); // not cached at all
+    assert_eq!(m.now, MISS + 2);
+    assert!(writes(&m).is_empty());
+    m.fence();
+    assert_eq!(m.now, MISS + 2);
+    assert_eq!(m.stats().fence_stall_cycles, 0);
+    assert!(
+        m.hier.llc.find(BlockId(5)).is_none(),
+        "a clean line is still dropped"
+    );
+}
+
+#[test]
+fn with_adr_fence_after_a_flush_does_not_stall() {
+    let mut m = machine_with(&config(&["memory.adr=true"]));
+    m.access_block(BlockId(5), true);
+    m.clflush(BlockId(5), WriteKind::Home);
+    assert_eq!(writes(&m)[0].durable, MISS + 1);
+    m.fence();
+    assert_eq!(m.now, MISS + 1);
+}
+
+#[test]
+fn deferred_write_is_issued_only_when_time_reaches_it() {
+    let mut m = machine();
+    m.defer_write(1000, BlockId(3), WriteKind::LogHead, [9; 64]);
+    m.compute(500);
+    m.access_block(BlockId(100), false);
+    m.write_block(BlockId(101), WriteKind::Home, [0; 64]);
+    assert_eq!(m.now, 500 + MISS);
+    assert_eq!(writes(&m).len(), 1, "only the write issued now");
+    m.quiesce();
+    let w = writes(&m);
+    assert_eq!(w.len(), 2);
+    assert_eq!(
+        (w[1].block, w[1].kind, w[1].data),
+        (BlockId(3), WriteKind::LogHead, [9; 64])
+    );
+    assert!(w[1].durable >= 1000 + 168);
+    assert_eq!(w[1].durable, 1000 + 168, "bank 3 is free at 1000");
+    assert_eq!(m.now, 1000 + 168, "quiesce waits for the deferred write");
+}
+
+#[test]
+fn deferred_write_occupies_its_bank_from_its_own_cycle() {
+    let mut m = machine();
+    m.defer_write(100, BlockId(8), WriteKind::Home, [0; 64]);
+    m.compute(200);
+    m.access_block(BlockId(0), false);
+    assert_eq!(writes(&m)[0].durable, 100 + 168);
+    assert_eq!(m.now, 100 + 168 + 168, "the read at 230 waits for bank 0");
+}
+
+#[test]
+fn deferred_writes_reach_the_controller_in_cycle_order() {
+    let mut m = machine();
+    m.defer_write(300, BlockId(1), WriteKind::Home, [1; 64]);
+    m.defer_write(200, BlockId(2), WriteKind::Home, [2; 64]);
+    m.defer_write(200, BlockId(10), WriteKind::Home, [3; 64]);
+    m.quiesce();
+    let got: Vec<(BlockId, Cycle)> = writes(&m).iter().map(|w| (w.block, w.durable)).collect();
+    assert_eq!(
+        got,
+        [(BlockId(2), 368), (BlockId(10), 536), (BlockId(1), 468)]
+    );
+    assert_eq!(m.now, 536);
+}
+
+#[test]
+fn defer_write_at_a_past_cycle_is_issued_now() {
+    let mut m = machine();
+    m.compute(50);
+    m.defer_write(10, BlockId(4), WriteKind::Commit, [4; 64]);
+    assert_eq!(writes(&m).len(), 1);
+    assert_eq!(writes(&m)[0].durable, 50 + 168);
+}
+
+#[test]
+fn quiesce_waits_for_every_outstanding_write() {
+    let mut m = machine();
+    m.write_block(BlockId(0), WriteKind::Home, [0; 64]);
+    m.write_block(BlockId(8), WriteKind::Home, [0; 64]);
+    assert_eq!(m.now, 0);
+    m.quiesce();
+    assert_eq!(m.now, 2 * 168);
+}
+
+#[test]
+fn write_from_arch_captures_the_bytes_at_issue() {
+    let mut m = machine();
+    let log = m.layout.log_block0();
+    m.arch[BlockId(6).range()].fill(1);
+    m.write_from_arch(BlockId(log.0 + 1), WriteKind::LogData, BlockId(6));
+    m.arch[BlockId(6).range()].fill(2);
+    assert_eq!(writes(&m)[0].block, BlockId(log.0 + 1));
+    assert_eq!(writes(&m)[0].data, [1; 64]);
+    assert_eq!(m.nvm[BlockId(log.0 + 1).range()], [1; 64]);
+}
+
+#[test]
+fn kind_of_classifies_data_log_head_and_log_blocks() {
+    let m = machine();
+    let log0 = m.layout.log_block0();
+    assert_eq!(log0, BlockId(65536));
+    assert_eq!(m.kind_of(BlockId(0)), WriteKind::Home);
+    assert_eq!(
+        m.kind_of(BlockId(log0.0 - 1)),
+        WriteKind::Home,
+        "last data block"
+    );
+    assert_eq!(m.kind_of(log0), WriteKind::LogHead);
+    assert_eq!(m.kind_of(BlockId(log0.0 + 1)), WriteKind::LogData);
+    let last = BlockId(log0.0 + m.layout.log_blocks() - 1);
+    assert_eq!(m.kind_of(last), WriteKind::LogData);
+}

@@ -1,1 +1,167 @@
+//! Tests of the controller's timing: bank conflicts, write durability, ADR, and the bounded
+//! write queue. Default configuration: 8 banks, 168 cycles per read or write at 1 GHz.
 
+use super::*;
+
+const LAT: Cycle = 168;
+
+fn ctl() -> MemCtl {
+    MemCtl::new(&Config::default())
+}
+
+fn ctl_with(sets: &[&str]) -> MemCtl {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    MemCtl::new(&Config::build(None, &sets).unwrap())
+}
+
+#[test]
+fn blocks_are_interleaved_across_banks_by_block_number() {
+    let c = ctl();
+    for k in 0..32 {
+        assert_eq!(c.bank_of(BlockId(k)), (k % 8) as usize);
+    }
+    let c = ctl_with(&["memory.banks=6"]);
+    assert_eq!(c.bank_of(BlockId(7)), 1, "non-power-of-two bank count");
+    assert_eq!(c.bank_of(BlockId(12)), 0);
+}
+
+#[test]
+fn read_to_a_free_bank_takes_the_read_latency() {
+    let mut c = ctl();
+    assert_eq!(c.read(0, BlockId(0)), LAT);
+    assert_eq!(c.read(10, BlockId(1)), 10 + LAT);
+    assert_eq!(c.reads, 2);
+}
+
+#[test]
+fn second_read_to_a_busy_bank_waits_for_it() {
+    let mut c = ctl();
+    let first = c.read(0, BlockId(0));
+    assert_eq!(c.read(5, BlockId(8)), first + LAT, "same bank: serialized");
+    // Issued exactly when the bank frees: no wait.
+    let second = first + LAT;
+    assert_eq!(c.read(second, BlockId(16)), second + LAT);
+}
+
+#[test]
+fn reads_to_different_banks_overlap() {
+    let mut c = ctl();
+    for k in 0..8 {
+        assert_eq!(c.read(0, BlockId(k)), LAT, "bank {k}");
+    }
+    assert_eq!(c.read(0, BlockId(8)), 2 * LAT, "the ninth shares bank 0");
+}
+
+#[test]
+fn write_is_durable_when_the_bank_finishes_it() {
+    let mut c = ctl();
+    let t = c.write(10, BlockId(3));
+    assert_eq!(
+        t,
+        WriteTiming {
+            accepted: 10,
+            done: 10 + LAT,
+            durable: 10 + LAT
+        }
+    );
+    assert_eq!(c.writes, 1);
+    assert_eq!(c.all_writes_done(), 10 + LAT);
+}
+
+#[test]
+fn write_waits_behind_a_read_on_the_same_bank_and_a_read_behind_a_write() {
+    let mut c = ctl();
+    assert_eq!(c.read(0, BlockId(0)), LAT);
+    let t = c.write(0, BlockId(8));
+    assert_eq!((t.accepted, t.done, t.durable), (0, 2 * LAT, 2 * LAT));
+    assert_eq!(c.read(1, BlockId(16)), 3 * LAT);
+}
+
+#[test]
+fn two_writes_to_one_block_complete_in_issue_order() {
+    let mut c = ctl();
+    let a = c.write(0, BlockId(5));
+    let b = c.write(0, BlockId(5));
+    assert_eq!((a.done, b.done), (LAT, 2 * LAT));
+}
+
+#[test]
+fn adr_makes_a_write_durable_when_accepted() {
+    let mut c = ctl_with(&["memory.adr=true"]);
+    let t = c.write(10, BlockId(0));
+    assert_eq!(
+        t,
+        WriteTiming {
+            accepted: 10,
+            done: 10 + LAT,
+            durable: 10
+        }
+    );
+    let t = c.write(11, BlockId(8));
+    assert_eq!(
+        (t.durable, t.done),
+        (11, 10 + 2 * LAT),
+        "durable before its bank is free"
+    );
+}
+
+#[test]
+fn full_write_queue_delays_acceptance_until_the_earliest_write_completes() {
+    let mut c = ctl_with(&["memory.write_queue_entries=2"]);
+    assert_eq!(c.write(0, BlockId(0)).done, LAT);
+    assert_eq!(c.write(10, BlockId(1)).done, 10 + LAT);
+    // Queue full at 20; the earliest in-flight write completes at 168.
+    let t = c.write(20, BlockId(2));
+    assert_eq!((t.accepted, t.done, t.durable), (LAT, 2 * LAT, 2 * LAT));
+    assert_eq!(c.queue_full_stall_cycles, LAT - 20);
+    // Full again ({178, 336}): the next one waits for 178, not 177, not 336.
+    let t = c.write(170, BlockId(3));
+    assert_eq!(t.accepted, 10 + LAT);
+    assert_eq!(c.queue_full_stall_cycles, LAT - 20 + 8);
+}
+
+#[test]
+fn write_issued_exactly_when_a_queued_write_completes_is_not_stalled() {
+    let mut c = ctl_with(&["memory.write_queue_entries=2"]);
+    c.write(0, BlockId(0));
+    c.write(0, BlockId(1));
+    let t = c.write(LAT, BlockId(2));
+    assert_eq!(t.accepted, LAT);
+    assert_eq!(c.queue_full_stall_cycles, 0);
+}
+
+#[test]
+fn one_entry_queue_serializes_writes_to_different_banks() {
+    let mut c = ctl_with(&["memory.write_queue_entries=1"]);
+    let a = c.write(0, BlockId(0));
+    let b = c.write(0, BlockId(1));
+    assert_eq!(b.accepted, a.done);
+    assert_eq!(b.done, a.done + LAT);
+}
+
+#[test]
+fn adr_write_stalled_by_a_full_queue_is_durable_at_its_late_acceptance() {
+    let mut c = ctl_with(&["memory.write_queue_entries=1", "memory.adr=true"]);
+    c.write(0, BlockId(0));
+    let t = c.write(5, BlockId(1));
+    assert_eq!((t.accepted, t.durable, t.done), (LAT, LAT, 2 * LAT));
+}
+
+#[test]
+fn all_writes_done_is_the_latest_completion() {
+    let mut c = ctl();
+    assert_eq!(c.all_writes_done(), 0);
+    c.write(0, BlockId(0));
+    c.write(0, BlockId(8));
+    c.write(50, BlockId(1));
+    assert_eq!(c.all_writes_done(), 2 * LAT);
+}
+
+#[test]
+fn latencies_are_converted_from_ns_with_the_core_clock() {
+    let c = ctl_with(&["core.freq_mhz=2000", "memory.write_latency_ns=300"]);
+    assert_eq!((c.read_cycles(), c.write_cycles()), (2 * LAT, 600));
+    let mut c = ctl_with(&["memory.read_latency_ns=35", "memory.write_latency_ns=95"]);
+    assert_eq!(c.read(0, BlockId(0)), 35);
+    assert_eq!(c.write(0, BlockId(0)).done, 35 + 95);
+}

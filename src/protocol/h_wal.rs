@@ -12,6 +12,7 @@
 //! Log format: [`crate::log::wal`]; recovery: [`crate::recovery::wal`].
 
 use super::{Bug, Protocol};
+use crate::cache::Slot;
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::wal::{CommitRecord, Descriptor, ADDRS_PER_DESC};
 use crate::machine::Machine;
@@ -40,6 +41,8 @@ pub struct HWal {
     tx_log_done: Cycle,
     /// Blocks first written by the running transaction, in order.
     ws: Vec<BlockId>,
+    /// Log positions of the transaction's lines evicted before commit (newest last).
+    evicted: Vec<(BlockId, u64)>,
 }
 
 impl HWal {
@@ -64,6 +67,7 @@ impl HWal {
             tx_blocks: 0,
             tx_log_done: 0,
             ws: Vec::with_capacity(1024),
+            evicted: Vec::new(),
         }
     }
 
@@ -89,7 +93,7 @@ impl HWal {
         self.tail - 1
     }
 
-    fn log_data(&mut self, m: &mut Machine, b: BlockId) {
+    fn log_data(&mut self, m: &mut Machine, b: BlockId) -> u64 {
         if self.desc_n == 0 {
             self.desc_lsn = self.alloc(m);
         }
@@ -103,6 +107,7 @@ impl HWal {
         if self.desc_n == ADDRS_PER_DESC {
             self.write_desc(m);
         }
+        lsn
     }
 
     fn write_desc(&mut self, m: &mut Machine) {
@@ -115,7 +120,8 @@ impl HWal {
 
     fn drain_victims(&mut self, m: &mut Machine) {
         while let Some(v) = m.tx_victims.pop() {
-            self.log_data(m, v.block);
+            let lsn = self.log_data(m, v.block);
+            self.evicted.push((v.block, lsn));
         }
     }
 
@@ -126,7 +132,10 @@ impl HWal {
             let b = self.ws[i];
             if m.hier.llc.find(b).is_none() {
                 // Evicted during the transaction: its newest copy is in the log; read it back.
-                m.ctl.read(m.now, self.pos(self.tx_start));
+                // (The home write is not delayed by this read: an approximation, documented.)
+                if let Some(&(_, lsn)) = self.evicted.iter().rev().find(|(x, _)| *x == b) {
+                    m.background_read(self.pos(lsn));
+                }
             }
             let t = m.write_from_arch(b, WriteKind::Home, b);
             m.hier.clean(b);
@@ -171,8 +180,16 @@ impl Protocol for HWal {
         for b in blocks_of(addr, len) {
             let a = m.access_block(b, true);
             self.drain_victims(m);
-            if m.hier.llc.aux(a.llc_slot) != TAG {
-                m.hier.llc.set_aux(a.llc_slot, TAG);
+            let s = match a.llc_slot {
+                Slot::NONE => m
+                    .hier
+                    .llc
+                    .find(b)
+                    .expect("inclusion: an accessed block is in the LLC"),
+                s => s,
+            };
+            if m.hier.llc.aux(s) != TAG {
+                m.hier.llc.set_aux(s, TAG);
                 self.ws.push(b);
             }
         }
@@ -213,6 +230,7 @@ impl Protocol for HWal {
         self.checkpoint_and_truncate(m);
         self.seq += 1;
         self.ws.clear();
+        self.evicted.clear();
         self.tx_blocks = 0;
     }
 
@@ -225,6 +243,7 @@ impl Protocol for HWal {
         // Log blocks written for evicted lines lie past the valid log; reuse their space.
         self.tail = self.tx_start;
         self.ws.clear();
+        self.evicted.clear();
         self.desc_n = 0;
         self.tx_blocks = 0;
     }

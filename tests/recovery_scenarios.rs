@@ -1,0 +1,198 @@
+//! Recovery scenarios, each named as the sentence it checks, on the durable images of real
+//! recorded runs of S-WAL and H-WAL. Crash cycles are chosen around specific writes.
+
+mod common;
+use common::*;
+use locsim::pmem::WriteKind;
+use locsim::protocol::ProtocolKind::{self, HWal, SWal};
+use locsim::recovery;
+
+const TXS: u64 = 300;
+
+fn both(f: impl Fn(ProtocolKind)) {
+    for p in [HWal, SWal] {
+        f(p);
+    }
+}
+
+#[test]
+fn crash_before_any_part_of_a_commit_record_is_durable_recovers_the_previous_transaction() {
+    both(|p| {
+        let rec = record(&spec(small_cfg(&[]), p, TXS, 11, None));
+        for (k, &(c, _)) in commit_span(&rec).iter().enumerate().step_by(37) {
+            assert_same(
+                &recovered_at(&rec, p, c - 1),
+                &s_k(&rec, k),
+                &format!("{} tx {}", p.name(), k + 1),
+            );
+        }
+    });
+}
+
+#[test]
+fn crash_just_after_a_commit_record_is_durable_recovers_its_transaction() {
+    both(|p| {
+        let rec = record(&spec(small_cfg(&[]), p, TXS, 12, None));
+        for (k, &c) in commit_done(&rec).iter().enumerate().step_by(37) {
+            assert_same(
+                &recovered_at(&rec, p, c),
+                &s_k(&rec, k + 1),
+                &format!("{} tx {}", p.name(), k + 1),
+            );
+        }
+    });
+}
+
+#[test]
+fn torn_log_without_commit_record_is_discarded() {
+    both(|p| {
+        let rec = record(&spec(small_cfg(&[]), p, TXS, 13, None));
+        let commits = commit_done(&rec);
+        let logs = durable_of(&rec, WriteKind::LogData);
+        let mut checked = 0;
+        for (k, &c) in commits.iter().enumerate().skip(1) {
+            // The first log block of transaction k+1 is durable, its commit record is not.
+            if let Some(&l) = logs.iter().find(|&&l| l > commits[k - 1] && l < c) {
+                assert_same(
+                    &recovered_at(&rec, p, l),
+                    &s_k(&rec, k),
+                    &format!("{} tx {}", p.name(), k + 1),
+                );
+                checked += 1;
+            }
+        }
+        assert!(
+            checked > TXS as usize / 2,
+            "{}: only {checked} torn logs found",
+            p.name()
+        );
+    });
+}
+
+#[test]
+fn crash_mid_checkpoint_redoes_the_committed_transaction() {
+    both(|p| {
+        let rec = record(&spec(small_cfg(&[]), p, TXS, 14, None));
+        let commits = commit_done(&rec);
+        let homes = durable_of(&rec, WriteKind::Home);
+        let mut checked = 0;
+        for (k, &c) in commits.iter().enumerate() {
+            let next = commits.get(k + 1).copied().unwrap_or(u64::MAX);
+            let mine: Vec<u64> = homes
+                .iter()
+                .copied()
+                .filter(|&h| h > c && h < next)
+                .collect();
+            if mine.len() >= 2 && mine[0] < mine[mine.len() - 1] {
+                // One home write durable, another not: the log must redo the transaction.
+                assert_same(
+                    &recovered_at(&rec, p, mine[0]),
+                    &s_k(&rec, k + 1),
+                    &format!("{} tx {}", p.name(), k + 1),
+                );
+                checked += 1;
+            }
+        }
+        assert!(
+            checked > 0,
+            "{}: no crash point inside a checkpoint",
+            p.name()
+        );
+    });
+}
+
+#[test]
+fn crash_on_either_side_of_a_truncation_recovers_the_same_data() {
+    both(|p| {
+        let rec = record(&spec(small_cfg(&[]), p, TXS, 15, None));
+        for &h in durable_of(&rec, WriteKind::LogHead).iter().step_by(29) {
+            let (before, after) = (recovered_at(&rec, p, h - 1), recovered_at(&rec, p, h));
+            let a = acked_at(&rec, h - 1);
+            let k = (a..=TXS as usize)
+                .find(|&k| s_k(&rec, k) == before)
+                .expect("before is some S_k");
+            assert!(
+                after == before || after == s_k(&rec, k + 1),
+                "{}: head write at {h} changed the data",
+                p.name()
+            );
+        }
+    });
+}
+
+#[test]
+fn crash_during_recovery_then_recovering_again_gives_the_same_image() {
+    both(|p| {
+        let rec = record(&spec(small_cfg(&[]), p, TXS, 16, None));
+        for &c in commit_done(&rec).iter().step_by(41) {
+            let img = rec.record.durable.image_at(&rec.initial, c);
+            let plan = recovery::recover(p, &rec.layout, &img).unwrap();
+            let mut full = img.clone();
+            recovery::apply(&mut full, &plan.writes);
+            assert!(
+                plan.writes.len() >= 2,
+                "a durable commit record means redo writes"
+            );
+            for cut in 0..=plan.writes.len() {
+                let mut partial = img.clone();
+                recovery::apply(&mut partial, &plan.writes[..cut]);
+                let again = recovery::recover(p, &rec.layout, &partial).unwrap();
+                recovery::apply(&mut partial, &again.writes);
+                assert_same(
+                    &partial,
+                    &full,
+                    &format!(
+                        "{}: crash after recovery write {cut} of {}",
+                        p.name(),
+                        plan.writes.len()
+                    ),
+                );
+            }
+        }
+    });
+}
+
+#[test]
+fn recovery_after_the_circular_log_wraps_ignores_stale_records() {
+    // A 64 KiB log holds 1023 H-WAL blocks or about 2700 S-WAL entries: 3000 transactions wrap
+    // it many times, so old records of every kind lie beyond the valid log at each crash.
+    both(|p| {
+        let cfg = small_cfg(&["log.size_bytes=65536"]);
+        let rec = record(&spec(cfg, p, 3000, 17, None));
+        for (k, &(first, last)) in commit_span(&rec).iter().enumerate().skip(2500).step_by(23) {
+            assert_same(
+                &recovered_at(&rec, p, first - 1),
+                &s_k(&rec, k),
+                &format!("{} before commit {}", p.name(), k + 1),
+            );
+            assert_same(
+                &recovered_at(&rec, p, last),
+                &s_k(&rec, k + 1),
+                &format!("{} at commit {}", p.name(), k + 1),
+            );
+        }
+    });
+}
+
+#[test]
+fn an_unreadable_log_head_is_a_recovery_error_not_a_guess() {
+    both(|p| {
+        let rec = record(&spec(small_cfg(&[]), p, 10, 18, None));
+        let mut img = rec.initial.clone();
+        img[rec.layout.log_block0().range()].fill(0xAB);
+        let e = recovery::recover(p, &rec.layout, &img).unwrap_err();
+        assert!(e.contains("head"), "{e}");
+    });
+}
+
+#[test]
+fn the_final_image_after_all_writes_recovers_to_the_last_transaction() {
+    both(|p| {
+        let rec = record(&spec(small_cfg(&[]), p, TXS, 19, None));
+        assert_same(
+            &recovered_at(&rec, p, u64::MAX),
+            &s_k(&rec, TXS as usize),
+            p.name(),
+        );
+    });
+}
