@@ -65,8 +65,9 @@ pub struct LogConfig {
     pub size_bytes: u64,
 }
 
-/// Software costs of S-WAL, in instructions (1 cycle each), counted from the code an S-WAL
-/// library runs (see docs/protocols/s-wal.md).
+/// Software costs of S-WAL, in instructions (1 cycle each), counted from the instruction
+/// sequences of an S-WAL library's append, write-set look-up and apply loop (the counts are in
+/// docs/protocols/s-wal.md).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SwalConfig {

@@ -52,6 +52,8 @@ pub struct RunResult {
     pub mem_write_bytes: u64,
     pub write_traffic: f64,
     pub mem_write_bytes_by_kind: BTreeMap<&'static str, u64>,
+    /// Protocol-specific event counts over the measured region.
+    pub protocol_counters: BTreeMap<&'static str, u64>,
     pub pset_blocks_per_tx: f64,
     pub mem_reads: u64,
     pub llc_miss_rate: f64,
@@ -131,6 +133,7 @@ fn drive<P: Protocol>(
         step(&mut sim, &mut wl)?;
     }
     let (s0, f0, c0) = (sim.m.stats(), sim.stats.clone(), sim.m.now);
+    let p0 = sim.p.counters();
     let host = Instant::now();
     for _ in 0..spec.txs {
         step(&mut sim, &mut wl)?;
@@ -143,7 +146,10 @@ fn drive<P: Protocol>(
     f.txs_aborted -= f0.txs_aborted;
     f.program_write_bytes -= f0.program_write_bytes;
     f.pset_blocks -= f0.pset_blocks;
-    let result = figures(spec, &d, &f, end_cycle - c0, host_seconds);
+    let mut result = figures(spec, &d, &f, end_cycle - c0, host_seconds);
+    for ((name, v), (_, v0)) in sim.p.counters().into_iter().zip(p0) {
+        result.protocol_counters.insert(name, v - v0);
+    }
     let recorded = if spec.record {
         sim.m.quiesce();
         let mut record = sim.m.record.take().expect("recording");
@@ -199,6 +205,7 @@ fn figures(
         mem_write_bytes: d.mem_write_bytes(),
         write_traffic: ratio(d.mem_write_bytes() as f64, f.program_write_bytes as f64),
         mem_write_bytes_by_kind: by_kind,
+        protocol_counters: BTreeMap::new(),
         pset_blocks_per_tx: ratio(f.pset_blocks as f64, f.txs_committed as f64),
         mem_reads: d.mem_reads,
         llc_miss_rate: ratio(d.llc_misses as f64, llc_refs as f64),

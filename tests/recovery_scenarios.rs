@@ -196,3 +196,46 @@ fn the_final_image_after_all_writes_recovers_to_the_last_transaction() {
         );
     });
 }
+
+#[test]
+fn transactions_larger_than_the_cache_recover_from_lines_evicted_to_the_log() {
+    // A 16 KiB LLC (256 lines) and 150 swaps (about 300 blocks) per transaction: H-WAL must
+    // log tagged lines as they are evicted mid-transaction, and aborts must discard them.
+    use locsim::crash::{check, CrashSpec};
+    let tiny = [
+        "l1.size_bytes=2048",
+        "l2.size_bytes=8192",
+        "llc.size_bytes=16384",
+        "workload.sps.swaps_per_tx=150",
+    ];
+    for p in [HWal, SWal] {
+        let mut run = spec(small_cfg(&tiny), p, 60, 23, None);
+        run.abort_rate = 0.25;
+        let r = execute_checked(CrashSpec {
+            run,
+            crashes: 1500,
+            exhaustive: false,
+            crash_at: None,
+            replay_base: String::new(),
+        });
+        assert_eq!(r.violations, 0, "{}: {:?}", p.name(), r.first_violation);
+        let evicting = locsim::runner::execute(&spec(small_cfg(&tiny), p, 20, 23, None))
+            .unwrap()
+            .result;
+        if p == HWal {
+            assert!(
+                evicting.protocol_counters["evicted_to_log"] > 100,
+                "{:?}",
+                evicting.protocol_counters
+            );
+            assert!(
+                evicting.protocol_counters["checkpoint_log_reads"] > 0,
+                "{:?}",
+                evicting.protocol_counters
+            );
+        }
+    }
+    fn execute_checked(s: CrashSpec) -> locsim::crash::CrashReport {
+        check(&s).unwrap()
+    }
+}

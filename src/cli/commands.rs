@@ -216,12 +216,12 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
         );
     } else {
         outln!(
-            "{} / {}{}: {} crash points of {} distinct states, {} violations ({:.0} states/s, seed {})",
+            "{} / {}{}: {} crash points of {} candidate cycles, {} violations ({:.0} states/s, seed {})",
             report.workload,
             report.protocol,
             report.inject_bug.as_ref().map_or(String::new(), |b| format!(" with bug {b}")),
             report.crash_points,
-            report.distinct_crash_states,
+            report.candidate_crash_cycles,
             report.violations,
             report.states_per_second,
             report.seed

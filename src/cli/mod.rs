@@ -79,10 +79,11 @@ pub struct CrashArgs {
     /// Protocol under test: baseline, s-wal, h-wal.
     #[arg(long, short, required_unless_present = "list_bugs")]
     pub protocol: Option<String>,
-    /// Crash points to check, drawn without replacement from the distinct durable states.
+    /// Crash points to check, drawn without replacement from the candidate cycles (the first and
+    /// the last cycle of every distinct durable state).
     #[arg(long, default_value_t = 1000)]
     pub crashes: u64,
-    /// Check every distinct crash state (use with a short run).
+    /// Check every candidate cycle, i.e. every distinct durable state (use with a short run).
     #[arg(long)]
     pub exhaustive: bool,
     /// Check only this crash cycle (replays a reported violation).

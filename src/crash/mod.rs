@@ -13,11 +13,13 @@
 //!    the same result (idempotence).
 //!
 //! Crash cycles. The durable image only changes when a write becomes durable, so the distinct
-//! crash states are the boundaries between durable writes. For every boundary the checker uses
+//! crash states are the boundaries between durable writes. For every state the checker uses
 //! two cycles: the first at which the state holds (fewest transactions issued) and the last
 //! (most acknowledged), which are the two hardest for the prefix rule. `--exhaustive` checks all
-//! of them; `--crashes N` checks N of them drawn uniformly without replacement, so every
-//! distinct state is equally likely (a uniform cycle would mostly land in long idle stretches).
+//! of these candidate cycles; `--crashes N` checks N of them drawn uniformly without
+//! replacement (a state that lasts a single cycle has one candidate, so it is drawn half as
+//! often as the others). A uniform draw over all cycles would mostly land in long idle
+//! stretches and revisit the same few states.
 //!
 //! Not checked: anything the durable image does not contain (volatile state is lost by
 //! definition), and timing: a protocol that is correct but slow passes.

@@ -49,7 +49,10 @@ pub struct CrashReport {
     pub seed: u64,
     pub txs_committed: u64,
     pub durable_writes: u64,
-    pub distinct_crash_states: u64,
+    /// Distinct durable images during the run (one more than the distinct durability cycles).
+    pub durable_states: u64,
+    /// Crash cycles worth checking: the first and the last cycle of each durable state.
+    pub candidate_crash_cycles: u64,
     pub crash_points: u64,
     pub violations: u64,
     pub violations_by_kind: std::collections::BTreeMap<String, u64>,
@@ -104,6 +107,15 @@ fn candidate_cycles(rec: &Recorded) -> Vec<Cycle> {
     c
 }
 
+fn durable_states(rec: &Recorded) -> u64 {
+    let w = &rec.record.durable.writes;
+    1 + w
+        .windows(2)
+        .filter(|p| p[0].durable != p[1].durable)
+        .count() as u64
+        + u64::from(!w.is_empty())
+}
+
 fn choose_points(spec: &CrashSpec, cands: &[Cycle]) -> Vec<Cycle> {
     if let Some(t) = spec.crash_at {
         return vec![t];
@@ -144,7 +156,8 @@ pub fn check(spec: &CrashSpec) -> Result<CrashReport, String> {
         seed: run.seed,
         txs_committed: rec.oracle.txs() as u64,
         durable_writes: rec.record.durable.writes.len() as u64,
-        distinct_crash_states: cands.len() as u64,
+        durable_states: durable_states(&rec),
+        candidate_crash_cycles: cands.len() as u64,
         crash_points: points.len() as u64,
         violations: sweep.violations,
         violations_by_kind: sweep.by_kind,

@@ -17,7 +17,7 @@ use crate::log::head::{LogFormat, LogHead};
 use crate::log::wal::{CommitRecord, Descriptor, ADDRS_PER_DESC};
 use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
-use crate::types::{blocks_of, Addr, BlockId, Cycle};
+use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
 /// LLC tag of lines written by the running transaction (only one runs at a time).
 const TAG: u32 = 1;
@@ -43,6 +43,21 @@ pub struct HWal {
     ws: Vec<BlockId>,
     /// Log positions of the transaction's lines evicted before commit (newest last).
     evicted: Vec<(BlockId, u64)>,
+    /// Injected bug `commit-before-log`: commit-time log writes held back until the commit
+    /// record is durable and acknowledged (the worst case of a missing intra-tx ordering).
+    held: Vec<(BlockId, WriteKind, Payload)>,
+    holding: bool,
+    /// Lines of running transactions evicted from the LLC and written to the log.
+    evicted_to_log: u64,
+    /// Blocks re-read from the log by the checkpoint (their line had been evicted).
+    checkpoint_log_reads: u64,
+}
+
+/// The content of a log write: a data block's current bytes, or encoded metadata.
+#[derive(Clone, Copy)]
+enum Payload {
+    Arch(BlockId),
+    Bytes(BlockData),
 }
 
 impl HWal {
@@ -68,6 +83,10 @@ impl HWal {
             tx_log_done: 0,
             ws: Vec::with_capacity(1024),
             evicted: Vec::new(),
+            held: Vec::new(),
+            holding: false,
+            evicted_to_log: 0,
+            checkpoint_log_reads: 0,
         }
     }
 
@@ -98,9 +117,7 @@ impl HWal {
             self.desc_lsn = self.alloc(m);
         }
         let lsn = self.alloc(m);
-        let t = m.write_from_arch(self.pos(lsn), WriteKind::LogData, b);
-        m.wait_until(t.accepted);
-        self.tx_log_done = self.tx_log_done.max(t.durable);
+        self.emit(m, self.pos(lsn), WriteKind::LogData, Payload::Arch(b));
         self.desc_addrs[self.desc_n] = b.0 as u32;
         self.desc_n += 1;
         self.tx_blocks += 1;
@@ -112,16 +129,34 @@ impl HWal {
 
     fn write_desc(&mut self, m: &mut Machine) {
         let data = Descriptor::encode_parts(self.seq, &self.desc_addrs[..self.desc_n]);
-        let t = m.write_block(self.pos(self.desc_lsn), WriteKind::LogMeta, data);
+        self.emit(
+            m,
+            self.pos(self.desc_lsn),
+            WriteKind::LogMeta,
+            Payload::Bytes(data),
+        );
+        self.desc_n = 0;
+    }
+
+    /// Issue one log write (the core waits for its acceptance), or hold it back.
+    fn emit(&mut self, m: &mut Machine, at: BlockId, kind: WriteKind, p: Payload) {
+        if self.holding {
+            self.held.push((at, kind, p));
+            return;
+        }
+        let t = match p {
+            Payload::Arch(src) => m.write_from_arch(at, kind, src),
+            Payload::Bytes(d) => m.write_block(at, kind, d),
+        };
         m.wait_until(t.accepted);
         self.tx_log_done = self.tx_log_done.max(t.durable);
-        self.desc_n = 0;
     }
 
     fn drain_victims(&mut self, m: &mut Machine) {
         while let Some(v) = m.tx_victims.pop() {
             let lsn = self.log_data(m, v.block);
             self.evicted.push((v.block, lsn));
+            self.evicted_to_log += 1;
         }
     }
 
@@ -135,6 +170,7 @@ impl HWal {
                 // (The home write is not delayed by this read: an approximation, documented.)
                 if let Some(&(_, lsn)) = self.evicted.iter().rev().find(|(x, _)| *x == b) {
                     m.background_read(self.pos(lsn));
+                    self.checkpoint_log_reads += 1;
                 }
             }
             let t = m.write_from_arch(b, WriteKind::Home, b);
@@ -197,6 +233,7 @@ impl Protocol for HWal {
 
     fn commit(&mut self, m: &mut Machine) {
         self.drain_victims(m);
+        self.holding = self.bug == Some(Bug::CommitBeforeLog);
         // 1. Log the transaction's lines still in the cache.
         for i in 0..self.ws.len() {
             let b = self.ws[i];
@@ -226,12 +263,27 @@ impl Protocol for HWal {
             _ => m.wait_until(t.durable),
         }
         m.ack_through(m.txs_committed);
+        if self.holding {
+            // Injected bug: the log blocks reach the controller only now, behind the commit
+            // record that vouches for them.
+            self.holding = false;
+            for (at, kind, p) in std::mem::take(&mut self.held) {
+                self.emit(m, at, kind, p);
+            }
+        }
         // 4-5. Checkpoint and truncation proceed in the background.
         self.checkpoint_and_truncate(m);
         self.seq += 1;
         self.ws.clear();
         self.evicted.clear();
         self.tx_blocks = 0;
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("evicted_to_log", self.evicted_to_log),
+            ("checkpoint_log_reads", self.checkpoint_log_reads),
+        ]
     }
 
     fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {

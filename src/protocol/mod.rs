@@ -29,6 +29,10 @@ pub trait Protocol {
     /// The program aborts the running transaction. `m.arch` already holds the old bytes again;
     /// `written` lists the ranges the transaction stored to.
     fn abort(&mut self, m: &mut Machine, written: &[(Addr, u32)]);
+    /// Protocol-specific event counters for the run report (name, count since the start).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// The protocols locsim models, as named on the command line.
@@ -108,8 +112,8 @@ impl Bug {
 
     pub fn describe(self) -> &'static str {
         match self {
-            Bug::AckBeforeDurable => "commit returns before the transaction is durable",
-            Bug::CommitBeforeLog => "commit record written without waiting for the log blocks",
+            Bug::AckBeforeDurable => "the transaction is acknowledged when its commit record is issued, before it is durable",
+            Bug::CommitBeforeLog => "commit record issued before the log blocks it vouches for (no intra-tx ordering)",
             Bug::TruncateBeforeCheckpoint => {
                 "log head advanced before the in-place writes are durable"
             }

@@ -97,9 +97,7 @@ impl SWal {
     }
 
     fn fence(&self, m: &mut Machine) {
-        if self.bug != Some(Bug::AckBeforeDurable) {
-            m.fence();
-        }
+        m.fence();
     }
 
     fn write_in_place(&mut self, m: &mut Machine) {
@@ -186,6 +184,10 @@ impl Protocol for SWal {
         self.buf.extend_from_slice(&h.encode()[..HEADER_BYTES]);
         self.append_buf(m);
         self.flush_log(m, c_start, self.tail, WriteKind::Commit);
+        if self.bug == Some(Bug::AckBeforeDurable) {
+            // The library reports the transaction durable before fencing its commit entry.
+            m.ack_through(m.txs_committed);
+        }
         self.fence(m);
         // 3-4. In-place updates, then truncation (the injected bug swaps them).
         if self.bug == Some(Bug::TruncateBeforeCheckpoint) {
