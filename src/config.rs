@@ -193,8 +193,8 @@ impl Config {
             return err("core.freq_mhz", self.core.freq_mhz, "1..=10000");
         }
         for (name, c) in [("l1", &self.l1), ("l2", &self.l2), ("llc", &self.llc)] {
-            if !(1..=64).contains(&c.ways) {
-                return err(&format!("{name}.ways"), c.ways, "1..=64");
+            if !(1..=16).contains(&c.ways) {
+                return err(&format!("{name}.ways"), c.ways, "1..=16");
             }
             let lines = c.size_bytes / 64;
             if c.size_bytes % 64 != 0 || lines % c.ways != 0 || !(lines / c.ways).is_power_of_two()

@@ -43,8 +43,8 @@ pub struct Access {
     pub level: HitLevel,
     /// Cycles spent in cache look-ups (memory time is added by the caller).
     pub lookup_cycles: Cycle,
-    /// The LLC slot now holding the block, when the access looked it up (misses in L1 and
-    /// L2); [`Slot::NONE`] on an L1 or L2 hit. Valid until the next access.
+    /// The LLC slot holding the block (known at every level through the links). Valid until
+    /// the block leaves the LLC.
     pub llc_slot: Slot,
     /// A dirty line evicted from the LLC to make room, if any.
     pub victim: Option<Victim>,
@@ -61,20 +61,40 @@ pub struct CacheStats {
 }
 
 /// The inclusive three-level hierarchy.
+///
+/// Besides each level's tags, the hierarchy keeps links between the copies of a line: every L1
+/// line knows its L2 slot, every L2 line its LLC slot, and the LLC and L2 lines know their
+/// inner copy's slot (or none). Lines never move between ways, so these links stay valid until
+/// a line leaves; back-invalidation, dirty propagation and `clean` then need no tag searches.
 pub struct Hierarchy {
     pub l1: SetAssoc,
     pub l2: SetAssoc,
     /// The LLC; its per-line `aux` is the transaction tag (0 = none).
     pub llc: SetAssoc,
     pub stats: CacheStats,
+    l1_up: Vec<u32>,
+    l2_up: Vec<u32>,
+    l2_down: Vec<u32>,
+    llc_down: Vec<u32>,
 }
+
+const NO_LINK: u32 = u32::MAX;
 
 impl Hierarchy {
     pub fn new(cfg: &Config) -> Hierarchy {
+        let (l1, l2, llc) = (
+            SetAssoc::new(&cfg.l1),
+            SetAssoc::new(&cfg.l2),
+            SetAssoc::with_aux(&cfg.llc),
+        );
         Hierarchy {
-            l1: SetAssoc::new(&cfg.l1),
-            l2: SetAssoc::new(&cfg.l2),
-            llc: SetAssoc::with_aux(&cfg.llc),
+            l1_up: vec![NO_LINK; l1.slots()],
+            l2_up: vec![NO_LINK; l2.slots()],
+            l2_down: vec![NO_LINK; l2.slots()],
+            llc_down: vec![NO_LINK; llc.slots()],
+            l1,
+            l2,
+            llc,
             stats: CacheStats::default(),
         }
     }
@@ -82,40 +102,45 @@ impl Hierarchy {
     /// Access one block for a load (`write = false`) or a store (`write = true`).
     #[inline]
     pub fn access(&mut self, b: BlockId, write: bool) -> Access {
-        let l1_lat = self.l1.latency;
-        if let Some(s) = self.l1.lookup(b) {
+        if let Some(s1) = self.l1.lookup(b) {
             self.stats.l1_hits += 1;
             if write {
-                self.l1.set_dirty(s, true);
+                self.l1.set_dirty(s1, true);
             }
+            let llc_slot = Slot(self.l2_up[self.l1_up[s1.0] as usize] as usize);
             return Access {
                 level: HitLevel::L1,
-                lookup_cycles: l1_lat,
-                llc_slot: Slot::NONE,
+                lookup_cycles: self.l1.latency,
+                llc_slot,
                 victim: None,
             };
         }
-        let mut cycles = l1_lat + self.l2.latency;
-        let mut victim = None;
-        let (level, llc_slot) = if self.l2.lookup(b).is_some() {
+        let mut cycles = self.l1.latency + self.l2.latency;
+        if let Some(s2) = self.l2.lookup(b) {
             self.stats.l2_hits += 1;
-            (HitLevel::L2, Slot::NONE)
-        } else {
-            cycles += self.llc.latency;
-            let level;
-            let ls = if let Some(ls) = self.llc.lookup(b) {
+            self.fill_l1(b, s2, write);
+            let llc_slot = Slot(self.l2_up[s2.0] as usize);
+            return Access {
+                level: HitLevel::L2,
+                lookup_cycles: cycles,
+                llc_slot,
+                victim: None,
+            };
+        }
+        cycles += self.llc.latency;
+        let mut victim = None;
+        let (level, s3) = match self.llc.lookup(b) {
+            Some(s3) => {
                 self.stats.llc_hits += 1;
-                level = HitLevel::Llc;
-                ls
-            } else {
+                (HitLevel::Llc, s3)
+            }
+            None => {
                 self.stats.llc_misses += 1;
-                level = HitLevel::Memory;
-                let (ls, v) = self.llc.insert(b);
-                if let Some(e) = v {
-                    // Back-invalidate the inner levels (inclusion), gathering their dirty bits.
-                    let d1 = self.l1.invalidate(e.block).is_some_and(|(d, _)| d);
-                    let d2 = self.l2.invalidate(e.block).is_some_and(|(d, _)| d);
-                    if e.dirty || d1 || d2 {
+                let (s3, ev) = self.llc.insert(b);
+                if let Some(e) = ev {
+                    // Back-invalidate the inner copies (inclusion), gathering their dirty bits.
+                    let inner_dirty = self.drop_inner_of_llc(s3);
+                    if e.dirty || inner_dirty {
                         self.stats.llc_dirty_evictions += 1;
                         victim = Some(Victim {
                             block: e.block,
@@ -123,70 +148,125 @@ impl Hierarchy {
                         });
                     }
                 }
-                ls
-            };
-            self.fill_l2(b);
-            (level, ls)
+                (HitLevel::Memory, s3)
+            }
         };
-        self.fill_l1(b, write);
+        let s2 = self.fill_l2(b, s3);
+        self.fill_l1(b, s2, write);
         Access {
             level,
             lookup_cycles: cycles,
-            llc_slot,
+            llc_slot: s3,
             victim,
         }
     }
 
-    fn fill_l2(&mut self, b: BlockId) {
-        let (_, v) = self.l2.insert(b);
-        if let Some(e) = v {
-            let l1_dirty = self.l1.invalidate(e.block).is_some_and(|(d, _)| d);
-            if e.dirty || l1_dirty {
-                let ls = self
-                    .llc
-                    .find(e.block)
-                    .expect("inclusion: L2 victim is in the LLC");
-                self.llc.set_dirty(ls, true);
-            }
+    /// Drop the L2 (and L1) copies of the line in LLC slot `s3`; returns whether any was dirty.
+    #[inline(always)]
+    fn drop_inner_of_llc(&mut self, s3: Slot) -> bool {
+        let s2 = std::mem::replace(&mut self.llc_down[s3.0], NO_LINK);
+        if s2 == NO_LINK {
+            return false;
         }
+        let d1 = self.drop_l1_of_l2(s2 as usize);
+        let (d2, _) = self.l2.invalidate_slot(Slot(s2 as usize));
+        d1 || d2
     }
 
-    fn fill_l1(&mut self, b: BlockId, write: bool) {
-        let (s, v) = self.l1.insert(b);
-        if let Some(Evicted {
-            block, dirty: true, ..
-        }) = v
-        {
-            let s2 = self.l2.find(block).expect("inclusion: L1 victim is in L2");
-            self.l2.set_dirty(s2, true);
+    /// Drop the L1 copy of the line in L2 slot `s2`; returns whether it was dirty.
+    #[inline(always)]
+    fn drop_l1_of_l2(&mut self, s2: usize) -> bool {
+        let s1 = std::mem::replace(&mut self.l2_down[s2], NO_LINK);
+        s1 != NO_LINK && self.l1.invalidate_slot(Slot(s1 as usize)).0
+    }
+
+    /// Put `b` (held in LLC slot `s3`) into L2; an evicted L2 line takes its L1 copy with it
+    /// and leaves its dirtiness in the LLC.
+    #[inline(always)]
+    fn fill_l2(&mut self, b: BlockId, s3: Slot) -> Slot {
+        let (s2, ev) = self.l2.insert(b);
+        if let Some(e) = ev {
+            let d1 = self.drop_l1_of_l2(s2.0);
+            let up = Slot(self.l2_up[s2.0] as usize);
+            if e.dirty || d1 {
+                self.llc.set_dirty(up, true);
+            }
+            self.llc_down[up.0] = NO_LINK;
         }
-        self.l1.set_dirty(s, write);
+        self.l2_up[s2.0] = s3.0 as u32;
+        self.l2_down[s2.0] = NO_LINK;
+        self.llc_down[s3.0] = s2.0 as u32;
+        s2
+    }
+
+    /// Put `b` (held in L2 slot `s2`) into L1; an evicted dirty L1 line marks its L2 copy.
+    #[inline(always)]
+    fn fill_l1(&mut self, b: BlockId, s2: Slot, write: bool) {
+        let (s1, ev) = self.l1.insert(b);
+        if let Some(e) = ev {
+            let up = self.l1_up[s1.0] as usize;
+            if e.dirty {
+                self.l2.set_dirty(Slot(up), true);
+            }
+            self.l2_down[up] = NO_LINK;
+        }
+        self.l1_up[s1.0] = s2.0 as u32;
+        self.l2_down[s2.0] = s1.0 as u32;
+        self.l1.set_dirty(s1, write);
+    }
+
+    /// The slots of `b` in L2 and L1 (if there), from its LLC slot.
+    #[inline(always)]
+    fn inner(&self, s3: Slot) -> (Option<Slot>, Option<Slot>) {
+        let s2 = self.llc_down[s3.0];
+        if s2 == NO_LINK {
+            return (None, None);
+        }
+        let s1 = self.l2_down[s2 as usize];
+        (
+            Some(Slot(s2 as usize)),
+            (s1 != NO_LINK).then_some(Slot(s1 as usize)),
+        )
     }
 
     /// Is the block dirty at any level?
     pub fn is_dirty(&self, b: BlockId) -> bool {
-        [&self.l1, &self.l2, &self.llc]
-            .iter()
-            .any(|c| c.find(b).is_some_and(|s| c.dirty(s)))
+        let Some(s3) = self.llc.find(b) else {
+            return false;
+        };
+        let (s2, s1) = self.inner(s3);
+        self.llc.dirty(s3)
+            || s2.is_some_and(|s| self.l2.dirty(s))
+            || s1.is_some_and(|s| self.l1.dirty(s))
     }
 
     /// Mark a block clean at every level (its data has been written to memory); it stays cached.
     pub fn clean(&mut self, b: BlockId) {
-        for c in [&mut self.l1, &mut self.l2, &mut self.llc] {
-            if let Some(s) = c.find(b) {
-                c.set_dirty(s, false);
-            }
+        if let Some(s3) = self.llc.find(b) {
+            self.clean_slot(s3);
+        }
+    }
+
+    /// [`Hierarchy::clean`] for a block whose LLC slot is known.
+    pub fn clean_slot(&mut self, s3: Slot) {
+        let (s2, s1) = self.inner(s3);
+        self.llc.set_dirty(s3, false);
+        if let Some(s) = s2 {
+            self.l2.set_dirty(s, false);
+        }
+        if let Some(s) = s1 {
+            self.l1.set_dirty(s, false);
         }
     }
 
     /// Remove a block from every level (clflush, abort). Returns (was it cached, was it dirty).
     pub fn invalidate(&mut self, b: BlockId) -> (bool, bool) {
-        let d1 = self.l1.invalidate(b).is_some_and(|(d, _)| d);
-        let d2 = self.l2.invalidate(b).is_some_and(|(d, _)| d);
-        match self.llc.invalidate(b) {
-            Some((d3, _)) => (true, d1 || d2 || d3),
-            None => (false, false),
-        }
+        let Some(s3) = self.llc.find(b) else {
+            return (false, false);
+        };
+        let inner_dirty = self.drop_inner_of_llc(s3);
+        let (d3, _) = self.llc.invalidate_slot(s3);
+        (true, inner_dirty || d3)
     }
 }
 

@@ -1,25 +1,32 @@
 //! One set-associative cache level with true LRU, stored as dense arrays indexed by
 //! slot = set * ways + way: a u32 tag per line (the block number: the papers' ADDR is a 32-bit
-//! block number, so memory is at most 256 GB), a dirty bit, a u64 last-use stamp, and an
-//! optional u32 `aux` (the LLC's transaction tag).
+//! block number, so memory is at most 256 GB), a dirty bit, and an optional u32 `aux` (the
+//! LLC's transaction tag). Up to 16 ways.
 //!
-//! Costs are what a simulator's inner loop can afford. A 16-way set's tags are one host cache
-//! line, compared four at a time with SSE2 (part of every x86_64; other targets use a plain
-//! loop). A hit writes one stamp; the LRU victim is the minimum stamp (invalid lines have stamp
-//! 0, so they are filled first, lowest way first). A [`Slot`] stays valid until its line is
-//! evicted or invalidated.
+//! Recency is one u64 per set: sixteen 4-bit way numbers, most recently used first. The LRU
+//! victim is the last of them (O(1)); a hit moves its way to the front and an invalidation
+//! moves it to the back, each with a few shifts and masks. Valid lines therefore always precede
+//! invalid ones in this order, and an insert fills a free way before it evicts.
+//!
+//! A 16-way set's tags are one host cache line, compared four at a time with SSE2 (part of
+//! every x86_64; other targets use a plain loop). A [`Slot`] stays valid until its line is
+//! evicted or invalidated: lines never move between ways.
 
 use crate::config::CacheConfig;
 use crate::types::{BlockId, Cycle};
 
 const INVALID: u32 = u32::MAX;
+/// Nibble `i` holds `i` (the order of a fresh set: way 0 first).
+const IDENTITY: u64 = 0xFEDC_BA98_7654_3210;
+const ONES: u64 = 0x1111_1111_1111_1111;
+const HIGHS: u64 = 0x8888_8888_8888_8888;
 
 /// Index of a line frame in a [`SetAssoc`] (set * ways + way).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Slot(pub usize);
 
 impl Slot {
-    /// "No slot": returned where the caller did not need one.
+    /// "No slot".
     pub const NONE: Slot = Slot(usize::MAX);
 }
 
@@ -34,14 +41,24 @@ pub struct Evicted {
 /// A set-associative, LRU cache level holding tags and state.
 pub struct SetAssoc {
     ways: usize,
+    way_shift: u32,
     set_mask: u64,
     tags: Vec<u32>,
     dirty: Vec<bool>,
-    stamps: Vec<u64>,
     aux: Vec<u32>,
-    clock: u64,
+    order: Vec<u64>,
     /// Look-up latency in cycles.
     pub latency: Cycle,
+}
+
+/// Mask of the low `bits` bits (`bits` may be 64).
+#[inline(always)]
+fn low_mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
 }
 
 impl SetAssoc {
@@ -60,17 +77,17 @@ impl SetAssoc {
         let ways = cfg.ways as usize;
         let sets = lines / ways;
         assert!(
-            sets.is_power_of_two() && ways <= 64,
+            sets.is_power_of_two() && (1..=16).contains(&ways),
             "validated by Config::validate"
         );
         SetAssoc {
             ways,
+            way_shift: ways.next_power_of_two().trailing_zeros(),
             set_mask: sets as u64 - 1,
             tags: vec![INVALID; lines],
             dirty: vec![false; lines],
-            stamps: vec![0; lines],
             aux: if aux { vec![0; lines] } else { Vec::new() },
-            clock: 0,
+            order: vec![IDENTITY; sets],
             latency: cfg.latency_cycles,
         }
     }
@@ -80,50 +97,86 @@ impl SetAssoc {
         self.tags.len()
     }
 
-    #[inline]
-    fn set_start(&self, b: BlockId) -> usize {
-        (b.0 & self.set_mask) as usize * self.ways
+    #[inline(always)]
+    fn set_of(&self, b: BlockId) -> usize {
+        (b.0 & self.set_mask) as usize
+    }
+
+    #[inline(always)]
+    fn set_of_slot(&self, s: usize) -> (usize, usize) {
+        if self.ways.is_power_of_two() {
+            (s >> self.way_shift, s & (self.ways - 1))
+        } else {
+            (s / self.ways, s % self.ways)
+        }
+    }
+
+    /// Rank (0 = most recent) of `way` in a set's order.
+    #[inline(always)]
+    fn rank(order: u64, way: usize) -> u32 {
+        let x = order ^ (way as u64).wrapping_mul(ONES);
+        // Lowest zero nibble of x: exact for the lowest one (borrows only run upwards).
+        let z = x.wrapping_sub(ONES) & !x & HIGHS;
+        z.trailing_zeros() / 4
+    }
+
+    /// Make `way` the most recently used of its set.
+    #[inline(always)]
+    fn touch(&mut self, set: usize, way: usize) {
+        let o = self.order[set];
+        let r = SetAssoc::rank(o, way);
+        if r == 0 {
+            return;
+        }
+        let below = o & low_mask(4 * r);
+        let above = o & !low_mask(4 * (r + 1));
+        self.order[set] = above | (below << 4) | way as u64;
+    }
+
+    /// Make `way` the least recently used of its set.
+    #[inline(always)]
+    fn demote(&mut self, set: usize, way: usize) {
+        let o = self.order[set];
+        let r = SetAssoc::rank(o, way);
+        let used = low_mask(4 * self.ways as u32);
+        let below = o & low_mask(4 * r);
+        let after = (o & used).checked_shr(4 * (r + 1)).unwrap_or(0);
+        let last = 4 * (self.ways as u32 - 1);
+        self.order[set] = (o & !used) | below | (after << (4 * r)) | ((way as u64) << last);
     }
 
     /// Find a block without touching LRU state.
-    #[inline]
+    #[inline(always)]
     pub fn find(&self, b: BlockId) -> Option<Slot> {
         debug_assert!(b.0 < INVALID as u64, "block numbers are 32-bit");
-        let start = self.set_start(b);
+        let start = self.set_of(b) * self.ways;
         let set = &self.tags[start..start + self.ways];
         find_tag(set, b.0 as u32).map(|w| Slot(start + w))
     }
 
-    #[inline]
-    fn touch(&mut self, s: usize) {
-        self.clock += 1;
-        self.stamps[s] = self.clock;
+    /// Make the line in `s` the most recently used.
+    #[inline(always)]
+    pub fn touch_slot(&mut self, s: Slot) {
+        let (set, way) = self.set_of_slot(s.0);
+        self.touch(set, way);
     }
 
     /// Find a block and make it most recently used.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, b: BlockId) -> Option<Slot> {
         let s = self.find(b)?;
-        self.touch(s.0);
+        self.touch_slot(s);
         Some(s)
     }
 
     /// Insert a block that is not present (clean, most recently used, aux 0). Returns its slot
     /// and the least recently used line if the set was full.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, b: BlockId) -> (Slot, Option<Evicted>) {
         debug_assert!(self.find(b).is_none());
-        let start = self.set_start(b);
-        let stamps = &self.stamps[start..start + self.ways];
-        let (mut best, mut min) = (0, stamps[0]);
-        let mut i = 1;
-        while i < stamps.len() {
-            if stamps[i] < min {
-                (best, min) = (i, stamps[i]);
-            }
-            i += 1;
-        }
-        let s = start + best;
+        let set = self.set_of(b);
+        let way = ((self.order[set] >> (4 * (self.ways - 1))) & 0xF) as usize;
+        let s = set * self.ways + way;
         let w = self.tags[s];
         let victim = (w != INVALID).then(|| Evicted {
             block: BlockId(w as u64),
@@ -135,42 +188,50 @@ impl SetAssoc {
         if !self.aux.is_empty() {
             self.aux[s] = 0;
         }
-        self.touch(s);
+        self.touch(set, way);
         (Slot(s), victim)
     }
 
-    /// Drop a block if present; returns its dirty bit and aux.
-    #[inline]
-    pub fn invalidate(&mut self, b: BlockId) -> Option<(bool, u32)> {
-        let s = self.find(b)?.0;
-        let dirty = std::mem::replace(&mut self.dirty[s], false);
-        let aux = self.aux.get(s).copied().unwrap_or(0);
-        self.tags[s] = INVALID;
-        self.stamps[s] = 0;
+    /// Drop the line in `s`; returns its dirty bit and aux.
+    #[inline(always)]
+    pub fn invalidate_slot(&mut self, s: Slot) -> (bool, u32) {
+        debug_assert!(self.tags[s.0] != INVALID);
+        let dirty = std::mem::replace(&mut self.dirty[s.0], false);
+        let aux = self.aux.get(s.0).copied().unwrap_or(0);
+        self.tags[s.0] = INVALID;
         if !self.aux.is_empty() {
-            self.aux[s] = 0;
+            self.aux[s.0] = 0;
         }
-        Some((dirty, aux))
+        let (set, way) = self.set_of_slot(s.0);
+        self.demote(set, way);
+        (dirty, aux)
     }
 
-    #[inline]
+    /// Drop a block if present; returns its dirty bit and aux.
+    #[inline(always)]
+    pub fn invalidate(&mut self, b: BlockId) -> Option<(bool, u32)> {
+        let s = self.find(b)?;
+        Some(self.invalidate_slot(s))
+    }
+
+    #[inline(always)]
     pub fn dirty(&self, s: Slot) -> bool {
         self.dirty[s.0]
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn set_dirty(&mut self, s: Slot, d: bool) {
         debug_assert!(self.tags[s.0] != INVALID);
         self.dirty[s.0] = d;
     }
 
     /// The auxiliary tag of a line (0 for levels built without aux).
-    #[inline]
+    #[inline(always)]
     pub fn aux(&self, s: Slot) -> u32 {
         self.aux.get(s.0).copied().unwrap_or(0)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn set_aux(&mut self, s: Slot, v: u32) {
         self.aux[s.0] = v;
     }
@@ -182,12 +243,11 @@ impl SetAssoc {
 
     /// Valid blocks of the set that holds `b`, most recently used first (tests, debugging).
     pub fn set_contents(&self, b: BlockId) -> Vec<BlockId> {
-        let start = self.set_start(b);
-        let mut v: Vec<(u64, BlockId)> = (start..start + self.ways)
-            .filter_map(|i| self.block_at(Slot(i)).map(|blk| (self.stamps[i], blk)))
-            .collect();
-        v.sort_by_key(|e| std::cmp::Reverse(e.0));
-        v.into_iter().map(|(_, blk)| blk).collect()
+        let set = self.set_of(b);
+        let o = self.order[set];
+        (0..self.ways)
+            .filter_map(|r| self.block_at(Slot(set * self.ways + ((o >> (4 * r)) & 0xF) as usize)))
+            .collect()
     }
 }
 

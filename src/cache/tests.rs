@@ -45,7 +45,11 @@ fn l1_hit_costs_one_cycle() {
     h.access(BlockId(5), false);
     let a = h.access(BlockId(5), false);
     assert_eq!((a.level, a.lookup_cycles), (HitLevel::L1, 1));
-    assert_eq!(a.llc_slot, Slot::NONE, "a load hitting L1 skips the LLC");
+    assert_eq!(
+        h.llc.block_at(a.llc_slot),
+        Some(BlockId(5)),
+        "the LLC slot is known through the links"
+    );
     let a = h.access(BlockId(5), true);
     assert_eq!((a.level, a.lookup_cycles), (HitLevel::L1, 1));
     assert_eq!(h.stats.l1_hits, 2);

@@ -12,7 +12,6 @@
 //! Log format: [`crate::log::wal`]; recovery: [`crate::recovery::wal`].
 
 use super::{Bug, Protocol};
-use crate::cache::Slot;
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::wal::{CommitRecord, Descriptor, ADDRS_PER_DESC};
 use crate::machine::Machine;
@@ -165,7 +164,8 @@ impl HWal {
         let mut home_done = m.now;
         for i in 0..self.ws.len() {
             let b = self.ws[i];
-            if m.hier.llc.find(b).is_none() {
+            let cached = m.hier.llc.find(b);
+            if cached.is_none() {
                 // Evicted during the transaction: its newest copy is in the log; read it back.
                 // (The home write is not delayed by this read: an approximation, documented.)
                 if let Some(&(_, lsn)) = self.evicted.iter().rev().find(|(x, _)| *x == b) {
@@ -174,7 +174,9 @@ impl HWal {
                 }
             }
             let t = m.write_from_arch(b, WriteKind::Home, b);
-            m.hier.clean(b);
+            if let Some(s) = cached {
+                m.hier.clean_slot(s);
+            }
             home_done = home_done.max(t.durable);
         }
         let at = match self.bug {
@@ -214,16 +216,8 @@ impl Protocol for HWal {
 
     fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         for b in blocks_of(addr, len) {
-            let a = m.access_block(b, true);
+            let s = m.access_block(b, true).llc_slot;
             self.drain_victims(m);
-            let s = match a.llc_slot {
-                Slot::NONE => m
-                    .hier
-                    .llc
-                    .find(b)
-                    .expect("inclusion: an accessed block is in the LLC"),
-                s => s,
-            };
             if m.hier.llc.aux(s) != TAG {
                 m.hier.llc.set_aux(s, TAG);
                 self.ws.push(b);
