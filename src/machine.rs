@@ -225,6 +225,36 @@ impl Machine {
         self.issue_write(self.now, b, kind, Some(&data))
     }
 
+    /// Issue a write whose payload `encode` builds, called only when payloads are kept (metadata
+    /// such as descriptors and commit records: nothing reads them in a plain run).
+    #[inline]
+    pub fn write_encoded(
+        &mut self,
+        b: BlockId,
+        kind: WriteKind,
+        encode: impl FnOnce() -> BlockData,
+    ) -> WriteTiming {
+        self.issue_deferred(self.now);
+        if self.keep_bytes {
+            let data = encode();
+            self.issue_write(self.now, b, kind, Some(&data))
+        } else {
+            self.issue_write(self.now, b, kind, None)
+        }
+    }
+
+    /// [`Machine::defer_write`] with a payload built only when payloads are kept.
+    pub fn defer_encoded(
+        &mut self,
+        at: Cycle,
+        b: BlockId,
+        kind: WriteKind,
+        encode: impl FnOnce() -> BlockData,
+    ) {
+        let data = if self.keep_bytes { encode() } else { [0; 64] };
+        self.defer_write(at, b, kind, data);
+    }
+
     /// Issue a write to block `dst` whose payload is the program's current content of `src`
     /// (a write-back when `dst == src`, a log copy otherwise).
     #[inline]

@@ -59,7 +59,11 @@ pub struct RunResult {
     pub llc_miss_rate: f64,
     pub flushes: u64,
     pub fence_stall_cycles: u64,
+    /// Core accesses (loads and stores, per block touched) in the measured region: the
+    /// denominator of the speed figure.
     pub sim_mem_accesses: u64,
+    /// Requests the memory controller served (NVM reads and writes) in the measured region.
+    pub sim_mem_requests: u64,
     pub host_seconds: f64,
     pub sim_mem_accesses_per_second: f64,
     pub version: &'static str,
@@ -212,6 +216,7 @@ fn figures(
         flushes: d.flushes,
         fence_stall_cycles: d.fence_stall_cycles,
         sim_mem_accesses: d.mem_accesses,
+        sim_mem_requests: d.mem_reads + d.mem_write_bytes() / 64,
         host_seconds,
         sim_mem_accesses_per_second: ratio(d.mem_accesses as f64, host_seconds),
         version: VERSION,

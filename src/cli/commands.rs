@@ -274,6 +274,8 @@ struct BenchRow {
     sim_mem_accesses: u64,
     host_seconds: f64,
     sim_mem_accesses_per_second: f64,
+    sim_mem_requests: u64,
+    sim_mem_requests_per_second: f64,
     native_seconds: f64,
     slowdown_vs_native: f64,
     repeat: u32,
@@ -323,10 +325,10 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
                 ..base.clone()
             };
             let mut secs = Vec::new();
-            let mut accesses = 0;
+            let (mut accesses, mut requests) = (0, 0);
             for _ in 0..a.repeat {
                 let r = runner::execute(&spec)?.result;
-                accesses = r.sim_mem_accesses;
+                (accesses, requests) = (r.sim_mem_accesses, r.sim_mem_requests);
                 secs.push(r.host_seconds);
             }
             let s = median(secs);
@@ -337,6 +339,8 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
                 sim_mem_accesses: accesses,
                 host_seconds: s,
                 sim_mem_accesses_per_second: accesses as f64 / s,
+                sim_mem_requests: requests,
+                sim_mem_requests_per_second: requests as f64 / s,
                 native_seconds: native,
                 slowdown_vs_native: s / native.max(1e-12),
                 repeat: a.repeat,
@@ -352,20 +356,24 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
         );
     } else {
         outln!(
-            "{:<10} {:<10} {:>14} {:>12} {:>10}",
+            "{:<10} {:<10} {:>12} {:>8} {:>12} {:>8} {:>9}",
             "workload",
             "protocol",
             "accesses",
             "Macc/s",
+            "NVM reqs",
+            "Mreq/s",
             "slowdown"
         );
         for r in &rows {
             outln!(
-                "{:<10} {:<10} {:>14} {:>12.1} {:>10.1}",
+                "{:<10} {:<10} {:>12} {:>8.1} {:>12} {:>8.1} {:>9.1}",
                 r.workload,
                 r.protocol,
                 r.sim_mem_accesses,
                 r.sim_mem_accesses_per_second / 1e6,
+                r.sim_mem_requests,
+                r.sim_mem_requests_per_second / 1e6,
                 r.slowdown_vs_native
             );
         }

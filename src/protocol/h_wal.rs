@@ -16,7 +16,7 @@ use crate::log::head::{LogFormat, LogHead};
 use crate::log::wal::{CommitRecord, Descriptor, ADDRS_PER_DESC};
 use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
-use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
+use crate::types::{blocks_of, Addr, BlockId, Cycle};
 
 /// LLC tag of lines written by the running transaction (only one runs at a time).
 const TAG: u32 = 1;
@@ -28,12 +28,16 @@ pub struct HWal {
     seq: u64,
     tail: u64,
     tx_start: u64,
+    /// Record index (0..cap) of `tail` and of `tx_start`: advanced with them, so no log write
+    /// needs a division.
+    tail_pos: u64,
+    tx_start_pos: u64,
     /// Log space before this position may be reused (its truncation is durable).
     safe_start: u64,
     /// Latest truncation scheduled, and the cycle its head write is issued (monotone).
     trunc_issued: u64,
     trunc_at: Cycle,
-    desc_lsn: u64,
+    desc_pos: BlockId,
     desc_addrs: [u32; ADDRS_PER_DESC],
     desc_n: usize,
     tx_blocks: u32,
@@ -41,7 +45,7 @@ pub struct HWal {
     /// Blocks first written by the running transaction, in order.
     ws: Vec<BlockId>,
     /// Log positions of the transaction's lines evicted before commit (newest last).
-    evicted: Vec<(BlockId, u64)>,
+    evicted: Vec<(BlockId, BlockId)>,
     /// Injected bug `commit-before-log`: commit-time log writes held back until the commit
     /// record is durable and acknowledged (the worst case of a missing intra-tx ordering).
     held: Vec<(BlockId, WriteKind, Payload)>,
@@ -52,11 +56,16 @@ pub struct HWal {
     checkpoint_log_reads: u64,
 }
 
-/// The content of a log write: a data block's current bytes, or encoded metadata.
+/// The content of a log write: a data block's current bytes, or a descriptor (encoded only
+/// when payloads are kept).
 #[derive(Clone, Copy)]
 enum Payload {
     Arch(BlockId),
-    Bytes(BlockData),
+    Desc {
+        seq: u64,
+        n: u8,
+        addrs: [u32; ADDRS_PER_DESC],
+    },
 }
 
 impl HWal {
@@ -72,10 +81,12 @@ impl HWal {
             seq: 1,
             tail: 0,
             tx_start: 0,
+            tail_pos: 0,
+            tx_start_pos: 0,
             safe_start: 0,
             trunc_issued: 0,
             trunc_at: 0,
-            desc_lsn: 0,
+            desc_pos: BlockId(0),
             desc_addrs: [0; ADDRS_PER_DESC],
             desc_n: 0,
             tx_blocks: 0,
@@ -89,12 +100,8 @@ impl HWal {
         }
     }
 
-    /// The log block holding position `lsn`.
-    fn pos(&self, lsn: u64) -> BlockId {
-        BlockId(self.log0.0 + 1 + lsn % self.cap)
-    }
-
-    fn alloc(&mut self, m: &mut Machine) -> u64 {
+    /// Take the next log position; returns the log block that holds it.
+    fn alloc(&mut self, m: &mut Machine) -> BlockId {
         if self.tail - self.safe_start >= self.cap {
             m.quiesce();
             self.safe_start = self.trunc_issued;
@@ -107,33 +114,34 @@ impl HWal {
                 });
             }
         }
+        let p = self.tail_pos;
         self.tail += 1;
-        self.tail - 1
+        self.tail_pos = if p + 1 == self.cap { 0 } else { p + 1 };
+        BlockId(self.log0.0 + 1 + p)
     }
 
-    fn log_data(&mut self, m: &mut Machine, b: BlockId) -> u64 {
+    fn log_data(&mut self, m: &mut Machine, b: BlockId) -> BlockId {
         if self.desc_n == 0 {
-            self.desc_lsn = self.alloc(m);
+            self.desc_pos = self.alloc(m);
         }
-        let lsn = self.alloc(m);
-        self.emit(m, self.pos(lsn), WriteKind::LogData, Payload::Arch(b));
+        let at = self.alloc(m);
+        self.emit(m, at, WriteKind::LogData, Payload::Arch(b));
         self.desc_addrs[self.desc_n] = b.0 as u32;
         self.desc_n += 1;
         self.tx_blocks += 1;
         if self.desc_n == ADDRS_PER_DESC {
             self.write_desc(m);
         }
-        lsn
+        at
     }
 
     fn write_desc(&mut self, m: &mut Machine) {
-        let data = Descriptor::encode_parts(self.seq, &self.desc_addrs[..self.desc_n]);
-        self.emit(
-            m,
-            self.pos(self.desc_lsn),
-            WriteKind::LogMeta,
-            Payload::Bytes(data),
-        );
+        let desc = Payload::Desc {
+            seq: self.seq,
+            n: self.desc_n as u8,
+            addrs: self.desc_addrs,
+        };
+        self.emit(m, self.desc_pos, WriteKind::LogMeta, desc);
         self.desc_n = 0;
     }
 
@@ -145,7 +153,9 @@ impl HWal {
         }
         let t = match p {
             Payload::Arch(src) => m.write_from_arch(at, kind, src),
-            Payload::Bytes(d) => m.write_block(at, kind, d),
+            Payload::Desc { seq, n, addrs } => m.write_encoded(at, kind, || {
+                Descriptor::encode_parts(seq, &addrs[..n as usize])
+            }),
         };
         m.wait_until(t.accepted);
         self.tx_log_done = self.tx_log_done.max(t.durable);
@@ -153,8 +163,8 @@ impl HWal {
 
     fn drain_victims(&mut self, m: &mut Machine) {
         while let Some(v) = m.tx_victims.pop() {
-            let lsn = self.log_data(m, v.block);
-            self.evicted.push((v.block, lsn));
+            let at = self.log_data(m, v.block);
+            self.evicted.push((v.block, at));
             self.evicted_to_log += 1;
         }
     }
@@ -168,8 +178,8 @@ impl HWal {
             if cached.is_none() {
                 // Evicted during the transaction: its newest copy is in the log; read it back.
                 // (The home write is not delayed by this read: an approximation, documented.)
-                if let Some(&(_, lsn)) = self.evicted.iter().rev().find(|(x, _)| *x == b) {
-                    m.background_read(self.pos(lsn));
+                if let Some(&(_, at)) = self.evicted.iter().rev().find(|(x, _)| *x == b) {
+                    m.background_read(at);
                     self.checkpoint_log_reads += 1;
                 }
             }
@@ -189,7 +199,7 @@ impl HWal {
             start: self.tail,
             start_seq: self.seq + 1,
         };
-        m.defer_write(at, self.log0, WriteKind::LogHead, head.encode());
+        m.defer_encoded(at, self.log0, WriteKind::LogHead, || head.encode());
         self.trunc_issued = self.tail;
     }
 }
@@ -206,6 +216,7 @@ impl Protocol for HWal {
 
     fn begin(&mut self, _m: &mut Machine) {
         self.tx_start = self.tail;
+        self.tx_start_pos = self.tail_pos;
         self.tx_log_done = 0;
     }
 
@@ -246,12 +257,12 @@ impl Protocol for HWal {
             m.wait_until(self.tx_log_done);
         }
         // 3. Commit record, then acknowledge.
-        let lsn = self.alloc(m);
+        let at = self.alloc(m);
         let rec = CommitRecord {
             seq: self.seq,
             blocks: self.tx_blocks,
         };
-        let t = m.write_block(self.pos(lsn), WriteKind::Commit, rec.encode());
+        let t = m.write_encoded(at, WriteKind::Commit, || rec.encode());
         match self.bug {
             Some(Bug::AckBeforeDurable) => m.wait_until(t.accepted),
             _ => m.wait_until(t.durable),
@@ -288,6 +299,7 @@ impl Protocol for HWal {
         }
         // Log blocks written for evicted lines lie past the valid log; reuse their space.
         self.tail = self.tx_start;
+        self.tail_pos = self.tx_start_pos;
         self.ws.clear();
         self.evicted.clear();
         self.desc_n = 0;
