@@ -6,6 +6,7 @@
 //! ends implement it: the simulator ([`crate::sim::Sim`]) and plain memory ([`native::Native`]).
 
 pub mod native;
+pub mod slab;
 pub mod sps;
 
 use crate::config::Config;
