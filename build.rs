@@ -17,9 +17,5 @@ fn main() {
         .output()
         .ok()
         .is_some_and(|o| !o.stdout.is_empty());
-    println!(
-        "cargo:rustc-env=LOCSIM_GIT_REV={}{}",
-        rev,
-        if dirty { "-dirty" } else { "" }
-    );
+    println!("cargo:rustc-env=LOCSIM_GIT_REV={}{}", rev, if dirty { "-dirty" } else { "" });
 }

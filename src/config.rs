@@ -105,21 +105,9 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             core: CoreConfig { freq_mhz: 1000 },
-            l1: CacheConfig {
-                size_bytes: 32 << 10,
-                ways: 2,
-                latency_cycles: 1,
-            },
-            l2: CacheConfig {
-                size_bytes: 256 << 10,
-                ways: 8,
-                latency_cycles: 8,
-            },
-            llc: CacheConfig {
-                size_bytes: 1 << 20,
-                ways: 16,
-                latency_cycles: 21,
-            },
+            l1: CacheConfig { size_bytes: 32 << 10, ways: 2, latency_cycles: 1 },
+            l2: CacheConfig { size_bytes: 256 << 10, ways: 8, latency_cycles: 8 },
+            llc: CacheConfig { size_bytes: 1 << 20, ways: 16, latency_cycles: 21 },
             memory: MemoryConfig {
                 banks: 8,
                 read_latency_ns: 168,
@@ -127,21 +115,11 @@ impl Default for Config {
                 write_queue_entries: 32,
                 adr: false,
             },
-            log: LogConfig {
-                size_bytes: 32 << 20,
-            },
-            swal: SwalConfig {
-                append_instructions: 6,
-                lookup_instructions: 10,
-                apply_instructions: 4,
-            },
+            log: LogConfig { size_bytes: 32 << 20 },
+            swal: SwalConfig { append_instructions: 6, lookup_instructions: 10, apply_instructions: 4 },
             workload: WorkloadConfig {
                 warmup_txs: 20_000,
-                sps: SpsConfig {
-                    entries: 1 << 21,
-                    swaps_per_tx: 1,
-                    compute_cycles_per_swap: 24,
-                },
+                sps: SpsConfig { entries: 1 << 21, swaps_per_tx: 1, compute_cycles_per_swap: 24 },
             },
         }
     }
@@ -167,28 +145,25 @@ impl Config {
     pub fn build(file_text: Option<&str>, sets: &[String]) -> Result<Config, ConfigError> {
         let mut tree = toml::Value::try_from(Config::default()).expect("defaults serialize");
         if let Some(text) = file_text {
-            let user: toml::Value = toml::from_str(text)
-                .map_err(|e| ConfigError(format!("config file: {}", one_line(&e.to_string()))))?;
+            let user: toml::Value =
+                toml::from_str(text).map_err(|e| ConfigError(format!("config file: {}", one_line(&e.to_string()))))?;
             merge(&mut tree, &user)?;
         }
         for s in sets {
-            let (key, value) = s
-                .split_once('=')
-                .ok_or_else(|| ConfigError(format!("--set `{s}`: expected key=value")))?;
+            let (key, value) =
+                s.split_once('=').ok_or_else(|| ConfigError(format!("--set `{s}`: expected key=value")))?;
             set_path(&mut tree, key.trim(), parse_value(value.trim()))?;
         }
-        let cfg: Config = tree.try_into().map_err(|e: toml::de::Error| {
-            ConfigError(format!("config: {}", one_line(&e.to_string())))
-        })?;
+        let cfg: Config = tree
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError(format!("config: {}", one_line(&e.to_string()))))?;
         cfg.validate()?;
         Ok(cfg)
     }
 
     /// Range checks; each error names the key, the value and the allowed range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let err = |k: &str, v: u64, allowed: &str| {
-            Err(ConfigError(format!("{k} = {v}: allowed {allowed}")))
-        };
+        let err = |k: &str, v: u64, allowed: &str| Err(ConfigError(format!("{k} = {v}: allowed {allowed}")));
         if !(1..=10_000).contains(&self.core.freq_mhz) {
             return err("core.freq_mhz", self.core.freq_mhz, "1..=10000");
         }
@@ -197,8 +172,7 @@ impl Config {
                 return err(&format!("{name}.ways"), c.ways, "1..=16");
             }
             let lines = c.size_bytes / 64;
-            if c.size_bytes % 64 != 0 || lines % c.ways != 0 || !(lines / c.ways).is_power_of_two()
-            {
+            if c.size_bytes % 64 != 0 || lines % c.ways != 0 || !(lines / c.ways).is_power_of_two() {
                 return err(
                     &format!("{name}.size_bytes"),
                     c.size_bytes,
@@ -206,17 +180,11 @@ impl Config {
                 );
             }
             if c.latency_cycles > 10_000 {
-                return err(
-                    &format!("{name}.latency_cycles"),
-                    c.latency_cycles,
-                    "0..=10000",
-                );
+                return err(&format!("{name}.latency_cycles"), c.latency_cycles, "0..=10000");
             }
         }
         if self.l1.size_bytes > self.l2.size_bytes || self.l2.size_bytes > self.llc.size_bytes {
-            return Err(ConfigError(
-                "cache sizes: inclusive hierarchy needs l1 <= l2 <= llc".into(),
-            ));
+            return Err(ConfigError("cache sizes: inclusive hierarchy needs l1 <= l2 <= llc".into()));
         }
         let m = &self.memory;
         if !(1..=1024).contains(&m.banks) {
@@ -229,21 +197,13 @@ impl Config {
             return err("memory.write_latency_ns", m.write_latency_ns, "1..=1000000");
         }
         if !(1..=4096).contains(&m.write_queue_entries) {
-            return err(
-                "memory.write_queue_entries",
-                m.write_queue_entries,
-                "1..=4096",
-            );
+            return err("memory.write_queue_entries", m.write_queue_entries, "1..=4096");
         }
         if self.log.size_bytes < 64 * 1024
             || !self.log.size_bytes.is_multiple_of(4096)
             || self.log.size_bytes > (1 << 36)
         {
-            return err(
-                "log.size_bytes",
-                self.log.size_bytes,
-                "a multiple of 4096 between 65536 and 2^36",
-            );
+            return err("log.size_bytes", self.log.size_bytes, "a multiple of 4096 between 65536 and 2^36");
         }
         let s = &self.workload.sps;
         if !(16..=(1 << 28)).contains(&s.entries) {
@@ -293,15 +253,9 @@ fn set_path(tree: &mut toml::Value, key: &str, value: toml::Value) -> Result<(),
     let parts: Vec<&str> = key.split('.').collect();
     for (i, part) in parts.iter().enumerate() {
         let here = parts[..i].join(".");
-        let table = node
-            .as_table_mut()
-            .ok_or_else(|| ConfigError(format!("`{here}` is a value, not a section")))?;
+        let table = node.as_table_mut().ok_or_else(|| ConfigError(format!("`{here}` is a value, not a section")))?;
         if !table.contains_key(*part) {
-            let place = if here.is_empty() {
-                "top level".to_string()
-            } else {
-                format!("`{here}`")
-            };
+            let place = if here.is_empty() { "top level".to_string() } else { format!("`{here}`") };
             return Err(ConfigError(format!(
                 "unknown config key `{}`: allowed at {place}: {}",
                 parts[..=i].join("."),
@@ -314,9 +268,7 @@ fn set_path(tree: &mut toml::Value, key: &str, value: toml::Value) -> Result<(),
         if value.as_table().is_some_and(|t| t.is_empty()) {
             return Ok(()); // an empty `[section]` in a file
         }
-        return Err(ConfigError(format!(
-            "`{key}` is a section; set one of its keys"
-        )));
+        return Err(ConfigError(format!("`{key}` is a section; set one of its keys")));
     }
     *node = coerce(node, value, key)?;
     Ok(())
@@ -332,10 +284,7 @@ fn coerce(old: &toml::Value, new: toml::Value, key: &str) -> Result<toml::Value,
         (Float(_), Float(v)) => Ok(Float(v)),
         (Boolean(_), Boolean(v)) => Ok(Boolean(v)),
         (String(_), v) => Ok(String(v.to_string().trim_matches('"').to_string())),
-        (o, v) => Err(ConfigError(format!(
-            "`{key}` = {v}: expected {}",
-            o.type_str()
-        ))),
+        (o, v) => Err(ConfigError(format!("`{key}` = {v}: expected {}", o.type_str()))),
     }
 }
 
@@ -353,11 +302,7 @@ fn flatten(v: &toml::Value, prefix: String, out: &mut Vec<(String, toml::Value)>
     match v.as_table() {
         Some(t) if !t.is_empty() => {
             for (k, child) in t {
-                let path = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
+                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
                 flatten(child, path, out);
             }
         }
@@ -372,35 +317,16 @@ mod tests {
     #[test]
     fn defaults_are_table_one() {
         let c = Config::default();
-        assert_eq!(
-            (c.l1.size_bytes, c.l1.ways, c.l1.latency_cycles),
-            (32768, 2, 1)
-        );
-        assert_eq!(
-            (c.l2.size_bytes, c.l2.ways, c.l2.latency_cycles),
-            (262144, 8, 8)
-        );
-        assert_eq!(
-            (c.llc.size_bytes, c.llc.ways, c.llc.latency_cycles),
-            (1 << 20, 16, 21)
-        );
-        assert_eq!(
-            (c.memory.banks, c.ns_to_cycles(c.memory.read_latency_ns)),
-            (8, 168)
-        );
+        assert_eq!((c.l1.size_bytes, c.l1.ways, c.l1.latency_cycles), (32768, 2, 1));
+        assert_eq!((c.l2.size_bytes, c.l2.ways, c.l2.latency_cycles), (262144, 8, 8));
+        assert_eq!((c.llc.size_bytes, c.llc.ways, c.llc.latency_cycles), (1 << 20, 16, 21));
+        assert_eq!((c.memory.banks, c.ns_to_cycles(c.memory.read_latency_ns)), (8, 168));
         c.validate().unwrap();
     }
 
     #[test]
     fn set_overrides_a_value_and_keeps_its_type() {
-        let c = Config::build(
-            None,
-            &[
-                "memory.write_latency_ns=300".into(),
-                "memory.adr=true".into(),
-            ],
-        )
-        .unwrap();
+        let c = Config::build(None, &["memory.write_latency_ns=300".into(), "memory.adr=true".into()]).unwrap();
         assert_eq!(c.memory.write_latency_ns, 300);
         assert!(c.memory.adr);
     }
@@ -408,10 +334,7 @@ mod tests {
     #[test]
     fn unknown_key_is_rejected_with_the_allowed_keys() {
         let e = Config::build(None, &["memory.write_latency=300".into()]).unwrap_err();
-        assert!(
-            e.0.contains("unknown config key `memory.write_latency`"),
-            "{e}"
-        );
+        assert!(e.0.contains("unknown config key `memory.write_latency`"), "{e}");
         assert!(e.0.contains("write_latency_ns"), "{e}");
         assert!(!e.0.contains('\n'));
     }

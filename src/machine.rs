@@ -114,13 +114,7 @@ impl Machine {
     }
 
     /// Like [`Machine::new`], choosing separately whether device bytes are kept.
-    pub fn with_bytes(
-        cfg: &Config,
-        layout: Layout,
-        initial: Vec<u8>,
-        record: bool,
-        keep_bytes: bool,
-    ) -> Machine {
+    pub fn with_bytes(cfg: &Config, layout: Layout, initial: Vec<u8>, record: bool, keep_bytes: bool) -> Machine {
         assert_eq!(initial.len() as u64, layout.total_bytes());
         assert!(keep_bytes || !record, "recording needs the payloads");
         Machine {
@@ -128,11 +122,7 @@ impl Machine {
             layout,
             hier: Hierarchy::new(cfg),
             ctl: MemCtl::new(cfg),
-            nvm: if keep_bytes {
-                initial.clone()
-            } else {
-                Vec::new()
-            },
+            nvm: if keep_bytes { initial.clone() } else { Vec::new() },
             keep_bytes,
             arch: initial,
             record: record.then(Recorder::default),
@@ -150,8 +140,7 @@ impl Machine {
     pub fn stats(&self) -> MachineStats {
         let mut s = self.stats.clone();
         let c = &self.hier.stats;
-        (s.l1_hits, s.l2_hits, s.llc_hits, s.llc_misses) =
-            (c.l1_hits, c.l2_hits, c.llc_hits, c.llc_misses);
+        (s.l1_hits, s.l2_hits, s.llc_hits, s.llc_misses) = (c.l1_hits, c.l2_hits, c.llc_hits, c.llc_misses);
         s.mem_reads = self.ctl.reads;
         s
     }
@@ -228,12 +217,7 @@ impl Machine {
     /// Issue a write whose payload `encode` builds, called only when payloads are kept (metadata
     /// such as descriptors and commit records: nothing reads them in a plain run).
     #[inline]
-    pub fn write_encoded(
-        &mut self,
-        b: BlockId,
-        kind: WriteKind,
-        encode: impl FnOnce() -> BlockData,
-    ) -> WriteTiming {
+    pub fn write_encoded(&mut self, b: BlockId, kind: WriteKind, encode: impl FnOnce() -> BlockData) -> WriteTiming {
         self.issue_deferred(self.now);
         if self.keep_bytes {
             let data = encode();
@@ -244,13 +228,7 @@ impl Machine {
     }
 
     /// [`Machine::defer_write`] with a payload built only when payloads are kept.
-    pub fn defer_encoded(
-        &mut self,
-        at: Cycle,
-        b: BlockId,
-        kind: WriteKind,
-        encode: impl FnOnce() -> BlockData,
-    ) {
+    pub fn defer_encoded(&mut self, at: Cycle, b: BlockId, kind: WriteKind, encode: impl FnOnce() -> BlockData) {
         let data = if self.keep_bytes { encode() } else { [0; 64] };
         self.defer_write(at, b, kind, data);
     }
@@ -269,24 +247,40 @@ impl Machine {
     }
 
     #[inline]
-    fn issue_write(
+    /// A write the controller starts no earlier than `min_start` (see [`MemCtl::write_after`]);
+    /// its payload is built only when payloads are kept.
+    pub fn write_encoded_after(
+        &mut self,
+        b: BlockId,
+        kind: WriteKind,
+        min_start: Cycle,
+        encode: impl FnOnce() -> BlockData,
+    ) -> WriteTiming {
+        self.issue_deferred(self.now);
+        let data = self.keep_bytes.then(encode);
+        self.issue(self.now, b, kind, data.as_ref(), min_start)
+    }
+
+    #[inline]
+    fn issue_write(&mut self, at: Cycle, b: BlockId, kind: WriteKind, data: Option<&BlockData>) -> WriteTiming {
+        self.issue(at, b, kind, data, 0)
+    }
+
+    #[inline]
+    fn issue(
         &mut self,
         at: Cycle,
         b: BlockId,
         kind: WriteKind,
         data: Option<&BlockData>,
+        min_start: Cycle,
     ) -> WriteTiming {
-        let t = self.ctl.write(at, b);
+        let t = self.ctl.write_after(at, b, min_start);
         self.stats.write_bytes_by_kind[kind as usize] += 64;
         if let (true, Some(data)) = (self.keep_bytes, data) {
             self.nvm[b.range()].copy_from_slice(data);
             if let Some(r) = &mut self.record {
-                r.durable.writes.push(DurableWrite {
-                    durable: t.durable,
-                    block: b,
-                    kind,
-                    data: *data,
-                });
+                r.durable.writes.push(DurableWrite { durable: t.durable, block: b, kind, data: *data });
             }
         }
         t
@@ -299,15 +293,7 @@ impl Machine {
             return;
         }
         let pos = self.deferred.partition_point(|d| d.at <= at);
-        self.deferred.insert(
-            pos,
-            Deferred {
-                at,
-                block: b,
-                kind,
-                data,
-            },
-        );
+        self.deferred.insert(pos, Deferred { at, block: b, kind, data });
     }
 
     #[inline]

@@ -5,7 +5,7 @@
 use crate::config::Config;
 use crate::machine::{Machine, MachineStats, Recorder};
 use crate::pmem::{Layout, WriteKind};
-use crate::protocol::{baseline::Baseline, h_wal::HWal, s_wal::SWal, Bug, Protocol, ProtocolKind};
+use crate::protocol::{baseline::Baseline, ec_wal::EcWal, h_wal::HWal, s_wal::SWal, Bug, Protocol, ProtocolKind};
 use crate::rng::Rng;
 use crate::sim::{OracleLog, Sim};
 use crate::workload::{native::Native, Workload, WorkloadKind};
@@ -97,12 +97,11 @@ pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
     match spec.protocol {
         ProtocolKind::Baseline => drive(spec, wl, layout, Baseline),
         ProtocolKind::HWal => drive(spec, wl, layout, HWal::new(&layout, spec.bug)),
-        ProtocolKind::SWal => drive(
-            spec,
-            wl,
-            layout,
-            SWal::new(&layout, &spec.cfg.swal, spec.bug),
-        ),
+        ProtocolKind::EcWal => {
+            let write_cycles = spec.cfg.ns_to_cycles(spec.cfg.memory.write_latency_ns);
+            drive(spec, wl, layout, EcWal::new(&layout, write_cycles, spec.bug))
+        }
+        ProtocolKind::SWal => drive(spec, wl, layout, SWal::new(&layout, &spec.cfg.swal, spec.bug)),
     }
 }
 
@@ -112,12 +111,7 @@ fn rngs(seed: u64) -> (Rng, Rng) {
     (Rng::derive(seed, 1), Rng::derive(seed, 2))
 }
 
-fn drive<P: Protocol>(
-    spec: &RunSpec,
-    mut wl: Workload,
-    layout: Layout,
-    p: P,
-) -> Result<RunOutput, String> {
+fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) -> Result<RunOutput, String> {
     let mut image = vec![0u8; layout.total_bytes() as usize];
     wl.populate(&mut image[..layout.data_bytes as usize]);
     p.format(&layout, &mut image);
@@ -180,17 +174,8 @@ fn ratio(a: f64, b: f64) -> f64 {
     }
 }
 
-fn figures(
-    spec: &RunSpec,
-    d: &MachineStats,
-    f: &crate::sim::FrontStats,
-    cycles: u64,
-    host_seconds: f64,
-) -> RunResult {
-    let by_kind = WriteKind::ALL
-        .iter()
-        .map(|k| (k.name(), d.write_bytes_by_kind[*k as usize]))
-        .collect();
+fn figures(spec: &RunSpec, d: &MachineStats, f: &crate::sim::FrontStats, cycles: u64, host_seconds: f64) -> RunResult {
+    let by_kind = WriteKind::ALL.iter().map(|k| (k.name(), d.write_bytes_by_kind[*k as usize])).collect();
     let llc_refs = d.llc_hits + d.llc_misses;
     RunResult {
         workload: spec.workload.name().into(),

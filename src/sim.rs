@@ -152,8 +152,7 @@ impl<P: Protocol> Pm for Sim<P> {
         let mut end = self.undo_bytes.len();
         for &(a, len) in self.written.iter().rev() {
             let start = end - len as usize;
-            self.m.arch[a.0 as usize..a.0 as usize + len as usize]
-                .copy_from_slice(&self.undo_bytes[start..end]);
+            self.m.arch[a.0 as usize..a.0 as usize + len as usize].copy_from_slice(&self.undo_bytes[start..end]);
             end = start;
         }
         if let Some(o) = &mut self.oracle {
@@ -176,10 +175,7 @@ impl<P: Protocol> Pm for Sim<P> {
     fn store(&mut self, addr: Addr, data: &[u8]) {
         assert!(self.in_tx, "store outside a transaction");
         let (a, n) = (addr.0 as usize, data.len());
-        assert!(
-            a + n <= self.m.layout.data_bytes as usize,
-            "store past the data area"
-        );
+        assert!(a + n <= self.m.layout.data_bytes as usize, "store past the data area");
         if n == 0 {
             return;
         }

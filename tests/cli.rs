@@ -4,27 +4,14 @@
 use serde_json::Value;
 use std::process::{Command, Output};
 
-const SMALL: [&str; 4] = [
-    "--set",
-    "workload.sps.entries=65536",
-    "--set",
-    "log.size_bytes=1048576",
-];
+const SMALL: [&str; 4] = ["--set", "workload.sps.entries=65536", "--set", "log.size_bytes=1048576"];
 
 fn locsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_locsim"))
-        .args(args)
-        .output()
-        .expect("runs")
+    Command::new(env!("CARGO_BIN_EXE_locsim")).args(args).output().expect("runs")
 }
 
 fn json(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "exit {:?}: {}", out.status.code(), String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
 }
 
@@ -33,27 +20,14 @@ fn assert_usage_error(args: &[&str], needles: &[&str]) {
     let out = locsim(args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "{args:?}: not one line: {err}"
-    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: not one line: {err}");
     for n in needles {
         assert!(err.contains(n), "{args:?}: `{n}` missing from: {err}");
     }
 }
 
 fn run_json(extra: &[&str]) -> Vec<Value> {
-    let mut args = vec![
-        "run",
-        "--workload",
-        "sps",
-        "--protocol",
-        "baseline,s-wal,h-wal",
-        "--txs",
-        "20000",
-        "--json",
-    ];
+    let mut args = vec!["run", "--workload", "sps", "--protocol", "baseline,s-wal,h-wal", "--txs", "20000", "--json"];
     args.extend_from_slice(extra);
     json(&locsim(&args)).as_array().expect("array").clone()
 }
@@ -86,38 +60,18 @@ fn run_json_has_the_contract_fields_and_wal_costs_throughput_and_traffic() {
             assert!(r.get(f).is_some(), "field {f} missing in {r}");
         }
     }
-    let get = |p: &str, f: &str| {
-        rs.iter().find(|r| r["protocol"] == p).unwrap()[f]
-            .as_f64()
-            .unwrap()
-    };
+    let get = |p: &str, f: &str| rs.iter().find(|r| r["protocol"] == p).unwrap()[f].as_f64().unwrap();
     assert_eq!(get("baseline", "normalized_throughput"), 1.0);
     for p in ["s-wal", "h-wal"] {
         assert!(get(p, "normalized_throughput") < 1.0, "{p}");
-        assert!(
-            get(p, "write_traffic") > get("baseline", "write_traffic"),
-            "{p}"
-        );
-        assert_eq!(
-            get(p, "program_write_bytes"),
-            get("baseline", "program_write_bytes"),
-            "{p}: same program stores"
-        );
+        assert!(get(p, "write_traffic") > get("baseline", "write_traffic"), "{p}");
+        assert_eq!(get(p, "program_write_bytes"), get("baseline", "program_write_bytes"), "{p}: same program stores");
     }
 }
 
 #[test]
 fn normalized_throughput_is_null_without_baseline() {
-    let out = locsim(&[
-        "run",
-        "--workload",
-        "sps",
-        "--protocol",
-        "h-wal",
-        "--txs",
-        "1000",
-        "--json",
-    ]);
+    let out = locsim(&["run", "--workload", "sps", "--protocol", "h-wal", "--txs", "1000", "--json"]);
     assert!(json(&out)[0]["normalized_throughput"].is_null());
 }
 
@@ -137,41 +91,21 @@ fn same_seed_twice_gives_identical_results_apart_from_host_timing() {
     assert_eq!(a, b);
     let mut other = vec!["--seed", "8"];
     other.extend_from_slice(&SMALL);
-    assert_ne!(
-        a,
-        strip(run_json(&other)),
-        "a different seed must change something"
-    );
+    assert_ne!(a, strip(run_json(&other)), "a different seed must change something");
 }
 
 fn crashtest(protocol: &str, extra: &[&str]) -> (Option<i32>, Value) {
-    let txs = if extra.contains(&"--exhaustive") {
-        "150"
-    } else {
-        "600"
-    };
-    let mut args = vec![
-        "crashtest",
-        "--workload",
-        "sps",
-        "--protocol",
-        protocol,
-        "--txs",
-        txs,
-        "--json",
-    ];
+    let txs = if extra.contains(&"--exhaustive") { "150" } else { "600" };
+    let mut args = vec!["crashtest", "--workload", "sps", "--protocol", protocol, "--txs", txs, "--json"];
     args.extend_from_slice(&SMALL);
     args.extend_from_slice(extra);
     let out = locsim(&args);
-    (
-        out.status.code(),
-        serde_json::from_slice(&out.stdout).expect("JSON even on violation"),
-    )
+    (out.status.code(), serde_json::from_slice(&out.stdout).expect("JSON even on violation"))
 }
 
 #[test]
 fn crashtest_finds_no_violation_in_correct_protocols() {
-    for p in ["s-wal", "h-wal"] {
+    for p in ["s-wal", "h-wal", "ec-wal"] {
         let (code, r) = crashtest(p, &["--crashes", "1500"]);
         assert_eq!(r["violations"], 0, "{p}: {}", r["first_violation"]);
         assert_eq!(code, Some(0));
@@ -183,14 +117,9 @@ fn crashtest_finds_no_violation_in_correct_protocols() {
 
 #[test]
 fn crashtest_exhaustive_on_a_short_run_finds_no_violation() {
-    for p in ["s-wal", "h-wal"] {
+    for p in ["s-wal", "h-wal", "ec-wal"] {
         let (code, r) = crashtest(p, &["--exhaustive"]);
-        assert_eq!(
-            (code, r["violations"].as_u64()),
-            (Some(0), Some(0)),
-            "{p}: {}",
-            r["first_violation"]
-        );
+        assert_eq!((code, r["violations"].as_u64()), (Some(0), Some(0)), "{p}: {}", r["first_violation"]);
         assert_eq!(r["crash_points"], r["candidate_crash_cycles"]);
         assert!(r["durable_states"].as_u64().unwrap() > 100, "{p}");
     }
@@ -204,32 +133,17 @@ fn every_injected_bug_is_caught_and_its_replay_reproduces_it() {
         ("h-wal", "truncate-before-checkpoint"),
         ("s-wal", "ack-before-durable"),
         ("s-wal", "truncate-before-checkpoint"),
+        ("ec-wal", "ack-before-durable"),
+        ("ec-wal", "meta-before-data"),
     ] {
         let (code, r) = crashtest(p, &["--crashes", "1500", "--inject-bug", bug]);
         assert_eq!(code, Some(1), "{p} {bug}: exit status");
-        assert!(
-            r["violations"].as_u64().unwrap() > 0,
-            "{p} {bug} not caught"
-        );
+        assert!(r["violations"].as_u64().unwrap() > 0, "{p} {bug} not caught");
         let v = &r["first_violation"];
-        for f in [
-            "seed",
-            "crash_cycle",
-            "acked",
-            "issued",
-            "closest_k",
-            "first_diff_addr",
-            "replay",
-        ] {
+        for f in ["seed", "crash_cycle", "acked", "issued", "closest_k", "first_diff_addr", "replay"] {
             assert!(v.get(f).is_some(), "{p} {bug}: violation lacks {f}");
         }
-        let replay: Vec<String> = v["replay"]
-            .as_str()
-            .unwrap()
-            .split_whitespace()
-            .skip(1)
-            .map(String::from)
-            .collect();
+        let replay: Vec<String> = v["replay"].as_str().unwrap().split_whitespace().skip(1).map(String::from).collect();
         let mut args: Vec<&str> = replay.iter().map(String::as_str).collect();
         args.push("--json");
         let out = locsim(&args);
@@ -242,10 +156,7 @@ fn every_injected_bug_is_caught_and_its_replay_reproduces_it() {
 
 #[test]
 fn baseline_makes_no_promise_and_the_checker_says_so() {
-    let (code, r) = crashtest(
-        "baseline",
-        &["--crashes", "200", "--set", "workload.sps.entries=1048576"],
-    );
+    let (code, r) = crashtest("baseline", &["--crashes", "200", "--set", "workload.sps.entries=1048576"]);
     assert_eq!(code, Some(1));
     assert!(r["violations"].as_u64().unwrap() > 0);
 }
@@ -258,9 +169,11 @@ fn list_bugs_names_every_protocols_bugs() {
     for n in [
         "h-wal",
         "s-wal",
+        "ec-wal",
         "ack-before-durable",
         "commit-before-log",
         "truncate-before-checkpoint",
+        "meta-before-data",
     ] {
         assert!(text.contains(n), "{n} missing: {text}");
     }
@@ -268,54 +181,23 @@ fn list_bugs_names_every_protocols_bugs() {
 
 #[test]
 fn bad_arguments_get_one_line_naming_the_allowed_values_and_exit_2() {
-    assert_usage_error(
-        &["run", "--workload", "sps", "--protocol", "x-wal"],
-        &["x-wal", "baseline", "s-wal", "h-wal"],
-    );
+    assert_usage_error(&["run", "--workload", "sps", "--protocol", "x-wal"], &["x-wal", "baseline", "s-wal", "h-wal"]);
     assert_usage_error(&["run", "--workload", "btree"], &["btree", "sps"]);
     assert_usage_error(
         &["run", "--workload", "sps", "--set", "memory.latency=3"],
         &["memory.latency", "read_latency_ns"],
     );
-    assert_usage_error(
-        &["run", "--workload", "sps", "--set", "memory.banks=0"],
-        &["memory.banks", "1..=1024"],
-    );
-    assert_usage_error(
-        &["run", "--workload", "sps", "--sd", "33"],
-        &["--sd", "1..=32"],
-    );
-    assert_usage_error(
-        &["run", "--workload", "sps", "--abort-rate", "2"],
-        &["--abort-rate", "0..=1"],
-    );
+    assert_usage_error(&["run", "--workload", "sps", "--set", "memory.banks=0"], &["memory.banks", "1..=1024"]);
+    assert_usage_error(&["run", "--workload", "sps", "--sd", "33"], &["--sd", "1..=32"]);
+    assert_usage_error(&["run", "--workload", "sps", "--abort-rate", "2"], &["--abort-rate", "0..=1"]);
     assert_usage_error(&["run", "--workload", "sps", "--txs", "many"], &["many"]);
+    assert_usage_error(&["run", "--workload", "sps", "--config", "/nonexistent.toml"], &["/nonexistent.toml"]);
     assert_usage_error(
-        &["run", "--workload", "sps", "--config", "/nonexistent.toml"],
-        &["/nonexistent.toml"],
-    );
-    assert_usage_error(
-        &[
-            "crashtest",
-            "--workload",
-            "sps",
-            "--protocol",
-            "h-wal",
-            "--inject-bug",
-            "nope",
-        ],
+        &["crashtest", "--workload", "sps", "--protocol", "h-wal", "--inject-bug", "nope"],
         &["nope", "ack-before-durable"],
     );
     assert_usage_error(
-        &[
-            "crashtest",
-            "--workload",
-            "sps",
-            "--protocol",
-            "baseline",
-            "--inject-bug",
-            "ack-before-durable",
-        ],
+        &["crashtest", "--workload", "sps", "--protocol", "baseline", "--inject-bug", "ack-before-durable"],
         &["baseline"],
     );
     assert_usage_error(&["frobnicate"], &["frobnicate"]);
@@ -326,10 +208,7 @@ fn config_prints_a_toml_file_that_run_accepts() {
     let out = locsim(&["config", "--mem-latency-ns", "95"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        text.contains("read_latency_ns = 95") && text.contains("write_latency_ns = 95"),
-        "{text}"
-    );
+    assert!(text.contains("read_latency_ns = 95") && text.contains("write_latency_ns = 95"), "{text}");
     let path = std::env::temp_dir().join(format!("locsim-cfg-{}.toml", std::process::id()));
     std::fs::write(&path, &text).unwrap();
     let r = json(&locsim(&[
@@ -353,13 +232,10 @@ fn bench_json_reports_speed_and_slowdown_per_workload_and_protocol() {
     let out = locsim(&["bench", "--txs", "20000", "--repeat", "1", "--json"]);
     let rows = json(&out);
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.len(), locsim::protocol::ProtocolKind::ALL.len());
     for r in rows {
         assert_eq!(r["workload"], "sps");
-        assert!(
-            r["sim_mem_accesses_per_second"].as_f64().unwrap() > 0.0,
-            "{r}"
-        );
+        assert!(r["sim_mem_accesses_per_second"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["slowdown_vs_native"].as_f64().unwrap() > 0.0, "{r}");
     }
 }
@@ -369,9 +245,6 @@ fn help_is_available_for_every_subcommand() {
     for sub in ["run", "crashtest", "bench", "config"] {
         let out = locsim(&[sub, "--help"]);
         assert!(out.status.success(), "{sub}");
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("Usage"),
-            "{sub}"
-        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"), "{sub}");
     }
 }

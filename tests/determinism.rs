@@ -16,13 +16,7 @@ fn figures(r: &locsim::runner::RunResult) -> String {
 #[test]
 fn recording_payloads_does_not_change_any_figure() {
     for p in ProtocolKind::ALL {
-        let mut s = spec(
-            small_cfg(&["workload.sps.entries=262144"]),
-            p,
-            3000,
-            5,
-            None,
-        );
+        let mut s = spec(small_cfg(&["workload.sps.entries=262144"]), p, 3000, 5, None);
         s.warmup_txs = 1000;
         s.record = false;
         let plain = execute(&s).unwrap().result;
@@ -37,27 +31,12 @@ fn same_seed_gives_byte_identical_durable_writes_and_acknowledgements() {
     for p in ProtocolKind::ALL {
         let s = spec(small_cfg(&[]), p, 500, 9, None);
         let (a, b) = (record(&s), record(&s));
-        assert_eq!(
-            a.record.durable.writes.len(),
-            b.record.durable.writes.len(),
-            "{}",
-            p.name()
-        );
+        assert_eq!(a.record.durable.writes.len(), b.record.durable.writes.len(), "{}", p.name());
         for (x, y) in a.record.durable.writes.iter().zip(&b.record.durable.writes) {
-            assert_eq!(
-                (x.durable, x.block, x.kind, x.data),
-                (y.durable, y.block, y.kind, y.data),
-                "{}",
-                p.name()
-            );
+            assert_eq!((x.durable, x.block, x.kind, x.data), (y.durable, y.block, y.kind, y.data), "{}", p.name());
         }
         assert_eq!(a.record.acks, b.record.acks, "{}", p.name());
-        assert_eq!(
-            a.record.commit_called,
-            b.record.commit_called,
-            "{}",
-            p.name()
-        );
+        assert_eq!(a.record.commit_called, b.record.commit_called, "{}", p.name());
     }
 }
 
@@ -68,15 +47,7 @@ fn aborted_transactions_leave_no_trace_in_the_oracle_and_recovery_agrees() {
         s.abort_rate = 0.3;
         let rec = record(&s);
         let committed = rec.oracle.txs();
-        assert!(
-            committed > 300 && committed < 550,
-            "{}: {committed} committed of 600",
-            p.name()
-        );
-        assert_same(
-            &recovered_at(&rec, p, u64::MAX),
-            &s_k(&rec, committed),
-            p.name(),
-        );
+        assert!(committed > 300 && committed < 550, "{}: {committed} committed of 600", p.name());
+        assert_same(&recovered_at(&rec, p, u64::MAX), &s_k(&rec, committed), p.name());
     }
 }

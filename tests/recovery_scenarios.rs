@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use locsim::pmem::WriteKind;
-use locsim::protocol::ProtocolKind::{self, HWal, SWal};
+use locsim::protocol::ProtocolKind::{self, EcWal, HWal, SWal};
 use locsim::recovery;
 
 const TXS: u64 = 300;
@@ -20,11 +20,7 @@ fn crash_before_any_part_of_a_commit_record_is_durable_recovers_the_previous_tra
     both(|p| {
         let rec = record(&spec(small_cfg(&[]), p, TXS, 11, None));
         for (k, &(c, _)) in commit_span(&rec).iter().enumerate().step_by(37) {
-            assert_same(
-                &recovered_at(&rec, p, c - 1),
-                &s_k(&rec, k),
-                &format!("{} tx {}", p.name(), k + 1),
-            );
+            assert_same(&recovered_at(&rec, p, c - 1), &s_k(&rec, k), &format!("{} tx {}", p.name(), k + 1));
         }
     });
 }
@@ -34,11 +30,7 @@ fn crash_just_after_a_commit_record_is_durable_recovers_its_transaction() {
     both(|p| {
         let rec = record(&spec(small_cfg(&[]), p, TXS, 12, None));
         for (k, &c) in commit_done(&rec).iter().enumerate().step_by(37) {
-            assert_same(
-                &recovered_at(&rec, p, c),
-                &s_k(&rec, k + 1),
-                &format!("{} tx {}", p.name(), k + 1),
-            );
+            assert_same(&recovered_at(&rec, p, c), &s_k(&rec, k + 1), &format!("{} tx {}", p.name(), k + 1));
         }
     });
 }
@@ -53,19 +45,11 @@ fn torn_log_without_commit_record_is_discarded() {
         for (k, &c) in commits.iter().enumerate().skip(1) {
             // The first log block of transaction k+1 is durable, its commit record is not.
             if let Some(&l) = logs.iter().find(|&&l| l > commits[k - 1] && l < c) {
-                assert_same(
-                    &recovered_at(&rec, p, l),
-                    &s_k(&rec, k),
-                    &format!("{} tx {}", p.name(), k + 1),
-                );
+                assert_same(&recovered_at(&rec, p, l), &s_k(&rec, k), &format!("{} tx {}", p.name(), k + 1));
                 checked += 1;
             }
         }
-        assert!(
-            checked > TXS as usize / 2,
-            "{}: only {checked} torn logs found",
-            p.name()
-        );
+        assert!(checked > TXS as usize / 2, "{}: only {checked} torn logs found", p.name());
     });
 }
 
@@ -78,26 +62,14 @@ fn crash_mid_checkpoint_redoes_the_committed_transaction() {
         let mut checked = 0;
         for (k, &c) in commits.iter().enumerate() {
             let next = commits.get(k + 1).copied().unwrap_or(u64::MAX);
-            let mine: Vec<u64> = homes
-                .iter()
-                .copied()
-                .filter(|&h| h > c && h < next)
-                .collect();
+            let mine: Vec<u64> = homes.iter().copied().filter(|&h| h > c && h < next).collect();
             if mine.len() >= 2 && mine[0] < mine[mine.len() - 1] {
                 // One home write durable, another not: the log must redo the transaction.
-                assert_same(
-                    &recovered_at(&rec, p, mine[0]),
-                    &s_k(&rec, k + 1),
-                    &format!("{} tx {}", p.name(), k + 1),
-                );
+                assert_same(&recovered_at(&rec, p, mine[0]), &s_k(&rec, k + 1), &format!("{} tx {}", p.name(), k + 1));
                 checked += 1;
             }
         }
-        assert!(
-            checked > 0,
-            "{}: no crash point inside a checkpoint",
-            p.name()
-        );
+        assert!(checked > 0, "{}: no crash point inside a checkpoint", p.name());
     });
 }
 
@@ -108,14 +80,8 @@ fn crash_on_either_side_of_a_truncation_recovers_the_same_data() {
         for &h in durable_of(&rec, WriteKind::LogHead).iter().step_by(29) {
             let (before, after) = (recovered_at(&rec, p, h - 1), recovered_at(&rec, p, h));
             let a = acked_at(&rec, h - 1);
-            let k = (a..=TXS as usize)
-                .find(|&k| s_k(&rec, k) == before)
-                .expect("before is some S_k");
-            assert!(
-                after == before || after == s_k(&rec, k + 1),
-                "{}: head write at {h} changed the data",
-                p.name()
-            );
+            let k = (a..=TXS as usize).find(|&k| s_k(&rec, k) == before).expect("before is some S_k");
+            assert!(after == before || after == s_k(&rec, k + 1), "{}: head write at {h} changed the data", p.name());
         }
     });
 }
@@ -129,10 +95,7 @@ fn crash_during_recovery_then_recovering_again_gives_the_same_image() {
             let plan = recovery::recover(p, &rec.layout, &img).unwrap();
             let mut full = img.clone();
             recovery::apply(&mut full, &plan.writes);
-            assert!(
-                plan.writes.len() >= 2,
-                "a durable commit record means redo writes"
-            );
+            assert!(plan.writes.len() >= 2, "a durable commit record means redo writes");
             for cut in 0..=plan.writes.len() {
                 let mut partial = img.clone();
                 recovery::apply(&mut partial, &plan.writes[..cut]);
@@ -141,11 +104,7 @@ fn crash_during_recovery_then_recovering_again_gives_the_same_image() {
                 assert_same(
                     &partial,
                     &full,
-                    &format!(
-                        "{}: crash after recovery write {cut} of {}",
-                        p.name(),
-                        plan.writes.len()
-                    ),
+                    &format!("{}: crash after recovery write {cut} of {}", p.name(), plan.writes.len()),
                 );
             }
         }
@@ -165,11 +124,7 @@ fn recovery_after_the_circular_log_wraps_ignores_stale_records() {
                 &s_k(&rec, k),
                 &format!("{} before commit {}", p.name(), k + 1),
             );
-            assert_same(
-                &recovered_at(&rec, p, last),
-                &s_k(&rec, k + 1),
-                &format!("{} at commit {}", p.name(), k + 1),
-            );
+            assert_same(&recovered_at(&rec, p, last), &s_k(&rec, k + 1), &format!("{} at commit {}", p.name(), k + 1));
         }
     });
 }
@@ -189,11 +144,7 @@ fn an_unreadable_log_head_is_a_recovery_error_not_a_guess() {
 fn the_final_image_after_all_writes_recovers_to_the_last_transaction() {
     both(|p| {
         let rec = record(&spec(small_cfg(&[]), p, TXS, 19, None));
-        assert_same(
-            &recovered_at(&rec, p, u64::MAX),
-            &s_k(&rec, TXS as usize),
-            p.name(),
-        );
+        assert_same(&recovered_at(&rec, p, u64::MAX), &s_k(&rec, TXS as usize), p.name());
     });
 }
 
@@ -202,13 +153,8 @@ fn transactions_larger_than_the_cache_recover_from_lines_evicted_to_the_log() {
     // A 16 KiB LLC (256 lines) and 150 swaps (about 300 blocks) per transaction: H-WAL must
     // log tagged lines as they are evicted mid-transaction, and aborts must discard them.
     use locsim::crash::{check, CrashSpec};
-    let tiny = [
-        "l1.size_bytes=2048",
-        "l2.size_bytes=8192",
-        "llc.size_bytes=16384",
-        "workload.sps.swaps_per_tx=150",
-    ];
-    for p in [HWal, SWal] {
+    let tiny = ["l1.size_bytes=2048", "l2.size_bytes=8192", "llc.size_bytes=16384", "workload.sps.swaps_per_tx=150"];
+    for p in [HWal, SWal, EcWal] {
         let mut run = spec(small_cfg(&tiny), p, 60, 23, None);
         run.abort_rate = 0.25;
         let r = execute_checked(CrashSpec {
@@ -219,23 +165,42 @@ fn transactions_larger_than_the_cache_recover_from_lines_evicted_to_the_log() {
             replay_base: String::new(),
         });
         assert_eq!(r.violations, 0, "{}: {:?}", p.name(), r.first_violation);
-        let evicting = locsim::runner::execute(&spec(small_cfg(&tiny), p, 20, 23, None))
-            .unwrap()
-            .result;
-        if p == HWal {
-            assert!(
-                evicting.protocol_counters["evicted_to_log"] > 100,
-                "{:?}",
-                evicting.protocol_counters
-            );
-            assert!(
-                evicting.protocol_counters["checkpoint_log_reads"] > 0,
-                "{:?}",
-                evicting.protocol_counters
-            );
+        let evicting = locsim::runner::execute(&spec(small_cfg(&tiny), p, 20, 23, None)).unwrap().result;
+        if p != SWal {
+            assert!(evicting.protocol_counters["evicted_to_log"] > 100, "{:?}", evicting.protocol_counters);
+            assert!(evicting.protocol_counters["checkpoint_log_reads"] > 0, "{:?}", evicting.protocol_counters);
         }
     }
     fn execute_checked(s: CrashSpec) -> locsim::crash::CrashReport {
         check(&s).unwrap()
     }
+}
+
+#[test]
+fn eager_commit_recovers_a_transaction_exactly_when_its_last_meta_is_durable() {
+    // No commit record: the META written at commit (with TxCnt) decides. Before its first part
+    // is durable the transaction is absent; once the last META of the commit is durable it is
+    // redone, even though no record says so.
+    let rec = record(&spec(small_cfg(&[]), EcWal, TXS, 24, None));
+    for (k, &(first, last)) in commit_span_of(&rec, WriteKind::LogMeta).iter().enumerate().step_by(29) {
+        assert_same(&recovered_at(&rec, EcWal, first - 1), &s_k(&rec, k), &format!("before META of tx {}", k + 1));
+        assert_same(&recovered_at(&rec, EcWal, last), &s_k(&rec, k + 1), &format!("at META of tx {}", k + 1));
+    }
+    assert_same(&recovered_at(&rec, EcWal, u64::MAX), &s_k(&rec, TXS as usize), "final image");
+}
+
+#[test]
+fn eager_commit_data_blocks_without_their_meta_are_invisible() {
+    // Crash after a transaction's data blocks are durable but before its META: S_k.
+    let rec = record(&spec(small_cfg(&[]), EcWal, TXS, 25, None));
+    let logs = durable_of(&rec, WriteKind::LogData);
+    let mut checked = 0;
+    for (k, &(first, _)) in commit_span_of(&rec, WriteKind::LogMeta).iter().enumerate() {
+        let called = rec.record.commit_called[k];
+        if let Some(&l) = logs.iter().rfind(|&&l| l >= called && l < first) {
+            assert_same(&recovered_at(&rec, EcWal, l), &s_k(&rec, k), &format!("tx {}", k + 1));
+            checked += 1;
+        }
+    }
+    assert!(checked > TXS as usize / 2, "only {checked} crash points between data and META");
 }

@@ -82,11 +82,7 @@ const NO_LINK: u32 = u32::MAX;
 
 impl Hierarchy {
     pub fn new(cfg: &Config) -> Hierarchy {
-        let (l1, l2, llc) = (
-            SetAssoc::new(&cfg.l1),
-            SetAssoc::new(&cfg.l2),
-            SetAssoc::with_aux(&cfg.llc),
-        );
+        let (l1, l2, llc) = (SetAssoc::new(&cfg.l1), SetAssoc::new(&cfg.l2), SetAssoc::with_aux(&cfg.llc));
         Hierarchy {
             l1_up: vec![NO_LINK; l1.slots()],
             l2_up: vec![NO_LINK; l2.slots()],
@@ -108,24 +104,14 @@ impl Hierarchy {
                 self.l1.set_dirty(s1, true);
             }
             let llc_slot = Slot(self.l2_up[self.l1_up[s1.0] as usize] as usize);
-            return Access {
-                level: HitLevel::L1,
-                lookup_cycles: self.l1.latency,
-                llc_slot,
-                victim: None,
-            };
+            return Access { level: HitLevel::L1, lookup_cycles: self.l1.latency, llc_slot, victim: None };
         }
         let mut cycles = self.l1.latency + self.l2.latency;
         if let Some(s2) = self.l2.lookup(b) {
             self.stats.l2_hits += 1;
             self.fill_l1(b, s2, write);
             let llc_slot = Slot(self.l2_up[s2.0] as usize);
-            return Access {
-                level: HitLevel::L2,
-                lookup_cycles: cycles,
-                llc_slot,
-                victim: None,
-            };
+            return Access { level: HitLevel::L2, lookup_cycles: cycles, llc_slot, victim: None };
         }
         cycles += self.llc.latency;
         let mut victim = None;
@@ -142,10 +128,7 @@ impl Hierarchy {
                     let inner_dirty = self.drop_inner_of_llc(s3);
                     if e.dirty || inner_dirty {
                         self.stats.llc_dirty_evictions += 1;
-                        victim = Some(Victim {
-                            block: e.block,
-                            tag: e.aux,
-                        });
+                        victim = Some(Victim { block: e.block, tag: e.aux });
                     }
                 }
                 (HitLevel::Memory, s3)
@@ -153,12 +136,7 @@ impl Hierarchy {
         };
         let s2 = self.fill_l2(b, s3);
         self.fill_l1(b, s2, write);
-        Access {
-            level,
-            lookup_cycles: cycles,
-            llc_slot: s3,
-            victim,
-        }
+        Access { level, lookup_cycles: cycles, llc_slot: s3, victim }
     }
 
     /// Drop the L2 (and L1) copies of the line in LLC slot `s3`; returns whether any was dirty.
@@ -223,10 +201,7 @@ impl Hierarchy {
             return (None, None);
         }
         let s1 = self.l2_down[s2 as usize];
-        (
-            Some(Slot(s2 as usize)),
-            (s1 != NO_LINK).then_some(Slot(s1 as usize)),
-        )
+        (Some(Slot(s2 as usize)), (s1 != NO_LINK).then_some(Slot(s1 as usize)))
     }
 
     /// Is the block dirty at any level?
@@ -235,9 +210,7 @@ impl Hierarchy {
             return false;
         };
         let (s2, s1) = self.inner(s3);
-        self.llc.dirty(s3)
-            || s2.is_some_and(|s| self.l2.dirty(s))
-            || s1.is_some_and(|s| self.l1.dirty(s))
+        self.llc.dirty(s3) || s2.is_some_and(|s| self.l2.dirty(s)) || s1.is_some_and(|s| self.l1.dirty(s))
     }
 
     /// Mark a block clean at every level (its data has been written to memory); it stays cached.

@@ -76,10 +76,7 @@ impl SetAssoc {
         let lines = (cfg.size_bytes / 64) as usize;
         let ways = cfg.ways as usize;
         let sets = lines / ways;
-        assert!(
-            sets.is_power_of_two() && (1..=16).contains(&ways),
-            "validated by Config::validate"
-        );
+        assert!(sets.is_power_of_two() && (1..=16).contains(&ways), "validated by Config::validate");
         SetAssoc {
             ways,
             way_shift: ways.next_power_of_two().trailing_zeros(),
@@ -245,9 +242,7 @@ impl SetAssoc {
     pub fn set_contents(&self, b: BlockId) -> Vec<BlockId> {
         let set = self.set_of(b);
         let o = self.order[set];
-        (0..self.ways)
-            .filter_map(|r| self.block_at(Slot(set * self.ways + ((o >> (4 * r)) & 0xF) as usize)))
-            .collect()
+        (0..self.ways).filter_map(|r| self.block_at(Slot(set * self.ways + ((o >> (4 * r)) & 0xF) as usize))).collect()
     }
 }
 

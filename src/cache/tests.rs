@@ -45,11 +45,7 @@ fn l1_hit_costs_one_cycle() {
     h.access(BlockId(5), false);
     let a = h.access(BlockId(5), false);
     assert_eq!((a.level, a.lookup_cycles), (HitLevel::L1, 1));
-    assert_eq!(
-        h.llc.block_at(a.llc_slot),
-        Some(BlockId(5)),
-        "the LLC slot is known through the links"
-    );
+    assert_eq!(h.llc.block_at(a.llc_slot), Some(BlockId(5)), "the LLC slot is known through the links");
     let a = h.access(BlockId(5), true);
     assert_eq!((a.level, a.lookup_cycles), (HitLevel::L1, 1));
     assert_eq!(h.stats.l1_hits, 2);
@@ -108,15 +104,8 @@ fn llc_hit_refreshes_recency_so_the_next_oldest_line_is_evicted() {
     assert_eq!(h.access(llc_mate(7, 0), false).level, HitLevel::Llc);
     h.access(llc_mate(7, 16), false);
     let set = h.llc.set_contents(llc_mate(7, 0));
-    assert_eq!(
-        set[..2],
-        [llc_mate(7, 16), llc_mate(7, 0)],
-        "refreshed line survives"
-    );
-    assert!(
-        !set.contains(&llc_mate(7, 1)),
-        "next oldest line is evicted"
-    );
+    assert_eq!(set[..2], [llc_mate(7, 16), llc_mate(7, 0)], "refreshed line survives");
+    assert!(!set.contains(&llc_mate(7, 1)), "next oldest line is evicted");
 }
 
 /// Keep `b0` (first block of LLC set `set`) in L1 and L2 but never look it up in the LLC again,
@@ -208,11 +197,7 @@ fn invalidate_reports_whether_cached_and_dirty_and_clean_keeps_the_line() {
 
 /// A level of `sets` sets of `ways` ways.
 fn level(sets: u64, ways: u64, latency_cycles: u64) -> CacheConfig {
-    CacheConfig {
-        size_bytes: 64 * sets * ways,
-        ways,
-        latency_cycles,
-    }
+    CacheConfig { size_bytes: 64 * sets * ways, ways, latency_cycles }
 }
 
 fn small_config() -> Config {
@@ -277,11 +262,7 @@ fn hierarchy_stays_inclusive_and_reports_exactly_the_dirty_lines_it_drops() {
 
 /// A line's state, as `insert` reports it and as the reference model keeps it.
 fn line(block: u64, dirty: bool, aux: u32) -> Evicted {
-    Evicted {
-        block: BlockId(block),
-        dirty,
-        aux,
-    }
+    Evicted { block: BlockId(block), dirty, aux }
 }
 
 #[test]

@@ -11,11 +11,7 @@ use crate::workload::WorkloadKind;
 fn emit(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    if out
-        .write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
+    if out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_err() {
         std::process::exit(0);
     }
 }
@@ -38,9 +34,7 @@ pub fn dispatch(cmd: Cmd) -> Result<i32, String> {
 
 fn build_config(a: &MachineArgs) -> Result<Config, String> {
     let text = match &a.config {
-        Some(path) => {
-            Some(std::fs::read_to_string(path).map_err(|e| format!("--config {path}: {e}"))?)
-        }
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| format!("--config {path}: {e}"))?),
         None => None,
     };
     let mut sets = a.sets.clone();
@@ -51,17 +45,8 @@ fn build_config(a: &MachineArgs) -> Result<Config, String> {
     Config::build(text.as_deref(), &sets).map_err(|e| e.0)
 }
 
-fn parse_list<T>(
-    s: &str,
-    what: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Vec<T>, String> {
-    let items: Vec<T> = s
-        .split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(parse)
-        .collect::<Result<_, _>>()?;
+fn parse_list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    let items: Vec<T> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(parse).collect::<Result<_, _>>()?;
     if items.is_empty() {
         return Err(format!("--{what}: empty list"));
     }
@@ -98,24 +83,13 @@ fn run(a: RunArgs) -> Result<i32, String> {
         };
         results.push(runner::execute(&spec)?.result);
     }
-    if let Some(base) = results
-        .iter()
-        .find(|r| r.protocol == "baseline")
-        .map(|r| r.throughput_tx_per_mcycle)
-    {
+    if let Some(base) = results.iter().find(|r| r.protocol == "baseline").map(|r| r.throughput_tx_per_mcycle) {
         for r in &mut results {
-            r.normalized_throughput = Some(if base > 0.0 {
-                r.throughput_tx_per_mcycle / base
-            } else {
-                0.0
-            });
+            r.normalized_throughput = Some(if base > 0.0 { r.throughput_tx_per_mcycle / base } else { 0.0 });
         }
     }
     if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&results).expect("serializable")
-        );
+        outln!("{}", serde_json::to_string_pretty(&results).expect("serializable"));
     } else {
         print_run_table(&results);
     }
@@ -135,9 +109,7 @@ fn print_run_table(rs: &[RunResult]) {
         "Macc/s"
     );
     for r in rs {
-        let norm = r
-            .normalized_throughput
-            .map_or("-".to_string(), |n| format!("{n:.3}"));
+        let norm = r.normalized_throughput.map_or("-".to_string(), |n| format!("{n:.3}"));
         outln!(
             "{:<10} {:>9} {:>12} {:>10.2} {:>7} {:>8.2} {:>6.2} {:>11.1}",
             r.protocol,
@@ -165,16 +137,8 @@ fn print_run_table(rs: &[RunResult]) {
 fn crashtest(a: CrashArgs) -> Result<i32, String> {
     if a.list_bugs {
         for p in ProtocolKind::ALL {
-            let bugs: Vec<String> = p
-                .bugs()
-                .iter()
-                .map(|b| format!("{} ({})", b.name(), b.describe()))
-                .collect();
-            let list = if bugs.is_empty() {
-                "none: makes no durability promise".into()
-            } else {
-                bugs.join("; ")
-            };
+            let bugs: Vec<String> = p.bugs().iter().map(|b| format!("{} ({})", b.name(), b.describe())).collect();
+            let list = if bugs.is_empty() { "none: makes no durability promise".into() } else { bugs.join("; ") };
             outln!("{}: {}", p.name(), list);
         }
         return Ok(0);
@@ -183,11 +147,7 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
     let cfg = build_config(&a.machine)?;
     let workload = WorkloadKind::parse(a.workload.as_deref().expect("clap requires it"))?;
     let protocol = ProtocolKind::parse(a.protocol.as_deref().expect("clap requires it"))?;
-    let bug = a
-        .inject_bug
-        .as_deref()
-        .map(|b| Bug::parse(b, protocol))
-        .transpose()?;
+    let bug = a.inject_bug.as_deref().map(|b| Bug::parse(b, protocol)).transpose()?;
     if a.crashes == 0 && !a.exhaustive && a.crash_at.is_none() {
         return Err("--crashes 0: allowed 1 or more".into());
     }
@@ -210,10 +170,7 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
     };
     let report = crash::check(&spec)?;
     if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("serializable")
-        );
+        outln!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
     } else {
         outln!(
             "{} / {}{}: {} crash points of {} candidate cycles, {} violations ({:.0} states/s, seed {})",
@@ -229,7 +186,14 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
         if let Some(v) = &report.first_violation {
             outln!(
                 "first violation ({}): crash at cycle {}, A={} I={}, closest k={}, {} blocks differ, first at {:?}: {}",
-                v.kind, v.crash_cycle, v.acked, v.issued, v.closest_k, v.differing_blocks, v.first_diff_addr, v.detail
+                v.kind,
+                v.crash_cycle,
+                v.acked,
+                v.issued,
+                v.closest_k,
+                v.differing_blocks,
+                v.first_diff_addr,
+                v.detail
             );
             outln!("replay: {}", v.replay);
         }
@@ -314,16 +278,9 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
             bug: None,
             record: false,
         };
-        let native = median(
-            (0..a.repeat)
-                .map(|_| runner::native_seconds(&base))
-                .collect(),
-        );
+        let native = median((0..a.repeat).map(|_| runner::native_seconds(&base)).collect());
         for &p in &protocols {
-            let spec = RunSpec {
-                protocol: p,
-                ..base.clone()
-            };
+            let spec = RunSpec { protocol: p, ..base.clone() };
             let mut secs = Vec::new();
             let (mut accesses, mut requests) = (0, 0);
             for _ in 0..a.repeat {
@@ -350,10 +307,7 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
         }
     }
     if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&rows).expect("serializable")
-        );
+        outln!("{}", serde_json::to_string_pretty(&rows).expect("serializable"));
     } else {
         outln!(
             "{:<10} {:<10} {:>12} {:>8} {:>12} {:>8} {:>9}",

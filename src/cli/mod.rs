@@ -144,16 +144,9 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind::*;
-            if matches!(
-                e.kind(),
-                DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand
-            ) {
+            if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
                 let _ = e.print();
-                return if e.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
-                    2
-                } else {
-                    0
-                };
+                return if e.kind() == DisplayHelpOnMissingArgumentOrSubcommand { 2 } else { 0 };
             }
             eprintln!("{}", one_line_clap_error(&e));
             return 2;
@@ -174,9 +167,7 @@ fn one_line_clap_error(e: &clap::Error) -> String {
     let parts: Vec<&str> = text
         .lines()
         .map(str::trim)
-        .filter(|l| {
-            !l.is_empty() && !l.starts_with("For more information") && !l.starts_with("Usage:")
-        })
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information") && !l.starts_with("Usage:"))
         .collect();
     parts.join("; ")
 }

@@ -109,11 +109,7 @@ fn candidate_cycles(rec: &Recorded) -> Vec<Cycle> {
 
 fn durable_states(rec: &Recorded) -> u64 {
     let w = &rec.record.durable.writes;
-    1 + w
-        .windows(2)
-        .filter(|p| p[0].durable != p[1].durable)
-        .count() as u64
-        + u64::from(!w.is_empty())
+    1 + w.windows(2).filter(|p| p[0].durable != p[1].durable).count() as u64 + u64::from(!w.is_empty())
 }
 
 fn choose_points(spec: &CrashSpec, cands: &[Cycle]) -> Vec<Cycle> {
@@ -232,8 +228,7 @@ impl<'a> Sweep<'a> {
         undo.apply(&mut self.img, &plan.writes);
         let verdict = self.judge(a, i);
         undo.rollback(&mut self.img);
-        let verdict =
-            verdict.and_then(|()| self.idempotence(t, &plan).map_err(|e| ("idempotence", e)));
+        let verdict = verdict.and_then(|()| self.idempotence(t, &plan).map_err(|e| ("idempotence", e)));
         if let Err((kind, detail)) = verdict {
             self.violation(kind, t, a, i, detail);
         }
@@ -242,15 +237,9 @@ impl<'a> Sweep<'a> {
     /// Checks on the recovered image (`self.img` has the plan applied).
     fn judge(&mut self, a: u64, i: u64) -> Result<(), (&'static str, String)> {
         if self.matching_k(a, i).is_none() {
-            return Err((
-                "prefix",
-                format!("recovered data equals no S_k with {a} <= k <= {i}"),
-            ));
+            return Err(("prefix", format!("recovered data equals no S_k with {a} <= k <= {i}")));
         }
-        self.rec
-            .workload
-            .verify(&self.img[..self.data_len])
-            .map_err(|e| ("structure", e))
+        self.rec.workload.verify(&self.img[..self.data_len]).map_err(|e| ("structure", e))
     }
 
     /// The smallest k in a..=i with recovered data == S_k.
@@ -285,9 +274,7 @@ impl<'a> Sweep<'a> {
         let mut undo = Undo::default();
         undo.apply(&mut self.img, &plan.writes[..cut]);
         let result = match recovery::recover(self.spec.run.protocol, &self.rec.layout, &self.img) {
-            Err(e) => Err(format!(
-                "second recovery after a crash at recovery write {cut} of {n} failed: {e}"
-            )),
+            Err(e) => Err(format!("second recovery after a crash at recovery write {cut} of {n} failed: {e}")),
             Ok(p2) => {
                 // Expected final content: the last write of the first plan, else D itself
                 // (blocks outside the first plan are untouched by its prefix, so read them now).
@@ -300,12 +287,12 @@ impl<'a> Sweep<'a> {
                     expect.push((*b, v));
                 }
                 undo.apply(&mut self.img, &p2.writes);
-                expect
-                    .iter()
-                    .find(|(b, v)| self.img[b.range()] != v[..])
-                    .map_or(Ok(()), |(b, _)| {
-                        Err(format!("after a crash at recovery write {cut} of {n}, recovering again leaves block {} different", b.0))
-                    })
+                expect.iter().find(|(b, v)| self.img[b.range()] != v[..]).map_or(Ok(()), |(b, _)| {
+                    Err(format!(
+                        "after a crash at recovery write {cut} of {n}, recovering again leaves block {} different",
+                        b.0
+                    ))
+                })
             }
         };
         undo.rollback(&mut self.img);
@@ -335,8 +322,7 @@ impl<'a> Sweep<'a> {
 
     /// For the report: which S_k the recovered image is closest to, and where it differs.
     fn closest(&mut self, _t: Cycle, a: u64, i: u64) -> (u64, Option<u64>, u64) {
-        let plan = recovery::recover(self.spec.run.protocol, &self.rec.layout, &self.img)
-            .unwrap_or_default();
+        let plan = recovery::recover(self.spec.run.protocol, &self.rec.layout, &self.img).unwrap_or_default();
         let mut undo = Undo::default();
         undo.apply(&mut self.img, &plan.writes);
         let mut oracle = self.oracle.clone();
@@ -346,11 +332,7 @@ impl<'a> Sweep<'a> {
                 self.rec.oracle.apply_tx(k as usize - 1, &mut oracle);
             }
             let (mut n, mut first) = (0u64, None);
-            for (bi, (x, y)) in self.img[..self.data_len]
-                .chunks(64)
-                .zip(oracle.chunks(64))
-                .enumerate()
-            {
+            for (bi, (x, y)) in self.img[..self.data_len].chunks(64).zip(oracle.chunks(64)).enumerate() {
                 if x != y {
                     n += 1;
                     if first.is_none() {

@@ -5,7 +5,7 @@
 //! | bytes  | field      | meaning                                                        |
 //! |--------|------------|----------------------------------------------------------------|
 //! | 0..8   | magic      | `LOCSIMLH`                                                     |
-//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log                  |
+//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups   |
 //! | 12..16 | reserved   | 0                                                              |
 //! | 16..24 | start      | u64: first valid log position (blocks for H-WAL, bytes S-WAL)  |
 //! | 24..32 | start_seq  | u64: sequence number of the transaction logged at `start`      |
@@ -21,6 +21,8 @@ pub const MAGIC: &[u8; 8] = b"LOCSIMLH";
 pub enum LogFormat {
     HWal = 1,
     SWal = 2,
+    /// Eager Commit block groups; `start` is the SID of the first valid group.
+    Ec = 3,
 }
 
 /// Decoded log head.
@@ -49,13 +51,10 @@ impl LogHead {
         let format = match le::u32_at(b, 8) {
             1 => LogFormat::HWal,
             2 => LogFormat::SWal,
+            3 => LogFormat::Ec,
             _ => return None,
         };
-        Some(LogHead {
-            format,
-            start: le::u64_at(b, 16),
-            start_seq: le::u64_at(b, 24),
-        })
+        Some(LogHead { format, start: le::u64_at(b, 16), start_seq: le::u64_at(b, 24) })
     }
 }
 
@@ -65,11 +64,7 @@ mod tests {
 
     #[test]
     fn head_round_trips_and_has_the_documented_bytes() {
-        let h = LogHead {
-            format: LogFormat::SWal,
-            start: 0x0102_0304_0506_0708,
-            start_seq: 9,
-        };
+        let h = LogHead { format: LogFormat::SWal, start: 0x0102_0304_0506_0708, start_seq: 9 };
         let b = h.encode();
         assert_eq!(&b[0..8], b"LOCSIMLH");
         assert_eq!(b[8], 2);
@@ -81,12 +76,7 @@ mod tests {
     #[test]
     fn zeroed_or_corrupt_block_is_not_a_head() {
         assert_eq!(LogHead::decode(&[0u8; 64]), None);
-        let mut b = LogHead {
-            format: LogFormat::HWal,
-            start: 0,
-            start_seq: 1,
-        }
-        .encode();
+        let mut b = LogHead { format: LogFormat::HWal, start: 0, start_seq: 1 }.encode();
         b[8] = 7;
         assert_eq!(LogHead::decode(&b), None);
     }

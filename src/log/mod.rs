@@ -5,7 +5,9 @@
 //! - [`head`]: the log head, block 0 of the log area (start of the valid log).
 //! - [`wal`]: H-WAL's block-granular redo log (descriptors, data blocks, commit records).
 //! - [`swal`]: S-WAL's software redo log (byte-granular entries written through the cache).
+//! - [`ec`]: Eager Commit's block groups with META blocks (EC-WAL; LOC).
 
+pub mod ec;
 pub mod head;
 pub mod swal;
 pub mod wal;

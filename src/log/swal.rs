@@ -43,12 +43,7 @@ impl EntryHeader {
     }
 
     pub fn decode(b: &[u8]) -> EntryHeader {
-        EntryHeader {
-            seq: le::u64_at(b, 0),
-            addr: le::u64_at(b, 8),
-            len: le::u32_at(b, 16),
-            kind: le::u32_at(b, 20),
-        }
+        EntryHeader { seq: le::u64_at(b, 0), addr: le::u64_at(b, 8), len: le::u32_at(b, 16), kind: le::u32_at(b, 20) }
     }
 
     /// Bytes the whole entry occupies in the log (header + padded data).
@@ -63,20 +58,10 @@ mod tests {
 
     #[test]
     fn header_round_trips_and_sizes_pad_to_eight() {
-        let h = EntryHeader {
-            seq: 3,
-            addr: 0x1234,
-            len: 5,
-            kind: KIND_DATA,
-        };
+        let h = EntryHeader { seq: 3, addr: 0x1234, len: 5, kind: KIND_DATA };
         assert_eq!(EntryHeader::decode(&h.encode()), h);
         assert_eq!(h.entry_bytes(), 32);
-        let c = EntryHeader {
-            seq: 3,
-            addr: 2,
-            len: 0,
-            kind: KIND_COMMIT,
-        };
+        let c = EntryHeader { seq: 3, addr: 2, len: 0, kind: KIND_COMMIT };
         assert_eq!(c.entry_bytes(), 24);
         assert_eq!(&c.encode()[20..24], &[2, 0, 0, 0]);
     }

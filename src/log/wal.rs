@@ -58,10 +58,7 @@ impl Descriptor {
             return None;
         }
         let n = b[4] as usize;
-        Some(Descriptor {
-            seq: le::u64_at(b, 8),
-            addrs: (0..n).map(|i| le::u32_at(b, 16 + 4 * i)).collect(),
-        })
+        Some(Descriptor { seq: le::u64_at(b, 8), addrs: (0..n).map(|i| le::u32_at(b, 16 + 4 * i)).collect() })
     }
 }
 
@@ -82,10 +79,7 @@ impl CommitRecord {
     }
 
     pub fn decode(b: &[u8]) -> Option<CommitRecord> {
-        (le::u32_at(b, 0) == COMMIT_MAGIC).then(|| CommitRecord {
-            blocks: le::u32_at(b, 4),
-            seq: le::u64_at(b, 8),
-        })
+        (le::u32_at(b, 0) == COMMIT_MAGIC).then(|| CommitRecord { blocks: le::u32_at(b, 4), seq: le::u64_at(b, 8) })
     }
 }
 
@@ -96,10 +90,7 @@ mod tests {
     #[test]
     fn descriptor_round_trips_with_one_and_twelve_addresses() {
         for n in [1usize, 12] {
-            let d = Descriptor {
-                seq: 77,
-                addrs: (0..n as u32).map(|i| i * 1000 + 3).collect(),
-            };
+            let d = Descriptor { seq: 77, addrs: (0..n as u32).map(|i| i * 1000 + 3).collect() };
             assert_eq!(Descriptor::decode(&d.encode()), Some(d));
         }
     }
@@ -119,10 +110,7 @@ mod tests {
         let b = c.encode();
         assert_eq!(CommitRecord::decode(&b), Some(c));
         assert_eq!(Descriptor::decode(&b), None);
-        assert_eq!(
-            CommitRecord::decode(&Descriptor::encode_parts(5, &[1])),
-            None
-        );
+        assert_eq!(CommitRecord::decode(&Descriptor::encode_parts(5, &[1])), None);
     }
 
     #[test]

@@ -107,13 +107,7 @@ fn access_range_touches_every_block_once() {
 fn dirty_untagged_victim_is_written_back_home_with_its_bytes() {
     let mut m = machine();
     let a = store_then_evict(&mut m, 2, 0xAB, 0);
-    assert_eq!(
-        a.victim,
-        Some(Victim {
-            block: BlockId(2),
-            tag: 0
-        })
-    );
+    assert_eq!(a.victim, Some(Victim { block: BlockId(2), tag: 0 }));
     assert_eq!(m.now, 17 * MISS, "the core waits only for acceptance");
     let w = writes(&m);
     assert_eq!(w.len(), 1);
@@ -129,23 +123,14 @@ fn dirty_untagged_victim_is_written_back_home_with_its_bytes() {
 fn dirty_tagged_victim_is_left_for_the_protocol() {
     let mut m = machine();
     store_then_evict(&mut m, 2, 0xAB, 5);
-    assert_eq!(
-        m.tx_victims,
-        [Victim {
-            block: BlockId(2),
-            tag: 5
-        }]
-    );
+    assert_eq!(m.tx_victims, [Victim { block: BlockId(2), tag: 5 }]);
     assert!(writes(&m).is_empty());
     assert_eq!(m.now, 17 * MISS);
 }
 
 #[test]
 fn victim_write_back_stalls_the_core_until_accepted_not_until_done() {
-    let mut m = machine_with(&config(&[
-        "memory.write_queue_entries=1",
-        "memory.write_latency_ns=10000",
-    ]));
+    let mut m = machine_with(&config(&["memory.write_queue_entries=1", "memory.write_latency_ns=10000"]));
     m.write_block(BlockId(1), WriteKind::Home, [0; 64]);
     store_then_evict(&mut m, 2, 0xCD, 0);
     assert_eq!(m.now, 10_000, "queue full until the first write completes");
@@ -159,17 +144,10 @@ fn clflush_of_a_dirty_line_issues_a_write_that_fence_waits_for_exactly() {
     m.arch[b.range()].fill(7);
     m.access_block(b, true);
     m.clflush(b, WriteKind::LogData);
-    assert_eq!(
-        m.now,
-        MISS + 1,
-        "clflush costs an L1 look-up and does not wait"
-    );
+    assert_eq!(m.now, MISS + 1, "clflush costs an L1 look-up and does not wait");
     let w = writes(&m);
     assert_eq!(w.len(), 1);
-    assert_eq!(
-        (w[0].block, w[0].kind, w[0].data),
-        (b, WriteKind::LogData, [7; 64])
-    );
+    assert_eq!((w[0].block, w[0].kind, w[0].data), (b, WriteKind::LogData, [7; 64]));
     let durable = MISS + 1 + 168;
     assert_eq!(w[0].durable, durable);
     let rec = &m.record.as_ref().unwrap().durable;
@@ -212,10 +190,7 @@ fn clflush_of_a_clean_line_issues_no_write_and_fence_does_not_stall() {
     m.fence();
     assert_eq!(m.now, MISS + 2);
     assert_eq!(m.stats().fence_stall_cycles, 0);
-    assert!(
-        m.hier.llc.find(BlockId(5)).is_none(),
-        "a clean line is still dropped"
-    );
+    assert!(m.hier.llc.find(BlockId(5)).is_none(), "a clean line is still dropped");
 }
 
 #[test]
@@ -240,10 +215,7 @@ fn deferred_write_is_issued_only_when_time_reaches_it() {
     m.quiesce();
     let w = writes(&m);
     assert_eq!(w.len(), 2);
-    assert_eq!(
-        (w[1].block, w[1].kind, w[1].data),
-        (BlockId(3), WriteKind::LogHead, [9; 64])
-    );
+    assert_eq!((w[1].block, w[1].kind, w[1].data), (BlockId(3), WriteKind::LogHead, [9; 64]));
     assert!(w[1].durable >= 1000 + 168);
     assert_eq!(w[1].durable, 1000 + 168, "bank 3 is free at 1000");
     assert_eq!(m.now, 1000 + 168, "quiesce waits for the deferred write");
@@ -267,10 +239,7 @@ fn deferred_writes_reach_the_controller_in_cycle_order() {
     m.defer_write(200, BlockId(10), WriteKind::Home, [3; 64]);
     m.quiesce();
     let got: Vec<(BlockId, Cycle)> = writes(&m).iter().map(|w| (w.block, w.durable)).collect();
-    assert_eq!(
-        got,
-        [(BlockId(2), 368), (BlockId(10), 536), (BlockId(1), 468)]
-    );
+    assert_eq!(got, [(BlockId(2), 368), (BlockId(10), 536), (BlockId(1), 468)]);
     assert_eq!(m.now, 536);
 }
 
@@ -311,11 +280,7 @@ fn kind_of_classifies_data_log_head_and_log_blocks() {
     let log0 = m.layout.log_block0();
     assert_eq!(log0, BlockId(65536));
     assert_eq!(m.kind_of(BlockId(0)), WriteKind::Home);
-    assert_eq!(
-        m.kind_of(BlockId(log0.0 - 1)),
-        WriteKind::Home,
-        "last data block"
-    );
+    assert_eq!(m.kind_of(BlockId(log0.0 - 1)), WriteKind::Home, "last data block");
     assert_eq!(m.kind_of(log0), WriteKind::LogHead);
     assert_eq!(m.kind_of(BlockId(log0.0 + 1)), WriteKind::LogData);
     let last = BlockId(log0.0 + m.layout.log_blocks() - 1);

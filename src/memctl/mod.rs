@@ -55,11 +55,7 @@ impl MemCtl {
         MemCtl {
             bank_free: vec![0; cfg.memory.banks as usize],
             banks: cfg.memory.banks,
-            bank_mask: cfg
-                .memory
-                .banks
-                .is_power_of_two()
-                .then_some(cfg.memory.banks - 1),
+            bank_mask: cfg.memory.banks.is_power_of_two().then_some(cfg.memory.banks - 1),
             read_cycles: cfg.ns_to_cycles(cfg.memory.read_latency_ns),
             write_cycles: cfg.ns_to_cycles(cfg.memory.write_latency_ns),
             queue: BinaryHeap::with_capacity(cap + 1),
@@ -94,6 +90,14 @@ impl MemCtl {
     /// Issue a write of block `b` at cycle `now`.
     #[inline]
     pub fn write(&mut self, now: Cycle, b: BlockId) -> WriteTiming {
+        self.write_after(now, b, 0)
+    }
+
+    /// Issue a write that the controller starts no earlier than `min_start` (in-controller
+    /// ordering, e.g. a block group's META after its data blocks: with equal write latency, a
+    /// write started later on any bank completes later).
+    #[inline]
+    pub fn write_after(&mut self, now: Cycle, b: BlockId, min_start: Cycle) -> WriteTiming {
         while let Some(&Reverse(d)) = self.queue.peek() {
             if d > now {
                 break;
@@ -107,16 +111,12 @@ impl MemCtl {
             self.queue_full_stall_cycles += accepted - now;
         }
         let bank = self.bank_of(b);
-        let start = accepted.max(self.bank_free[bank]);
+        let start = accepted.max(self.bank_free[bank]).max(min_start);
         let done = start + self.write_cycles;
         self.bank_free[bank] = done;
         self.queue.push(Reverse(done));
         self.writes += 1;
-        WriteTiming {
-            accepted,
-            done,
-            durable: if self.adr { accepted } else { done },
-        }
+        WriteTiming { accepted, done, durable: if self.adr { accepted } else { done } }
     }
 
     /// The cycle at which every write issued so far has completed.

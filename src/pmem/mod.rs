@@ -24,17 +24,9 @@ impl Layout {
     /// Data area of at least `data_bytes`, then a log area of `log_bytes`.
     pub fn new(data_bytes: u64, log_bytes: u64) -> Layout {
         let data_bytes = data_bytes.div_ceil(4096).max(1) * 4096;
-        let l = Layout {
-            data_base: 0,
-            data_bytes,
-            log_base: data_bytes,
-            log_bytes,
-        };
+        let l = Layout { data_base: 0, data_bytes, log_base: data_bytes, log_bytes };
         // Block numbers are 32-bit (the papers' ADDR field, and the caches' tags).
-        assert!(
-            l.total_bytes() / 64 < u32::MAX as u64,
-            "persistent memory above 256 GB"
-        );
+        assert!(l.total_bytes() / 64 < u32::MAX as u64, "persistent memory above 256 GB");
         l
     }
     /// Total bytes of persistent memory.
@@ -72,13 +64,8 @@ pub enum WriteKind {
 }
 
 impl WriteKind {
-    pub const ALL: [WriteKind; 5] = [
-        WriteKind::Home,
-        WriteKind::LogData,
-        WriteKind::LogMeta,
-        WriteKind::Commit,
-        WriteKind::LogHead,
-    ];
+    pub const ALL: [WriteKind; 5] =
+        [WriteKind::Home, WriteKind::LogData, WriteKind::LogMeta, WriteKind::Commit, WriteKind::LogHead];
     pub fn name(self) -> &'static str {
         match self {
             WriteKind::Home => "home",

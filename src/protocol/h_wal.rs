@@ -11,15 +11,13 @@
 //! The next transaction starts only after the acknowledgement (strict inter-tx ordering).
 //! Log format: [`crate::log::wal`]; recovery: [`crate::recovery::wal`].
 
+use super::redo::RedoSet;
 use super::{Bug, Protocol};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::wal::{CommitRecord, Descriptor, ADDRS_PER_DESC};
 use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{blocks_of, Addr, BlockId, Cycle};
-
-/// LLC tag of lines written by the running transaction (only one runs at a time).
-const TAG: u32 = 1;
 
 pub struct HWal {
     bug: Option<Bug>,
@@ -34,26 +32,19 @@ pub struct HWal {
     tx_start_pos: u64,
     /// Log space before this position may be reused (its truncation is durable).
     safe_start: u64,
-    /// Latest truncation scheduled, and the cycle its head write is issued (monotone).
+    /// Latest truncation scheduled.
     trunc_issued: u64,
-    trunc_at: Cycle,
     desc_pos: BlockId,
     desc_addrs: [u32; ADDRS_PER_DESC],
     desc_n: usize,
     tx_blocks: u32,
     tx_log_done: Cycle,
-    /// Blocks first written by the running transaction, in order.
-    ws: Vec<BlockId>,
-    /// Log positions of the transaction's lines evicted before commit (newest last).
-    evicted: Vec<(BlockId, BlockId)>,
+    /// The running transaction's blocks; checkpoint and truncation bookkeeping.
+    redo: RedoSet,
     /// Injected bug `commit-before-log`: commit-time log writes held back until the commit
     /// record is durable and acknowledged (the worst case of a missing intra-tx ordering).
     held: Vec<(BlockId, WriteKind, Payload)>,
     holding: bool,
-    /// Lines of running transactions evicted from the LLC and written to the log.
-    evicted_to_log: u64,
-    /// Blocks re-read from the log by the checkpoint (their line had been evicted).
-    checkpoint_log_reads: u64,
 }
 
 /// The content of a log write: a data block's current bytes, or a descriptor (encoded only
@@ -61,19 +52,12 @@ pub struct HWal {
 #[derive(Clone, Copy)]
 enum Payload {
     Arch(BlockId),
-    Desc {
-        seq: u64,
-        n: u8,
-        addrs: [u32; ADDRS_PER_DESC],
-    },
+    Desc { seq: u64, n: u8, addrs: [u32; ADDRS_PER_DESC] },
 }
 
 impl HWal {
     pub fn new(layout: &Layout, bug: Option<Bug>) -> HWal {
-        assert!(
-            layout.data_bytes / 64 <= u32::MAX as u64,
-            "ADDR is a 32-bit block number"
-        );
+        assert!(layout.data_bytes / 64 <= u32::MAX as u64, "ADDR is a 32-bit block number");
         HWal {
             bug,
             log0: layout.log_block0(),
@@ -85,18 +69,14 @@ impl HWal {
             tx_start_pos: 0,
             safe_start: 0,
             trunc_issued: 0,
-            trunc_at: 0,
             desc_pos: BlockId(0),
             desc_addrs: [0; ADDRS_PER_DESC],
             desc_n: 0,
             tx_blocks: 0,
             tx_log_done: 0,
-            ws: Vec::with_capacity(1024),
-            evicted: Vec::new(),
+            redo: RedoSet::default(),
             held: Vec::new(),
             holding: false,
-            evicted_to_log: 0,
-            checkpoint_log_reads: 0,
         }
     }
 
@@ -107,10 +87,7 @@ impl HWal {
             self.safe_start = self.trunc_issued;
             if self.tail - self.safe_start >= self.cap {
                 m.fatal.get_or_insert_with(|| {
-                    format!(
-                        "log.size_bytes too small: a transaction needs more than {} log blocks",
-                        self.cap
-                    )
+                    format!("log.size_bytes too small: a transaction needs more than {} log blocks", self.cap)
                 });
             }
         }
@@ -136,11 +113,7 @@ impl HWal {
     }
 
     fn write_desc(&mut self, m: &mut Machine) {
-        let desc = Payload::Desc {
-            seq: self.seq,
-            n: self.desc_n as u8,
-            addrs: self.desc_addrs,
-        };
+        let desc = Payload::Desc { seq: self.seq, n: self.desc_n as u8, addrs: self.desc_addrs };
         self.emit(m, self.desc_pos, WriteKind::LogMeta, desc);
         self.desc_n = 0;
     }
@@ -153,9 +126,9 @@ impl HWal {
         }
         let t = match p {
             Payload::Arch(src) => m.write_from_arch(at, kind, src),
-            Payload::Desc { seq, n, addrs } => m.write_encoded(at, kind, || {
-                Descriptor::encode_parts(seq, &addrs[..n as usize])
-            }),
+            Payload::Desc { seq, n, addrs } => {
+                m.write_encoded(at, kind, || Descriptor::encode_parts(seq, &addrs[..n as usize]))
+            }
         };
         m.wait_until(t.accepted);
         self.tx_log_done = self.tx_log_done.max(t.durable);
@@ -164,41 +137,15 @@ impl HWal {
     fn drain_victims(&mut self, m: &mut Machine) {
         while let Some(v) = m.tx_victims.pop() {
             let at = self.log_data(m, v.block);
-            self.evicted.push((v.block, at));
-            self.evicted_to_log += 1;
+            self.redo.note_evicted(v.block, at);
         }
     }
 
     /// Steps 4 and 5: home writes, then the truncation once they are durable.
     fn checkpoint_and_truncate(&mut self, m: &mut Machine) {
-        let mut home_done = m.now;
-        for i in 0..self.ws.len() {
-            let b = self.ws[i];
-            let cached = m.hier.llc.find(b);
-            if cached.is_none() {
-                // Evicted during the transaction: its newest copy is in the log; read it back.
-                // (The home write is not delayed by this read: an approximation, documented.)
-                if let Some(&(_, at)) = self.evicted.iter().rev().find(|(x, _)| *x == b) {
-                    m.background_read(at);
-                    self.checkpoint_log_reads += 1;
-                }
-            }
-            let t = m.write_from_arch(b, WriteKind::Home, b);
-            if let Some(s) = cached {
-                m.hier.clean_slot(s);
-            }
-            home_done = home_done.max(t.durable);
-        }
-        let at = match self.bug {
-            Some(Bug::TruncateBeforeCheckpoint) => m.now,
-            _ => home_done.max(self.trunc_at),
-        };
-        self.trunc_at = at;
-        let head = LogHead {
-            format: LogFormat::HWal,
-            start: self.tail,
-            start_seq: self.seq + 1,
-        };
+        let early = self.bug == Some(Bug::TruncateBeforeCheckpoint);
+        let at = self.redo.checkpoint(m, early);
+        let head = LogHead { format: LogFormat::HWal, start: self.tail, start_seq: self.seq + 1 };
         m.defer_encoded(at, self.log0, WriteKind::LogHead, || head.encode());
         self.trunc_issued = self.tail;
     }
@@ -206,11 +153,7 @@ impl HWal {
 
 impl Protocol for HWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        let head = LogHead {
-            format: LogFormat::HWal,
-            start: 0,
-            start_seq: 1,
-        };
+        let head = LogHead { format: LogFormat::HWal, start: 0, start_seq: 1 };
         image[layout.log_block0().range()].copy_from_slice(&head.encode());
     }
 
@@ -229,10 +172,7 @@ impl Protocol for HWal {
         for b in blocks_of(addr, len) {
             let s = m.access_block(b, true).llc_slot;
             self.drain_victims(m);
-            if m.hier.llc.aux(s) != TAG {
-                m.hier.llc.set_aux(s, TAG);
-                self.ws.push(b);
-            }
+            self.redo.note_store(m, s, b);
         }
     }
 
@@ -240,13 +180,10 @@ impl Protocol for HWal {
         self.drain_victims(m);
         self.holding = self.bug == Some(Bug::CommitBeforeLog);
         // 1. Log the transaction's lines still in the cache.
-        for i in 0..self.ws.len() {
-            let b = self.ws[i];
-            if let Some(s) = m.hier.llc.find(b) {
-                if m.hier.llc.aux(s) == TAG {
-                    m.hier.llc.set_aux(s, 0);
-                    self.log_data(m, b);
-                }
+        for i in 0..self.redo.ws.len() {
+            let b = self.redo.ws[i];
+            if RedoSet::take_tagged(m, b) {
+                self.log_data(m, b);
             }
         }
         if self.desc_n > 0 {
@@ -258,10 +195,7 @@ impl Protocol for HWal {
         }
         // 3. Commit record, then acknowledge.
         let at = self.alloc(m);
-        let rec = CommitRecord {
-            seq: self.seq,
-            blocks: self.tx_blocks,
-        };
+        let rec = CommitRecord { seq: self.seq, blocks: self.tx_blocks };
         let t = m.write_encoded(at, WriteKind::Commit, || rec.encode());
         match self.bug {
             Some(Bug::AckBeforeDurable) => m.wait_until(t.accepted),
@@ -279,29 +213,19 @@ impl Protocol for HWal {
         // 4-5. Checkpoint and truncation proceed in the background.
         self.checkpoint_and_truncate(m);
         self.seq += 1;
-        self.ws.clear();
-        self.evicted.clear();
+        self.redo.clear();
         self.tx_blocks = 0;
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        vec![
-            ("evicted_to_log", self.evicted_to_log),
-            ("checkpoint_log_reads", self.checkpoint_log_reads),
-        ]
+        self.redo.counters()
     }
 
     fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
-        for &b in &self.ws {
-            if m.hier.llc.find(b).is_some_and(|s| m.hier.llc.aux(s) == TAG) {
-                m.hier.invalidate(b);
-            }
-        }
+        self.redo.discard(m);
         // Log blocks written for evicted lines lie past the valid log; reuse their space.
         self.tail = self.tx_start;
         self.tail_pos = self.tx_start_pos;
-        self.ws.clear();
-        self.evicted.clear();
         self.desc_n = 0;
         self.tx_blocks = 0;
     }

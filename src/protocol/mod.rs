@@ -7,7 +7,9 @@
 //! [`Machine::ack_through`].
 
 pub mod baseline;
+pub mod ec_wal;
 pub mod h_wal;
+pub mod redo;
 pub mod s_wal;
 
 use crate::machine::Machine;
@@ -41,33 +43,26 @@ pub enum ProtocolKind {
     Baseline,
     SWal,
     HWal,
+    EcWal,
 }
 
 impl ProtocolKind {
-    pub const ALL: [ProtocolKind; 3] = [
-        ProtocolKind::Baseline,
-        ProtocolKind::SWal,
-        ProtocolKind::HWal,
-    ];
+    pub const ALL: [ProtocolKind; 4] =
+        [ProtocolKind::Baseline, ProtocolKind::SWal, ProtocolKind::HWal, ProtocolKind::EcWal];
 
     pub fn name(self) -> &'static str {
         match self {
             ProtocolKind::Baseline => "baseline",
             ProtocolKind::SWal => "s-wal",
             ProtocolKind::HWal => "h-wal",
+            ProtocolKind::EcWal => "ec-wal",
         }
     }
 
     pub fn parse(s: &str) -> Result<ProtocolKind, String> {
-        ProtocolKind::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown protocol `{s}`: allowed {}",
-                    ProtocolKind::ALL.map(|p| p.name()).join(", ")
-                )
-            })
+        ProtocolKind::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            format!("unknown protocol `{s}`: allowed {}", ProtocolKind::ALL.map(|p| p.name()).join(", "))
+        })
     }
 
     /// The deliberate defects that can be injected into this protocol (negative controls).
@@ -75,11 +70,8 @@ impl ProtocolKind {
         match self {
             ProtocolKind::Baseline => &[],
             ProtocolKind::SWal => &[Bug::AckBeforeDurable, Bug::TruncateBeforeCheckpoint],
-            ProtocolKind::HWal => &[
-                Bug::AckBeforeDurable,
-                Bug::CommitBeforeLog,
-                Bug::TruncateBeforeCheckpoint,
-            ],
+            ProtocolKind::HWal => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint],
+            ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData],
         }
     }
 }
@@ -93,54 +85,45 @@ pub enum Bug {
     CommitBeforeLog,
     /// Advance the log head past a transaction before its home writes are durable.
     TruncateBeforeCheckpoint,
+    /// Write a block group's META without ordering it after the group's data blocks.
+    MetaBeforeData,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 3] = [
-        Bug::AckBeforeDurable,
-        Bug::CommitBeforeLog,
-        Bug::TruncateBeforeCheckpoint,
-    ];
+    pub const ALL: [Bug; 4] =
+        [Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::MetaBeforeData];
 
     pub fn name(self) -> &'static str {
         match self {
             Bug::AckBeforeDurable => "ack-before-durable",
             Bug::CommitBeforeLog => "commit-before-log",
             Bug::TruncateBeforeCheckpoint => "truncate-before-checkpoint",
+            Bug::MetaBeforeData => "meta-before-data",
         }
     }
 
     pub fn describe(self) -> &'static str {
         match self {
-            Bug::AckBeforeDurable => "the transaction is acknowledged when its commit record is issued, before it is durable",
+            Bug::AckBeforeDurable => {
+                "the transaction is acknowledged when its commit record is issued, before it is durable"
+            }
             Bug::CommitBeforeLog => "commit record issued before the log blocks it vouches for (no intra-tx ordering)",
-            Bug::TruncateBeforeCheckpoint => {
-                "log head advanced before the in-place writes are durable"
+            Bug::TruncateBeforeCheckpoint => "log head advanced before the in-place writes are durable",
+            Bug::MetaBeforeData => {
+                "a block group's META is issued before its data blocks, which follow the acknowledgement"
             }
         }
     }
 
     /// Parse a bug name valid for `proto`.
     pub fn parse(s: &str, proto: ProtocolKind) -> Result<Bug, String> {
-        let names = || {
-            proto
-                .bugs()
-                .iter()
-                .map(|b| b.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let names = || proto.bugs().iter().map(|b| b.name()).collect::<Vec<_>>().join(", ");
         match proto.bugs().iter().find(|b| b.name() == s) {
             Some(b) => Ok(*b),
-            None if proto.bugs().is_empty() => Err(format!(
-                "protocol `{}` has no injectable bugs (it makes no durability promise)",
-                proto.name()
-            )),
-            None => Err(format!(
-                "unknown bug `{s}` for protocol `{}`: allowed {}",
-                proto.name(),
-                names()
-            )),
+            None if proto.bugs().is_empty() => {
+                Err(format!("protocol `{}` has no injectable bugs (it makes no durability promise)", proto.name()))
+            }
+            None => Err(format!("unknown bug `{s}` for protocol `{}`: allowed {}", proto.name(), names())),
         }
     }
 }

@@ -59,10 +59,7 @@ impl SWal {
         let len = to - from;
         let p = from % self.cap;
         let first = len.min(self.cap - p);
-        [
-            (Addr(self.area + p), first as usize),
-            (Addr(self.area), (len - first) as usize),
-        ]
+        [(Addr(self.area + p), first as usize), (Addr(self.area), (len - first) as usize)]
     }
 
     /// Append `self.buf` to the log with ordinary stores through the cache.
@@ -70,10 +67,7 @@ impl SWal {
         let len = self.buf.len() as u64;
         if self.tail + len - self.head_start > self.cap {
             m.fatal.get_or_insert_with(|| {
-                format!(
-                    "log.size_bytes too small: one transaction's S-WAL log exceeds {} bytes",
-                    self.cap
-                )
+                format!("log.size_bytes too small: one transaction's S-WAL log exceeds {} bytes", self.cap)
             });
         }
         let mut done = 0usize;
@@ -116,11 +110,7 @@ impl SWal {
     }
 
     fn truncate(&mut self, m: &mut Machine) {
-        let head = LogHead {
-            format: LogFormat::SWal,
-            start: self.tail,
-            start_seq: self.seq + 1,
-        };
+        let head = LogHead { format: LogFormat::SWal, start: self.tail, start_seq: self.seq + 1 };
         m.arch[self.head_block.range()].copy_from_slice(&head.encode());
         m.access_block(self.head_block, true);
         m.clflush(self.head_block, WriteKind::LogHead);
@@ -131,11 +121,7 @@ impl SWal {
 
 impl Protocol for SWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        let head = LogHead {
-            format: LogFormat::SWal,
-            start: 0,
-            start_seq: 1,
-        };
+        let head = LogHead { format: LogFormat::SWal, start: 0, start_seq: 1 };
         image[layout.log_block0().range()].copy_from_slice(&head.encode());
     }
 
@@ -152,16 +138,10 @@ impl Protocol for SWal {
 
     fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         m.compute(self.costs.append_instructions);
-        let h = EntryHeader {
-            seq: self.seq,
-            addr: addr.0,
-            len: len as u32,
-            kind: KIND_DATA,
-        };
+        let h = EntryHeader { seq: self.seq, addr: addr.0, len: len as u32, kind: KIND_DATA };
         self.buf.clear();
         self.buf.extend_from_slice(&h.encode());
-        self.buf
-            .extend_from_slice(&m.arch[addr.0 as usize..addr.0 as usize + len]);
+        self.buf.extend_from_slice(&m.arch[addr.0 as usize..addr.0 as usize + len]);
         self.buf.resize(h.entry_bytes() as usize, 0);
         self.append_buf(m);
         self.ws.push((addr, len as u32));
@@ -174,12 +154,7 @@ impl Protocol for SWal {
         self.fence(m);
         // 2. The commit entry.
         let c_start = self.tail;
-        let h = EntryHeader {
-            seq: self.seq,
-            addr: self.entries,
-            len: 0,
-            kind: KIND_COMMIT,
-        };
+        let h = EntryHeader { seq: self.seq, addr: self.entries, len: 0, kind: KIND_COMMIT };
         self.buf.clear();
         self.buf.extend_from_slice(&h.encode()[..HEADER_BYTES]);
         self.append_buf(m);

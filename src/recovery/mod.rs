@@ -5,6 +5,7 @@
 //! image gives the recovered image; applying any prefix of it models a crash during recovery,
 //! after which recovery must run again to the same result.
 
+pub mod ec;
 pub mod swal;
 pub mod wal;
 
@@ -26,6 +27,7 @@ pub fn recover(proto: ProtocolKind, layout: &Layout, image: &[u8]) -> Result<Pla
     match proto {
         ProtocolKind::Baseline => Ok(Plan::default()),
         ProtocolKind::HWal => wal::recover(layout, image),
+        ProtocolKind::EcWal => ec::recover(layout, image),
         ProtocolKind::SWal => swal::recover(layout, image),
     }
 }

@@ -37,11 +37,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
         if h.seq != seq {
             break;
         }
-        if h.kind == KIND_DATA
-            && h.len > 0
-            && h.addr
-                .checked_add(h.len as u64)
-                .is_some_and(|e| e <= layout.data_bytes)
+        if h.kind == KIND_DATA && h.len > 0 && h.addr.checked_add(h.len as u64).is_some_and(|e| e <= layout.data_bytes)
         {
             pending.push((h.addr, h.len, cursor + HEADER_BYTES as u64));
             cursor += h.entry_bytes();
@@ -61,11 +57,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
         }
     }
     plan.writes = blocks;
-    let new_head = LogHead {
-        format: LogFormat::SWal,
-        start: lsn,
-        start_seq: seq,
-    };
+    let new_head = LogHead { format: LogFormat::SWal, start: lsn, start_seq: seq };
     plan.writes.push((log0, new_head.encode()));
     Ok(plan)
 }

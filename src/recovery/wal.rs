@@ -35,13 +35,11 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
                 pending.push((a, cursor + 1 + i as u64));
             }
             cursor += 1 + d.addrs.len() as u64;
-        } else if let Some(c) =
-            CommitRecord::decode(blk).filter(|c| c.seq == seq && c.blocks as usize == pending.len())
+        } else if let Some(c) = CommitRecord::decode(blk).filter(|c| c.seq == seq && c.blocks as usize == pending.len())
         {
             let _ = c;
             for &(a, l) in &pending {
-                plan.writes
-                    .push((BlockId(a as u64), read_block(image, pos(l))));
+                plan.writes.push((BlockId(a as u64), read_block(image, pos(l))));
             }
             pending.clear();
             plan.redone_txs += 1;
@@ -52,11 +50,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
             break;
         }
     }
-    let new_head = LogHead {
-        format: LogFormat::HWal,
-        start: lsn,
-        start_seq: seq,
-    };
+    let new_head = LogHead { format: LogFormat::HWal, start: lsn, start_seq: seq };
     plan.writes.push((log0, new_head.encode()));
     Ok(plan)
 }

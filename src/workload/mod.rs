@@ -64,15 +64,9 @@ impl WorkloadKind {
     }
 
     pub fn parse(s: &str) -> Result<WorkloadKind, String> {
-        WorkloadKind::ALL
-            .into_iter()
-            .find(|w| w.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown workload `{s}`: allowed {}",
-                    WorkloadKind::ALL.map(|w| w.name()).join(", ")
-                )
-            })
+        WorkloadKind::ALL.into_iter().find(|w| w.name() == s).ok_or_else(|| {
+            format!("unknown workload `{s}`: allowed {}", WorkloadKind::ALL.map(|w| w.name()).join(", "))
+        })
     }
 
     /// Build the workload from its configuration.

@@ -13,11 +13,7 @@ pub struct Native {
 
 impl Native {
     pub fn new(mem: Vec<u8>) -> Native {
-        Native {
-            mem,
-            undo: Vec::new(),
-            committed: 0,
-        }
+        Native { mem, undo: Vec::new(), committed: 0 }
     }
 }
 
@@ -42,8 +38,7 @@ impl Pm for Native {
     #[inline]
     fn store(&mut self, addr: Addr, data: &[u8]) {
         let a = addr.0 as usize;
-        self.undo
-            .push((addr.0, self.mem[a..a + data.len()].to_vec()));
+        self.undo.push((addr.0, self.mem[a..a + data.len()].to_vec()));
         self.mem[a..a + data.len()].copy_from_slice(data);
     }
     fn compute(&mut self, _cycles: u64) {}

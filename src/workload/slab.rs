@@ -28,12 +28,7 @@ impl Slab {
     /// A slab whose metadata is at `meta` and whose slots follow at `base`.
     pub fn new(meta: Addr, base: Addr, slot_bytes: u64, capacity: u64) -> Slab {
         assert!(slot_bytes >= 8, "a free slot stores an 8-byte link");
-        Slab {
-            meta,
-            base,
-            slot_bytes,
-            capacity,
-        }
+        Slab { meta, base, slot_bytes, capacity }
     }
 
     /// Bytes from `base` to the end of the last slot.
@@ -67,9 +62,7 @@ impl Slab {
 
     /// Is `a` the first byte of one of this slab's slots?
     pub fn contains(&self, a: Addr) -> bool {
-        a.0 >= self.base.0
-            && a.0 < self.base.0 + self.bytes()
-            && (a.0 - self.base.0) % self.slot_bytes == 0
+        a.0 >= self.base.0 && a.0 < self.base.0 + self.bytes() && (a.0 - self.base.0).is_multiple_of(self.slot_bytes)
     }
 
     /// Slots in use, read from a data area (for verifiers): handed out minus free-list length.
@@ -78,25 +71,16 @@ impl Slab {
         let rd = |a: u64| u64::from_le_bytes(data[a as usize..a as usize + 8].try_into().unwrap());
         let bump = rd(self.meta.0 + 8);
         if bump > self.capacity {
-            return Err(format!(
-                "slab at {:#x}: bump {bump} beyond capacity {}",
-                self.meta.0, self.capacity
-            ));
+            return Err(format!("slab at {:#x}: bump {bump} beyond capacity {}", self.meta.0, self.capacity));
         }
         let (mut free, mut at) = (0u64, rd(self.meta.0));
         while at != 0 {
             if !self.contains(Addr(at)) || (at - self.base.0) / self.slot_bytes >= bump {
-                return Err(format!(
-                    "slab at {:#x}: free link {at:#x} outside the handed-out slots",
-                    self.meta.0
-                ));
+                return Err(format!("slab at {:#x}: free link {at:#x} outside the handed-out slots", self.meta.0));
             }
             free += 1;
             if free > bump {
-                return Err(format!(
-                    "slab at {:#x}: free list longer than the slots handed out",
-                    self.meta.0
-                ));
+                return Err(format!("slab at {:#x}: free list longer than the slots handed out", self.meta.0));
             }
             at = rd(at);
         }
@@ -126,17 +110,10 @@ mod tests {
                 if rng.chance(0.55) {
                     if let Some(a) = slab.alloc(&mut pm) {
                         let in_use = live.contains(&a.0) && !freed.contains(&a.0);
-                        assert!(
-                            !in_use && !got.contains(&a.0),
-                            "step {step}: slot handed out twice"
-                        );
+                        assert!(!in_use && !got.contains(&a.0), "step {step}: slot handed out twice");
                         got.push(a.0);
                     } else {
-                        assert_eq!(
-                            live.len() + got.len() - freed.len(),
-                            50,
-                            "step {step}: full only when all used"
-                        );
+                        assert_eq!(live.len() + got.len() - freed.len(), 50, "step {step}: full only when all used");
                     }
                 } else if let Some(&a) = live.iter().find(|a| !freed.contains(*a)) {
                     slab.free(&mut pm, Addr(a));
@@ -152,11 +129,7 @@ mod tests {
                 }
                 live.extend(got);
             }
-            assert_eq!(
-                slab.used_in(&pm.mem).unwrap(),
-                live.len() as u64,
-                "step {step} (seed 3)"
-            );
+            assert_eq!(slab.used_in(&pm.mem).unwrap(), live.len() as u64, "step {step} (seed 3)");
         }
     }
 

@@ -20,11 +20,7 @@ pub struct Sps {
 
 impl Sps {
     pub fn new(cfg: &SpsConfig) -> Sps {
-        Sps {
-            entries: cfg.entries,
-            swaps: cfg.swaps_per_tx,
-            compute: cfg.compute_cycles_per_swap,
-        }
+        Sps { entries: cfg.entries, swaps: cfg.swaps_per_tx, compute: cfg.compute_cycles_per_swap }
     }
 
     pub fn data_bytes(&self) -> u64 {
@@ -62,10 +58,7 @@ impl Sps {
         for i in 0..self.entries as usize {
             let v = u64::from_le_bytes(data[i * 8..i * 8 + 8].try_into().unwrap());
             if v >= self.entries || seen[v as usize] {
-                return Err(format!(
-                    "sps: entry {i} holds {v}, not a permutation of 0..{}",
-                    self.entries
-                ));
+                return Err(format!("sps: entry {i} holds {v}, not a permutation of 0..{}", self.entries));
             }
             seen[v as usize] = true;
         }
@@ -79,11 +72,7 @@ mod tests {
     use crate::workload::native::Native;
 
     fn small() -> Sps {
-        Sps::new(&SpsConfig {
-            entries: 64,
-            swaps_per_tx: 2,
-            compute_cycles_per_swap: 1,
-        })
+        Sps::new(&SpsConfig { entries: 64, swaps_per_tx: 2, compute_cycles_per_swap: 1 })
     }
 
     #[test]
@@ -106,9 +95,8 @@ mod tests {
                     model.swap(i, j);
                 }
             }
-            let got: Vec<u64> = (0..64)
-                .map(|i| u64::from_le_bytes(pm.mem[i * 8..i * 8 + 8].try_into().unwrap()))
-                .collect();
+            let got: Vec<u64> =
+                (0..64).map(|i| u64::from_le_bytes(pm.mem[i * 8..i * 8 + 8].try_into().unwrap())).collect();
             assert_eq!(got, model, "after tx {t}");
         }
         w.verify(&pm.mem).unwrap();

@@ -11,26 +11,13 @@ use locsim::workload::WorkloadKind;
 /// A small, fast configuration: 64 Ki SPS entries (512 KiB, half the LLC) and a 1 MiB log,
 /// unless overridden.
 pub fn small_cfg(extra: &[&str]) -> Config {
-    let mut sets = vec![
-        "workload.sps.entries=65536".to_string(),
-        "log.size_bytes=1048576".to_string(),
-    ];
+    let mut sets = vec!["workload.sps.entries=65536".to_string(), "log.size_bytes=1048576".to_string()];
     sets.extend(extra.iter().map(|s| s.to_string()));
     Config::build(None, &sets).unwrap()
 }
 
 pub fn spec(cfg: Config, protocol: ProtocolKind, txs: u64, seed: u64, bug: Option<Bug>) -> RunSpec {
-    RunSpec {
-        cfg,
-        workload: WorkloadKind::Sps,
-        protocol,
-        txs,
-        warmup_txs: 0,
-        seed,
-        abort_rate: 0.0,
-        bug,
-        record: true,
-    }
+    RunSpec { cfg, workload: WorkloadKind::Sps, protocol, txs, warmup_txs: 0, seed, abort_rate: 0.0, bug, record: true }
 }
 
 pub fn record(spec: &RunSpec) -> Recorded {
@@ -56,23 +43,12 @@ pub fn recovered_at(rec: &Recorded, proto: ProtocolKind, t: u64) -> Vec<u8> {
 
 /// Durable cycles of the writes of one kind, in durability order.
 pub fn durable_of(rec: &Recorded, kind: WriteKind) -> Vec<u64> {
-    rec.record
-        .durable
-        .writes
-        .iter()
-        .filter(|w| w.kind == kind)
-        .map(|w| w.durable)
-        .collect()
+    rec.record.durable.writes.iter().filter(|w| w.kind == kind).map(|w| w.durable).collect()
 }
 
 /// A(t): transactions acknowledged durable at t.
 pub fn acked_at(rec: &Recorded, t: u64) -> usize {
-    rec.record
-        .acks
-        .iter()
-        .take_while(|(c, _)| *c <= t)
-        .last()
-        .map_or(0, |&(_, n)| n as usize)
+    rec.record.acks.iter().take_while(|(c, _)| *c <= t).last().map_or(0, |&(_, n)| n as usize)
 }
 
 /// Per committed transaction: the durable cycles of the first and the last write of its commit
@@ -80,19 +56,19 @@ pub fn acked_at(rec: &Recorded, t: u64) -> usize {
 /// entry may straddle two blocks, and then stale bytes in the second block can complete a
 /// header whose first block is durable: see docs/formats/wal-log.md).
 pub fn commit_span(rec: &Recorded) -> Vec<(u64, u64)> {
-    let commits = durable_of(rec, WriteKind::Commit);
+    commit_span_of(rec, WriteKind::Commit)
+}
+
+/// [`commit_span`] for the writes of `kind` that decide commitment (Commit records for WAL, the
+/// METAs written at commit for Eager Commit).
+pub fn commit_span_of(rec: &Recorded, kind: WriteKind) -> Vec<(u64, u64)> {
+    let commits = durable_of(rec, kind);
     let acks = &rec.record.acks;
     (0..rec.oracle.txs())
         .map(|k| {
             let called = rec.record.commit_called[k];
-            let acked = acks
-                .iter()
-                .find(|&&(_, n)| n as usize > k)
-                .map_or(u64::MAX, |&(c, _)| c);
-            let mine = commits
-                .iter()
-                .copied()
-                .filter(|&c| c >= called && c <= acked);
+            let acked = acks.iter().find(|&&(_, n)| n as usize > k).map_or(u64::MAX, |&(c, _)| c);
+            let mine = commits.iter().copied().filter(|&c| c >= called && c <= acked);
             let first = mine.clone().min().expect("a commit write per transaction");
             (first, mine.max().expect("non-empty"))
         })
@@ -108,10 +84,7 @@ pub fn commit_done(rec: &Recorded) -> Vec<u64> {
 #[track_caller]
 pub fn assert_same(got: &[u8], want: &[u8], what: &str) {
     if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
-        panic!(
-            "{what}: data differs first at byte {i} (got {}, want {})",
-            got[i], want[i]
-        );
+        panic!("{what}: data differs first at byte {i} (got {}, want {})", got[i], want[i]);
     }
     assert_eq!(got.len(), want.len(), "{what}: lengths");
 }

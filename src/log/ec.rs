@@ -1,0 +1,124 @@
+//! Eager Commit's memory log (EC-WAL, and the log of LOC): statically organised block groups.
+//!
+//! After the head (block 0), the log area is divided into groups of eight 64-byte blocks: seven
+//! data blocks (slots 0..7) and one META block (slot 7). Group `sid` (a sequence number that only
+//! grows) lives at group index `sid % groups`, i.e. log blocks `1 + 8 * (sid % groups)` ..= `+7`.
+//! The controller makes a group's META durable after the group's data blocks.
+//!
+//! META block (64 bytes, little-endian):
+//!
+//! | bytes  | field | meaning |
+//! |--------|-------|---------|
+//! | 0..8   | SID   | u64 sequence id of this group |
+//! | 8..64  | BLK-TAG x 7 | u64 each, one per data slot |
+//!
+//! BLK-TAG (64 bits, bit 0 = least significant):
+//!
+//! | bits   | field | meaning |
+//! |--------|-------|---------|
+//! | 0..32  | ADDR  | home block number of the data |
+//! | 32..48 | TxCnt | total log blocks of the transaction on its last block, 0 on the others |
+//! | 48..56 | TxID  | 8-bit circular transaction id |
+//! | 56     | TID   | hardware thread id (0) |
+//! | 57..60 | CID   | core id (0) |
+//! | 60     | V     | slot valid (one of the paper's four reserved bits: a group may be closed before all seven slots are filled) |
+//! | 61..64 | RESV  | 0 |
+
+use super::le;
+use crate::types::{BlockData, BLOCK_BYTES};
+
+/// Data slots per group.
+pub const DATA_SLOTS: usize = 7;
+/// Blocks per group (data slots + META).
+pub const GROUP_BLOCKS: u64 = 8;
+
+/// One BLK-TAG.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct BlkTag {
+    pub addr: u32,
+    pub tx_cnt: u16,
+    pub tx_id: u8,
+    pub tid: u8,
+    pub cid: u8,
+}
+
+impl BlkTag {
+    /// Encode as a valid tag.
+    pub fn encode(&self) -> u64 {
+        debug_assert!(self.tid < 2 && self.cid < 8);
+        (self.addr as u64)
+            | (self.tx_cnt as u64) << 32
+            | (self.tx_id as u64) << 48
+            | (self.tid as u64) << 56
+            | (self.cid as u64) << 57
+            | 1 << 60
+    }
+
+    /// Decode; `None` for an empty (invalid) slot.
+    pub fn decode(v: u64) -> Option<BlkTag> {
+        (v >> 60 & 1 == 1).then_some(BlkTag {
+            addr: v as u32,
+            tx_cnt: (v >> 32) as u16,
+            tx_id: (v >> 48) as u8,
+            tid: (v >> 56 & 1) as u8,
+            cid: (v >> 57 & 7) as u8,
+        })
+    }
+}
+
+/// A decoded META block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub sid: u64,
+    pub tags: [Option<BlkTag>; DATA_SLOTS],
+}
+
+impl Meta {
+    pub fn encode(&self) -> BlockData {
+        let mut b = [0u8; BLOCK_BYTES];
+        le::put_u64(&mut b, 0, self.sid);
+        for (i, t) in self.tags.iter().enumerate() {
+            le::put_u64(&mut b, 8 + 8 * i, t.map_or(0, |t| t.encode()));
+        }
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Meta {
+        let mut tags = [None; DATA_SLOTS];
+        for (i, t) in tags.iter_mut().enumerate() {
+            *t = BlkTag::decode(le::u64_at(b, 8 + 8 * i));
+        }
+        Meta { sid: le::u64_at(b, 0), tags }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_fields_sit_at_the_documented_bits() {
+        let t = BlkTag { addr: 0xDEAD_BEEF, tx_cnt: 0x1234, tx_id: 0xAB, tid: 1, cid: 5 };
+        let v = t.encode();
+        assert_eq!(v & 0xFFFF_FFFF, 0xDEAD_BEEF);
+        assert_eq!(v >> 32 & 0xFFFF, 0x1234);
+        assert_eq!(v >> 48 & 0xFF, 0xAB);
+        assert_eq!(v >> 56 & 1, 1);
+        assert_eq!(v >> 57 & 7, 5);
+        assert_eq!(v >> 60, 1, "valid bit set, other reserved bits clear");
+        assert_eq!(BlkTag::decode(v), Some(t));
+        assert_eq!(BlkTag::decode(0), None);
+    }
+
+    #[test]
+    fn meta_round_trips_with_empty_slots() {
+        let mut tags = [None; DATA_SLOTS];
+        tags[0] = Some(BlkTag { addr: 7, tx_cnt: 0, tx_id: 3, ..Default::default() });
+        tags[4] = Some(BlkTag { addr: 9, tx_cnt: 2, tx_id: 3, ..Default::default() });
+        let m = Meta { sid: 0x0102_0304_0506_0708, tags };
+        let b = m.encode();
+        assert_eq!(b[0], 0x08, "SID little-endian at byte 0");
+        assert_eq!(Meta::decode(&b), m);
+        assert_eq!(Meta::decode(&[0u8; 64]), Meta { sid: 0, tags: [None; DATA_SLOTS] });
+    }
+}

@@ -1,0 +1,225 @@
+//! `ec-wal`: Eager Commit (docs/protocols/ec-wal.md): hardware redo logging without a commit
+//! record, over the statically organised log of block groups ([`crate::log::ec`]).
+//!
+//! Log blocks are allocated when data leaves the cache: a tagged line evicted during the
+//! transaction, and at commit the transaction's lines still cached, each take the next slot of
+//! the open block group. A group's META is written when the group fills, and at commit for the
+//! group holding the transaction's last block, whose tag carries TxCnt (the number of log blocks
+//! of the transaction); the controller starts a META only after the group's data writes have
+//! started, so it becomes durable after them. There is no commit record: the transaction is
+//! durable, and acknowledged, once its data blocks and METAs are. Then, as in H-WAL, the
+//! checkpoint writes the blocks home and the head moves past the transaction once they are
+//! durable. Inter-transaction ordering stays strict (LOC with a speculation degree of 1): each
+//! transaction closes its last group, so groups are not shared.
+//!
+//! Aborts rewind group allocation to the transaction's first group; TxIDs advance at every
+//! begin, so a stale group of an aborted transaction can never be counted for another one.
+
+use super::redo::RedoSet;
+use super::{Bug, Protocol};
+use crate::log::ec::{BlkTag, Meta, DATA_SLOTS, GROUP_BLOCKS};
+use crate::log::head::{LogFormat, LogHead};
+use crate::machine::Machine;
+use crate::pmem::{Layout, WriteKind};
+use crate::types::{blocks_of, Addr, BlockId, Cycle};
+
+/// The block group being filled.
+struct Group {
+    sid: u64,
+    /// First block of the group.
+    at: BlockId,
+    tags: [Option<BlkTag>; DATA_SLOTS],
+    n: usize,
+    /// Latest start cycle of the group's data writes: its META starts after it.
+    data_start: Cycle,
+    /// Tags changed since the META was last written.
+    meta_stale: bool,
+}
+
+pub struct EcWal {
+    bug: Option<Bug>,
+    log0: BlockId,
+    groups: u64,
+    write_cycles: Cycle,
+    redo: RedoSet,
+    open: Option<Group>,
+    next_sid: u64,
+    tx_start_sid: u64,
+    tx_id: u8,
+    tx_blocks: u16,
+    tx_log_done: Cycle,
+    /// Groups before this SID may be reused (their truncation is durable).
+    safe_sid: u64,
+    trunc_issued: u64,
+    /// Injected bug `meta-before-data`: data writes held back until after the acknowledgement.
+    held: Vec<(BlockId, BlockId)>,
+    committing: bool,
+    /// Reused buffer of the blocks to log at commit.
+    pending: Vec<BlockId>,
+}
+
+impl EcWal {
+    pub fn new(layout: &Layout, write_cycles: Cycle, bug: Option<Bug>) -> EcWal {
+        assert!(layout.data_bytes / 64 <= u32::MAX as u64, "ADDR is a 32-bit block number");
+        EcWal {
+            bug,
+            log0: layout.log_block0(),
+            groups: (layout.log_blocks() - 1) / GROUP_BLOCKS,
+            write_cycles,
+            redo: RedoSet::default(),
+            open: None,
+            next_sid: 0,
+            tx_start_sid: 0,
+            tx_id: 0,
+            tx_blocks: 0,
+            tx_log_done: 0,
+            safe_sid: 0,
+            trunc_issued: 0,
+            held: Vec::new(),
+            committing: false,
+            pending: Vec::with_capacity(1024),
+        }
+    }
+
+    fn open_group(&mut self, m: &mut Machine) -> Group {
+        if self.next_sid - self.safe_sid >= self.groups {
+            m.quiesce();
+            self.safe_sid = self.trunc_issued;
+            if self.next_sid - self.safe_sid >= self.groups {
+                m.fatal.get_or_insert_with(|| {
+                    format!("log.size_bytes too small: a transaction needs more than {} block groups", self.groups)
+                });
+            }
+        }
+        let sid = self.next_sid;
+        self.next_sid += 1;
+        let at = BlockId(self.log0.0 + 1 + GROUP_BLOCKS * (sid % self.groups));
+        Group { sid, at, tags: [None; DATA_SLOTS], n: 0, data_start: 0, meta_stale: false }
+    }
+
+    /// Log block `b` into the next slot; `last` marks the transaction's final log block.
+    fn log_block(&mut self, m: &mut Machine, b: BlockId, last: bool) -> BlockId {
+        let mut g = match self.open.take() {
+            Some(g) if g.n < DATA_SLOTS => g,
+            _ => self.open_group(m),
+        };
+        let at = BlockId(g.at.0 + g.n as u64);
+        self.tx_blocks += 1;
+        let tx_cnt = if last { self.tx_blocks } else { 0 };
+        g.tags[g.n] = Some(BlkTag { addr: b.0 as u32, tx_cnt, tx_id: self.tx_id, tid: 0, cid: 0 });
+        g.n += 1;
+        g.meta_stale = true;
+        if self.bug == Some(Bug::MetaBeforeData) && self.committing {
+            self.held.push((at, b));
+        } else {
+            let t = m.write_from_arch(at, WriteKind::LogData, b);
+            m.wait_until(t.accepted);
+            self.tx_log_done = self.tx_log_done.max(t.durable);
+            g.data_start = g.data_start.max(t.done - self.write_cycles);
+        }
+        if g.n == DATA_SLOTS {
+            self.write_meta(m, &mut g);
+        }
+        self.open = Some(g);
+        at
+    }
+
+    /// Write the group's META; the controller starts it after the group's data writes.
+    fn write_meta(&mut self, m: &mut Machine, g: &mut Group) {
+        let meta = Meta { sid: g.sid, tags: g.tags };
+        let after = if self.bug == Some(Bug::MetaBeforeData) { 0 } else { g.data_start + 1 };
+        let t = m.write_encoded_after(BlockId(g.at.0 + DATA_SLOTS as u64), WriteKind::LogMeta, after, || meta.encode());
+        m.wait_until(t.accepted);
+        self.tx_log_done = self.tx_log_done.max(t.durable);
+        g.meta_stale = false;
+    }
+
+    fn drain_victims(&mut self, m: &mut Machine) {
+        while let Some(v) = m.tx_victims.pop() {
+            let at = self.log_block(m, v.block, false);
+            self.redo.note_evicted(v.block, at);
+        }
+    }
+
+    /// Log the lines still cached, the last one carrying TxCnt, and close the last group.
+    fn log_remaining(&mut self, m: &mut Machine) {
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        pending.extend(self.redo.ws.iter().copied().filter(|&b| RedoSet::take_tagged(m, b)));
+        for (i, &b) in pending.iter().enumerate() {
+            self.log_block(m, b, i + 1 == pending.len());
+        }
+        let none_left = pending.is_empty();
+        self.pending = pending;
+        let Some(mut g) = self.open.take() else { return };
+        if none_left {
+            // Every block was evicted earlier: the last one's tag takes the count now.
+            let last = g.tags[g.n - 1].as_mut().expect("filled slot");
+            last.tx_cnt = self.tx_blocks;
+            g.meta_stale = true;
+        }
+        if g.meta_stale {
+            self.write_meta(m, &mut g);
+        }
+    }
+}
+
+impl Protocol for EcWal {
+    fn format(&self, layout: &Layout, image: &mut [u8]) {
+        let head = LogHead { format: LogFormat::Ec, start: 0, start_seq: 0 };
+        image[layout.log_block0().range()].copy_from_slice(&head.encode());
+    }
+
+    fn begin(&mut self, _m: &mut Machine) {
+        self.tx_start_sid = self.next_sid;
+        self.tx_log_done = 0;
+        self.tx_blocks = 0;
+        self.tx_id = self.tx_id.wrapping_add(1);
+    }
+
+    fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+        m.access_range(addr, len, false);
+        self.drain_victims(m);
+    }
+
+    fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+        for b in blocks_of(addr, len) {
+            let s = m.access_block(b, true).llc_slot;
+            self.drain_victims(m);
+            self.redo.note_store(m, s, b);
+        }
+    }
+
+    fn commit(&mut self, m: &mut Machine) {
+        self.drain_victims(m);
+        self.committing = true;
+        self.log_remaining(m);
+        self.committing = false;
+        // No commit record: durable once the log blocks and METAs are.
+        if self.bug != Some(Bug::AckBeforeDurable) {
+            m.wait_until(self.tx_log_done);
+        }
+        m.ack_through(m.txs_committed);
+        for (at, b) in std::mem::take(&mut self.held) {
+            // Injected bug: the data reaches the controller behind the META that counts it.
+            let t = m.write_from_arch(at, WriteKind::LogData, b);
+            m.wait_until(t.accepted);
+        }
+        let at = self.redo.checkpoint(m, false);
+        let head = LogHead { format: LogFormat::Ec, start: self.next_sid, start_seq: 0 };
+        m.defer_encoded(at, self.log0, WriteKind::LogHead, || head.encode());
+        self.trunc_issued = self.next_sid;
+        self.redo.clear();
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.redo.counters()
+    }
+
+    fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
+        self.redo.discard(m);
+        self.open = None;
+        self.next_sid = self.tx_start_sid;
+        self.held.clear();
+    }
+}

@@ -1,0 +1,101 @@
+//! What the hardware redo-logging protocols share (H-WAL, EC-WAL): the running transaction's
+//! write set, tracked with the LLC's transaction tag (a single cached copy of each block); the
+//! checkpoint that writes its blocks home once the transaction is durable; and the cycle after
+//! which the log may be truncated past it.
+
+use crate::cache::Slot;
+use crate::machine::Machine;
+use crate::pmem::WriteKind;
+use crate::types::{BlockId, Cycle};
+
+/// LLC tag of lines written by the running transaction (one runs at a time).
+pub const TAG: u32 = 1;
+
+/// The running transaction's blocks, and the checkpoint/truncation bookkeeping.
+#[derive(Default)]
+pub struct RedoSet {
+    /// Blocks first written by the running transaction, in order.
+    pub ws: Vec<BlockId>,
+    /// Log positions of its lines evicted before commit (newest last).
+    pub evicted: Vec<(BlockId, BlockId)>,
+    /// Cycle at which the latest truncation was issued: truncations are issued in order.
+    trunc_at: Cycle,
+    evicted_to_log: u64,
+    checkpoint_log_reads: u64,
+}
+
+impl RedoSet {
+    /// A transactional store to block `b`, now held in LLC slot `s`.
+    #[inline]
+    pub fn note_store(&mut self, m: &mut Machine, s: Slot, b: BlockId) {
+        if m.hier.llc.aux(s) != TAG {
+            m.hier.llc.set_aux(s, TAG);
+            self.ws.push(b);
+        }
+    }
+
+    /// Is `b` still cached with the running transaction's tag? If so the tag is cleared (the
+    /// caller logs the line now).
+    #[inline]
+    pub fn take_tagged(m: &mut Machine, b: BlockId) -> bool {
+        match m.hier.llc.find(b) {
+            Some(s) if m.hier.llc.aux(s) == TAG => {
+                m.hier.llc.set_aux(s, 0);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A tagged line evicted during the transaction was logged at `at`.
+    pub fn note_evicted(&mut self, b: BlockId, at: BlockId) {
+        self.evicted.push((b, at));
+        self.evicted_to_log += 1;
+    }
+
+    /// Write every block of the write set home, without stalling the core; the lines become
+    /// clean. A block evicted during the transaction is re-read from the log (a bank read that,
+    /// as an approximation, does not delay its home write). Returns the cycle from which the
+    /// truncation past this transaction may be issued: once every home write of this and all
+    /// earlier transactions is durable (or at once, with `truncate_early`, the injected bug).
+    pub fn checkpoint(&mut self, m: &mut Machine, truncate_early: bool) -> Cycle {
+        let mut home_done = m.now;
+        for i in 0..self.ws.len() {
+            let b = self.ws[i];
+            let cached = m.hier.llc.find(b);
+            if cached.is_none() {
+                if let Some(&(_, at)) = self.evicted.iter().rev().find(|(x, _)| *x == b) {
+                    m.background_read(at);
+                    self.checkpoint_log_reads += 1;
+                }
+            }
+            let t = m.write_from_arch(b, WriteKind::Home, b);
+            if let Some(s) = cached {
+                m.hier.clean_slot(s);
+            }
+            home_done = home_done.max(t.durable);
+        }
+        self.trunc_at = if truncate_early { m.now } else { home_done.max(self.trunc_at) };
+        self.trunc_at
+    }
+
+    /// Abort: drop the running transaction's cached lines (their data is not to reach memory).
+    pub fn discard(&mut self, m: &mut Machine) {
+        for &b in &self.ws {
+            if m.hier.llc.find(b).is_some_and(|s| m.hier.llc.aux(s) == TAG) {
+                m.hier.invalidate(b);
+            }
+        }
+        self.clear();
+    }
+
+    /// Forget the running transaction (after commit or abort).
+    pub fn clear(&mut self) {
+        self.ws.clear();
+        self.evicted.clear();
+    }
+
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![("evicted_to_log", self.evicted_to_log), ("checkpoint_log_reads", self.checkpoint_log_reads)]
+    }
+}
