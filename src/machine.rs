@@ -63,6 +63,49 @@ impl MachineStats {
     }
 }
 
+/// Commit-to-acknowledge latencies: 8-cycle buckets up to 65 536 cycles, then one overflow
+/// bucket (whose values count at their maximum for the mean).
+#[derive(Clone, Debug)]
+pub struct LatencyHist {
+    buckets: Vec<u64>,
+    count: u64,
+    sum: u64,
+    max: u64,
+}
+
+impl Default for LatencyHist {
+    fn default() -> Self {
+        LatencyHist { buckets: vec![0; 8193], count: 0, sum: 0, max: 0 }
+    }
+}
+
+impl LatencyHist {
+    pub fn add(&mut self, cycles: Cycle) {
+        self.buckets[((cycles / 8) as usize).min(8192)] += 1;
+        (self.count, self.sum, self.max) = (self.count + 1, self.sum + cycles, self.max.max(cycles));
+    }
+    pub fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count as f64
+        }
+    }
+    /// The smallest bucket bound below which at least `q` of the values lie (an upper bound,
+    /// at most 7 cycles above the exact quantile; the maximum when in the overflow bucket).
+    pub fn quantile(&self, q: f64) -> Cycle {
+        let want = (q * self.count as f64).ceil() as u64;
+        let mut seen = 0;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= want && n > 0 {
+                return if i == 8192 { self.max } else { (i as u64 * 8 + 7).min(self.max) };
+            }
+        }
+        self.max
+    }
+}
+
 /// What the crash checker needs from a run, recorded while it executes.
 #[derive(Default)]
 pub struct Recorder {
@@ -100,6 +143,10 @@ pub struct Machine {
     pub txs_committed: u64,
     /// Transactions acknowledged durable (what CheckMaxCommit answers).
     pub acked: u64,
+    /// Commit-to-acknowledge latency of the transactions acknowledged so far.
+    pub commit_latency: LatencyHist,
+    /// Commit-call cycles of the transactions not yet acknowledged, oldest first.
+    unacked: std::collections::VecDeque<Cycle>,
     /// A run-ending condition found inside the model (e.g. log too small), reported as an error.
     pub fatal: Option<String>,
     stats: MachineStats,
@@ -129,6 +176,8 @@ impl Machine {
             tx_victims: Vec::with_capacity(16),
             txs_committed: 0,
             acked: 0,
+            commit_latency: LatencyHist::default(),
+            unacked: std::collections::VecDeque::new(),
             fatal: None,
             stats: MachineStats::default(),
             deferred: std::collections::VecDeque::new(),
@@ -345,8 +394,17 @@ impl Machine {
     }
 
     /// From now on the first `n` transactions are acknowledged durable.
+    /// The program calls commit (the transaction is issued).
+    pub fn note_commit_called(&mut self) {
+        self.unacked.push_back(self.now);
+    }
+
     pub fn ack_through(&mut self, n: u64) {
-        self.acked = n;
+        while self.acked < n {
+            let called = self.unacked.pop_front().expect("an acknowledged transaction was issued");
+            self.commit_latency.add(self.now - called);
+            self.acked += 1;
+        }
         if let Some(r) = &mut self.record {
             debug_assert!(r.acks.last().is_none_or(|&(t, k)| t <= self.now && k <= n));
             r.acks.push((self.now, n));

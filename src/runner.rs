@@ -55,6 +55,11 @@ pub struct RunResult {
     /// Protocol-specific event counts over the measured region.
     pub protocol_counters: BTreeMap<&'static str, u64>,
     pub pset_blocks_per_tx: f64,
+    /// NVM bytes written to the log area (log data, metadata, commit records, head).
+    pub log_write_bytes: u64,
+    /// Cycles from a commit call to the transaction's acknowledgement (mean, 99th percentile).
+    pub commit_to_ack_mean_cycles: f64,
+    pub commit_to_ack_p99_cycles: u64,
     pub mem_reads: u64,
     pub llc_miss_rate: f64,
     pub flushes: u64,
@@ -132,6 +137,7 @@ fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) ->
     }
     let (s0, f0, c0) = (sim.m.stats(), sim.stats.clone(), sim.m.now);
     let p0 = sim.p.counters();
+    sim.m.commit_latency = Default::default();
     let host = Instant::now();
     for _ in 0..spec.txs {
         step(&mut sim, &mut wl)?;
@@ -145,6 +151,8 @@ fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) ->
     f.program_write_bytes -= f0.program_write_bytes;
     f.pset_blocks -= f0.pset_blocks;
     let mut result = figures(spec, &d, &f, end_cycle - c0, host_seconds);
+    result.commit_to_ack_mean_cycles = sim.m.commit_latency.mean();
+    result.commit_to_ack_p99_cycles = sim.m.commit_latency.quantile(0.99);
     for ((name, v), (_, v0)) in sim.p.counters().into_iter().zip(p0) {
         result.protocol_counters.insert(name, v - v0);
     }
@@ -196,6 +204,9 @@ fn figures(spec: &RunSpec, d: &MachineStats, f: &crate::sim::FrontStats, cycles:
         mem_write_bytes_by_kind: by_kind,
         protocol_counters: BTreeMap::new(),
         pset_blocks_per_tx: ratio(f.pset_blocks as f64, f.txs_committed as f64),
+        log_write_bytes: d.mem_write_bytes() - d.write_bytes_by_kind[WriteKind::Home as usize],
+        commit_to_ack_mean_cycles: 0.0,
+        commit_to_ack_p99_cycles: 0,
         mem_reads: d.mem_reads,
         llc_miss_rate: ratio(d.llc_misses as f64, llc_refs as f64),
         flushes: d.flushes,

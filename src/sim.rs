@@ -134,6 +134,7 @@ impl<P: Protocol> Pm for Sim<P> {
         assert!(self.in_tx, "commit outside a transaction");
         self.in_tx = false;
         self.m.txs_committed += 1;
+        self.m.note_commit_called();
         let now = self.m.now;
         if let Some(r) = &mut self.m.record {
             r.commit_called.push(now);

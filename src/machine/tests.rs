@@ -286,3 +286,28 @@ fn kind_of_classifies_data_log_head_and_log_blocks() {
     let last = BlockId(log0.0 + m.layout.log_blocks() - 1);
     assert_eq!(m.kind_of(last), WriteKind::LogData);
 }
+
+#[test]
+fn latency_quantiles_are_upper_bounds_within_one_bucket() {
+    let mut h = LatencyHist::default();
+    for c in 1..=1000u64 {
+        h.add(c);
+    }
+    assert_eq!(h.mean(), 500.5);
+    let p99 = h.quantile(0.99);
+    assert!((990..=997).contains(&p99), "p99 {p99}");
+    assert_eq!(h.quantile(1.0), 1000);
+    h.add(1_000_000);
+    assert_eq!(h.quantile(1.0), 1_000_000, "overflow bucket reports the maximum");
+}
+
+#[test]
+fn commit_latency_runs_from_the_commit_call_to_the_acknowledgement() {
+    let mut m = machine();
+    m.now = 100;
+    m.txs_committed += 1;
+    m.note_commit_called();
+    m.now = 430;
+    m.ack_through(1);
+    assert_eq!((m.commit_latency.mean(), m.acked), (330.0, 1));
+}
