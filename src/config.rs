@@ -87,6 +87,7 @@ pub struct WorkloadConfig {
     /// cycles and writes are excluded from the figures (they still run through the protocol).
     pub warmup_txs: u64,
     pub sps: SpsConfig,
+    pub btree: crate::workload::btree::BTreeConfig,
 }
 
 /// SPS: random swaps of entries of a persistent array of u64.
@@ -120,6 +121,7 @@ impl Default for Config {
             workload: WorkloadConfig {
                 warmup_txs: 20_000,
                 sps: SpsConfig { entries: 1 << 21, swaps_per_tx: 1, compute_cycles_per_swap: 24 },
+                btree: Default::default(),
             },
         }
     }
@@ -212,6 +214,7 @@ impl Config {
         if !(1..=4096).contains(&s.swaps_per_tx) {
             return err("workload.sps.swaps_per_tx", s.swaps_per_tx, "1..=4096");
         }
+        self.workload.btree.validate().map_err(ConfigError)?;
         Ok(())
     }
 

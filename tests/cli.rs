@@ -182,7 +182,7 @@ fn list_bugs_names_every_protocols_bugs() {
 #[test]
 fn bad_arguments_get_one_line_naming_the_allowed_values_and_exit_2() {
     assert_usage_error(&["run", "--workload", "sps", "--protocol", "x-wal"], &["x-wal", "baseline", "s-wal", "h-wal"]);
-    assert_usage_error(&["run", "--workload", "btree"], &["btree", "sps"]);
+    assert_usage_error(&["run", "--workload", "nope"], &["nope", "sps", "btree"]);
     assert_usage_error(
         &["run", "--workload", "sps", "--set", "memory.latency=3"],
         &["memory.latency", "read_latency_ns"],
@@ -229,7 +229,7 @@ fn config_prints_a_toml_file_that_run_accepts() {
 
 #[test]
 fn bench_json_reports_speed_and_slowdown_per_workload_and_protocol() {
-    let out = locsim(&["bench", "--txs", "20000", "--repeat", "1", "--json"]);
+    let out = locsim(&["bench", "--workload", "sps", "--txs", "20000", "--repeat", "1", "--json"]);
     let rows = json(&out);
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), locsim::protocol::ProtocolKind::ALL.len());

@@ -43,7 +43,7 @@ pub struct MachineArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Workload to run (sps).
+    /// Workload (sps, btree, ...; an unknown name lists them all).
     #[arg(long, short)]
     pub workload: String,
     /// Comma-separated protocols: baseline, s-wal, h-wal.
@@ -73,7 +73,7 @@ pub struct RunArgs {
 
 #[derive(Args, Debug)]
 pub struct CrashArgs {
-    /// Workload to run (sps).
+    /// Workload (sps, btree, ...; an unknown name lists them all).
     #[arg(long, short, required_unless_present = "list_bugs")]
     pub workload: Option<String>,
     /// Protocol under test: baseline, s-wal, h-wal.

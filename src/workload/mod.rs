@@ -5,6 +5,7 @@
 //! ([`Pm::last_durable_tx`]). It charges its own non-memory work with [`Pm::compute`]. Two back
 //! ends implement it: the simulator ([`crate::sim::Sim`]) and plain memory ([`native::Native`]).
 
+pub mod btree;
 pub mod native;
 pub mod slab;
 pub mod sps;
@@ -48,67 +49,87 @@ pub trait Pm {
     }
 }
 
-/// The workloads locsim runs, as named on the command line.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum WorkloadKind {
-    Sps,
+/// Declares the workloads: one line each (variant, command-line name, module, type, config
+/// field). Generates [`WorkloadKind`], [`Workload`] and their enum dispatch.
+macro_rules! workloads {
+    ($($variant:ident $name:literal $module:ident :: $ty:ident . $cfg:ident;)*) => {
+        /// The workloads locsim runs, as named on the command line.
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum WorkloadKind {
+            $($variant,)*
+        }
+
+        impl WorkloadKind {
+            pub const ALL: &'static [WorkloadKind] = &[$(WorkloadKind::$variant,)*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(WorkloadKind::$variant => $name,)*
+                }
+            }
+
+            /// Build the workload from its configuration.
+            pub fn build(self, cfg: &Config) -> Workload {
+                match self {
+                    $(WorkloadKind::$variant => Workload::$variant($module::$ty::new(&cfg.workload.$cfg)),)*
+                }
+            }
+        }
+
+        /// A built workload (enum dispatch: the transaction body is generic over the back end).
+        pub enum Workload {
+            $($variant($module::$ty),)*
+        }
+
+        impl Workload {
+            /// Bytes of data area it needs.
+            pub fn data_bytes(&self) -> u64 {
+                match self {
+                    $(Workload::$variant(w) => w.data_bytes(),)*
+                }
+            }
+
+            /// Write the initial data set straight into the data area (the populate phase).
+            pub fn populate(&mut self, data: &mut [u8]) {
+                match self {
+                    $(Workload::$variant(w) => w.populate(data),)*
+                }
+            }
+
+            /// Run one transaction.
+            #[inline]
+            pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
+                match self {
+                    $(Workload::$variant(w) => w.run_tx(pm, rng, abort),)*
+                }
+            }
+
+            /// Structural check of a data area (e.g. a recovered image): `Err` names what is broken.
+            pub fn verify(&self, data: &[u8]) -> Result<(), String> {
+                match self {
+                    $(Workload::$variant(w) => w.verify(data),)*
+                }
+            }
+        }
+    };
+}
+
+workloads! {
+    Sps "sps" sps::Sps.sps;
+    BTree "btree" btree::BTree.btree;
 }
 
 impl WorkloadKind {
-    pub const ALL: [WorkloadKind; 1] = [WorkloadKind::Sps];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            WorkloadKind::Sps => "sps",
-        }
-    }
-
     pub fn parse(s: &str) -> Result<WorkloadKind, String> {
-        WorkloadKind::ALL.into_iter().find(|w| w.name() == s).ok_or_else(|| {
-            format!("unknown workload `{s}`: allowed {}", WorkloadKind::ALL.map(|w| w.name()).join(", "))
-        })
+        WorkloadKind::ALL
+            .iter()
+            .copied()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| format!("unknown workload `{s}`: allowed {}", WorkloadKind::names().join(", ")))
     }
 
-    /// Build the workload from its configuration.
-    pub fn build(self, cfg: &Config) -> Workload {
-        match self {
-            WorkloadKind::Sps => Workload::Sps(sps::Sps::new(&cfg.workload.sps)),
-        }
-    }
-}
-
-/// A built workload (enum dispatch: the transaction body is generic over the back end).
-pub enum Workload {
-    Sps(sps::Sps),
-}
-
-impl Workload {
-    /// Bytes of data area it needs.
-    pub fn data_bytes(&self) -> u64 {
-        match self {
-            Workload::Sps(w) => w.data_bytes(),
-        }
-    }
-
-    /// Write the initial data set straight into the data area (the populate phase).
-    pub fn populate(&mut self, data: &mut [u8]) {
-        match self {
-            Workload::Sps(w) => w.populate(data),
-        }
-    }
-
-    /// Run one transaction.
-    #[inline]
-    pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
-        match self {
-            Workload::Sps(w) => w.run_tx(pm, rng, abort),
-        }
-    }
-
-    /// Structural check of a data area (e.g. a recovered image): `Err` names what is broken.
-    pub fn verify(&self, data: &[u8]) -> Result<(), String> {
-        match self {
-            Workload::Sps(w) => w.verify(data),
-        }
+    /// Every workload's name.
+    pub fn names() -> Vec<&'static str> {
+        WorkloadKind::ALL.iter().map(|w| w.name()).collect()
     }
 }
