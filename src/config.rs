@@ -88,6 +88,7 @@ pub struct WorkloadConfig {
     pub warmup_txs: u64,
     pub sps: SpsConfig,
     pub btree: crate::workload::btree::BTreeConfig,
+    pub sdg: crate::workload::sdg::SdgConfig,
 }
 
 /// SPS: random swaps of entries of a persistent array of u64.
@@ -122,6 +123,7 @@ impl Default for Config {
                 warmup_txs: 20_000,
                 sps: SpsConfig { entries: 1 << 21, swaps_per_tx: 1, compute_cycles_per_swap: 24 },
                 btree: Default::default(),
+                sdg: Default::default(),
             },
         }
     }
@@ -215,6 +217,7 @@ impl Config {
             return err("workload.sps.swaps_per_tx", s.swaps_per_tx, "1..=4096");
         }
         self.workload.btree.validate().map_err(ConfigError)?;
+        self.workload.sdg.validate().map_err(ConfigError)?;
         Ok(())
     }
 

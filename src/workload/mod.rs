@@ -7,6 +7,7 @@
 
 pub mod btree;
 pub mod native;
+pub mod sdg;
 pub mod slab;
 pub mod sps;
 
@@ -117,6 +118,7 @@ macro_rules! workloads {
 workloads! {
     Sps "sps" sps::Sps.sps;
     BTree "btree" btree::BTree.btree;
+    Sdg "sdg" sdg::Sdg.sdg;
 }
 
 impl WorkloadKind {
