@@ -88,6 +88,8 @@ pub struct WorkloadConfig {
     pub warmup_txs: u64,
     pub sps: SpsConfig,
     pub btree: crate::workload::btree::BTreeConfig,
+    pub hash: crate::workload::hash::HashTableConfig,
+    pub rbtree: crate::workload::rbtree::RbTreeConfig,
     pub sdg: crate::workload::sdg::SdgConfig,
 }
 
@@ -123,6 +125,8 @@ impl Default for Config {
                 warmup_txs: 20_000,
                 sps: SpsConfig { entries: 1 << 21, swaps_per_tx: 1, compute_cycles_per_swap: 24 },
                 btree: Default::default(),
+                hash: Default::default(),
+                rbtree: Default::default(),
                 sdg: Default::default(),
             },
         }
@@ -217,6 +221,8 @@ impl Config {
             return err("workload.sps.swaps_per_tx", s.swaps_per_tx, "1..=4096");
         }
         self.workload.btree.validate().map_err(ConfigError)?;
+        self.workload.hash.validate().map_err(ConfigError)?;
+        self.workload.rbtree.validate().map_err(ConfigError)?;
         self.workload.sdg.validate().map_err(ConfigError)?;
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! The subcommands: argument checking, then calls into [`crate::runner`] and [`crate::crash`].
 
-use super::{BenchArgs, Cmd, CrashArgs, MachineArgs, RunArgs};
+use super::{BenchArgs, Cmd, CrashArgs, MachineArgs, RunArgs, WorkloadsArgs};
 use crate::config::Config;
 use crate::crash::{self, CrashSpec};
 use crate::protocol::{Bug, ProtocolKind};
@@ -25,6 +25,7 @@ pub fn dispatch(cmd: Cmd) -> Result<i32, String> {
         Cmd::Run(a) => run(a),
         Cmd::Crashtest(a) => crashtest(a),
         Cmd::Bench(a) => bench(a),
+        Cmd::Workloads(a) => workloads(a),
         Cmd::Config(a) => {
             emit(&build_config(&a)?.to_toml());
             Ok(0)
@@ -338,6 +339,61 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
             runner::VERSION,
             runner::GIT_REV
         );
+    }
+    Ok(0)
+}
+
+#[derive(serde::Serialize)]
+struct WorkloadRow {
+    workload: &'static str,
+    parameters: toml::Value,
+    data_bytes: u64,
+    pset_blocks_per_tx: f64,
+    pset_txs: u64,
+}
+
+fn workloads(a: WorkloadsArgs) -> Result<i32, String> {
+    let cfg = build_config(&a.machine)?;
+    let tree = toml::Value::try_from(&cfg.workload).expect("config serializes");
+    let mut rows = Vec::new();
+    for &w in WorkloadKind::ALL {
+        let spec = RunSpec {
+            cfg: cfg.clone(),
+            workload: w,
+            protocol: ProtocolKind::Baseline,
+            txs: a.txs,
+            warmup_txs: a.txs / 10,
+            seed: 1,
+            abort_rate: 0.0,
+            bug: None,
+            record: false,
+        };
+        let r = runner::execute(&spec)?.result;
+        rows.push(WorkloadRow {
+            workload: w.name(),
+            parameters: tree.get(w.name()).cloned().unwrap_or(toml::Value::Table(Default::default())),
+            data_bytes: w.build(&cfg).data_bytes(),
+            pset_blocks_per_tx: r.pset_blocks_per_tx,
+            pset_txs: r.txs_committed,
+        });
+    }
+    if a.json {
+        outln!("{}", serde_json::to_string_pretty(&rows).expect("serializable"));
+        return Ok(0);
+    }
+    for r in &rows {
+        outln!(
+            "{:<8} P-Set {:>7.2} blocks/tx ({} txs)   data area {:.1} MiB",
+            r.workload,
+            r.pset_blocks_per_tx,
+            r.pset_txs,
+            r.data_bytes as f64 / (1 << 20) as f64
+        );
+        if let Some(t) = r.parameters.as_table() {
+            for (k, v) in t {
+                outln!("    workload.{}.{} = {}", r.workload, k, v);
+            }
+        }
     }
     Ok(0)
 }

@@ -25,6 +25,20 @@ pub enum Cmd {
     Bench(BenchArgs),
     /// Print the configuration (defaults plus --config/--set) as TOML.
     Config(MachineArgs),
+    /// List the workloads with their parameters and the P-Set measured by a short baseline run.
+    Workloads(WorkloadsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct WorkloadsArgs {
+    /// Transactions of the baseline run that measures each P-Set (after a tenth as many warm-up).
+    #[arg(long, default_value_t = 1000)]
+    pub txs: u64,
+    /// Print one JSON array.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub machine: MachineArgs,
 }
 
 /// Options shared by every command that builds a machine.

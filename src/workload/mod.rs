@@ -6,7 +6,9 @@
 //! ends implement it: the simulator ([`crate::sim::Sim`]) and plain memory ([`native::Native`]).
 
 pub mod btree;
+pub mod hash;
 pub mod native;
+pub mod rbtree;
 pub mod sdg;
 pub mod slab;
 pub mod sps;
@@ -118,6 +120,8 @@ macro_rules! workloads {
 workloads! {
     Sps "sps" sps::Sps.sps;
     BTree "btree" btree::BTree.btree;
+    Hash "hash" hash::HashTable.hash;
+    RbTree "rbtree" rbtree::RbTree.rbtree;
     Sdg "sdg" sdg::Sdg.sdg;
 }
 
