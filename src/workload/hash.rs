@@ -71,6 +71,7 @@
 //! the chains reach every live key exactly once. It does not check values (the crash checker's
 //! prefix comparison covers contents).
 
+use super::kv::{self, rd, KvStore, Mix};
 use super::slab::Slab;
 use super::Pm;
 use crate::rng::Rng;
@@ -92,8 +93,6 @@ const FIB: u64 = 0x9E37_79B9_7F4A_7C15;
 const POPULATE_SEED: u64 = 0x4841_5348;
 /// Chains the verifier advances together (their cache misses overlap).
 const VERIFY_BATCH: usize = 16;
-/// Inserts per populate transaction (bounds the native back end's undo buffer).
-const POPULATE_BATCH: usize = 4096;
 
 /// Parameters of the hash-table workload (`--set workload.hash.<key>=v`).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
@@ -159,25 +158,21 @@ impl HashTableConfig {
     }
 }
 
-/// One operation of a transaction, as drawn from the random stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Op {
-    /// Insert `key` (or overwrite its value) with the value expanded from `seed`.
-    Insert {
-        key: u64,
-        seed: u64,
-    },
-    Delete {
-        key: u64,
-    },
-}
-
 /// The hash-table workload: configuration and the table's fixed geometry (no volatile copy of
 /// the table).
 pub struct HashTable {
     cfg: HashTableConfig,
     slab: Slab,
     bucket_bits: u32,
+}
+
+impl KvStore for HashTable {
+    fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64) {
+        HashTable::insert(self, pm, key, seed)
+    }
+    fn delete<P: Pm>(&self, pm: &mut P, key: u64) {
+        HashTable::delete(self, pm, key)
+    }
 }
 
 impl HashTable {
@@ -191,50 +186,29 @@ impl HashTable {
     }
 
     /// Bytes of data area: header, bucket array, entry slab.
-    pub fn data_bytes(&self) -> u64 {
-        self.slab.base.0 + self.slab.bytes()
+    /// The operation mix of this workload.
+    fn mix(&self) -> Mix {
+        Mix {
+            ops_per_tx: self.cfg.ops_per_tx,
+            insert_percent: self.cfg.insert_percent,
+            key_space: self.cfg.key_space,
+            populate_seed: POPULATE_SEED,
+        }
     }
 
-    /// Write the initial table: `insert_percent`% of the key space, through the workload's own
-    /// insert code on a native back end.
+    /// Write the initial structure: `insert_percent`% of the key space, through the workload's
+    /// own insert code on a native back end.
     pub fn populate(&mut self, data: &mut [u8]) {
-        let n = self.data_bytes() as usize;
-        let mut pm = super::native::Native::new(data[..n].to_vec());
-        let keys = populate_keys(self.cfg.key_space, self.cfg.insert_percent);
-        for batch in keys.chunks(POPULATE_BATCH) {
-            pm.begin();
-            for &key in batch {
-                self.insert(&mut pm, key, populate_seed(key));
-            }
-            pm.commit();
-        }
-        data[..n].copy_from_slice(&pm.mem);
+        kv::populate(self, &self.mix(), data, self.data_bytes() as usize);
     }
 
     /// Exactly one transaction of `ops_per_tx` operations; aborted at the end if `abort`.
     pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
-        pm.begin();
-        for _ in 0..self.cfg.ops_per_tx {
-            match self.draw_op(rng) {
-                Op::Insert { key, seed } => self.insert(pm, key, seed),
-                Op::Delete { key } => self.delete(pm, key),
-            }
-        }
-        if abort {
-            pm.abort();
-        } else {
-            pm.commit();
-        }
+        kv::run_tx(self, &self.mix(), pm, rng, abort);
     }
 
-    fn draw_op(&self, rng: &mut Rng) -> Op {
-        let insert = rng.below(100) < self.cfg.insert_percent;
-        let key = rng.below(self.cfg.key_space);
-        if insert {
-            Op::Insert { key, seed: rng.next_u64() }
-        } else {
-            Op::Delete { key }
-        }
+    pub fn data_bytes(&self) -> u64 {
+        self.slab.base.0 + self.slab.bytes()
     }
 
     /// Address of the head pointer of `key`'s bucket.
@@ -264,14 +238,14 @@ impl HashTable {
         pm.compute(self.cfg.compute_cycles_per_insert);
         let found = self.find(pm, key);
         if found.entry != 0 {
-            pm.store(Addr(found.entry + VALUE), &value_bytes(seed));
+            pm.store(Addr(found.entry + VALUE), &kv::value_bytes::<VALUE_BYTES>(seed));
             return;
         }
         let entry = self.slab.alloc(pm).expect("the slab has a slot for every key");
         let mut bytes = [0u8; ENTRY_BYTES as usize];
         bytes[..8].copy_from_slice(&key.to_le_bytes());
         bytes[8..16].copy_from_slice(&found.head.to_le_bytes());
-        bytes[16..].copy_from_slice(&value_bytes(seed));
+        bytes[16..].copy_from_slice(&kv::value_bytes::<VALUE_BYTES>(seed));
         pm.store(entry, &bytes);
         pm.store_u64(self.bucket_of(key), entry.0);
     }
@@ -390,39 +364,10 @@ struct Seen {
     entries: u64,
 }
 
-/// The u64 at `a` of a data area whose length the caller has checked.
-fn rd(data: &[u8], a: u64) -> u64 {
-    u64::from_le_bytes(data[a as usize..a as usize + 8].try_into().unwrap())
-}
-
-/// The 48 value bytes expanded from a 64-bit seed.
-fn value_bytes(seed: u64) -> [u8; VALUE_BYTES] {
-    let mut v = [0u8; VALUE_BYTES];
-    for (i, w) in v.chunks_exact_mut(8).enumerate() {
-        w.copy_from_slice(&seed.wrapping_add((i as u64).wrapping_mul(FIB)).to_le_bytes());
-    }
-    v
-}
-
-/// The value seed of a key written by populate.
-fn populate_seed(key: u64) -> u64 {
-    key ^ POPULATE_SEED
-}
-
-/// `percent`% of `0..key_space`, chosen and ordered at random from a constant seed.
-fn populate_keys(key_space: u64, percent: u64) -> Vec<u64> {
-    let mut keys: Vec<u64> = (0..key_space).collect();
-    let mut rng = Rng::new(POPULATE_SEED);
-    for i in (1..keys.len()).rev() {
-        keys.swap(i, rng.below(i as u64 + 1) as usize);
-    }
-    keys.truncate((key_space * percent / 100) as usize);
-    keys
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::kv::Op;
     use crate::workload::native::Native;
     use std::collections::HashMap;
 
@@ -448,7 +393,7 @@ mod tests {
     fn sorted(model: &HashMap<u64, u64>) -> Vec<(u64, [u8; VALUE_BYTES])> {
         let mut keys: Vec<u64> = model.keys().copied().collect();
         keys.sort_unstable();
-        keys.into_iter().map(|k| (k, value_bytes(model[&k]))).collect()
+        keys.into_iter().map(|k| (k, kv::value_bytes::<VALUE_BYTES>(model[&k]))).collect()
     }
 
     /// Populate a small table, then run `txs` seeded transactions (about 20% aborted), calling
@@ -457,7 +402,11 @@ mod tests {
         let mut w = HashTable::new(&small());
         let mut mem = vec![0u8; w.data_bytes() as usize];
         w.populate(&mut mem);
-        let mut model: HashMap<u64, u64> = populate_keys(512, 50).into_iter().map(|k| (k, populate_seed(k))).collect();
+        let mut model: HashMap<u64, u64> =
+            kv::populate_keys(&Mix { ops_per_tx: 1, insert_percent: 50, key_space: 512, populate_seed: POPULATE_SEED })
+                .into_iter()
+                .map(|k| (k, (k ^ POPULATE_SEED)))
+                .collect();
         each(u64::MAX, &w, &mem, &model);
         let mut pm = Native::new(mem);
         let (mut ops, mut aborts) = (Rng::new(seed), Rng::derive(seed, 2));
@@ -466,7 +415,7 @@ mod tests {
             let mut replay = ops.clone();
             w.run_tx(&mut pm, &mut ops, abort);
             for _ in 0..w.cfg.ops_per_tx {
-                match w.draw_op(&mut replay) {
+                match kv::draw_op(&w.mix(), &mut replay) {
                     Op::Insert { key, seed } if !abort => {
                         model.insert(key, seed);
                     }

@@ -75,6 +75,7 @@
 //! nodes; the reachable node count equals the slab's slots in use, and no free slot is
 //! reachable. It does not check values (the crash checker's prefix comparison covers them).
 
+use super::kv::{self, rd, KvStore, Mix};
 use super::slab::Slab;
 use super::Pm;
 use crate::rng::Rng;
@@ -99,8 +100,6 @@ const BLACK: u64 = 0;
 const RED: u64 = 1;
 /// Seed of the populate phase's key choice and order (a constant: populate is deterministic).
 const POPULATE_SEED: u64 = 0x5242_5452;
-/// Inserts per populate transaction (bounds the native back end's undo buffer).
-const POPULATE_BATCH: usize = 4096;
 
 /// Parameters of the red-black tree workload (`--set workload.rbtree.<key>=v`).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
@@ -164,19 +163,6 @@ impl RbTreeConfig {
     }
 }
 
-/// One operation of a transaction, as drawn from the random stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Op {
-    /// Insert `key` (or overwrite its value) with the value expanded from `seed`.
-    Insert {
-        key: u64,
-        seed: u64,
-    },
-    Delete {
-        key: u64,
-    },
-}
-
 /// The other child side (`LEFT` <-> `RIGHT`).
 fn other(side: u64) -> u64 {
     LEFT + RIGHT - side
@@ -202,56 +188,44 @@ pub struct RbTree {
     slab: Slab,
 }
 
+impl KvStore for RbTree {
+    fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64) {
+        RbTree::insert(self, pm, key, seed)
+    }
+    fn delete<P: Pm>(&self, pm: &mut P, key: u64) {
+        RbTree::delete(self, pm, key)
+    }
+}
+
 impl RbTree {
     pub fn new(cfg: &RbTreeConfig) -> Self {
         RbTree { cfg: cfg.clone(), slab: Slab::new(Addr(0), Addr(NODES_AT), NODE_BYTES, cfg.key_space) }
     }
 
     /// Bytes of data area: header, root pointer, node slab.
-    pub fn data_bytes(&self) -> u64 {
-        self.slab.base.0 + self.slab.bytes()
+    /// The operation mix of this workload.
+    fn mix(&self) -> Mix {
+        Mix {
+            ops_per_tx: self.cfg.ops_per_tx,
+            insert_percent: self.cfg.insert_percent,
+            key_space: self.cfg.key_space,
+            populate_seed: POPULATE_SEED,
+        }
     }
 
-    /// Write the initial tree: `insert_percent`% of the key space, through the workload's own
-    /// insert code on a native back end.
+    /// Write the initial structure: `insert_percent`% of the key space, through the workload's
+    /// own insert code on a native back end.
     pub fn populate(&mut self, data: &mut [u8]) {
-        let n = self.data_bytes() as usize;
-        let mut pm = super::native::Native::new(data[..n].to_vec());
-        let keys = populate_keys(self.cfg.key_space, self.cfg.insert_percent);
-        for batch in keys.chunks(POPULATE_BATCH) {
-            pm.begin();
-            for &key in batch {
-                self.insert(&mut pm, key, populate_seed(key));
-            }
-            pm.commit();
-        }
-        data[..n].copy_from_slice(&pm.mem);
+        kv::populate(self, &self.mix(), data, self.data_bytes() as usize);
     }
 
     /// Exactly one transaction of `ops_per_tx` operations; aborted at the end if `abort`.
     pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
-        pm.begin();
-        for _ in 0..self.cfg.ops_per_tx {
-            match self.draw_op(rng) {
-                Op::Insert { key, seed } => self.insert(pm, key, seed),
-                Op::Delete { key } => self.delete(pm, key),
-            }
-        }
-        if abort {
-            pm.abort();
-        } else {
-            pm.commit();
-        }
+        kv::run_tx(self, &self.mix(), pm, rng, abort);
     }
 
-    fn draw_op(&self, rng: &mut Rng) -> Op {
-        let insert = rng.below(100) < self.cfg.insert_percent;
-        let key = rng.below(self.cfg.key_space);
-        if insert {
-            Op::Insert { key, seed: rng.next_u64() }
-        } else {
-            Op::Delete { key }
-        }
+    pub fn data_bytes(&self) -> u64 {
+        self.slab.base.0 + self.slab.bytes()
     }
 
     /// Descend from the root toward `key`: `(node holding key or 0, last node visited or 0,
@@ -275,7 +249,7 @@ impl RbTree {
         pm.compute(self.cfg.compute_cycles_per_insert);
         let (found, parent, side) = self.search(pm, key);
         if found != 0 {
-            pm.store(Addr(found + VALUE), &value_bytes(seed));
+            pm.store(Addr(found + VALUE), &kv::value_bytes::<VALUE_BYTES>(seed));
             return;
         }
         let z = self.slab.alloc(pm).expect("the slab has a slot for every key").0;
@@ -283,7 +257,7 @@ impl RbTree {
         bytes[KEY as usize..][..8].copy_from_slice(&key.to_le_bytes());
         bytes[PARENT as usize..][..8].copy_from_slice(&parent.to_le_bytes());
         bytes[COLOUR as usize..][..8].copy_from_slice(&RED.to_le_bytes());
-        bytes[VALUE as usize..].copy_from_slice(&value_bytes(seed));
+        bytes[VALUE as usize..].copy_from_slice(&kv::value_bytes::<VALUE_BYTES>(seed));
         pm.store(Addr(z), &bytes);
         if parent == 0 {
             pm.store_u64(ROOT, z);
@@ -603,40 +577,10 @@ impl Walk {
     }
 }
 
-/// The u64 at `a` of a data area whose length the caller has checked.
-fn rd(data: &[u8], a: u64) -> u64 {
-    u64::from_le_bytes(data[a as usize..a as usize + 8].try_into().unwrap())
-}
-
-/// The 24 value bytes expanded from a 64-bit seed.
-fn value_bytes(seed: u64) -> [u8; VALUE_BYTES] {
-    let mut v = [0u8; VALUE_BYTES];
-    for (i, w) in v.chunks_exact_mut(8).enumerate() {
-        let word = seed.wrapping_add((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        w.copy_from_slice(&word.to_le_bytes());
-    }
-    v
-}
-
-/// The value seed of a key written by populate.
-fn populate_seed(key: u64) -> u64 {
-    key ^ POPULATE_SEED
-}
-
-/// `percent`% of `0..key_space`, chosen and ordered at random from a constant seed.
-fn populate_keys(key_space: u64, percent: u64) -> Vec<u64> {
-    let mut keys: Vec<u64> = (0..key_space).collect();
-    let mut rng = Rng::new(POPULATE_SEED);
-    for i in (1..keys.len()).rev() {
-        keys.swap(i, rng.below(i as u64 + 1) as usize);
-    }
-    keys.truncate((key_space * percent / 100) as usize);
-    keys
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::kv::Op;
     use crate::workload::native::Native;
     use std::collections::BTreeMap;
 
@@ -661,7 +605,7 @@ mod tests {
     }
 
     fn expanded(model: &BTreeMap<u64, u64>) -> Vec<(u64, [u8; VALUE_BYTES])> {
-        model.iter().map(|(&k, &s)| (k, value_bytes(s))).collect()
+        model.iter().map(|(&k, &s)| (k, kv::value_bytes::<VALUE_BYTES>(s))).collect()
     }
 
     /// Populate a small tree, then run `txs` seeded transactions (about 20% aborted), calling
@@ -670,7 +614,11 @@ mod tests {
         let mut w = RbTree::new(&small());
         let mut mem = vec![0u8; w.data_bytes() as usize];
         w.populate(&mut mem);
-        let mut model: BTreeMap<u64, u64> = populate_keys(512, 50).into_iter().map(|k| (k, populate_seed(k))).collect();
+        let mut model: BTreeMap<u64, u64> =
+            kv::populate_keys(&Mix { ops_per_tx: 1, insert_percent: 50, key_space: 512, populate_seed: POPULATE_SEED })
+                .into_iter()
+                .map(|k| (k, (k ^ POPULATE_SEED)))
+                .collect();
         each(u64::MAX, &w, &mem, &model);
         let mut pm = Native::new(mem);
         let (mut ops, mut aborts) = (Rng::new(seed), Rng::derive(seed, 2));
@@ -679,7 +627,7 @@ mod tests {
             let mut replay = ops.clone();
             w.run_tx(&mut pm, &mut ops, abort);
             for _ in 0..w.cfg.ops_per_tx {
-                match w.draw_op(&mut replay) {
+                match kv::draw_op(&w.mix(), &mut replay) {
                     Op::Insert { key, seed } if !abort => {
                         model.insert(key, seed);
                     }

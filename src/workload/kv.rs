@@ -1,0 +1,102 @@
+//! The key-value driver shared by the hash table and the red-black tree: the operation mix
+//! (insert or delete of a uniform key), the populate phase (a fixed share of the key space,
+//! inserted through the store's own code on a native back end), and the value bytes expanded
+//! from a seed. A store implements [`KvStore`]; everything else is here, once.
+
+use super::native::Native;
+use super::Pm;
+use crate::rng::Rng;
+
+/// Keys inserted per populate transaction.
+const POPULATE_BATCH: usize = 4096;
+
+/// A persistent key-value structure driven by [`run_tx`] and [`populate`].
+pub trait KvStore {
+    /// Insert `key` (or overwrite its value) with the value expanded from `seed`.
+    fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64);
+    /// Delete `key` if present.
+    fn delete<P: Pm>(&self, pm: &mut P, key: u64);
+}
+
+/// The mix: operations per transaction, share of inserts, key space, populate seed.
+#[derive(Clone, Copy, Debug)]
+pub struct Mix {
+    pub ops_per_tx: u64,
+    pub insert_percent: u64,
+    pub key_space: u64,
+    /// Seeds the populate order and the populated values (distinct per workload).
+    pub populate_seed: u64,
+}
+
+/// One operation, as drawn from the random stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Insert { key: u64, seed: u64 },
+    Delete { key: u64 },
+}
+
+/// Draw, in this order: insert with probability `insert_percent`%, the key, the value seed.
+pub fn draw_op(mix: &Mix, rng: &mut Rng) -> Op {
+    let insert = rng.below(100) < mix.insert_percent;
+    let key = rng.below(mix.key_space);
+    if insert {
+        Op::Insert { key, seed: rng.next_u64() }
+    } else {
+        Op::Delete { key }
+    }
+}
+
+/// Exactly one transaction of `ops_per_tx` operations; aborted at the end if `abort`.
+pub fn run_tx<S: KvStore, P: Pm>(s: &S, mix: &Mix, pm: &mut P, rng: &mut Rng, abort: bool) {
+    pm.begin();
+    for _ in 0..mix.ops_per_tx {
+        match draw_op(mix, rng) {
+            Op::Insert { key, seed } => s.insert(pm, key, seed),
+            Op::Delete { key } => s.delete(pm, key),
+        }
+    }
+    if abort {
+        pm.abort();
+    } else {
+        pm.commit();
+    }
+}
+
+/// Fill `insert_percent`% of the key space (the steady state of the mix) into `data[..n]`.
+pub fn populate<S: KvStore>(s: &S, mix: &Mix, data: &mut [u8], n: usize) {
+    let mut pm = Native::new(data[..n].to_vec());
+    let keys = populate_keys(mix);
+    for batch in keys.chunks(POPULATE_BATCH) {
+        pm.begin();
+        for &key in batch {
+            s.insert(&mut pm, key, key ^ mix.populate_seed);
+        }
+        pm.commit();
+    }
+    data[..n].copy_from_slice(&pm.mem);
+}
+
+/// `insert_percent`% of `0..key_space`, chosen and ordered at random from the populate seed.
+pub fn populate_keys(mix: &Mix) -> Vec<u64> {
+    let mut keys: Vec<u64> = (0..mix.key_space).collect();
+    let mut rng = Rng::new(mix.populate_seed);
+    for i in (1..keys.len()).rev() {
+        keys.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    keys.truncate((mix.key_space * mix.insert_percent / 100) as usize);
+    keys
+}
+
+/// `N` value bytes expanded from a 64-bit seed (`N` a multiple of 8).
+pub fn value_bytes<const N: usize>(seed: u64) -> [u8; N] {
+    let mut v = [0u8; N];
+    for (i, w) in v.chunks_exact_mut(8).enumerate() {
+        w.copy_from_slice(&seed.wrapping_add((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_le_bytes());
+    }
+    v
+}
+
+/// A little-endian u64 of a data area (verifiers).
+pub fn rd(data: &[u8], a: u64) -> u64 {
+    u64::from_le_bytes(data[a as usize..a as usize + 8].try_into().unwrap())
+}
