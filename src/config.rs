@@ -91,6 +91,7 @@ pub struct WorkloadConfig {
     pub hash: crate::workload::hash::HashTableConfig,
     pub rbtree: crate::workload::rbtree::RbTreeConfig,
     pub sdg: crate::workload::sdg::SdgConfig,
+    pub sqlite: crate::workload::sqlite::SqliteConfig,
 }
 
 /// SPS: random swaps of entries of a persistent array of u64.
@@ -128,6 +129,7 @@ impl Default for Config {
                 hash: Default::default(),
                 rbtree: Default::default(),
                 sdg: Default::default(),
+                sqlite: Default::default(),
             },
         }
     }
@@ -224,6 +226,7 @@ impl Config {
         self.workload.hash.validate().map_err(ConfigError)?;
         self.workload.rbtree.validate().map_err(ConfigError)?;
         self.workload.sdg.validate().map_err(ConfigError)?;
+        self.workload.sqlite.validate().map_err(ConfigError)?;
         Ok(())
     }
 

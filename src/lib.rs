@@ -36,5 +36,6 @@ pub mod recovery;
 pub mod rng;
 pub mod runner;
 pub mod sim;
+pub mod sqlite;
 pub mod types;
 pub mod workload;

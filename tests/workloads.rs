@@ -14,6 +14,8 @@ const SMALL: &[&str] = &[
     "workload.sdg.vertices=4096",
     "workload.sdg.initial_edges=8192",
     "workload.sdg.max_edges=16384",
+    "workload.sqlite.rows=2048",
+    "workload.sqlite.file_capacity_bytes=4194304",
     "log.size_bytes=4194304",
 ];
 

@@ -13,6 +13,7 @@ pub mod rbtree;
 pub mod sdg;
 pub mod slab;
 pub mod sps;
+pub mod sqlite;
 
 use crate::config::Config;
 use crate::rng::Rng;
@@ -124,6 +125,7 @@ workloads! {
     Hash "hash" hash::HashTable.hash;
     RbTree "rbtree" rbtree::RbTree.rbtree;
     Sdg "sdg" sdg::Sdg.sdg;
+    Sqlite "sqlite" sqlite::Sqlite.sqlite;
 }
 
 impl WorkloadKind {
