@@ -62,6 +62,20 @@ pub fn run_tx<S: KvStore, P: Pm>(s: &S, mix: &Mix, pm: &mut P, rng: &mut Rng, ab
     }
 }
 
+/// The operations of one transaction drawn from `rng` (a copy of the stream the transaction
+/// used), for models: test oracles replay them into a std collection.
+pub fn for_each_op(mix: &Mix, rng: &mut Rng, mut f: impl FnMut(Op)) {
+    for _ in 0..mix.ops_per_tx {
+        f(draw_op(mix, rng));
+    }
+}
+
+/// The (key, value seed) pairs that [`populate`] inserts, for models.
+pub fn populated(mix: &Mix) -> impl Iterator<Item = (u64, u64)> {
+    let seed = mix.populate_seed;
+    populate_keys(mix).into_iter().map(move |k| (k, k ^ seed))
+}
+
 /// Fill `insert_percent`% of the key space (the steady state of the mix) into `data[..n]`.
 pub fn populate<S: KvStore>(s: &S, mix: &Mix, data: &mut [u8], n: usize) {
     let mut pm = Native::new(data[..n].to_vec());

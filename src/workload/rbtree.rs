@@ -614,11 +614,7 @@ mod tests {
         let mut w = RbTree::new(&small());
         let mut mem = vec![0u8; w.data_bytes() as usize];
         w.populate(&mut mem);
-        let mut model: BTreeMap<u64, u64> =
-            kv::populate_keys(&Mix { ops_per_tx: 1, insert_percent: 50, key_space: 512, populate_seed: POPULATE_SEED })
-                .into_iter()
-                .map(|k| (k, (k ^ POPULATE_SEED)))
-                .collect();
+        let mut model: BTreeMap<u64, u64> = kv::populated(&w.mix()).collect();
         each(u64::MAX, &w, &mem, &model);
         let mut pm = Native::new(mem);
         let (mut ops, mut aborts) = (Rng::new(seed), Rng::derive(seed, 2));
@@ -626,16 +622,15 @@ mod tests {
             let abort = aborts.chance(0.2);
             let mut replay = ops.clone();
             w.run_tx(&mut pm, &mut ops, abort);
-            for _ in 0..w.cfg.ops_per_tx {
-                match kv::draw_op(&w.mix(), &mut replay) {
-                    Op::Insert { key, seed } if !abort => {
+            if !abort {
+                kv::for_each_op(&w.mix(), &mut replay, |op| match op {
+                    Op::Insert { key, seed } => {
                         model.insert(key, seed);
                     }
-                    Op::Delete { key } if !abort => {
+                    Op::Delete { key } => {
                         model.remove(&key);
                     }
-                    _ => {}
-                }
+                });
             }
             each(tx, &w, &pm.mem, &model);
         }
