@@ -125,8 +125,10 @@ impl SetAssoc {
         if r == 0 {
             return;
         }
-        let below = o & low_mask(4 * r);
-        let above = o & !low_mask(4 * (r + 1));
+        // r <= 15: `m << 4` wraps to 0 at r = 15, so `above` is then empty, without a branch.
+        let m = 1u64 << (4 * r);
+        let below = o & (m - 1);
+        let above = o & !(m << 4).wrapping_sub(1);
         self.order[set] = above | (below << 4) | way as u64;
     }
 
