@@ -17,6 +17,7 @@ pub struct Config {
     pub llc: CacheConfig,
     pub memory: MemoryConfig,
     pub log: LogConfig,
+    pub pcm: crate::pcm::PcmConfig,
     pub swal: SwalConfig,
     pub workload: WorkloadConfig,
 }
@@ -55,6 +56,9 @@ pub struct MemoryConfig {
     pub write_queue_entries: u64,
     /// Asynchronous DRAM refresh: a write is durable once the controller accepts it.
     pub adr: bool,
+    /// `ideal`: fixed latencies (Table I); `pcm`: the bit-accurate device of `[pcm]` decides
+    /// each write's latency and counts every programmed cell.
+    pub device: String,
 }
 
 /// The memory log area (hardware logs, and the software log of S-WAL).
@@ -119,8 +123,10 @@ impl Default for Config {
                 write_latency_ns: 168,
                 write_queue_entries: 32,
                 adr: false,
+                device: "ideal".into(),
             },
             log: LogConfig { size_bytes: 32 << 20 },
+            pcm: Default::default(),
             swal: SwalConfig { append_instructions: 6, lookup_instructions: 10, apply_instructions: 4 },
             workload: WorkloadConfig {
                 warmup_txs: 20_000,
@@ -146,6 +152,16 @@ impl std::fmt::Display for ConfigError {
 }
 
 impl Config {
+    /// The shortest time a write can take on the configured device, in cycles (what in-controller
+    /// ordering may rely on: a write started later than another by more than the difference of
+    /// their latencies completes later).
+    pub fn min_write_cycles(&self) -> u64 {
+        match self.memory.device.as_str() {
+            "pcm" => self.ns_to_cycles(self.pcm.write_overhead_ns),
+            _ => self.ns_to_cycles(self.memory.write_latency_ns),
+        }
+    }
+
     /// Convert a latency in ns to core cycles, rounding up.
     pub fn ns_to_cycles(&self, ns: u64) -> u64 {
         (ns * self.core.freq_mhz).div_ceil(1000)
@@ -222,6 +238,10 @@ impl Config {
         if !(1..=4096).contains(&s.swaps_per_tx) {
             return err("workload.sps.swaps_per_tx", s.swaps_per_tx, "1..=4096");
         }
+        if !["ideal", "pcm"].contains(&self.memory.device.as_str()) {
+            return Err(ConfigError(format!("memory.device = {}: allowed ideal, pcm", self.memory.device)));
+        }
+        self.pcm.validate().map_err(ConfigError)?;
         self.workload.btree.validate().map_err(ConfigError)?;
         self.workload.hash.validate().map_err(ConfigError)?;
         self.workload.rbtree.validate().map_err(ConfigError)?;
@@ -370,6 +390,15 @@ mod tests {
         assert_eq!(e.0, "memory.banks = 0: allowed 1..=1024");
         let e = Config::build(None, &["l1.size_bytes=1000".into()]).unwrap_err();
         assert!(e.0.starts_with("l1.size_bytes = 1000"), "{e}");
+    }
+
+    #[test]
+    fn the_memory_device_is_ideal_or_pcm() {
+        assert_eq!(Config::build(None, &["memory.device=pcm".into()]).unwrap().memory.device, "pcm");
+        let e = Config::build(None, &["memory.device=flash".into()]).unwrap_err();
+        assert_eq!(e.0, "memory.device = flash: allowed ideal, pcm");
+        let e = Config::build(None, &["pcm.write_mode=\"sometimes\"".into()]).unwrap_err();
+        assert!(e.0.contains("write_mode"), "{e}");
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod crash;
 pub mod log;
 pub mod machine;
 pub mod memctl;
+pub mod pcm;
 pub mod pmem;
 pub mod protocol;
 pub mod recovery;

@@ -136,6 +136,9 @@ pub struct Machine {
     pub nvm: Vec<u8>,
     /// Keep payloads: maintain `nvm` and record write data.
     pub keep_bytes: bool,
+    /// The bit-accurate PCM device, when `memory.device = "pcm"` (it needs `keep_bytes`).
+    pub pcm: Option<crate::pcm::Pcm>,
+    freq_mhz: u64,
     pub record: Option<Recorder>,
     /// Dirty LLC victims carrying a transaction tag, for the protocol to place (log or home).
     pub tx_victims: Vec<Victim>,
@@ -164,7 +167,14 @@ impl Machine {
     pub fn with_bytes(cfg: &Config, layout: Layout, initial: Vec<u8>, record: bool, keep_bytes: bool) -> Machine {
         assert_eq!(initial.len() as u64, layout.total_bytes());
         assert!(keep_bytes || !record, "recording needs the payloads");
+        let pcm = (cfg.memory.device == "pcm").then(|| {
+            let regions = [("data", 0, layout.data_bytes), ("log", layout.log_base, layout.log_bytes)];
+            crate::pcm::Pcm::new(&cfg.pcm, layout.total_bytes(), &regions)
+        });
+        let keep_bytes = keep_bytes || pcm.is_some();
         Machine {
+            pcm,
+            freq_mhz: cfg.core.freq_mhz,
             now: 0,
             layout,
             hier: Hierarchy::new(cfg),
@@ -217,6 +227,9 @@ impl Machine {
         if a.level == HitLevel::Memory {
             self.issue_deferred(self.now);
             self.now = self.ctl.read(self.now, b);
+            if let Some(p) = &mut self.pcm {
+                p.read(64);
+            }
         }
         if let Some(v) = a.victim {
             if v.tag == 0 {
@@ -324,7 +337,14 @@ impl Machine {
         data: Option<&BlockData>,
         min_start: Cycle,
     ) -> WriteTiming {
-        let t = self.ctl.write_after(at, b, min_start);
+        let t = match (&mut self.pcm, data) {
+            (Some(p), Some(d)) => {
+                let cost = p.write(b.addr().0, &self.nvm[b.range()], d);
+                let cycles = (cost.latency_ns * self.freq_mhz).div_ceil(1000);
+                self.ctl.write_timed(at, b, min_start, cycles)
+            }
+            _ => self.ctl.write_after(at, b, min_start),
+        };
         self.stats.write_bytes_by_kind[kind as usize] += 64;
         if let (true, Some(data)) = (self.keep_bytes, data) {
             self.nvm[b.range()].copy_from_slice(data);

@@ -54,6 +54,8 @@ pub struct RunResult {
     pub mem_write_bytes_by_kind: BTreeMap<&'static str, u64>,
     /// Protocol-specific event counts over the measured region.
     pub protocol_counters: BTreeMap<&'static str, u64>,
+    /// Endurance and energy of the PCM device (null unless `memory.device = "pcm"`).
+    pub pcm: Option<PcmFigures>,
     pub pset_blocks_per_tx: f64,
     /// NVM bytes written to the log area (log data, metadata, commit records, head).
     pub log_write_bytes: u64,
@@ -74,6 +76,38 @@ pub struct RunResult {
     pub version: &'static str,
     pub git_rev: &'static str,
     pub config_hash: String,
+}
+
+/// Endurance and energy of a run on the PCM device, over the measured region.
+#[derive(Clone, Debug, Serialize)]
+pub struct PcmFigures {
+    /// Cells programmed (data and flip cells).
+    pub total_bit_updates: u64,
+    /// Programs of the most programmed cell.
+    pub max_bit_updates: u64,
+    /// Per region: totals, maximum and a log2 histogram of programs per cell.
+    pub regions: Vec<crate::pcm::RegionWear>,
+    pub energy_nj: f64,
+    /// Time until the most programmed cell reaches `pcm.cell_endurance_writes` at this rate.
+    pub lifetime_years: Option<f64>,
+    /// Host memory of the wear counters.
+    pub counter_host_bytes: u64,
+}
+
+fn pcm_figures(p: &crate::pcm::Pcm, spec: &RunSpec, cycles: u64) -> PcmFigures {
+    let regions = p.wear.regions();
+    let max = regions.iter().map(|r| r.max_bit_updates).max().unwrap_or(0);
+    let seconds = cycles as f64 / (spec.cfg.core.freq_mhz as f64 * 1e6);
+    let lifetime_years =
+        (max > 0).then(|| p.config().cell_endurance_writes / max as f64 * seconds / (365.25 * 24.0 * 3600.0));
+    PcmFigures {
+        total_bit_updates: p.wear.total_bit_updates,
+        max_bit_updates: max,
+        regions,
+        energy_nj: p.energy_nj(seconds),
+        lifetime_years,
+        counter_host_bytes: p.wear.host_bytes(),
+    }
 }
 
 /// What the crash checker needs from a recorded run.
@@ -102,10 +136,7 @@ pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
     match spec.protocol {
         ProtocolKind::Baseline => drive(spec, wl, layout, Baseline),
         ProtocolKind::HWal => drive(spec, wl, layout, HWal::new(&layout, spec.bug)),
-        ProtocolKind::EcWal => {
-            let write_cycles = spec.cfg.ns_to_cycles(spec.cfg.memory.write_latency_ns);
-            drive(spec, wl, layout, EcWal::new(&layout, write_cycles, spec.bug))
-        }
+        ProtocolKind::EcWal => drive(spec, wl, layout, EcWal::new(&layout, spec.cfg.min_write_cycles(), spec.bug)),
         ProtocolKind::SWal => drive(spec, wl, layout, SWal::new(&layout, &spec.cfg.swal, spec.bug)),
     }
 }
@@ -137,6 +168,9 @@ fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) ->
     }
     let (s0, f0, c0) = (sim.m.stats(), sim.stats.clone(), sim.m.now);
     let p0 = sim.p.counters();
+    if let Some(p) = &mut sim.m.pcm {
+        p.reset_stats();
+    }
     sim.m.commit_latency = Default::default();
     let host = Instant::now();
     for _ in 0..spec.txs {
@@ -151,6 +185,9 @@ fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) ->
     f.program_write_bytes -= f0.program_write_bytes;
     f.pset_blocks -= f0.pset_blocks;
     let mut result = figures(spec, &d, &f, end_cycle - c0, host_seconds);
+    if let Some(p) = &sim.m.pcm {
+        result.pcm = Some(pcm_figures(p, spec, end_cycle - c0));
+    }
     result.commit_to_ack_mean_cycles = sim.m.commit_latency.mean();
     result.commit_to_ack_p99_cycles = sim.m.commit_latency.quantile(0.99);
     for ((name, v), (_, v0)) in sim.p.counters().into_iter().zip(p0) {
@@ -203,6 +240,7 @@ fn figures(spec: &RunSpec, d: &MachineStats, f: &crate::sim::FrontStats, cycles:
         write_traffic: ratio(d.mem_write_bytes() as f64, f.program_write_bytes as f64),
         mem_write_bytes_by_kind: by_kind,
         protocol_counters: BTreeMap::new(),
+        pcm: None,
         pset_blocks_per_tx: ratio(f.pset_blocks as f64, f.txs_committed as f64),
         log_write_bytes: d.mem_write_bytes() - d.write_bytes_by_kind[WriteKind::Home as usize],
         commit_to_ack_mean_cycles: 0.0,

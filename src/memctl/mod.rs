@@ -98,6 +98,13 @@ impl MemCtl {
     /// write started later on any bank completes later).
     #[inline]
     pub fn write_after(&mut self, now: Cycle, b: BlockId, min_start: Cycle) -> WriteTiming {
+        self.write_timed(now, b, min_start, self.write_cycles)
+    }
+
+    /// [`MemCtl::write_after`] for a write whose device time is `cycles` (a PCM device decides
+    /// it per write, from the cells it programs).
+    #[inline]
+    pub fn write_timed(&mut self, now: Cycle, b: BlockId, min_start: Cycle, cycles: Cycle) -> WriteTiming {
         while let Some(&Reverse(d)) = self.queue.peek() {
             if d > now {
                 break;
@@ -112,7 +119,7 @@ impl MemCtl {
         }
         let bank = self.bank_of(b);
         let start = accepted.max(self.bank_free[bank]).max(min_start);
-        let done = start + self.write_cycles;
+        let done = start + cycles;
         self.bank_free[bank] = done;
         self.queue.push(Reverse(done));
         self.writes += 1;

@@ -30,8 +30,8 @@ struct Group {
     at: BlockId,
     tags: [Option<BlkTag>; DATA_SLOTS],
     n: usize,
-    /// Latest start cycle of the group's data writes: its META starts after it.
-    data_start: Cycle,
+    /// Latest completion cycle of the group's data writes: its META completes after it.
+    data_done: Cycle,
     /// Tags changed since the META was last written.
     meta_stale: bool,
 }
@@ -94,7 +94,7 @@ impl EcWal {
         let sid = self.next_sid;
         self.next_sid += 1;
         let at = BlockId(self.log0.0 + 1 + GROUP_BLOCKS * (sid % self.groups));
-        Group { sid, at, tags: [None; DATA_SLOTS], n: 0, data_start: 0, meta_stale: false }
+        Group { sid, at, tags: [None; DATA_SLOTS], n: 0, data_done: 0, meta_stale: false }
     }
 
     /// Log block `b` into the next slot; `last` marks the transaction's final log block.
@@ -115,7 +115,7 @@ impl EcWal {
             let t = m.write_from_arch(at, WriteKind::LogData, b);
             m.wait_until(t.accepted);
             self.tx_log_done = self.tx_log_done.max(t.durable);
-            g.data_start = g.data_start.max(t.done - self.write_cycles);
+            g.data_done = g.data_done.max(t.done);
         }
         if g.n == DATA_SLOTS {
             self.write_meta(m, &mut g);
@@ -127,7 +127,12 @@ impl EcWal {
     /// Write the group's META; the controller starts it after the group's data writes.
     fn write_meta(&mut self, m: &mut Machine, g: &mut Group) {
         let meta = Meta { sid: g.sid, tags: g.tags };
-        let after = if self.bug == Some(Bug::MetaBeforeData) { 0 } else { g.data_start + 1 };
+        // Started later than every data write's completion minus the shortest write latency, the
+        // META completes after all of them, whatever the device's latencies.
+        let after = match self.bug {
+            Some(Bug::MetaBeforeData) => 0,
+            _ => (g.data_done + 1).saturating_sub(self.write_cycles),
+        };
         let t = m.write_encoded_after(BlockId(g.at.0 + DATA_SLOTS as u64), WriteKind::LogMeta, after, || meta.encode());
         m.wait_until(t.accepted);
         self.tx_log_done = self.tx_log_done.max(t.durable);

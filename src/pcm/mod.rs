@@ -1,0 +1,235 @@
+//! A bit-accurate phase-change memory device (`memory.device = "pcm"`): what each block write
+//! programs, cell by cell, what it costs in time and energy, and how it wears the cells.
+//!
+//! A write compares the cells' stored contents with the new data. `write-all` programs every
+//! cell; `diff` (differential write) only the cells whose value changes; `fnw` (Flip-N-Write)
+//! also keeps one flip cell per `fnw_word_bits`-bit word and stores a word inverted when that
+//! programs fewer cells, the flip cell counted (ties do not flip). Stored contents are the data
+//! XOR the word's flip state, so the flip state is part of the device.
+//!
+//! Latency: the device programs 32-byte chunks, one per chip at a time, `chips` chips in
+//! parallel: a write costs `write_overhead_ns` plus one `chunk_program_ns` step per `chips`
+//! programmed chunks (a step every 128 bytes by default); a chunk with no programmed cell costs
+//! nothing. Energy: per programmed cell, per read bit, and background power over time.
+//!
+//! Left out: programming asymmetry between SET and RESET, drift, resistance levels (MLC).
+
+mod wear;
+
+pub use wear::{RegionWear, Wear};
+
+use serde::{Deserialize, Serialize};
+
+/// How a write programs cells.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteMode {
+    /// Every cell of the block is programmed.
+    WriteAll,
+    /// Only cells whose value changes.
+    Diff,
+    /// Differential write over Flip-N-Write words.
+    Fnw,
+}
+
+/// The PCM device's parameters (`[pcm]`; sources in docs/pcm.md).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PcmConfig {
+    /// `fnw`, `diff` or `write-all`.
+    pub write_mode: WriteMode,
+    /// Bits per Flip-N-Write word (one flip cell each).
+    pub fnw_word_bits: u64,
+    /// Bytes a chip programs as one unit.
+    pub chunk_bytes: u64,
+    /// Chips programming in parallel.
+    pub chips: u64,
+    /// Fixed part of a write (row activation and the read of old contents), ns.
+    pub write_overhead_ns: u64,
+    /// Time to program one chunk on one chip, ns.
+    pub chunk_program_ns: u64,
+    /// Energy to program one cell, pJ.
+    pub program_energy_pj_per_bit: f64,
+    /// Energy to read one cell, pJ.
+    pub read_energy_pj_per_bit: f64,
+    /// Background power of the device, mW.
+    pub background_power_mw: f64,
+    /// Programs a cell survives, for the lifetime estimate.
+    pub cell_endurance_writes: f64,
+}
+
+impl Default for PcmConfig {
+    fn default() -> Self {
+        PcmConfig {
+            write_mode: WriteMode::Fnw,
+            fnw_word_bits: 64,
+            chunk_bytes: 32,
+            chips: 4,
+            write_overhead_ns: 120,
+            chunk_program_ns: 150,
+            program_energy_pj_per_bit: 16.8,
+            read_energy_pj_per_bit: 2.47,
+            background_power_mw: 40.0,
+            cell_endurance_writes: 1e8,
+        }
+    }
+}
+
+impl PcmConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if ![8, 16, 32, 64].contains(&self.fnw_word_bits) {
+            return Err(format!("pcm.fnw_word_bits = {}: allowed 8, 16, 32, 64", self.fnw_word_bits));
+        }
+        if ![8, 16, 32, 64].contains(&self.chunk_bytes) {
+            return Err(format!("pcm.chunk_bytes = {}: allowed 8, 16, 32, 64", self.chunk_bytes));
+        }
+        if !(1..=64).contains(&self.chips) {
+            return Err(format!("pcm.chips = {}: allowed 1..=64", self.chips));
+        }
+        if self.cell_endurance_writes.is_nan() || self.cell_endurance_writes < 1.0 {
+            return Err(format!("pcm.cell_endurance_writes = {}: allowed >= 1", self.cell_endurance_writes));
+        }
+        Ok(())
+    }
+}
+
+/// What one write programmed and cost.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct WriteCost {
+    /// Data cells programmed.
+    pub data_bits: u64,
+    /// Flip cells programmed.
+    pub flip_bits: u64,
+    /// Chunks with at least one programmed cell.
+    pub chunks: u64,
+    /// Device time of the write, ns.
+    pub latency_ns: u64,
+}
+
+/// The device: flip state of every word, wear of every cell, energy.
+pub struct Pcm {
+    cfg: PcmConfig,
+    /// One bit per FNW word of the device: stored inverted.
+    flips: Vec<u64>,
+    pub wear: Wear,
+    pub program_pj: f64,
+    pub read_pj: f64,
+}
+
+impl Pcm {
+    /// A device of `bytes` bytes whose regions (name, first byte, bytes) are reported apart.
+    pub fn new(cfg: &PcmConfig, bytes: u64, regions: &[(&'static str, u64, u64)]) -> Pcm {
+        let words = bytes * 8 / cfg.fnw_word_bits;
+        Pcm {
+            cfg: cfg.clone(),
+            flips: vec![0; words.div_ceil(64) as usize],
+            wear: Wear::new(bytes, cfg.fnw_word_bits, regions),
+            program_pj: 0.0,
+            read_pj: 0.0,
+        }
+    }
+
+    /// Forget wear and energy so far (start of the measured region); the cells keep their
+    /// contents and flip states.
+    pub fn reset_stats(&mut self) {
+        self.wear.clear();
+        self.program_pj = 0.0;
+        self.read_pj = 0.0;
+    }
+
+    #[inline]
+    fn flip(&self, w: u64) -> bool {
+        self.flips[(w / 64) as usize] >> (w % 64) & 1 == 1
+    }
+
+    #[inline]
+    fn set_flip(&mut self, w: u64, f: bool) {
+        let (i, m) = ((w / 64) as usize, 1u64 << (w % 64));
+        if f {
+            self.flips[i] |= m;
+        } else {
+            self.flips[i] &= !m;
+        }
+    }
+
+    /// Write `new` over `old` (the data currently stored logically) at byte `addr`; both slices
+    /// have the same length, a multiple of the word size, and `addr` is word-aligned.
+    pub fn write(&mut self, addr: u64, old: &[u8], new: &[u8]) -> WriteCost {
+        let wb = (self.cfg.fnw_word_bits / 8) as usize;
+        debug_assert!(old.len() == new.len() && old.len().is_multiple_of(wb) && addr.is_multiple_of(wb as u64));
+        let mut cost = WriteCost::default();
+        let chunk = self.cfg.chunk_bytes as usize;
+        let mut chunk_dirty = false;
+        for (i, (o, n)) in old.chunks(wb).zip(new.chunks(wb)).enumerate() {
+            let w = addr / wb as u64 + i as u64;
+            let mask = if wb == 8 { u64::MAX } else { (1u64 << (8 * wb)) - 1 };
+            let (o, n) = (word(o), word(n));
+            let old_flip = self.flip(w);
+            let stored_old = if old_flip { !o & mask } else { o };
+            let (new_flip, stored_new) = self.choose(stored_old, n, old_flip, mask);
+            let changed = stored_old ^ stored_new;
+            let flip_changed = old_flip != new_flip;
+            if self.cfg.write_mode == WriteMode::WriteAll {
+                self.wear.program_word(w, mask, false);
+                cost.data_bits += 8 * wb as u64;
+            } else {
+                self.wear.program_word(w, changed, flip_changed);
+                cost.data_bits += changed.count_ones() as u64;
+                cost.flip_bits += flip_changed as u64;
+            }
+            self.set_flip(w, new_flip);
+            chunk_dirty |= changed != 0 || flip_changed || self.cfg.write_mode == WriteMode::WriteAll;
+            if ((i + 1) * wb).is_multiple_of(chunk) || (i + 1) * wb == old.len() {
+                cost.chunks += chunk_dirty as u64;
+                chunk_dirty = false;
+            }
+        }
+        let steps = cost.chunks.div_ceil(self.cfg.chips);
+        cost.latency_ns = self.cfg.write_overhead_ns + steps * self.cfg.chunk_program_ns;
+        self.program_pj += (cost.data_bits + cost.flip_bits) as f64 * self.cfg.program_energy_pj_per_bit;
+        // Differential write reads the old contents first.
+        if self.cfg.write_mode != WriteMode::WriteAll {
+            self.read_pj += (old.len() * 8) as f64 * self.cfg.read_energy_pj_per_bit;
+        }
+        cost
+    }
+
+    /// Flip decision of one word: (flip state, stored bits).
+    #[inline]
+    fn choose(&self, stored_old: u64, n: u64, old_flip: bool, mask: u64) -> (bool, u64) {
+        if self.cfg.write_mode != WriteMode::Fnw {
+            return (false, n);
+        }
+        let plain = (stored_old ^ n).count_ones() + old_flip as u32;
+        let inverted = (stored_old ^ (!n & mask)).count_ones() + !old_flip as u32;
+        if inverted < plain {
+            (true, !n & mask)
+        } else {
+            (false, n)
+        }
+    }
+
+    /// Account a read of `bytes`.
+    pub fn read(&mut self, bytes: u64) {
+        self.read_pj += (bytes * 8) as f64 * self.cfg.read_energy_pj_per_bit;
+    }
+
+    /// Total energy in nJ over `seconds` of device time (programming, reads, background).
+    pub fn energy_nj(&self, seconds: f64) -> f64 {
+        (self.program_pj + self.read_pj) / 1000.0 + self.cfg.background_power_mw * seconds * 1e6
+    }
+
+    pub fn config(&self) -> &PcmConfig {
+        &self.cfg
+    }
+}
+
+#[inline]
+fn word(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w[..b.len()].copy_from_slice(b);
+    u64::from_le_bytes(w)
+}
+
+#[cfg(test)]
+mod tests;

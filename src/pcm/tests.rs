@@ -1,0 +1,139 @@
+//! Hand-computed cell counts, the Flip-N-Write boundary, latency steps and wear bookkeeping.
+
+use super::*;
+
+fn pcm(mode: WriteMode) -> Pcm {
+    let cfg = PcmConfig { write_mode: mode, ..PcmConfig::default() };
+    Pcm::new(&cfg, 1 << 16, &[("data", 0, 1 << 15), ("log", 1 << 15, 1 << 15)])
+}
+
+fn word_bytes(v: u64) -> [u8; 8] {
+    v.to_le_bytes()
+}
+
+/// A 64-bit word with the low `k` bits set.
+fn low_bits(k: u32) -> u64 {
+    if k == 64 {
+        u64::MAX
+    } else {
+        (1u64 << k) - 1
+    }
+}
+
+#[test]
+fn differential_write_programs_only_the_changed_cells() {
+    let mut p = pcm(WriteMode::Diff);
+    let c = p.write(0, &word_bytes(0b1010), &word_bytes(0b0110));
+    assert_eq!((c.data_bits, c.flip_bits, c.chunks), (2, 0, 1));
+    let c = p.write(0, &word_bytes(7), &word_bytes(7));
+    assert_eq!((c.data_bits, c.chunks), (0, 0), "a silent write programs nothing");
+}
+
+#[test]
+fn flip_n_write_stores_a_word_inverted_when_40_bits_change() {
+    let mut p = pcm(WriteMode::Fnw);
+    let c = p.write(0, &word_bytes(0), &word_bytes(low_bits(40)));
+    assert_eq!((c.data_bits, c.flip_bits), (24, 1), "24 data cells + 1 flip cell instead of 40");
+    // Writing the same data again programs nothing: the inverted storage already holds it.
+    let c = p.write(0, &word_bytes(low_bits(40)), &word_bytes(low_bits(40)));
+    assert_eq!((c.data_bits, c.flip_bits), (0, 0));
+    // Back to all zeros: the stored word is !low40 (24 ones). Un-flipped, 0 differs from it in
+    // 24 cells, plus the flip cell: 25; kept inverted, !0 differs in 40. So it un-flips.
+    let c = p.write(0, &word_bytes(low_bits(40)), &word_bytes(0));
+    assert_eq!((c.data_bits, c.flip_bits), (24, 1));
+}
+
+#[test]
+fn flip_n_write_keeps_32_changed_bits_and_flips_33() {
+    // plain and inverted costs differ by an odd number (the flip cell counts), so no exact tie
+    // exists: 32 changed cells cost 32 plain against 32 + 1 inverted; 33 cost 33 against 31 + 1.
+    let mut p = pcm(WriteMode::Fnw);
+    let c = p.write(0, &word_bytes(0), &word_bytes(low_bits(32)));
+    assert_eq!((c.data_bits, c.flip_bits), (32, 0));
+    let c = p.write(8, &word_bytes(0), &word_bytes(low_bits(33)));
+    assert_eq!((c.data_bits, c.flip_bits), (31, 1));
+}
+
+#[test]
+fn write_all_programs_every_cell_of_the_block() {
+    let mut p = pcm(WriteMode::WriteAll);
+    let c = p.write(64, &[0u8; 64], &[0u8; 64]);
+    assert_eq!((c.data_bits, c.flip_bits, c.chunks), (512, 0, 2));
+}
+
+#[test]
+fn latency_takes_a_step_per_four_programmed_chunks_that_is_every_128_bytes() {
+    let cfg = PcmConfig::default();
+    let (o, s) = (cfg.write_overhead_ns, cfg.chunk_program_ns);
+    let mut p = pcm(WriteMode::Diff);
+    let old = [0u8; 256];
+    let mut new = [0u8; 256];
+    assert_eq!(p.write(0, &old[..64], &new[..64]).latency_ns, o, "nothing programmed: no step");
+    new[0] = 1;
+    assert_eq!(p.write(0, &old[..64], &new[..64]).latency_ns, o + s, "one chunk: one step");
+    let mut p = pcm(WriteMode::Diff);
+    for c in 0..4 {
+        new[32 * c] = 1;
+    }
+    assert_eq!(p.write(0, &old[..128], &new[..128]).latency_ns, o + s, "four chunks over four chips: one step");
+    let mut p = pcm(WriteMode::Diff);
+    new[128] = 1;
+    let c = p.write(0, &old[..160], &new[..160]);
+    assert_eq!((c.chunks, c.latency_ns), (5, o + 2 * s), "a fifth chunk past 128 bytes: a second step");
+}
+
+#[test]
+fn wear_counts_each_cell_and_reports_totals_maxima_and_histograms_per_region() {
+    let mut p = pcm(WriteMode::Diff);
+    let (a, b) = (word_bytes(0), word_bytes(1));
+    for i in 0..3 {
+        let (o, n) = if i % 2 == 0 { (a, b) } else { (b, a) };
+        p.write(0, &o, &n);
+    }
+    p.write(1 << 15, &word_bytes(0), &word_bytes(0b11));
+    assert_eq!(p.wear.count(0, false), 3);
+    assert_eq!(p.wear.count(1, false), 0);
+    assert_eq!(p.wear.total_bit_updates, 5);
+    let r = p.wear.regions();
+    assert_eq!((r[0].name, r[0].total_bit_updates, r[0].max_bit_updates), ("data", 3, 3));
+    assert_eq!(r[0].histogram, vec![0, 1], "one cell programmed 2..3 times");
+    assert_eq!((r[1].total_bit_updates, r[1].max_bit_updates, r[1].histogram.clone()), (2, 1, vec![2]));
+}
+
+#[test]
+fn a_cell_programmed_past_the_u16_range_keeps_its_exact_count() {
+    let mut p = pcm(WriteMode::Diff);
+    for i in 0..70_000u32 {
+        let (o, n) = if i % 2 == 0 { (0u64, 1u64) } else { (1, 0) };
+        p.write(0, &word_bytes(o), &word_bytes(n));
+    }
+    assert_eq!(p.wear.count(0, false), 70_000);
+    assert_eq!(p.wear.regions()[0].max_bit_updates, 70_000);
+}
+
+#[test]
+fn flip_cells_wear_too() {
+    let mut p = pcm(WriteMode::Fnw);
+    p.write(0, &word_bytes(0), &word_bytes(u64::MAX));
+    assert_eq!(p.wear.count(0, true), 1, "the flip cell of word 0 was programmed once");
+    assert_eq!(p.wear.total_bit_updates, 1, "all ones stored as zeros: only the flip cell");
+}
+
+#[test]
+fn energy_counts_programmed_cells_reads_and_background() {
+    let cfg = PcmConfig::default();
+    let mut p = pcm(WriteMode::Diff);
+    p.write(0, &word_bytes(0), &word_bytes(0xF));
+    let want = 4.0 * cfg.program_energy_pj_per_bit + 64.0 * cfg.read_energy_pj_per_bit;
+    assert!((p.energy_nj(0.0) * 1000.0 - want).abs() < 1e-9);
+    assert!((p.energy_nj(1e-3) - p.energy_nj(0.0) - cfg.background_power_mw * 1e-3 * 1e6).abs() < 1e-6);
+}
+
+#[test]
+fn counters_are_allocated_only_for_pages_written() {
+    let mut p = pcm(WriteMode::Diff);
+    let empty = p.wear.host_bytes();
+    p.write(8192, &word_bytes(0), &word_bytes(1));
+    let one = p.wear.host_bytes();
+    assert!(one > empty && one - empty == (4096 * 8 + 4096 * 8 / 64) * 2, "{empty} {one}");
+}
