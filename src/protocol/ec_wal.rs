@@ -15,13 +15,13 @@
 //! Aborts rewind group allocation to the transaction's first group; TxIDs advance at every
 //! begin, so a stale group of an aborted transaction can never be counted for another one.
 
-use super::redo::RedoSet;
+use super::redo::{RedoProtocol, RedoSet};
 use super::{Bug, Protocol};
 use crate::log::ec::{BlkTag, Meta, DATA_SLOTS, GROUP_BLOCKS};
 use crate::log::head::{LogFormat, LogHead};
 use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
-use crate::types::{blocks_of, Addr, BlockId, Cycle};
+use crate::types::{Addr, BlockId, Cycle};
 
 /// The block group being filled.
 struct Group {
@@ -139,13 +139,6 @@ impl EcWal {
         g.meta_stale = false;
     }
 
-    fn drain_victims(&mut self, m: &mut Machine) {
-        while let Some(v) = m.tx_victims.pop() {
-            let at = self.log_block(m, v.block, false);
-            self.redo.note_evicted(v.block, at);
-        }
-    }
-
     /// Log the lines still cached, the last one carrying TxCnt, and close the last group.
     fn log_remaining(&mut self, m: &mut Machine) {
         let mut pending = std::mem::take(&mut self.pending);
@@ -169,6 +162,19 @@ impl EcWal {
     }
 }
 
+impl RedoProtocol for EcWal {
+    fn drain_victims(&mut self, m: &mut Machine) {
+        while let Some(v) = m.tx_victims.pop() {
+            let at = self.log_block(m, v.block, false);
+            self.redo.note_evicted(v.block, at);
+        }
+    }
+
+    fn redo(&mut self) -> &mut RedoSet {
+        &mut self.redo
+    }
+}
+
 impl Protocol for EcWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
         let head = LogHead { format: LogFormat::Ec, start: 0, start_seq: 0 };
@@ -183,16 +189,11 @@ impl Protocol for EcWal {
     }
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        m.access_range(addr, len, false);
-        self.drain_victims(m);
+        self.redo_load(m, addr, len);
     }
 
     fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        for b in blocks_of(addr, len) {
-            let s = m.access_block(b, true).llc_slot;
-            self.drain_victims(m);
-            self.redo.note_store(m, s, b);
-        }
+        self.redo_store(m, addr, len);
     }
 
     fn commit(&mut self, m: &mut Machine) {

@@ -11,13 +11,13 @@
 //! The next transaction starts only after the acknowledgement (strict inter-tx ordering).
 //! Log format: [`crate::log::wal`]; recovery: [`crate::recovery::wal`].
 
-use super::redo::RedoSet;
+use super::redo::{RedoProtocol, RedoSet};
 use super::{Bug, Protocol};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::wal::{CommitRecord, Descriptor, ADDRS_PER_DESC};
 use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
-use crate::types::{blocks_of, Addr, BlockId, Cycle};
+use crate::types::{Addr, BlockId, Cycle};
 
 pub struct HWal {
     bug: Option<Bug>,
@@ -134,13 +134,6 @@ impl HWal {
         self.tx_log_done = self.tx_log_done.max(t.durable);
     }
 
-    fn drain_victims(&mut self, m: &mut Machine) {
-        while let Some(v) = m.tx_victims.pop() {
-            let at = self.log_data(m, v.block);
-            self.redo.note_evicted(v.block, at);
-        }
-    }
-
     /// Steps 4 and 5: home writes, then the truncation once they are durable.
     fn checkpoint_and_truncate(&mut self, m: &mut Machine) {
         let early = self.bug == Some(Bug::TruncateBeforeCheckpoint);
@@ -148,6 +141,19 @@ impl HWal {
         let head = LogHead { format: LogFormat::HWal, start: self.tail, start_seq: self.seq + 1 };
         m.defer_encoded(at, self.log0, WriteKind::LogHead, || head.encode());
         self.trunc_issued = self.tail;
+    }
+}
+
+impl RedoProtocol for HWal {
+    fn drain_victims(&mut self, m: &mut Machine) {
+        while let Some(v) = m.tx_victims.pop() {
+            let at = self.log_data(m, v.block);
+            self.redo.note_evicted(v.block, at);
+        }
+    }
+
+    fn redo(&mut self) -> &mut RedoSet {
+        &mut self.redo
     }
 }
 
@@ -164,16 +170,11 @@ impl Protocol for HWal {
     }
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        m.access_range(addr, len, false);
-        self.drain_victims(m);
+        self.redo_load(m, addr, len);
     }
 
     fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        for b in blocks_of(addr, len) {
-            let s = m.access_block(b, true).llc_slot;
-            self.drain_victims(m);
-            self.redo.note_store(m, s, b);
-        }
+        self.redo_store(m, addr, len);
     }
 
     fn commit(&mut self, m: &mut Machine) {

@@ -6,7 +6,30 @@
 use crate::cache::Slot;
 use crate::machine::Machine;
 use crate::pmem::WriteKind;
-use crate::types::{BlockId, Cycle};
+use crate::types::{blocks_of, Addr, BlockId, Cycle};
+
+/// A single-copy hardware redo protocol: it says where a tagged victim goes; the load and store
+/// paths, the same for all of them, are provided.
+pub trait RedoProtocol {
+    /// Place every tagged line the last access evicted from the LLC (into the log).
+    fn drain_victims(&mut self, m: &mut Machine);
+    fn redo(&mut self) -> &mut RedoSet;
+
+    /// A transactional load: cache accesses, then the victims they caused.
+    fn redo_load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+        m.access_range(addr, len, false);
+        self.drain_victims(m);
+    }
+
+    /// A transactional store: per block, the access, its victims, then the transaction's tag.
+    fn redo_store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+        for b in blocks_of(addr, len) {
+            let s = m.access_block(b, true).llc_slot;
+            self.drain_victims(m);
+            self.redo().note_store(m, s, b);
+        }
+    }
+}
 
 /// LLC tag of lines written by the running transaction (one runs at a time).
 pub const TAG: u32 = 1;

@@ -12,6 +12,10 @@ const POPULATE_BATCH: usize = 4096;
 
 /// A persistent key-value structure driven by [`run_tx`] and [`populate`].
 pub trait KvStore {
+    /// Its operation mix.
+    fn mix(&self) -> Mix;
+    /// Bytes of data area it needs.
+    fn data_bytes(&self) -> u64;
     /// Insert `key` (or overwrite its value) with the value expanded from `seed`.
     fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64);
     /// Delete `key` if present.
@@ -113,4 +117,54 @@ pub fn value_bytes<const N: usize>(seed: u64) -> [u8; N] {
 /// A little-endian u64 of a data area (verifiers).
 pub fn rd(data: &[u8], a: u64) -> u64 {
     u64::from_le_bytes(data[a as usize..a as usize + 8].try_into().unwrap())
+}
+
+/// A std-collection model of a key-value store, for test oracles.
+pub trait KvModel: FromIterator<(u64, u64)> {
+    fn put(&mut self, key: u64, seed: u64);
+    fn del(&mut self, key: u64);
+}
+
+impl KvModel for std::collections::HashMap<u64, u64> {
+    fn put(&mut self, key: u64, seed: u64) {
+        self.insert(key, seed);
+    }
+    fn del(&mut self, key: u64) {
+        self.remove(&key);
+    }
+}
+
+impl KvModel for std::collections::BTreeMap<u64, u64> {
+    fn put(&mut self, key: u64, seed: u64) {
+        self.insert(key, seed);
+    }
+    fn del(&mut self, key: u64) {
+        self.remove(&key);
+    }
+}
+
+/// Model-based test driver: populate `s` on a native back end, run `txs` transactions seeded by
+/// `seed` (about 20% aborted), replay each committed one into the model `M`, and call
+/// `each(tx, memory, model)` after populate (`tx = u64::MAX`) and after every transaction.
+pub fn run_model_sequence<S: KvStore, M: KvModel>(s: &S, seed: u64, txs: u64, mut each: impl FnMut(u64, &[u8], &M)) {
+    let mix = s.mix();
+    let mut mem = vec![0u8; s.data_bytes() as usize];
+    let n = mem.len();
+    populate(s, &mix, &mut mem, n);
+    let mut model: M = populated(&mix).collect();
+    each(u64::MAX, &mem, &model);
+    let mut pm = Native::new(mem);
+    let (mut ops, mut aborts) = (Rng::new(seed), Rng::derive(seed, 2));
+    for tx in 0..txs {
+        let abort = aborts.chance(0.2);
+        let mut replay = ops.clone();
+        run_tx(s, &mix, &mut pm, &mut ops, abort);
+        if !abort {
+            for_each_op(&mix, &mut replay, |op| match op {
+                Op::Insert { key, seed } => model.put(key, seed),
+                Op::Delete { key } => model.del(key),
+            });
+        }
+        each(tx, &pm.mem, &model);
+    }
 }

@@ -189,6 +189,12 @@ pub struct RbTree {
 }
 
 impl KvStore for RbTree {
+    fn mix(&self) -> Mix {
+        RbTree::mix(self)
+    }
+    fn data_bytes(&self) -> u64 {
+        RbTree::data_bytes(self)
+    }
     fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64) {
         RbTree::insert(self, pm, key, seed)
     }
@@ -580,7 +586,6 @@ impl Walk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::kv::Op;
     use crate::workload::native::Native;
     use std::collections::BTreeMap;
 
@@ -611,29 +616,8 @@ mod tests {
     /// Populate a small tree, then run `txs` seeded transactions (about 20% aborted), calling
     /// `each(tx, workload, memory, model)` after every one (tx = u64::MAX: after populate).
     fn run_sequence(seed: u64, txs: u64, mut each: impl FnMut(u64, &RbTree, &[u8], &BTreeMap<u64, u64>)) {
-        let mut w = RbTree::new(&small());
-        let mut mem = vec![0u8; w.data_bytes() as usize];
-        w.populate(&mut mem);
-        let mut model: BTreeMap<u64, u64> = kv::populated(&w.mix()).collect();
-        each(u64::MAX, &w, &mem, &model);
-        let mut pm = Native::new(mem);
-        let (mut ops, mut aborts) = (Rng::new(seed), Rng::derive(seed, 2));
-        for tx in 0..txs {
-            let abort = aborts.chance(0.2);
-            let mut replay = ops.clone();
-            w.run_tx(&mut pm, &mut ops, abort);
-            if !abort {
-                kv::for_each_op(&w.mix(), &mut replay, |op| match op {
-                    Op::Insert { key, seed } => {
-                        model.insert(key, seed);
-                    }
-                    Op::Delete { key } => {
-                        model.remove(&key);
-                    }
-                });
-            }
-            each(tx, &w, &pm.mem, &model);
-        }
+        let w = RbTree::new(&small());
+        kv::run_model_sequence(&w, seed, txs, |tx, mem, model| each(tx, &w, mem, model));
     }
 
     #[test]
