@@ -191,7 +191,6 @@ impl HashTable {
         }
     }
 
-    /// Bytes of data area: header, bucket array, entry slab.
     /// The operation mix of this workload.
     fn mix(&self) -> Mix {
         Mix {
@@ -213,6 +212,7 @@ impl HashTable {
         kv::run_tx(self, &self.mix(), pm, rng, abort);
     }
 
+    /// Bytes of data area: header, bucket array, entry slab.
     pub fn data_bytes(&self) -> u64 {
         self.slab.base.0 + self.slab.bytes()
     }

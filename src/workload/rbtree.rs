@@ -208,7 +208,6 @@ impl RbTree {
         RbTree { cfg: cfg.clone(), slab: Slab::new(Addr(0), Addr(NODES_AT), NODE_BYTES, cfg.key_space) }
     }
 
-    /// Bytes of data area: header, root pointer, node slab.
     /// The operation mix of this workload.
     fn mix(&self) -> Mix {
         Mix {
@@ -230,6 +229,7 @@ impl RbTree {
         kv::run_tx(self, &self.mix(), pm, rng, abort);
     }
 
+    /// Bytes of data area: header, root pointer, node slab.
     pub fn data_bytes(&self) -> u64 {
         self.slab.base.0 + self.slab.bytes()
     }
