@@ -19,7 +19,17 @@ pub struct Config {
     pub log: LogConfig,
     pub pcm: crate::pcm::PcmConfig,
     pub swal: SwalConfig,
+    pub loc: LocConfig,
     pub workload: WorkloadConfig,
+}
+
+/// LOC's Speculative Persistence (`loc-wal`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LocConfig {
+    /// Speculation degree: committed transactions per speculation window (the papers: 16;
+    /// `--sd` sets it).
+    pub speculation_degree: u32,
 }
 
 /// The in-order, blocking core.
@@ -128,6 +138,7 @@ impl Default for Config {
             log: LogConfig { size_bytes: 32 << 20 },
             pcm: Default::default(),
             swal: SwalConfig { append_instructions: 6, lookup_instructions: 10, apply_instructions: 4 },
+            loc: LocConfig { speculation_degree: 16 },
             workload: WorkloadConfig {
                 warmup_txs: 20_000,
                 sps: SpsConfig { entries: 1 << 21, swaps_per_tx: 1, compute_cycles_per_swap: 24 },
@@ -230,6 +241,9 @@ impl Config {
             || self.log.size_bytes > (1 << 36)
         {
             return err("log.size_bytes", self.log.size_bytes, "a multiple of 4096 between 65536 and 2^36");
+        }
+        if !(1..=32).contains(&self.loc.speculation_degree) {
+            return err("loc.speculation_degree", self.loc.speculation_degree as u64, "1..=32");
         }
         let s = &self.workload.sps;
         if !(16..=(1 << 28)).contains(&s.entries) {

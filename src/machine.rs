@@ -19,7 +19,7 @@
 //! [`Machine::defer_write`]: the write is issued to the controller when simulated time reaches
 //! its cycle, so the controller always sees requests in time order.
 
-use crate::cache::{Access, Hierarchy, HitLevel, Victim};
+use crate::cache::{Access, Hierarchy, HitLevel, Slot, Victim};
 use crate::config::Config;
 use crate::memctl::{MemCtl, WriteTiming};
 use crate::pmem::{read_block, DurableRecord, DurableWrite, Layout, WriteKind};
@@ -232,15 +232,35 @@ impl Machine {
             }
         }
         if let Some(v) = a.victim {
-            if v.tag == 0 {
-                let kind = self.kind_of(v.block);
-                let t = self.write_from_arch(v.block, kind, v.block);
-                self.now = self.now.max(t.accepted);
-            } else {
-                self.tx_victims.push(v);
-            }
+            self.evicted(v);
         }
         a
+    }
+
+    /// A dirty line left the LLC: without a transaction tag it is written back home (or to its
+    /// log address) now; a tagged one is left in `tx_victims` for the protocol.
+    #[inline]
+    fn evicted(&mut self, v: Victim) {
+        if v.tag == 0 {
+            let kind = self.kind_of(v.block);
+            let t = self.write_from_arch(v.block, kind, v.block);
+            self.now = self.now.max(t.accepted);
+        } else {
+            self.tx_victims.push(v);
+        }
+    }
+
+    /// Keep an older version of block `b`, cached in LLC slot `current`, in another way of its
+    /// set, tagged `aux` (LOC's multi-versioned cache). The current line becomes the most
+    /// recently used (an L1 hit does not refresh LLC recency, and the version must not displace
+    /// it); the line the version displaces is handled as any LLC victim.
+    pub fn keep_version(&mut self, b: BlockId, current: Slot, aux: u32) -> Slot {
+        self.hier.llc.touch_slot(current);
+        let (s, v) = self.hier.insert_version(b, aux);
+        if let Some(v) = v {
+            self.evicted(v);
+        }
+        s
     }
 
     /// Core accesses to every block of `[addr, addr+len)`.

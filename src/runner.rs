@@ -5,7 +5,9 @@
 use crate::config::Config;
 use crate::machine::{Machine, MachineStats, Recorder};
 use crate::pmem::{Layout, WriteKind};
-use crate::protocol::{baseline::Baseline, ec_wal::EcWal, h_wal::HWal, s_wal::SWal, Bug, Protocol, ProtocolKind};
+use crate::protocol::{
+    baseline::Baseline, ec_wal::EcWal, h_wal::HWal, loc_wal::LocWal, s_wal::SWal, Bug, Protocol, ProtocolKind,
+};
 use crate::rng::Rng;
 use crate::sim::{OracleLog, Sim};
 use crate::workload::{native::Native, Workload, WorkloadKind};
@@ -138,6 +140,16 @@ pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
         ProtocolKind::HWal => drive(spec, wl, layout, HWal::new(&layout, spec.bug)),
         ProtocolKind::EcWal => drive(spec, wl, layout, EcWal::new(&layout, spec.cfg.min_write_cycles(), spec.bug)),
         ProtocolKind::SWal => drive(spec, wl, layout, SWal::new(&layout, &spec.cfg.swal, spec.bug)),
+        ProtocolKind::LocWal => {
+            if spec.cfg.llc.ways < 2 {
+                return Err(format!(
+                    "llc.ways = {}: loc-wal keeps versions in other ways, allowed 2..=16",
+                    spec.cfg.llc.ways
+                ));
+            }
+            let sd = spec.cfg.loc.speculation_degree;
+            drive(spec, wl, layout, LocWal::new(&layout, sd, spec.cfg.min_write_cycles(), spec.bug))
+        }
     }
 }
 
@@ -225,7 +237,7 @@ fn figures(spec: &RunSpec, d: &MachineStats, f: &crate::sim::FrontStats, cycles:
     RunResult {
         workload: spec.workload.name().into(),
         protocol: spec.protocol.name().into(),
-        sd: None,
+        sd: spec.protocol.speculates().then_some(spec.cfg.loc.speculation_degree),
         mem_latency_ns: spec.cfg.memory.read_latency_ns,
         mem_write_latency_ns: spec.cfg.memory.write_latency_ns,
         seed: spec.seed,

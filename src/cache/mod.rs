@@ -15,7 +15,7 @@
 
 mod set_assoc;
 
-pub use set_assoc::{Evicted, SetAssoc, Slot};
+pub use set_assoc::{Evicted, SetAssoc, Slot, VERSION_BIT};
 
 use crate::config::Config;
 use crate::types::{BlockId, Cycle};
@@ -35,6 +35,8 @@ pub struct Victim {
     pub block: BlockId,
     /// The transaction tag the line carried (0 = none).
     pub tag: u32,
+    /// The line was an older version of `block` (LOC's multi-versioned LLC), not its current copy.
+    pub version: bool,
 }
 
 /// Result of one block access.
@@ -123,20 +125,33 @@ impl Hierarchy {
             None => {
                 self.stats.llc_misses += 1;
                 let (s3, ev) = self.llc.insert(b);
-                if let Some(e) = ev {
-                    // Back-invalidate the inner copies (inclusion), gathering their dirty bits.
-                    let inner_dirty = self.drop_inner_of_llc(s3);
-                    if e.dirty || inner_dirty {
-                        self.stats.llc_dirty_evictions += 1;
-                        victim = Some(Victim { block: e.block, tag: e.aux });
-                    }
-                }
+                victim = self.llc_evicted(s3, ev);
                 (HitLevel::Memory, s3)
             }
         };
         let s2 = self.fill_l2(b, s3);
         self.fill_l1(b, s2, write);
         Access { level, lookup_cycles: cycles, llc_slot: s3, victim }
+    }
+
+    /// The line an LLC insert into `s3` pushed out: back-invalidate its inner copies
+    /// (inclusion), gathering their dirty bits; a dirty line is the caller's to write.
+    #[inline(always)]
+    fn llc_evicted(&mut self, s3: Slot, ev: Option<Evicted>) -> Option<Victim> {
+        let e = ev?;
+        let inner_dirty = self.drop_inner_of_llc(s3);
+        (e.dirty || inner_dirty).then(|| {
+            self.stats.llc_dirty_evictions += 1;
+            Victim { block: e.block, tag: e.aux, version: e.version }
+        })
+    }
+
+    /// Keep an older version of `b` (LOC): a dirty LLC line with transaction tag `aux` in
+    /// another way of `b`'s set, never hit by look-ups, with no inner copies. Returns its slot
+    /// and the dirty line it pushed out, if any.
+    pub fn insert_version(&mut self, b: BlockId, aux: u32) -> (Slot, Option<Victim>) {
+        let (s3, ev) = self.llc.insert_version(b, aux);
+        (s3, self.llc_evicted(s3, ev))
     }
 
     /// Drop the L2 (and L1) copies of the line in LLC slot `s3`; returns whether any was dirty.

@@ -16,6 +16,9 @@ use crate::config::CacheConfig;
 use crate::types::{BlockId, Cycle};
 
 const INVALID: u32 = u32::MAX;
+/// Tag bit marking an older version of a block (LOC's multi-versioned LLC): such a line occupies
+/// a way of its block's set but never matches a look-up. Block numbers stay below 2^31 there.
+pub const VERSION_BIT: u32 = 1 << 31;
 /// Nibble `i` holds `i` (the order of a fresh set: way 0 first).
 const IDENTITY: u64 = 0xFEDC_BA98_7654_3210;
 const ONES: u64 = 0x1111_1111_1111_1111;
@@ -36,6 +39,8 @@ pub struct Evicted {
     pub block: BlockId,
     pub dirty: bool,
     pub aux: u32,
+    /// The line was an older version of `block` ([`SetAssoc::insert_version`]).
+    pub version: bool,
 }
 
 /// A set-associative, LRU cache level holding tags and state.
@@ -173,16 +178,38 @@ impl SetAssoc {
     #[inline(always)]
     pub fn insert(&mut self, b: BlockId) -> (Slot, Option<Evicted>) {
         debug_assert!(self.find(b).is_none());
+        self.insert_tag(b, b.0 as u32)
+    }
+
+    /// Insert an older version of `b` (which stays cached as the current version) into another
+    /// way of its set: dirty, with transaction tag `aux`, invisible to look-ups.
+    pub fn insert_version(&mut self, b: BlockId, aux: u32) -> (Slot, Option<Evicted>) {
+        debug_assert!(b.0 < VERSION_BIT as u64 - 1, "versioned block numbers are 31-bit");
+        let (s, ev) = self.insert_tag(b, b.0 as u32 | VERSION_BIT);
+        self.dirty[s.0] = true;
+        self.aux[s.0] = aux;
+        (s, ev)
+    }
+
+    /// Is the line in `s` the older version of `b` inserted by [`SetAssoc::insert_version`]?
+    #[inline(always)]
+    pub fn is_version_of(&self, s: Slot, b: BlockId) -> bool {
+        self.tags[s.0] == b.0 as u32 | VERSION_BIT
+    }
+
+    #[inline(always)]
+    fn insert_tag(&mut self, b: BlockId, tag: u32) -> (Slot, Option<Evicted>) {
         let set = self.set_of(b);
         let way = ((self.order[set] >> (4 * (self.ways - 1))) & 0xF) as usize;
         let s = set * self.ways + way;
         let w = self.tags[s];
         let victim = (w != INVALID).then(|| Evicted {
-            block: BlockId(w as u64),
+            block: BlockId((w & !VERSION_BIT) as u64),
             dirty: self.dirty[s],
             aux: self.aux.get(s).copied().unwrap_or(0),
+            version: w & VERSION_BIT != 0,
         });
-        self.tags[s] = b.0 as u32;
+        self.tags[s] = tag;
         self.dirty[s] = false;
         if !self.aux.is_empty() {
             self.aux[s] = 0;

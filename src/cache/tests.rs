@@ -146,7 +146,7 @@ fn store_that_hits_only_l1_still_produces_a_dirty_victim() {
         assert!(h.access(llc_mate(2, k), false).victim.is_none());
     }
     let a = h.access(llc_mate(2, 16), false);
-    assert_eq!(a.victim, Some(Victim { block: b0, tag: 0 }));
+    assert_eq!(a.victim, Some(Victim { block: b0, tag: 0, version: false }));
     assert_eq!(h.stats.llc_dirty_evictions, 1);
 }
 
@@ -161,7 +161,7 @@ fn line_dirty_only_in_an_inner_level_is_still_a_dirty_victim() {
     fill_llc_set_keeping_first_block_inner(&mut h, 9);
     assert!(h.is_dirty(b0));
     let a = h.access(llc_mate(9, 16), false);
-    assert_eq!(a.victim, Some(Victim { block: b0, tag: 0 }));
+    assert_eq!(a.victim, Some(Victim { block: b0, tag: 0, version: false }));
 }
 
 #[test]
@@ -174,7 +174,7 @@ fn dirty_victim_carries_its_llc_tag() {
         assert!(h.access(llc_mate(4, k), false).victim.is_none(), "k = {k}");
     }
     let a = h.access(llc_mate(4, 16), false);
-    assert_eq!(a.victim, Some(Victim { block: b0, tag: 42 }));
+    assert_eq!(a.victim, Some(Victim { block: b0, tag: 42, version: false }));
 }
 
 #[test]
@@ -262,7 +262,7 @@ fn hierarchy_stays_inclusive_and_reports_exactly_the_dirty_lines_it_drops() {
 
 /// A line's state, as `insert` reports it and as the reference model keeps it.
 fn line(block: u64, dirty: bool, aux: u32) -> Evicted {
-    Evicted { block: BlockId(block), dirty, aux }
+    Evicted { block: BlockId(block), dirty, aux, version: false }
 }
 
 #[test]

@@ -27,13 +27,14 @@ pub fn dispatch(cmd: Cmd) -> Result<i32, String> {
         Cmd::Bench(a) => bench(a),
         Cmd::Workloads(a) => workloads(a),
         Cmd::Config(a) => {
-            emit(&build_config(&a)?.to_toml());
+            emit(&build_config(&a, None)?.to_toml());
             Ok(0)
         }
     }
 }
 
-fn build_config(a: &MachineArgs) -> Result<Config, String> {
+/// The configuration from `--config`, `--set`, and the shortcuts `--mem-latency-ns` and `--sd`.
+fn build_config(a: &MachineArgs, sd: Option<u32>) -> Result<Config, String> {
     let text = match &a.config {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|e| format!("--config {path}: {e}"))?),
         None => None,
@@ -42,6 +43,9 @@ fn build_config(a: &MachineArgs) -> Result<Config, String> {
     if let Some(ns) = a.mem_latency_ns {
         sets.push(format!("memory.read_latency_ns={ns}"));
         sets.push(format!("memory.write_latency_ns={ns}"));
+    }
+    if let Some(sd) = sd {
+        sets.push(format!("loc.speculation_degree={sd}"));
     }
     Config::build(text.as_deref(), &sets).map_err(|e| e.0)
 }
@@ -54,8 +58,8 @@ fn parse_list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T, String>)
     Ok(items)
 }
 
-fn check_common(sd: u32, abort_rate: f64) -> Result<(), String> {
-    if !(1..=32).contains(&sd) {
+fn check_common(sd: Option<u32>, abort_rate: f64) -> Result<(), String> {
+    if let Some(sd) = sd.filter(|sd| !(1..=32).contains(sd)) {
         return Err(format!("--sd {sd}: allowed 1..=32"));
     }
     if !(0.0..=1.0).contains(&abort_rate) {
@@ -66,7 +70,7 @@ fn check_common(sd: u32, abort_rate: f64) -> Result<(), String> {
 
 fn run(a: RunArgs) -> Result<i32, String> {
     check_common(a.sd, a.abort_rate)?;
-    let cfg = build_config(&a.machine)?;
+    let cfg = build_config(&a.machine, a.sd)?;
     let workload = WorkloadKind::parse(&a.workload)?;
     let protocols = parse_list(&a.protocol, "protocol", ProtocolKind::parse)?;
     let mut results: Vec<RunResult> = Vec::new();
@@ -145,7 +149,7 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
         return Ok(0);
     }
     check_common(a.sd, a.abort_rate)?;
-    let cfg = build_config(&a.machine)?;
+    let cfg = build_config(&a.machine, a.sd)?;
     let workload = WorkloadKind::parse(a.workload.as_deref().expect("clap requires it"))?;
     let protocol = ProtocolKind::parse(a.protocol.as_deref().expect("clap requires it"))?;
     let bug = a.inject_bug.as_deref().map(|b| Bug::parse(b, protocol)).transpose()?;
@@ -254,7 +258,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn bench(a: BenchArgs) -> Result<i32, String> {
-    let cfg = build_config(&a.machine)?;
+    let cfg = build_config(&a.machine, None)?;
     let workloads = match &a.workload {
         Some(s) => parse_list(s, "workload", WorkloadKind::parse)?,
         None => WorkloadKind::ALL.to_vec(),
@@ -353,7 +357,7 @@ struct WorkloadRow {
 }
 
 fn workloads(a: WorkloadsArgs) -> Result<i32, String> {
-    let cfg = build_config(&a.machine)?;
+    let cfg = build_config(&a.machine, None)?;
     let tree = toml::Value::try_from(&cfg.workload).expect("config serializes");
     let mut rows = Vec::new();
     for &w in WorkloadKind::ALL {

@@ -72,9 +72,9 @@ pub struct RunArgs {
     /// Seed of the workload's random operations.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Speculation degree for speculating protocols, 1..=32.
-    #[arg(long, default_value_t = 16)]
-    pub sd: u32,
+    /// Speculation degree of loc-wal, 1..=32 (default loc.speculation_degree = 16).
+    #[arg(long)]
+    pub sd: Option<u32>,
     /// Fraction of transactions the workload aborts, 0..=1.
     #[arg(long, default_value_t = 0.0)]
     pub abort_rate: f64,
@@ -118,9 +118,9 @@ pub struct CrashArgs {
     /// Seed of the workload and of the crash-point draw.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Speculation degree for speculating protocols, 1..=32.
-    #[arg(long, default_value_t = 16)]
-    pub sd: u32,
+    /// Speculation degree of loc-wal, 1..=32 (default loc.speculation_degree = 16).
+    #[arg(long)]
+    pub sd: Option<u32>,
     /// Fraction of transactions the workload aborts, 0..=1.
     #[arg(long, default_value_t = 0.0)]
     pub abort_rate: f64,

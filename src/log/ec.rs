@@ -22,7 +22,8 @@
 //! | 56     | TID   | hardware thread id (0) |
 //! | 57..60 | CID   | core id (0) |
 //! | 60     | V     | slot valid (one of the paper's four reserved bits: a group may be closed before all seven slots are filled) |
-//! | 61..64 | RESV  | 0 |
+//! | 61     | P     | the slot holds a block of Tx Dependency Pairs ([`crate::log::loc`], LOC-WAL), not logged data; ADDR is then its number of entries |
+//! | 62..64 | RESV  | 0 |
 
 use super::le;
 use crate::types::{BlockData, BLOCK_BYTES};
@@ -40,6 +41,8 @@ pub struct BlkTag {
     pub tx_id: u8,
     pub tid: u8,
     pub cid: u8,
+    /// The slot holds dependency pairs (LOC-WAL), not logged data.
+    pub pair: bool,
 }
 
 impl BlkTag {
@@ -52,6 +55,7 @@ impl BlkTag {
             | (self.tid as u64) << 56
             | (self.cid as u64) << 57
             | 1 << 60
+            | (self.pair as u64) << 61
     }
 
     /// Decode; `None` for an empty (invalid) slot.
@@ -62,6 +66,7 @@ impl BlkTag {
             tx_id: (v >> 48) as u8,
             tid: (v >> 56 & 1) as u8,
             cid: (v >> 57 & 7) as u8,
+            pair: v >> 61 & 1 == 1,
         })
     }
 }
@@ -98,7 +103,7 @@ mod tests {
 
     #[test]
     fn tag_fields_sit_at_the_documented_bits() {
-        let t = BlkTag { addr: 0xDEAD_BEEF, tx_cnt: 0x1234, tx_id: 0xAB, tid: 1, cid: 5 };
+        let t = BlkTag { addr: 0xDEAD_BEEF, tx_cnt: 0x1234, tx_id: 0xAB, tid: 1, cid: 5, pair: false };
         let v = t.encode();
         assert_eq!(v & 0xFFFF_FFFF, 0xDEAD_BEEF);
         assert_eq!(v >> 32 & 0xFFFF, 0x1234);
@@ -108,6 +113,9 @@ mod tests {
         assert_eq!(v >> 60, 1, "valid bit set, other reserved bits clear");
         assert_eq!(BlkTag::decode(v), Some(t));
         assert_eq!(BlkTag::decode(0), None);
+        let p = BlkTag { pair: true, ..t };
+        assert_eq!(p.encode() >> 60, 0b11, "pair bit is bit 61");
+        assert_eq!(BlkTag::decode(p.encode()), Some(p));
     }
 
     #[test]

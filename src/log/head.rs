@@ -5,7 +5,7 @@
 //! | bytes  | field      | meaning                                                        |
 //! |--------|------------|----------------------------------------------------------------|
 //! | 0..8   | magic      | `LOCSIMLH`                                                     |
-//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups   |
+//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups, 4 = LOC groups |
 //! | 12..16 | reserved   | 0                                                              |
 //! | 16..24 | start      | u64: first valid log position (blocks for H-WAL, bytes S-WAL)  |
 //! | 24..32 | start_seq  | u64: sequence number of the transaction logged at `start`      |
@@ -23,6 +23,10 @@ pub enum LogFormat {
     SWal = 2,
     /// Eager Commit block groups; `start` is the SID of the first valid group.
     Ec = 3,
+    /// LOC-WAL: the same block groups; `start` is the SID of the first valid group and
+    /// `start_seq` the transaction sequence number (its low 8 bits are the TxID) of the first
+    /// transaction logged from there.
+    Loc = 4,
 }
 
 /// Decoded log head.
@@ -52,6 +56,7 @@ impl LogHead {
             1 => LogFormat::HWal,
             2 => LogFormat::SWal,
             3 => LogFormat::Ec,
+            4 => LogFormat::Loc,
             _ => return None,
         };
         Some(LogHead { format, start: le::u64_at(b, 16), start_seq: le::u64_at(b, 24) })

@@ -6,9 +6,11 @@
 //! - [`wal`]: H-WAL's block-granular redo log (descriptors, data blocks, commit records).
 //! - [`swal`]: S-WAL's software redo log (byte-granular entries written through the cache).
 //! - [`ec`]: Eager Commit's block groups with META blocks (EC-WAL; LOC).
+//! - [`loc`]: LOC-WAL's Tx Dependency Pair blocks, kept in the same block groups.
 
 pub mod ec;
 pub mod head;
+pub mod loc;
 pub mod swal;
 pub mod wal;
 

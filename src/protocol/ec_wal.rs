@@ -106,7 +106,7 @@ impl EcWal {
         let at = BlockId(g.at.0 + g.n as u64);
         self.tx_blocks += 1;
         let tx_cnt = if last { self.tx_blocks } else { 0 };
-        g.tags[g.n] = Some(BlkTag { addr: b.0 as u32, tx_cnt, tx_id: self.tx_id, tid: 0, cid: 0 });
+        g.tags[g.n] = Some(BlkTag { addr: b.0 as u32, tx_cnt, tx_id: self.tx_id, tid: 0, cid: 0, pair: false });
         g.n += 1;
         g.meta_stale = true;
         if self.bug == Some(Bug::MetaBeforeData) && self.committing {

@@ -9,6 +9,7 @@
 pub mod baseline;
 pub mod ec_wal;
 pub mod h_wal;
+pub mod loc_wal;
 pub mod redo;
 pub mod s_wal;
 
@@ -24,6 +25,10 @@ pub trait Protocol {
     fn begin(&mut self, m: &mut Machine);
     /// A transactional load of `[addr, addr+len)`.
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize);
+    /// Called just before a transactional store changes `m.arch` (a protocol that keeps older
+    /// versions of blocks, LOC-WAL, copies them here).
+    #[inline(always)]
+    fn before_store(&mut self, _m: &Machine, _addr: Addr, _len: usize) {}
     /// A transactional store of `[addr, addr+len)`; `m.arch` already holds the new bytes.
     fn store(&mut self, m: &mut Machine, addr: Addr, len: usize);
     /// The program commits the running transaction; returns when the program may go on.
@@ -44,11 +49,12 @@ pub enum ProtocolKind {
     SWal,
     HWal,
     EcWal,
+    LocWal,
 }
 
 impl ProtocolKind {
-    pub const ALL: [ProtocolKind; 4] =
-        [ProtocolKind::Baseline, ProtocolKind::SWal, ProtocolKind::HWal, ProtocolKind::EcWal];
+    pub const ALL: [ProtocolKind; 5] =
+        [ProtocolKind::Baseline, ProtocolKind::SWal, ProtocolKind::HWal, ProtocolKind::EcWal, ProtocolKind::LocWal];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -56,7 +62,13 @@ impl ProtocolKind {
             ProtocolKind::SWal => "s-wal",
             ProtocolKind::HWal => "h-wal",
             ProtocolKind::EcWal => "ec-wal",
+            ProtocolKind::LocWal => "loc-wal",
         }
+    }
+
+    /// Does the protocol speculate (has a speculation degree)?
+    pub fn speculates(self) -> bool {
+        matches!(self, ProtocolKind::LocWal)
     }
 
     pub fn parse(s: &str) -> Result<ProtocolKind, String> {
@@ -72,6 +84,7 @@ impl ProtocolKind {
             ProtocolKind::SWal => &[Bug::AckBeforeDurable, Bug::TruncateBeforeCheckpoint],
             ProtocolKind::HWal => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint],
             ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData],
+            ProtocolKind::LocWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs],
         }
     }
 }
@@ -87,11 +100,18 @@ pub enum Bug {
     TruncateBeforeCheckpoint,
     /// Write a block group's META without ordering it after the group's data blocks.
     MetaBeforeData,
+    /// Count only a transaction's logged blocks and drop its Tx Dependency Pairs (LOC-WAL).
+    IgnoreDependencyPairs,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 4] =
-        [Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::MetaBeforeData];
+    pub const ALL: [Bug; 5] = [
+        Bug::AckBeforeDurable,
+        Bug::CommitBeforeLog,
+        Bug::TruncateBeforeCheckpoint,
+        Bug::MetaBeforeData,
+        Bug::IgnoreDependencyPairs,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -99,6 +119,7 @@ impl Bug {
             Bug::CommitBeforeLog => "commit-before-log",
             Bug::TruncateBeforeCheckpoint => "truncate-before-checkpoint",
             Bug::MetaBeforeData => "meta-before-data",
+            Bug::IgnoreDependencyPairs => "ignore-dependency-pairs",
         }
     }
 
@@ -111,6 +132,9 @@ impl Bug {
             Bug::TruncateBeforeCheckpoint => "log head advanced before the in-place writes are durable",
             Bug::MetaBeforeData => {
                 "a block group's META is issued before its data blocks, which follow the acknowledgement"
+            }
+            Bug::IgnoreDependencyPairs => {
+                "TxCnt counts only a transaction's logged blocks and no dependency pairs are written: a transaction whose blocks were coalesced into a later one counts as committed on its own"
             }
         }
     }

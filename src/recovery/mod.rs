@@ -6,6 +6,7 @@
 //! after which recovery must run again to the same result.
 
 pub mod ec;
+pub mod loc;
 pub mod swal;
 pub mod wal;
 
@@ -28,6 +29,7 @@ pub fn recover(proto: ProtocolKind, layout: &Layout, image: &[u8]) -> Result<Pla
         ProtocolKind::Baseline => Ok(Plan::default()),
         ProtocolKind::HWal => wal::recover(layout, image),
         ProtocolKind::EcWal => ec::recover(layout, image),
+        ProtocolKind::LocWal => loc::recover(layout, image),
         ProtocolKind::SWal => swal::recover(layout, image),
     }
 }

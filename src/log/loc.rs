@@ -1,0 +1,86 @@
+//! LOC-WAL's Transaction Dependency Pairs (`loc-iccd2014.txt` III-B: `<Tx, Ty, n>`), stored in
+//! the data slots of Eager Commit block groups ([`crate::log::ec`]) whose BLK-TAG has the P bit
+//! set and ADDR = the number of entries in the block. Written once per speculation window, when
+//! the window completes, in the window's last group; that group's META is ordered after every
+//! other log write of the window (docs/formats/loc-log.md).
+//!
+//! A pair block holds up to 16 entries of 4 bytes, little-endian:
+//!
+//! | bytes | field | meaning |
+//! |-------|-------|---------|
+//! | 0     | Tx    | TxID of the earlier transaction |
+//! | 1     | Ty    | TxID of the later transaction |
+//! | 2..4  | n     | u16 |
+//!
+//! `Tx != Ty`: Tx has `n` blocks whose versions were coalesced into Ty's (a dependency pair).
+//! `Tx == Ty`: a record about Tx alone: `n = 0xFFFF` marks Tx aborted (recovery skips it);
+//! otherwise `n` is Tx's TxCnt, for a transaction none of whose logged blocks carries it (all
+//! its blocks were coalesced into later ones, or it wrote nothing).
+
+use crate::types::{BlockData, BLOCK_BYTES};
+
+/// Entries per pair block.
+pub const PAIRS_PER_BLOCK: usize = BLOCK_BYTES / 4;
+/// `n` of a self-record marking an aborted transaction.
+pub const ABORTED: u16 = 0xFFFF;
+
+/// One entry `<tx, ty, n>`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Pair {
+    pub tx: u8,
+    pub ty: u8,
+    pub n: u16,
+}
+
+impl Pair {
+    /// The record "Tx aborted".
+    pub fn aborted(tx: u8) -> Pair {
+        Pair { tx, ty: tx, n: ABORTED }
+    }
+
+    /// The record "Tx's TxCnt is `n`".
+    pub fn count(tx: u8, n: u16) -> Pair {
+        Pair { tx, ty: tx, n }
+    }
+}
+
+/// Encode up to [`PAIRS_PER_BLOCK`] entries (the rest of the block is zero).
+pub fn encode(pairs: &[Pair]) -> BlockData {
+    assert!(pairs.len() <= PAIRS_PER_BLOCK);
+    let mut b = [0u8; BLOCK_BYTES];
+    for (i, p) in pairs.iter().enumerate() {
+        b[4 * i] = p.tx;
+        b[4 * i + 1] = p.ty;
+        b[4 * i + 2..4 * i + 4].copy_from_slice(&p.n.to_le_bytes());
+    }
+    b
+}
+
+/// Decode the first `count` entries (`count` from the block's tag; clamped to the block).
+pub fn decode(b: &[u8], count: usize) -> Vec<Pair> {
+    (0..count.min(PAIRS_PER_BLOCK))
+        .map(|i| Pair { tx: b[4 * i], ty: b[4 * i + 1], n: u16::from_le_bytes([b[4 * i + 2], b[4 * i + 3]]) })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_round_trip_at_the_documented_bytes() {
+        let ps = [Pair { tx: 3, ty: 9, n: 0x0102 }, Pair::aborted(4), Pair::count(5, 7)];
+        let b = encode(&ps);
+        assert_eq!(&b[0..4], &[3, 9, 0x02, 0x01], "Tx, Ty, n little-endian");
+        assert_eq!(&b[4..8], &[4, 4, 0xFF, 0xFF]);
+        assert_eq!(decode(&b, 3), ps.to_vec());
+        assert_eq!(decode(&b, 1), vec![ps[0]]);
+        assert_eq!(decode(&b, 99).len(), PAIRS_PER_BLOCK, "a torn count cannot read past the block");
+    }
+
+    #[test]
+    fn a_full_block_holds_sixteen_pairs() {
+        let ps: Vec<Pair> = (0..16).map(|i| Pair { tx: i, ty: i + 1, n: i as u16 * 300 }).collect();
+        assert_eq!(decode(&encode(&ps), 16), ps);
+    }
+}

@@ -1,0 +1,118 @@
+//! Recovery of LOC-WAL's log (`loc-extended.txt` 3.4): Eager Commit block groups holding
+//! blocks of every transaction of a speculation window, interleaved, plus the window's Tx
+//! Dependency Pairs ([`crate::log::loc`]).
+//!
+//! 1. From the head's `start` SID, read each group's META while its SID is the one expected
+//!    (a stale or torn META ends the valid log). Data tags are counted per TxID; pair blocks
+//!    (P bit) are decoded. TxIDs are read relative to the head's `start_seq` (at most 128 live).
+//! 2. From the newest transaction to the oldest (the paper: pairs "tail to head"; a pair
+//!    `<Tx, Ty, n>` always has Ty later than Tx): Tx is committed when it is not marked aborted
+//!    and its logged blocks, plus `n` for every pair whose Ty is committed, equal its TxCnt
+//!    (from the tag of its last logged block, or its count record).
+//! 3. In TxID order from `start_seq`, aborted transactions are skipped and the first
+//!    transaction that is not committed cuts the rest (in-order commit); a TxID with no
+//!    evidence at all is not committed.
+//! 4. The committed transactions' blocks are redone home in TxID order, each transaction's in
+//!    log order; the head moves past every group read.
+
+use super::Plan;
+use crate::log::ec::{Meta, DATA_SLOTS, GROUP_BLOCKS};
+use crate::log::head::{LogFormat, LogHead};
+use crate::log::loc::{self, ABORTED};
+use crate::pmem::{read_block, Layout};
+use crate::types::BlockId;
+
+/// Transactions live at once (8-bit circular TxIDs, half the space).
+pub const MAX_LIVE_TXS: u64 = 128;
+
+/// One logged data block: distance of its TxID from `start_seq`, home block, position.
+struct Entry {
+    d: usize,
+    home: u64,
+    at: BlockId,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Tx {
+    logged: u32,
+    cnt: Option<u16>,
+    aborted: bool,
+    bad_home: bool,
+    committed: bool,
+}
+
+pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
+    let log0 = layout.log_block0();
+    let head = LogHead::decode(&image[log0.range()]).ok_or("log head does not decode")?;
+    if head.format != LogFormat::Loc {
+        return Err(format!("log head format {:?}, expected Loc", head.format));
+    }
+    let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
+    let data_blocks = layout.data_bytes / 64;
+    let base = head.start_seq as u8;
+    let rel = |tx_id: u8| -> Result<usize, String> {
+        let d = tx_id.wrapping_sub(base) as u64;
+        if d >= MAX_LIVE_TXS {
+            return Err(format!("TxID {tx_id} is not within {MAX_LIVE_TXS} of the head's start TxID {base}"));
+        }
+        Ok(d as usize)
+    };
+    let mut txs = [Tx::default(); MAX_LIVE_TXS as usize];
+    let mut entries = Vec::new();
+    let mut deps = Vec::new();
+    let mut seen = 0usize;
+    let mut end_sid = head.start;
+    for sid in head.start..head.start + groups {
+        let g0 = log0.0 + 1 + GROUP_BLOCKS * (sid % groups);
+        let meta = Meta::decode(&image[BlockId(g0 + DATA_SLOTS as u64).range()]);
+        if meta.sid != sid || meta.tags.iter().all(|t| t.is_none()) {
+            break;
+        }
+        end_sid = sid + 1;
+        for (slot, t) in meta.tags.iter().enumerate() {
+            let Some(t) = t else { continue };
+            let at = BlockId(g0 + slot as u64);
+            if t.pair {
+                for p in loc::decode(&image[at.range()], t.addr as usize) {
+                    let (dx, dy) = (rel(p.tx)?, rel(p.ty)?);
+                    seen = seen.max(dx + 1).max(dy + 1);
+                    if dx != dy {
+                        deps.push((dx, dy, p.n));
+                    } else if p.n == ABORTED {
+                        txs[dx].aborted = true;
+                    } else {
+                        txs[dx].cnt = Some(p.n);
+                    }
+                }
+                continue;
+            }
+            let d = rel(t.tx_id)?;
+            seen = seen.max(d + 1);
+            let tx = &mut txs[d];
+            tx.logged += 1;
+            if t.tx_cnt != 0 {
+                tx.cnt = Some(t.tx_cnt);
+            }
+            tx.bad_home |= t.addr as u64 >= data_blocks;
+            entries.push(Entry { d, home: t.addr as u64, at });
+        }
+    }
+    // Newest first: a pair's Ty is decided before its Tx.
+    for d in (0..seen).rev() {
+        let from_deps: u32 =
+            deps.iter().filter(|&&(dx, dy, _)| dx == d && txs[dy].committed).map(|&(_, _, n)| n as u32).sum();
+        let t = &mut txs[d];
+        t.committed = !t.aborted && !t.bad_home && t.cnt.is_some_and(|c| c as u32 == t.logged + from_deps);
+    }
+    let cut = (0..seen).find(|&d| !txs[d].aborted && !txs[d].committed).unwrap_or(seen);
+    let mut plan = Plan::default();
+    let mut redo: Vec<&Entry> = entries.iter().filter(|e| e.d < cut && txs[e.d].committed).collect();
+    redo.sort_by_key(|e| e.d); // stable: log order within a transaction
+    for e in redo {
+        plan.writes.push((BlockId(e.home), read_block(image, e.at)));
+    }
+    plan.redone_txs = (0..cut).filter(|&d| txs[d].committed).count() as u64;
+    let next = LogHead { format: LogFormat::Loc, start: end_sid, start_seq: head.start_seq + seen as u64 };
+    plan.writes.push((log0, next.encode()));
+    Ok(plan)
+}
