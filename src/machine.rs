@@ -375,6 +375,21 @@ impl Machine {
         t
     }
 
+    /// Record a change of the non-volatile LLC's persistent state (Kiln) that is durable at
+    /// cycle `at` (its own SRAM-like write, outside the memory controller; no traffic). Kept only
+    /// when payloads are (crash test); a plain run skips it.
+    pub fn nv_record(&mut self, b: BlockId, data: impl FnOnce(&[u8]) -> BlockData, at: Cycle) {
+        if !self.keep_bytes {
+            return;
+        }
+        debug_assert!(b.addr().0 >= self.layout.log_base + self.layout.log_bytes, "NV-LLC state only");
+        let data = data(&self.nvm[b.range()]);
+        self.nvm[b.range()].copy_from_slice(&data);
+        if let Some(r) = &mut self.record {
+            r.durable.writes.push(DurableWrite { durable: at, block: b, kind: WriteKind::NvCache, data });
+        }
+    }
+
     /// Have the controller receive this write at cycle `at` (now or later).
     pub fn defer_write(&mut self, at: Cycle, b: BlockId, kind: WriteKind, data: BlockData) {
         if at <= self.now {

@@ -6,7 +6,8 @@ use crate::config::Config;
 use crate::machine::{Machine, MachineStats, Recorder};
 use crate::pmem::{Layout, WriteKind};
 use crate::protocol::{
-    baseline::Baseline, ec_wal::EcWal, h_wal::HWal, loc_wal::LocWal, s_wal::SWal, Bug, Protocol, ProtocolKind,
+    baseline::Baseline, ec_wal::EcWal, h_wal::HWal, kiln::Kiln, loc_wal::LocWal, s_wal::SWal, Bug, Protocol,
+    ProtocolKind,
 };
 use crate::rng::Rng;
 use crate::sim::{OracleLog, Sim};
@@ -149,6 +150,19 @@ pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
             }
             let sd = spec.cfg.loc.speculation_degree;
             drive(spec, wl, layout, LocWal::new(&layout, sd, spec.cfg.min_write_cycles(), spec.bug))
+        }
+        ProtocolKind::Kiln | ProtocolKind::LocKiln => {
+            let loose = spec.protocol == ProtocolKind::LocKiln;
+            if loose && spec.cfg.llc.ways < 2 {
+                return Err(format!(
+                    "llc.ways = {}: loc-kiln keeps versions in other ways, allowed 2..=16",
+                    spec.cfg.llc.ways
+                ));
+            }
+            let slots = (spec.cfg.llc.size_bytes / 64) as usize;
+            let layout = layout.with_nvllc(crate::log::nvllc::bytes(slots));
+            let (sd, w) = (spec.cfg.loc.speculation_degree, spec.cfg.min_write_cycles());
+            drive(spec, wl, layout, Kiln::new(&layout, loose, sd, w, slots, spec.bug))
         }
     }
 }

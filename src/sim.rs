@@ -180,7 +180,7 @@ impl<P: Protocol> Pm for Sim<P> {
         if n == 0 {
             return;
         }
-        self.p.before_store(&self.m, addr, n);
+        self.p.before_store(&mut self.m, addr, n);
         self.undo_bytes.extend_from_slice(&self.m.arch[a..a + n]);
         self.written.push((addr, n as u32));
         self.m.arch[a..a + n].copy_from_slice(data);

@@ -247,6 +247,25 @@ impl Hierarchy {
         }
     }
 
+    /// Write the inner (L1, L2) copies of the line in LLC slot `s3` back into it (Kiln's commit
+    /// flush): they become clean, the LLC line dirty if any was. Returns whether any was dirty.
+    pub fn flush_inner(&mut self, s3: Slot) -> bool {
+        let (s2, s1) = self.inner(s3);
+        let mut dirty = false;
+        if let Some(s) = s1 {
+            dirty |= self.l1.dirty(s);
+            self.l1.set_dirty(s, false);
+        }
+        if let Some(s) = s2 {
+            dirty |= self.l2.dirty(s);
+            self.l2.set_dirty(s, false);
+        }
+        if dirty {
+            self.llc.set_dirty(s3, true);
+        }
+        dirty
+    }
+
     /// Remove a block from every level (clflush, abort). Returns (was it cached, was it dirty).
     pub fn invalidate(&mut self, b: BlockId) -> (bool, bool) {
         let Some(s3) = self.llc.find(b) else {

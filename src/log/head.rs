@@ -5,7 +5,7 @@
 //! | bytes  | field      | meaning                                                        |
 //! |--------|------------|----------------------------------------------------------------|
 //! | 0..8   | magic      | `LOCSIMLH`                                                     |
-//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups, 4 = LOC groups |
+//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups, 4 = LOC groups, 5 = Kiln fallback groups |
 //! | 12..16 | reserved   | 0                                                              |
 //! | 16..24 | start      | u64: first valid log position (blocks for H-WAL, bytes S-WAL)  |
 //! | 24..32 | start_seq  | u64: sequence number of the transaction logged at `start`      |
@@ -27,6 +27,9 @@ pub enum LogFormat {
     /// `start_seq` the transaction sequence number (its low 8 bits are the TxID) of the first
     /// transaction logged from there.
     Loc = 4,
+    /// Kiln's fallback log for lines that do not fit the NV-LLC: block groups; `start` as for
+    /// Ec, `start_seq` the sequence number of the transaction logging from there.
+    Kiln = 5,
 }
 
 /// Decoded log head.
@@ -57,6 +60,7 @@ impl LogHead {
             2 => LogFormat::SWal,
             3 => LogFormat::Ec,
             4 => LogFormat::Loc,
+            5 => LogFormat::Kiln,
             _ => return None,
         };
         Some(LogHead { format, start: le::u64_at(b, 16), start_seq: le::u64_at(b, 24) })

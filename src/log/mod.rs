@@ -7,10 +7,12 @@
 //! - [`swal`]: S-WAL's software redo log (byte-granular entries written through the cache).
 //! - [`ec`]: Eager Commit's block groups with META blocks (EC-WAL; LOC).
 //! - [`loc`]: LOC-WAL's Tx Dependency Pair blocks, kept in the same block groups.
+//! - [`nvllc`]: Kiln's non-volatile LLC state (commit register, committed lines).
 
 pub mod ec;
 pub mod head;
 pub mod loc;
+pub mod nvllc;
 pub mod swal;
 pub mod wal;
 

@@ -18,20 +18,33 @@ pub struct Layout {
     pub log_base: u64,
     /// Bytes in the memory log area.
     pub log_bytes: u64,
+    /// Bytes of the non-volatile LLC's persistent state, after the log area (Kiln and
+    /// LOC-Kiln only; 0 otherwise): not memory, but part of the durable image (MODEL.md 2).
+    pub nvllc_bytes: u64,
 }
 
 impl Layout {
     /// Data area of at least `data_bytes`, then a log area of `log_bytes`.
     pub fn new(data_bytes: u64, log_bytes: u64) -> Layout {
         let data_bytes = data_bytes.div_ceil(4096).max(1) * 4096;
-        let l = Layout { data_base: 0, data_bytes, log_base: data_bytes, log_bytes };
+        let l = Layout { data_base: 0, data_bytes, log_base: data_bytes, log_bytes, nvllc_bytes: 0 };
         // Block numbers are 32-bit (the papers' ADDR field, and the caches' tags).
         assert!(l.total_bytes() / 64 < u32::MAX as u64, "persistent memory above 256 GB");
         l
     }
-    /// Total bytes of persistent memory.
+    /// The same layout followed by `bytes` of non-volatile LLC state.
+    pub fn with_nvllc(self, bytes: u64) -> Layout {
+        Layout { nvllc_bytes: bytes, ..self }
+    }
+
+    /// Total bytes of the durable image (persistent memory, then the NV-LLC state if any).
     pub fn total_bytes(&self) -> u64 {
-        self.log_base + self.log_bytes
+        self.log_base + self.log_bytes + self.nvllc_bytes
+    }
+
+    /// First block of the NV-LLC state.
+    pub fn nvllc_block0(&self) -> BlockId {
+        Addr(self.log_base + self.log_bytes).block()
     }
     /// First block of the log area.
     pub fn log_block0(&self) -> BlockId {
@@ -61,6 +74,9 @@ pub enum WriteKind {
     Commit = 3,
     /// The log head (start and end of the valid log).
     LogHead = 4,
+    /// A change of the non-volatile LLC's persistent state (Kiln): not a memory write, never
+    /// counted as traffic, not in [`WriteKind::ALL`].
+    NvCache = 5,
 }
 
 impl WriteKind {
@@ -73,6 +89,7 @@ impl WriteKind {
             WriteKind::LogMeta => "log_meta",
             WriteKind::Commit => "commit",
             WriteKind::LogHead => "log_head",
+            WriteKind::NvCache => "nv_cache",
         }
     }
 }

@@ -447,7 +447,7 @@ impl Protocol for LocWal {
         self.drain_victims(m);
     }
 
-    fn before_store(&mut self, m: &Machine, addr: Addr, len: usize) {
+    fn before_store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         if !m.keep_bytes {
             return;
         }

@@ -9,6 +9,7 @@
 pub mod baseline;
 pub mod ec_wal;
 pub mod h_wal;
+pub mod kiln;
 pub mod loc_wal;
 pub mod redo;
 pub mod s_wal;
@@ -28,7 +29,7 @@ pub trait Protocol {
     /// Called just before a transactional store changes `m.arch` (a protocol that keeps older
     /// versions of blocks, LOC-WAL, copies them here).
     #[inline(always)]
-    fn before_store(&mut self, _m: &Machine, _addr: Addr, _len: usize) {}
+    fn before_store(&mut self, _m: &mut Machine, _addr: Addr, _len: usize) {}
     /// A transactional store of `[addr, addr+len)`; `m.arch` already holds the new bytes.
     fn store(&mut self, m: &mut Machine, addr: Addr, len: usize);
     /// The program commits the running transaction; returns when the program may go on.
@@ -50,11 +51,20 @@ pub enum ProtocolKind {
     HWal,
     EcWal,
     LocWal,
+    Kiln,
+    LocKiln,
 }
 
 impl ProtocolKind {
-    pub const ALL: [ProtocolKind; 5] =
-        [ProtocolKind::Baseline, ProtocolKind::SWal, ProtocolKind::HWal, ProtocolKind::EcWal, ProtocolKind::LocWal];
+    pub const ALL: [ProtocolKind; 7] = [
+        ProtocolKind::Baseline,
+        ProtocolKind::SWal,
+        ProtocolKind::HWal,
+        ProtocolKind::EcWal,
+        ProtocolKind::LocWal,
+        ProtocolKind::Kiln,
+        ProtocolKind::LocKiln,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -63,12 +73,14 @@ impl ProtocolKind {
             ProtocolKind::HWal => "h-wal",
             ProtocolKind::EcWal => "ec-wal",
             ProtocolKind::LocWal => "loc-wal",
+            ProtocolKind::Kiln => "kiln",
+            ProtocolKind::LocKiln => "loc-kiln",
         }
     }
 
     /// Does the protocol speculate (has a speculation degree)?
     pub fn speculates(self) -> bool {
-        matches!(self, ProtocolKind::LocWal)
+        matches!(self, ProtocolKind::LocWal | ProtocolKind::LocKiln)
     }
 
     pub fn parse(s: &str) -> Result<ProtocolKind, String> {
@@ -85,6 +97,7 @@ impl ProtocolKind {
             ProtocolKind::HWal => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint],
             ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData],
             ProtocolKind::LocWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs],
+            ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
         }
     }
 }
@@ -102,15 +115,18 @@ pub enum Bug {
     MetaBeforeData,
     /// Count only a transaction's logged blocks and drop its Tx Dependency Pairs (LOC-WAL).
     IgnoreDependencyPairs,
+    /// Write an uncommitted line evicted from the NV-LLC to its home location (Kiln).
+    EvictUncommittedHome,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 5] = [
+    pub const ALL: [Bug; 6] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
         Bug::MetaBeforeData,
         Bug::IgnoreDependencyPairs,
+        Bug::EvictUncommittedHome,
     ];
 
     pub fn name(self) -> &'static str {
@@ -120,6 +136,7 @@ impl Bug {
             Bug::TruncateBeforeCheckpoint => "truncate-before-checkpoint",
             Bug::MetaBeforeData => "meta-before-data",
             Bug::IgnoreDependencyPairs => "ignore-dependency-pairs",
+            Bug::EvictUncommittedHome => "evict-uncommitted-home",
         }
     }
 
@@ -135,6 +152,9 @@ impl Bug {
             }
             Bug::IgnoreDependencyPairs => {
                 "TxCnt counts only a transaction's logged blocks and no dependency pairs are written: a transaction whose blocks were coalesced into a later one counts as committed on its own"
+            }
+            Bug::EvictUncommittedHome => {
+                "an uncommitted line evicted from the NV-LLC overwrites its home location instead of going to the fallback log"
             }
         }
     }

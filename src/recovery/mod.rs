@@ -6,6 +6,7 @@
 //! after which recovery must run again to the same result.
 
 pub mod ec;
+pub mod kiln;
 pub mod loc;
 pub mod swal;
 pub mod wal;
@@ -30,6 +31,7 @@ pub fn recover(proto: ProtocolKind, layout: &Layout, image: &[u8]) -> Result<Pla
         ProtocolKind::HWal => wal::recover(layout, image),
         ProtocolKind::EcWal => ec::recover(layout, image),
         ProtocolKind::LocWal => loc::recover(layout, image),
+        ProtocolKind::Kiln | ProtocolKind::LocKiln => kiln::recover(layout, image),
         ProtocolKind::SWal => swal::recover(layout, image),
     }
 }

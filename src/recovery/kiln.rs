@@ -1,0 +1,75 @@
+//! Recovery for Kiln and LOC-Kiln: the durable image includes the non-volatile LLC's state
+//! ([`crate::log::nvllc`]) after the memory log area.
+//!
+//! 1. The NV-LLC's commit register gives `committed`, and `applied` (what an earlier recovery
+//!    already wrote home).
+//! 2. Candidates: every fallback-log block (Eager Commit groups from the head's `start`, while
+//!    each META's SID is the one expected; TxIDs relative to the head's `start_seq`) and every
+//!    NV-LLC line recorded as committed, whose transaction's sequence number is in
+//!    `applied < seq <= committed`. Later transactions (pending data, or a window the register
+//!    does not cover yet) are discarded.
+//! 3. Candidates are written home in sequence order, a fallback-log block before a line of the
+//!    same transaction (the line is the newer copy), log order within the log.
+//! 4. The register is rewritten with `applied = committed` (so that recovering again changes
+//!    nothing), then the fallback log's head past every group read.
+
+use super::Plan;
+use crate::log::ec::{Meta, DATA_SLOTS, GROUP_BLOCKS};
+use crate::log::head::{LogFormat, LogHead};
+use crate::log::nvllc::{self, Register};
+use crate::pmem::{read_block, Layout};
+use crate::types::BlockId;
+
+pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
+    let nv0 = layout.nvllc_block0();
+    let reg = Register::decode(&image[nv0.range()]).ok_or("NV-LLC commit register does not decode")?;
+    let log0 = layout.log_block0();
+    let head = LogHead::decode(&image[log0.range()]).ok_or("log head does not decode")?;
+    if head.format != LogFormat::Kiln {
+        return Err(format!("log head format {:?}, expected Kiln", head.format));
+    }
+    let data_blocks = layout.data_bytes / 64;
+    let wanted = |seq: u64| reg.applied < seq && seq <= reg.committed;
+    // (seq, 0 = log / 1 = line, position, home, where the data is)
+    let mut cands: Vec<(u64, u8, u64, u64, BlockId)> = Vec::new();
+    let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
+    let mut end_sid = head.start;
+    for sid in head.start..head.start + groups {
+        let g0 = log0.0 + 1 + GROUP_BLOCKS * (sid % groups);
+        let meta = Meta::decode(&image[BlockId(g0 + DATA_SLOTS as u64).range()]);
+        if meta.sid != sid || meta.tags.iter().all(|t| t.is_none()) {
+            break;
+        }
+        end_sid = sid + 1;
+        for (slot, t) in meta.tags.iter().enumerate() {
+            let Some(t) = t else { continue };
+            let d = t.tx_id.wrapping_sub(head.start_seq as u8) as u64;
+            if d >= 128 {
+                return Err(format!("fallback log TxID {} not within 128 of the head's {}", t.tx_id, head.start_seq));
+            }
+            let seq = head.start_seq + d;
+            if wanted(seq) && (t.addr as u64) < data_blocks {
+                cands.push((seq, 0, sid * 8 + slot as u64, t.addr as u64, BlockId(g0 + slot as u64)));
+            }
+        }
+    }
+    let slots = ((layout.nvllc_bytes / 64).saturating_sub(1) / 2) as usize;
+    for s in 0..slots {
+        let tag = &image[BlockId(nv0.0 + nvllc::tag_block(s)).range()];
+        if let Some((home, seq)) = nvllc::decode_tag(tag) {
+            if wanted(seq) && home < data_blocks {
+                cands.push((seq, 1, s as u64, home, BlockId(nv0.0 + nvllc::data_block(s))));
+            }
+        }
+    }
+    cands.sort_by_key(|c| (c.0, c.1, c.2));
+    let mut plan = Plan::default();
+    for &(_, _, _, home, at) in &cands {
+        plan.writes.push((BlockId(home), read_block(image, at)));
+    }
+    plan.redone_txs = reg.committed.saturating_sub(reg.applied);
+    plan.writes.push((nv0, Register { committed: reg.committed, applied: reg.committed }.encode()));
+    let start_seq = head.start_seq.max(reg.committed + 1);
+    plan.writes.push((log0, LogHead { format: LogFormat::Kiln, start: end_sid, start_seq }.encode()));
+    Ok(plan)
+}
