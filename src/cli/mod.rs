@@ -60,7 +60,7 @@ pub struct RunArgs {
     /// Workload (sps, btree, ...; an unknown name lists them all).
     #[arg(long, short)]
     pub workload: String,
-    /// Comma-separated protocols: baseline, s-wal, h-wal, ec-wal, loc-wal.
+    /// Comma-separated protocols: baseline, s-wal, h-wal, ec-wal, loc-wal, kiln, loc-kiln.
     #[arg(long, short, default_value = "baseline,s-wal,h-wal")]
     pub protocol: String,
     /// Transactions in the measured region.
@@ -90,7 +90,7 @@ pub struct CrashArgs {
     /// Workload (sps, btree, ...; an unknown name lists them all).
     #[arg(long, short, required_unless_present = "list_bugs")]
     pub workload: Option<String>,
-    /// Protocol under test: baseline, s-wal, h-wal, ec-wal, loc-wal.
+    /// Protocol under test: baseline, s-wal, h-wal, ec-wal, loc-wal, kiln, loc-kiln.
     #[arg(long, short, required_unless_present = "list_bugs")]
     pub protocol: Option<String>,
     /// Crash points to check, drawn without replacement from the candidate cycles (the first and
