@@ -27,6 +27,7 @@ pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod crash;
+pub mod journal;
 pub mod log;
 pub mod machine;
 pub mod memctl;
