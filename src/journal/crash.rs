@@ -43,8 +43,12 @@ pub struct CrashReport {
     pub events: u64,
     pub crash_points: u64,
     pub per_kind: Vec<(EventKind, u64)>,
-    pub violations: Vec<Violation>,
+    pub violations: u64,
+    /// The first violations (at most 10).
+    pub violation_details: Vec<Violation>,
     pub bug: Option<String>,
+    pub version: &'static str,
+    pub git_rev: &'static str,
 }
 
 /// Choose `n` crash events, cycling over the kinds present.
@@ -65,11 +69,24 @@ pub fn choose(kinds: &[EventKind], n: u64, seed: u64) -> Vec<u64> {
     pts
 }
 
-/// Run `crashes` crash points of `trace` under `setup`.
-pub fn campaign(trace: &Trace, setup: &Setup, crashes: u64, bug_name: Option<&str>) -> Result<CrashReport, String> {
+/// Run `crashes` crash points of `trace` under `setup` (or only event `only`).
+pub fn campaign(
+    trace: &Trace,
+    setup: &Setup,
+    crashes: u64,
+    only: Option<u64>,
+    bug_name: Option<&str>,
+) -> Result<CrashReport, String> {
     let oracle = replay::replay(trace, setup, None, true, true)?;
     let kinds = replay::kinds_of(&oracle).to_vec();
-    let points = if kinds.is_empty() { Vec::new() } else { choose(&kinds, crashes, setup.seed) };
+    let points = match only {
+        Some(k) if k >= kinds.len() as u64 => {
+            return Err(format!("--crash-at {k}: allowed 0..{} (events of this run)", kinds.len()))
+        }
+        Some(k) => vec![k],
+        None if kinds.is_empty() => Vec::new(),
+        None => choose(&kinds, crashes, setup.seed),
+    };
     let mut per_kind: Vec<(EventKind, u64)> = EVENT_KINDS.iter().map(|&k| (k, 0)).collect();
     let mut violations = Vec::new();
     for &k in &points {
@@ -90,8 +107,11 @@ pub fn campaign(trace: &Trace, setup: &Setup, crashes: u64, bug_name: Option<&st
         events: kinds.len() as u64,
         crash_points: points.len() as u64,
         per_kind,
-        violations,
+        violations: violations.len() as u64,
+        violation_details: violations.into_iter().take(10).collect(),
         bug: bug_name.map(str::to_string),
+        version: crate::runner::VERSION,
+        git_rev: crate::runner::GIT_REV,
     })
 }
 

@@ -50,6 +50,12 @@ pub struct JournalResult {
     pub commands: u64,
     /// PCM cells programmed, data and flip cells.
     pub total_bit_updates: u64,
+    /// Total bit updates / RR's on the same trace (when RR is among the configurations run).
+    pub total_bit_updates_vs_rr: Option<f64>,
+    /// Maximum bit updates / RR-S2X's on the same trace (when RR-S2X is run).
+    pub max_bit_updates_vs_rr_s2x: Option<f64>,
+    /// Energy / RR-S2X's on the same trace (the paper's Fig. 18 normalisation).
+    pub energy_vs_rr_s2x: Option<f64>,
     /// Programs of the most programmed cell.
     pub max_bit_updates: u64,
     /// The same split by region: the manager frame and the other frames.
@@ -120,6 +126,9 @@ pub fn measure(
         transactions: r.ended.iter().sum(),
         commands: r.commands,
         total_bit_updates: m.pcm.wear.total_bit_updates,
+        total_bit_updates_vs_rr: None,
+        max_bit_updates_vs_rr_s2x: None,
+        energy_vs_rr_s2x: None,
         max_bit_updates: max,
         manager_total_bit_updates: mgr.total_bit_updates,
         manager_max_bit_updates: mgr.max_bit_updates,
@@ -136,6 +145,21 @@ pub fn measure(
         version: crate::runner::VERSION,
         git_rev: crate::runner::GIT_REV,
     })
+}
+
+/// Fill the normalised figures of results of one trace (RR for totals, RR-S2X for maxima and
+/// energy, as in the paper's Figs. 9, 13 and 18).
+pub fn normalize(rs: &mut [JournalResult]) {
+    let find = |rs: &[JournalResult], name: &str| rs.iter().find(|r| r.config == name).cloned();
+    let (rr, rrs2x) = (find(rs, "RR"), find(rs, "RR-S2X"));
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    for r in rs.iter_mut() {
+        r.total_bit_updates_vs_rr = rr.as_ref().map(|b| ratio(r.total_bit_updates as f64, b.total_bit_updates as f64));
+        if let Some(b) = &rrs2x {
+            r.max_bit_updates_vs_rr_s2x = Some(ratio(r.max_bit_updates as f64, b.max_bit_updates as f64));
+            r.energy_vs_rr_s2x = Some(ratio(r.energy_nj, b.energy_nj));
+        }
+    }
 }
 
 /// One measured run of application trace `trace` (1..=4) under `config` (a Table IV name).
