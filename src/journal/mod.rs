@@ -174,3 +174,6 @@ pub fn run(app: App, trace: u32, config: &str, seed: u64) -> Result<JournalResul
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_alloc;
