@@ -38,8 +38,10 @@ pub struct AppModel {
     pub p_update: f64,
     /// Conversation threads per database.
     pub threads: u64,
-    /// Updates pick one of this many most recent rows.
+    /// Updates pick one of this many most recent rows...
     pub recent_rows: u64,
+    /// ...except this fraction, which pick any live row (an old message read, an old post liked).
+    pub p_old_update: f64,
 }
 
 impl App {
@@ -62,50 +64,54 @@ impl App {
             App::Fb => AppModel {
                 code: "fb",
                 dbs: [13, 14, 15, 16],
-                txs: [200, 700, 1700, 3800],
-                initial_rows: 60,
+                txs: [200, 700, 1600, 3000],
+                initial_rows: 400,
                 body_bytes: (40, 400),
                 stmts_per_tx: (1, 3),
                 p_insert: 0.5,
                 p_update: 0.4,
                 threads: 40,
                 recent_rows: 30,
+                p_old_update: 0.5,
             },
             App::Tw => AppModel {
                 code: "tw",
                 dbs: [3, 4, 5, 6],
-                txs: [250, 900, 2200, 4800],
-                initial_rows: 150,
+                txs: [170, 650, 1400, 2650],
+                initial_rows: 2500,
                 body_bytes: (20, 140),
                 stmts_per_tx: (1, 4),
                 p_insert: 0.6,
                 p_update: 0.35,
                 threads: 200,
                 recent_rows: 50,
+                p_old_update: 0.5,
             },
             App::Kt => AppModel {
                 code: "kt",
                 dbs: [3, 4, 5, 6],
-                txs: [250, 900, 2200, 4800],
-                initial_rows: 150,
+                txs: [220, 830, 1850, 3500],
+                initial_rows: 2500,
                 body_bytes: (5, 80),
                 stmts_per_tx: (1, 2),
                 p_insert: 0.7,
                 p_update: 0.25,
                 threads: 30,
                 recent_rows: 20,
+                p_old_update: 0.5,
             },
             App::Gm => AppModel {
                 code: "gm",
                 dbs: [3, 4, 5, 6],
-                txs: [200, 700, 1700, 3800],
-                initial_rows: 80,
+                txs: [175, 670, 1470, 2750],
+                initial_rows: 1500,
                 body_bytes: (100, 800),
                 stmts_per_tx: (1, 3),
                 p_insert: 0.4,
                 p_update: 0.5,
                 threads: 60,
                 recent_rows: 40,
+                p_old_update: 0.5,
             },
         }
     }
@@ -193,7 +199,11 @@ pub fn generate(app: App, trace: u32, seed: u64, txs: Option<u64>) -> Trace {
                     rng.below(p.threads)
                 )));
             } else if x < p.p_insert + p.p_update {
-                let id = next_id[d] - rng.below(p.recent_rows.min(live));
+                let id = if rng.chance(p.p_old_update) {
+                    low_id[d] + rng.below(live)
+                } else {
+                    next_id[d] - rng.below(p.recent_rows.min(live))
+                };
                 t.ops.push(Op::Sql(format!("UPDATE item SET flags = flags + 1, ts = {ts} WHERE id = {id}")));
             } else {
                 t.ops.push(Op::Sql(format!("DELETE FROM item WHERE id = {}", low_id[d])));

@@ -68,11 +68,20 @@ pub struct DbFile {
     pub durable: Vec<u8>,
     pending: Vec<Pending>,
     dirty_pages: Vec<u64>,
+    /// Writes of each page (measured region).
+    pub page_writes: Vec<u32>,
 }
 
 impl DbFile {
     pub fn new(name: &str, durable: Vec<u8>) -> DbFile {
-        DbFile { name: name.into(), cur: durable.clone(), durable, pending: Vec::new(), dirty_pages: Vec::new() }
+        DbFile {
+            name: name.into(),
+            cur: durable.clone(),
+            durable,
+            pending: Vec::new(),
+            dirty_pages: Vec::new(),
+            page_writes: Vec::new(),
+        }
     }
 }
 
@@ -102,6 +111,9 @@ pub struct Media {
     crash_rng: Rng,
     pub snapshot: Option<Snapshot>,
     pub pcm_block_writes: u64,
+    /// Whole-page database writes over an existing page, and those changing at most 64 bytes.
+    pub db_overwrites: u64,
+    pub db_small_overwrites: u64,
 }
 
 impl Media {
@@ -122,6 +134,8 @@ impl Media {
             crash_rng: Rng::new(0),
             snapshot: None,
             pcm_block_writes: 0,
+            db_overwrites: 0,
+            db_small_overwrites: 0,
         }
     }
 
@@ -146,6 +160,25 @@ impl Media {
         self.pcm_ns = 0;
         self.db_ns = 0;
         self.pcm_block_writes = 0;
+        self.db_overwrites = 0;
+        self.db_small_overwrites = 0;
+        for f in &mut self.dbs {
+            f.page_writes.clear();
+        }
+    }
+
+    /// Mean writes per database page written, over the measured region.
+    pub fn writes_per_page(&self) -> f64 {
+        let (mut w, mut p) = (0u64, 0u64);
+        for f in &self.dbs {
+            w += f.page_writes.iter().map(|&x| x as u64).sum::<u64>();
+            p += f.page_writes.iter().filter(|&&x| x > 0).count() as u64;
+        }
+        if p == 0 {
+            0.0
+        } else {
+            w as f64 / p as f64
+        }
     }
 
     pub fn crashed(&self) -> bool {
@@ -246,6 +279,18 @@ impl Media {
         }
         let f = &mut self.dbs[i];
         let end = off as usize + data.len();
+        if data.len() as u64 == PAGE_BYTES && off % PAGE_BYTES == 0 {
+            let pg = (off / PAGE_BYTES) as usize;
+            if f.page_writes.len() <= pg {
+                f.page_writes.resize(pg + 1, 0);
+            }
+            f.page_writes[pg] += 1;
+            if end <= f.cur.len() {
+                let diff = f.cur[off as usize..end].iter().zip(data).filter(|(a, b)| a != b).count();
+                self.db_overwrites += 1;
+                self.db_small_overwrites += (diff <= 64) as u64;
+            }
+        }
         if f.cur.len() < end {
             f.cur.resize(end, 0);
         }

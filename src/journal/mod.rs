@@ -48,6 +48,10 @@ pub struct JournalResult {
     pub journal_records: u64,
     pub transactions: u64,
     pub commands: u64,
+    /// Mean writes per database page written (the paper, Fig. 5: 5.2 on average).
+    pub db_writes_per_page: f64,
+    /// Fraction of page overwrites that change at most 64 bytes (the paper, Fig. 6: 72.8 %).
+    pub db_small_overwrite_fraction: f64,
     /// PCM cells programmed, data and flip cells.
     pub total_bit_updates: u64,
     /// Total bit updates / RR's on the same trace (when RR is among the configurations run).
@@ -125,6 +129,8 @@ pub fn measure(
         journal_records: w.journal.stats.records,
         transactions: r.ended.iter().sum(),
         commands: r.commands,
+        db_writes_per_page: m.writes_per_page(),
+        db_small_overwrite_fraction: m.db_small_overwrites as f64 / m.db_overwrites.max(1) as f64,
         total_bit_updates: m.pcm.wear.total_bit_updates,
         total_bit_updates_vs_rr: None,
         max_bit_updates_vs_rr_s2x: None,
