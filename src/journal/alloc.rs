@@ -55,6 +55,8 @@ pub struct Slot {
     pub cur_data: usize,
     pub hot_byte: u8,
     pub slot_v: u8,
+    /// Descriptor count as last written to PCM (written once per journal, before the hot flag).
+    pub persisted_count: u16,
 }
 
 /// Counters of allocator activity.
@@ -314,6 +316,7 @@ impl Journal {
         sl.by_pg.clear();
         sl.copy = self.pol.header_copies as usize - 1;
         sl.hdr = HeaderCopy::default();
+        sl.persisted_count = 0;
         w!(m.pcm_write(format::frame_addr(h) + format::HDR_HOT, &[0]));
         w!(m.pcm_write(format::frame_addr(h) + format::HDR_DESC_COUNT, &0u16.to_le_bytes()));
         let zeros = vec![0u8; (self.pol.header_copies as u64 * format::COPY_BYTES) as usize];
@@ -369,8 +372,13 @@ impl Journal {
     /// SQLite writes the header with a zero magic and rewrites it with the magic once the
     /// records are synced: that rewrite is when the journal becomes hot.
     fn hot_if_magic(&mut self, m: &mut Media, s: usize) -> R<()> {
-        let sl = &self.slots[s];
+        let sl = &mut self.slots[s];
         if !sl.hot && sl.hdr.magic != [0; 8] {
+            let n = sl.descs.len() as u16;
+            if n != sl.persisted_count {
+                sl.persisted_count = n;
+                w!(m.pcm_write(format::frame_addr(sl.frame) + format::HDR_DESC_COUNT, &n.to_le_bytes()));
+            }
             self.write_hot(m, s, true)?;
         }
         Ok(())
@@ -433,8 +441,7 @@ impl Journal {
             None => self.free_desc(s)?,
         };
         let sl = &mut self.slots[s];
-        let appended = d == sl.descs.len();
-        if appended {
+        if d == sl.descs.len() {
             sl.descs.push(Desc::default());
         }
         let ds = &mut sl.descs[d];
@@ -445,12 +452,9 @@ impl Journal {
         sl.by_pg[pgno as usize] = d as u32 + 1;
         sl.records.push(d as u16);
         self.stats.records += 1;
-        self.write_desc(m, s, d)?;
-        if appended {
-            let n = self.slots[s].descs.len() as u16;
-            w!(m.pcm_write(format::frame_addr(self.slots[s].frame) + format::HDR_DESC_COUNT, &n.to_le_bytes()));
-        }
-        Ok(())
+        // An appended descriptor becomes visible to recovery when the count is written, just
+        // before the journal turns hot (`hot_if_magic`).
+        self.write_desc(m, s, d)
     }
 
     fn free_desc(&self, s: usize) -> R<usize> {
@@ -719,6 +723,7 @@ impl Journal {
             cur_data: 0,
             hot_byte,
             slot_v: sl.slot_v,
+            persisted_count: nd as u16,
         };
         Ok(())
     }
@@ -756,6 +761,10 @@ impl Journal {
             let fr = &self.frames[h];
             if !fr.header || fr.owner != s || fr.state == FState::Invalid {
                 return Err(format!("slot {s}: header frame {h} is {fr:?}"));
+            }
+            let c = (format::frame_addr(h) + format::HDR_DESC_COUNT) as usize;
+            if u16::from_le_bytes([m.bytes[c], m.bytes[c + 1]]) != sl.persisted_count {
+                return Err(format!("slot {s}: descriptor count in PCM differs from DRAM"));
             }
             if (fr.state == FState::Active) != sl.open {
                 return Err(format!("slot {s}: header frame {h} {:?} but open = {}", fr.state, sl.open));

@@ -63,6 +63,9 @@ pub struct JournalResult {
     /// Programs of the most programmed cell.
     pub max_bit_updates: u64,
     /// The same split by region: the manager frame and the other frames.
+    /// Where the most programmed cell is, e.g. `header frame: descriptor CkSum` (the frame's
+    /// role at the end of the run).
+    pub hottest_cell: String,
     pub manager_total_bit_updates: u64,
     pub manager_max_bit_updates: u64,
     pub pcm_block_writes: u64,
@@ -136,6 +139,7 @@ pub fn measure(
         max_bit_updates_vs_rr_s2x: None,
         energy_vs_rr_s2x: None,
         max_bit_updates: max,
+        hottest_cell: hottest(m, &w.journal),
         manager_total_bit_updates: mgr.total_bit_updates,
         manager_max_bit_updates: mgr.max_bit_updates,
         pcm_block_writes: m.pcm_block_writes,
@@ -151,6 +155,58 @@ pub fn measure(
         version: crate::runner::VERSION,
         git_rev: crate::runner::GIT_REV,
     })
+}
+
+/// The structure holding the most programmed cell (data cells and flip cells).
+fn hottest(m: &media::Media, j: &alloc::Journal) -> String {
+    let wear = &m.pcm.wear;
+    let mut best = (0u64, 0u64, false);
+    for bit in 0..m.bytes.len() as u64 * 8 {
+        let c = wear.count(bit, false);
+        if c > best.0 {
+            best = (c, bit, false);
+        }
+        if bit % 64 == 0 {
+            let c = wear.count(bit, true);
+            if c > best.0 {
+                best = (c, bit, true);
+            }
+        }
+    }
+    let byte = best.1 / 8;
+    let (f, off) = ((byte / format::FRAME_BYTES) as usize, byte % format::FRAME_BYTES);
+    let what = if f == 0 {
+        match off {
+            o if o < format::MGR_PRESENCE => "magic",
+            o if o < format::MGR_REUSABLE => "presence bits",
+            o if o < format::MGR_COUNTS => "reusable bits",
+            o if o < format::MGR_SLOTS => "reuse counters",
+            o if (o - format::MGR_SLOTS) % format::SLOT_BYTES == 0 => "header frame descriptor V",
+            _ => "header frame descriptor",
+        }
+        .to_string()
+    } else if j.frames[f].header {
+        match off {
+            o if o < format::HDR_REUSE_COUNT => "hot-journal flag".to_string(),
+            o if o < format::HDR_COPIES => "header counters".to_string(),
+            o if o < format::HDR_DESCS => "journal header copy".to_string(),
+            o => {
+                let field = match (o - format::HDR_DESCS) % format::DESC_BYTES {
+                    0..4 => "PgNo",
+                    4..8 => "CkSum",
+                    8 => "V",
+                    10..12 => "PTR",
+                    12..14 => "ord",
+                    _ => "reserved",
+                };
+                format!("descriptor {field}")
+            }
+        }
+    } else {
+        "data portion".to_string()
+    };
+    let role = if f == 0 { "manager" } else if j.frames[f].header { "header frame" } else { "data frame" };
+    format!("{role}: {what}{}", if best.2 { " (flip cell)" } else { "" })
 }
 
 /// Fill the normalised figures of results of one trace (RR for totals, RR-S2X for maxima and
