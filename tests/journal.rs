@@ -23,7 +23,15 @@ fn journal_json_has_the_required_fields_for_each_configuration_and_is_determinis
         assert_eq!(r["config"], name);
         assert_eq!(r["app"], "tw");
         assert_eq!(r["trace"], "2");
-        for f in ["page_writes", "total_bit_updates", "max_bit_updates", "energy_nj", "avg_cmd_latency_ns", "git_rev", "seed"] {
+        for f in [
+            "page_writes",
+            "total_bit_updates",
+            "max_bit_updates",
+            "energy_nj",
+            "avg_cmd_latency_ns",
+            "git_rev",
+            "seed",
+        ] {
             assert!(!r[f].is_null(), "{name}: {f} missing");
         }
         assert!(r["total_bit_updates"].as_u64().unwrap() > 0);
@@ -73,7 +81,8 @@ fn a_trace_file_replays_and_a_bad_one_names_its_line() {
 
 #[test]
 fn journal_crashtest_reports_zero_violations_and_exits_1_on_an_injected_bug() {
-    let base = ["journal-crashtest", "--app", "gm", "--txs", "20", "--config", "RU20-S2X-WH64", "--crashes", "25", "--json"];
+    let base =
+        ["journal-crashtest", "--app", "gm", "--txs", "20", "--config", "RU20-S2X-WH64", "--crashes", "25", "--json"];
     let (code, out, err) = locsim(&base);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();

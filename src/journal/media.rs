@@ -279,7 +279,7 @@ impl Media {
         }
         let f = &mut self.dbs[i];
         let end = off as usize + data.len();
-        if data.len() as u64 == PAGE_BYTES && off % PAGE_BYTES == 0 {
+        if data.len() as u64 == PAGE_BYTES && off.is_multiple_of(PAGE_BYTES) {
             let pg = (off / PAGE_BYTES) as usize;
             if f.page_writes.len() <= pg {
                 f.page_writes.resize(pg + 1, 0);

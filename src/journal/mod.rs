@@ -181,7 +181,7 @@ fn hottest(m: &media::Media, j: &alloc::Journal) -> String {
             o if o < format::MGR_REUSABLE => "presence bits",
             o if o < format::MGR_COUNTS => "reusable bits",
             o if o < format::MGR_SLOTS => "reuse counters",
-            o if (o - format::MGR_SLOTS) % format::SLOT_BYTES == 0 => "header frame descriptor V",
+            o if (o - format::MGR_SLOTS).is_multiple_of(format::SLOT_BYTES) => "header frame descriptor V",
             _ => "header frame descriptor",
         }
         .to_string()
@@ -205,7 +205,13 @@ fn hottest(m: &media::Media, j: &alloc::Journal) -> String {
     } else {
         "data portion".to_string()
     };
-    let role = if f == 0 { "manager" } else if j.frames[f].header { "header frame" } else { "data frame" };
+    let role = if f == 0 {
+        "manager"
+    } else if j.frames[f].header {
+        "header frame"
+    } else {
+        "data frame"
+    };
     format!("{role}: {what}{}", if best.2 { " (flip cell)" } else { "" })
 }
 

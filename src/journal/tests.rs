@@ -1,6 +1,5 @@
 //! End-to-end tests of the journal with real SQLite (short traces: seconds in all).
 
-use super::alloc::FState;
 use super::media::Timing;
 use super::replay::{replay, Setup};
 use super::trace::Trace;
