@@ -97,7 +97,7 @@ pub fn campaign(
                 event: k,
                 kind,
                 what,
-                replay: format!("--crash-at {k} --seed {}", setup.seed),
+                replay: format!("--config {} --crash-at {k} --seed {}", setup.policy.name, setup.seed),
             });
         }
     }

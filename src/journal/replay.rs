@@ -121,13 +121,15 @@ pub fn replay(
     vfs::install(World { media, journal, bug: None, error: None, db_page_writes: 0 });
     let r = replay_inner(trace, setup, crash_at, kinds, digests);
     let mut world = vfs::take();
-    let mut r = r?;
-    r.snapshot = world.media.snapshot.take();
-    r.world = world;
-    Ok(r)
+    let (commands, ended, in_flight, digests) = r?;
+    let snapshot = world.media.snapshot.take();
+    Ok(Replay { world, commands, ended, in_flight, digests, snapshot })
 }
 
-fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool, dig: bool) -> Result<Replay, String> {
+/// Commands, transactions ended per database, the database in flight, the digests.
+type Counts = (u64, Vec<u64>, Option<usize>, Vec<Vec<u64>>);
+
+fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool, dig: bool) -> Result<Counts, String> {
     let mut conns: Vec<Option<Connection>> = (0..trace.dbs.len()).map(|_| None).collect();
     let mut cur = 0usize;
     let sql_err = |i: usize, e: rusqlite::Error| format!("trace setup command {i}: {e}");
@@ -217,14 +219,7 @@ fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool
         }
     }
     drop(conns);
-    let world = World {
-        media: Media::new(&setup.pcm, 3, Timing::default()),
-        journal: Journal::new(setup.policy.clone(), 3),
-        bug: None,
-        error: None,
-        db_page_writes: 0,
-    };
-    Ok(Replay { world, commands, ended, in_flight, digests: out_digests, snapshot: None })
+    Ok((commands, ended, in_flight, out_digests))
 }
 
 /// Event kinds recorded by a replay (empty if not recorded).
