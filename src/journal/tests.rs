@@ -75,3 +75,28 @@ fn the_checker_catches_a_portion_shared_by_two_live_records() {
     let r = campaign_of("RU-S2X", DEFAULT_FRAMES, 25, 40, Some("reuse-live-portion"));
     assert!(r.violations > 0, "bug not caught");
 }
+
+#[test]
+fn a_rolled_back_transaction_reads_its_journal_back_and_crashes_around_it_recover() {
+    let mut text = String::from("@db r.db\nCREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)\n");
+    for i in 0..200 {
+        text += &format!("INSERT INTO t VALUES({i}, '{}')\n", "x".repeat(i % 50));
+    }
+    text += "@measure\n";
+    for round in 0..6 {
+        text += "BEGIN\n";
+        text += &format!("UPDATE t SET v = 'round {round}' WHERE id % 7 = {round}\n");
+        text += &format!("DELETE FROM t WHERE id = {}\n", 10 + round);
+        text += if round % 2 == 0 { "ROLLBACK\n" } else { "COMMIT\n" };
+    }
+    let tr = Trace::parse(&text).unwrap();
+    let r = replay(&tr, &setup("RU-S2X", 5), None, false, true).unwrap();
+    let d = &r.digests[0];
+    assert_eq!(d.len(), 7);
+    assert_eq!(d[1], d[0], "round 0 rolled back: content unchanged");
+    assert_ne!(d[2], d[1], "round 1 committed");
+    assert_eq!(r.world.journal.stats.journals, 6);
+    r.world.journal.check(&r.world.media).unwrap();
+    let c = crash::campaign(&tr, &setup("RU-S2X", 5), 40, None, None).unwrap();
+    assert_eq!(c.violations, 0, "{:?}", c.violation_details.first());
+}
