@@ -3,7 +3,8 @@
 //! Reading order: `docs/ARCHITECTURE.md`. In short: [`types`] and [`config`]; the machine
 //! ([`cache`], [`memctl`], [`pmem`], [`machine`]); the workload interface ([`workload`]) and its
 //! simulator back end ([`sim`]); the protocols ([`protocol`]) with their log formats ([`log`])
-//! and [`recovery`]; the [`crash`] checker; [`runner`] and the [`cli`].
+//! and [`recovery`]; the [`crash`] checker; [`runner`] and the [`cli`]. Separately, [`journal`]:
+//! real SQLite with its rollback journal in PCM (the PCM SQLite-journal paper).
 //!
 //! Running a simulation from Rust:
 //!
@@ -27,6 +28,7 @@ pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod crash;
+pub mod journal;
 pub mod log;
 pub mod machine;
 pub mod memctl;

@@ -8,7 +8,7 @@ use crate::runner::{self, RunResult, RunSpec};
 use crate::workload::WorkloadKind;
 
 /// Write to stdout; a closed pipe (`locsim run ... | head`) ends output quietly.
-fn emit(text: &str) {
+pub(super) fn emit(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     if out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_err() {
@@ -26,6 +26,8 @@ pub fn dispatch(cmd: Cmd) -> Result<i32, String> {
         Cmd::Crashtest(a) => crashtest(a),
         Cmd::Bench(a) => bench(a),
         Cmd::Workloads(a) => workloads(a),
+        Cmd::Journal(a) => super::journal::run(a),
+        Cmd::JournalCrashtest(a) => super::journal::crashtest(a),
         Cmd::Config(a) => {
             emit(&build_config(&a, None)?.to_toml());
             Ok(0)

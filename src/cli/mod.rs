@@ -1,9 +1,10 @@
-//! The command line: `locsim run | crashtest | bench | config`.
+//! The command line: `locsim run | crashtest | bench | config | workloads | journal | journal-crashtest`.
 //!
 //! Contract (users' scripts depend on it): see the README. Every bad argument ends with one
 //! line on stderr naming the bad value and the allowed ones, and exit status 2.
 
 mod commands;
+mod journal;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -27,6 +28,11 @@ pub enum Cmd {
     Config(MachineArgs),
     /// List the workloads with their parameters and the P-Set measured by a short baseline run.
     Workloads(WorkloadsArgs),
+    /// Replay a mobile-application SQL trace through real SQLite with its rollback journal in PCM
+    /// (the PCM SQLite-journal paper) and report bit updates, energy and command latency.
+    Journal(journal::JournalArgs),
+    /// Crash the PCM journal at chosen events, recover with real SQLite, and check the databases.
+    JournalCrashtest(journal::JournalCrashArgs),
 }
 
 #[derive(Args, Debug)]

@@ -1,0 +1,194 @@
+//! `locsim journal` and `locsim journal-crashtest`: the PCM SQLite journal (src/journal/).
+
+use crate::journal::{self, apps, crash, media::Timing, replay::Setup, trace::Trace, vfs::Bug, App, Policy};
+use clap::Args;
+
+/// Configurations run by default: the ones the closing note of issue 6 reports.
+pub const DEFAULT_CONFIGS: &str = "RR,RR-S2,RR-S2X,RU,RU-S2,RU-S2X,RU20-S2X,RU20-S2X-WH64";
+
+#[derive(Args, Debug)]
+pub struct JournalArgs {
+    /// Application of Table III: fb, tw, kt, gm.
+    #[arg(long, required_unless_present = "trace_file")]
+    pub app: Option<String>,
+    /// Trace 1..=4 of the application (increasing length).
+    #[arg(long, default_value_t = 1)]
+    pub trace: u32,
+    /// Replay a recorded SQL trace file instead (format: docs/journal.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "app")]
+    pub trace_file: Option<String>,
+    /// Comma-separated configurations of Table IV (RR, RU20-S2X-WH64, ...).
+    #[arg(long, default_value = DEFAULT_CONFIGS)]
+    pub config: String,
+    /// Seed of the trace generator and of SQLite's journal nonces.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Frames (64 KiB) of the PCM journal area, 3..=64 (the paper: 32 = 2 MB).
+    #[arg(long, default_value_t = journal::DEFAULT_FRAMES)]
+    pub frames: u64,
+    /// Override the application trace's transaction count.
+    #[arg(long)]
+    pub txs: Option<u64>,
+    /// Print the generated trace in the trace file format and exit.
+    #[arg(long)]
+    pub emit_trace: bool,
+    /// Print one JSON array (one object per configuration).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct JournalCrashArgs {
+    /// Application of Table III: fb, tw, kt, gm.
+    #[arg(long, required_unless_present = "trace_file")]
+    pub app: Option<String>,
+    /// Trace 1..=4 of the application.
+    #[arg(long, default_value_t = 1)]
+    pub trace: u32,
+    /// Check a recorded SQL trace file instead.
+    #[arg(long, value_name = "FILE", conflicts_with = "app")]
+    pub trace_file: Option<String>,
+    /// One configuration of Table IV.
+    #[arg(long)]
+    pub config: String,
+    /// Crash points, drawn in turn from each kind of event (journal data, journal metadata,
+    /// GC, database write, database sync).
+    #[arg(long, default_value_t = 1000)]
+    pub crashes: u64,
+    /// Check only this event (replays a reported violation).
+    #[arg(long, value_name = "EVENT")]
+    pub crash_at: Option<u64>,
+    /// Turn on a deliberate defect: hot-clear-before-db-sync, reuse-live-portion.
+    #[arg(long, value_name = "BUG")]
+    pub inject_bug: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Frames (64 KiB) of the PCM journal area, 3..=64.
+    #[arg(long, default_value_t = journal::DEFAULT_FRAMES)]
+    pub frames: u64,
+    /// Override the application trace's transaction count.
+    #[arg(long)]
+    pub txs: Option<u64>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn load_trace(
+    app: &Option<String>,
+    trace: u32,
+    file: &Option<String>,
+    seed: u64,
+    txs: Option<u64>,
+) -> Result<(String, String, Trace), String> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("--trace-file {path}: {e}"))?;
+        return Ok(("file".into(), path.clone(), Trace::parse(&text)?));
+    }
+    if !(1..=4).contains(&trace) {
+        return Err(format!("--trace {trace}: allowed 1..=4"));
+    }
+    let app = App::parse(app.as_deref().expect("clap requires --app or --trace-file"))?;
+    Ok((app.code().into(), trace.to_string(), apps::generate(app, trace, seed, txs)))
+}
+
+fn check_frames(frames: u64) -> Result<(), String> {
+    if !(3..=journal::format::MAX_FRAMES).contains(&frames) {
+        return Err(format!("--frames {frames}: allowed 3..={}", journal::format::MAX_FRAMES));
+    }
+    Ok(())
+}
+
+pub fn run(a: JournalArgs) -> Result<i32, String> {
+    check_frames(a.frames)?;
+    let policies: Vec<Policy> =
+        a.config.split(',').map(str::trim).filter(|s| !s.is_empty()).map(Policy::parse).collect::<Result<_, _>>()?;
+    if policies.is_empty() {
+        return Err("--config: empty list".into());
+    }
+    let (app, trace, tr) = load_trace(&a.app, a.trace, &a.trace_file, a.seed, a.txs)?;
+    if a.emit_trace {
+        super::commands::emit(&tr.to_text());
+        return Ok(0);
+    }
+    let mut rs = Vec::new();
+    for p in &policies {
+        rs.push(journal::measure((&app, &trace), &tr, p, a.seed, a.frames)?);
+    }
+    journal::normalize(&mut rs);
+    if a.json {
+        super::commands::emit(&format!("{}\n", serde_json::to_string_pretty(&rs).expect("serializable")));
+        return Ok(0);
+    }
+    let mut out = format!(
+        "{:<22} {:>11} {:>7} {:>10} {:>7} {:>12} {:>12} {:>9}\n",
+        "config", "total bits", "vs RR", "max bits", "vs S2X", "energy uJ", "cmd us", "jrnl us"
+    );
+    let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.3}"));
+    for r in &rs {
+        out += &format!(
+            "{:<22} {:>11} {:>7} {:>10} {:>7} {:>12.1} {:>12.2} {:>9.2}\n",
+            r.config,
+            r.total_bit_updates,
+            opt(r.total_bit_updates_vs_rr),
+            r.max_bit_updates,
+            opt(r.max_bit_updates_vs_rr_s2x),
+            r.energy_nj / 1e3,
+            r.avg_cmd_latency_ns / 1e3,
+            r.avg_cmd_journal_ns / 1e3
+        );
+    }
+    if let Some(r) = rs.first() {
+        out += &format!(
+            "{} trace {}: {} page writes ({} database, {} journal), {} transactions, {} commands, no-journal {:.2} us/cmd | seed {} | locsim {} ({})\n",
+            r.app, r.trace, r.page_writes, r.db_page_writes, r.journal_records, r.transactions, r.commands,
+            r.avg_cmd_latency_nojournal_ns / 1e3, r.seed, r.version, r.git_rev
+        );
+    }
+    super::commands::emit(&out);
+    Ok(0)
+}
+
+pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
+    check_frames(a.frames)?;
+    let policy = Policy::parse(&a.config)?;
+    let bug = a.inject_bug.as_deref().map(Bug::parse).transpose()?;
+    if a.crashes == 0 && a.crash_at.is_none() {
+        return Err("--crashes 0: allowed 1 or more".into());
+    }
+    let (_, _, tr) = load_trace(&a.app, a.trace, &a.trace_file, a.seed, a.txs)?;
+    let setup = Setup {
+        policy,
+        pcm: Default::default(),
+        timing: Timing::default(),
+        frames: a.frames,
+        seed: a.seed,
+        journal: true,
+        bug,
+    };
+    let r = crash::campaign(&tr, &setup, a.crashes, a.crash_at, a.inject_bug.as_deref())?;
+    if a.json {
+        super::commands::emit(&format!("{}\n", serde_json::to_string_pretty(&r).expect("serializable")));
+    } else {
+        let kinds: Vec<String> = r
+            .per_kind
+            .iter()
+            .map(|(k, n)| format!("{} {n}", serde_json::to_string(k).expect("kind").trim_matches('"')))
+            .collect();
+        let mut out = format!(
+            "{}{}: {} crash points of {} events ({}), {} violations (seed {})\n",
+            r.config,
+            r.bug.as_ref().map_or(String::new(), |b| format!(" with bug {b}")),
+            r.crash_points,
+            r.events,
+            kinds.join(", "),
+            r.violations,
+            r.seed
+        );
+        if let Some(v) = r.violation_details.first() {
+            out += &format!("first violation at event {} ({:?}): {}\nreplay: {}\n", v.event, v.kind, v.what, v.replay);
+        }
+        super::commands::emit(&out);
+    }
+    Ok(if r.violations > 0 { 1 } else { 0 })
+}

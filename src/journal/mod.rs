@@ -1,0 +1,247 @@
+//! The differential-write-conscious SQLite rollback journal on PCM (Lee et al., "Differential
+//! write-conscious software design on phase-change memory: an SQLite case study", sections 3
+//! and 5), run with real SQLite, and its evaluation (section 6).
+//!
+//! Reading order: [`policy`] (the configurations of Table IV and their names), [`format`] (the
+//! byte layout in PCM, docs/journal-format.md), [`media`] (PCM area and database files, what a
+//! crash keeps), [`alloc`] (frames, portions, reuse, GC, rebuild), [`vfs`] (SQLite's journal
+//! byte stream to and from the structures), [`trace`] and [`apps`] (workloads), [`replay`],
+//! [`crash`] (the crash checker), and [`run`] here (one measured run).
+//!
+//! Modelled: the PCM area as bytes with per-cell wear through [`crate::pcm::Pcm`] (Flip-N-Write
+//! by default), uncached, through a 64-byte software write buffer; database files as page-cache
+//! files whose unsynced sectors may be lost at a crash. Left out: SQLite's CPU time (a command's
+//! time is device time only), the file system's own journal, page sizes other than 1 KiB.
+
+pub mod alloc;
+pub mod apps;
+pub mod crash;
+pub mod format;
+pub mod media;
+pub mod policy;
+pub mod replay;
+pub mod trace;
+pub mod vfs;
+
+pub use apps::App;
+pub use policy::Policy;
+
+use crate::pcm::PcmConfig;
+use media::Timing;
+use replay::Setup;
+use serde::Serialize;
+use trace::Trace;
+
+/// Frames of the journal area by default: the paper's 2 MB of PCM (section 6.1).
+pub const DEFAULT_FRAMES: u64 = 32;
+
+/// Figures of one measured run (one application trace under one configuration).
+#[derive(Clone, Debug, Serialize)]
+pub struct JournalResult {
+    pub app: String,
+    pub trace: String,
+    pub config: String,
+    pub seed: u64,
+    /// Database page writes plus journal records (the paper's trace size measure).
+    pub page_writes: u64,
+    pub db_page_writes: u64,
+    pub journal_records: u64,
+    pub transactions: u64,
+    pub commands: u64,
+    /// Mean writes per database page written (the paper, Fig. 5: 5.2 on average).
+    pub db_writes_per_page: f64,
+    /// Fraction of page overwrites that change at most 64 bytes (the paper, Fig. 6: 72.8 %).
+    pub db_small_overwrite_fraction: f64,
+    /// PCM cells programmed, data and flip cells.
+    pub total_bit_updates: u64,
+    /// Total bit updates / RR's on the same trace (when RR is among the configurations run).
+    pub total_bit_updates_vs_rr: Option<f64>,
+    /// Maximum bit updates / RR-S2X's on the same trace (when RR-S2X is run).
+    pub max_bit_updates_vs_rr_s2x: Option<f64>,
+    /// Energy / RR-S2X's on the same trace (the paper's Fig. 18 normalisation).
+    pub energy_vs_rr_s2x: Option<f64>,
+    /// Programs of the most programmed cell.
+    pub max_bit_updates: u64,
+    /// The same split by region: the manager frame and the other frames.
+    /// Where the most programmed cell is, e.g. `header frame: descriptor CkSum` (the frame's
+    /// role at the end of the run).
+    pub hottest_cell: String,
+    pub manager_total_bit_updates: u64,
+    pub manager_max_bit_updates: u64,
+    pub pcm_block_writes: u64,
+    /// PCM energy: programming, reads, and background power over the PCM's busy time.
+    pub energy_nj: f64,
+    /// Device time per command: journal PCM accesses plus database file writes and syncs.
+    pub avg_cmd_latency_ns: f64,
+    /// The journal's PCM part of it.
+    pub avg_cmd_journal_ns: f64,
+    /// The same trace with `journal_mode=OFF` (no journal at all).
+    pub avg_cmd_latency_nojournal_ns: f64,
+    /// Bytes of the over-provisioned journal header copies (WHm: (m - 1) x 32 per file).
+    pub area_overhead_bytes: u64,
+    pub area_overhead_percent: f64,
+    /// Simulated time to rebuild the DRAM metadata from the final PCM image (PCM reads).
+    pub rebuild_ns: u64,
+    pub allocator: alloc::Stats,
+    pub frames: u64,
+    pub version: &'static str,
+    pub git_rev: &'static str,
+}
+
+/// Replay `trace` under `policy` and measure.
+pub fn measure(
+    label: (&str, &str),
+    tr: &Trace,
+    policy: &Policy,
+    seed: u64,
+    frames: u64,
+) -> Result<JournalResult, String> {
+    let setup = Setup {
+        policy: policy.clone(),
+        pcm: PcmConfig::default(),
+        timing: Timing::default(),
+        frames,
+        seed,
+        journal: true,
+        bug: None,
+    };
+    let r = replay::replay(tr, &setup, None, false, false)?;
+    let reference = replay::replay(tr, &Setup { journal: false, ..setup.clone() }, None, false, false)?;
+    let w = &r.world;
+    let m = &w.media;
+    let regions = m.pcm.wear.regions();
+    let mgr = regions.iter().find(|x| x.name == "manager").cloned().unwrap_or_default();
+    let max = regions.iter().map(|x| x.max_bit_updates).max().unwrap_or(0);
+    let cmds = r.commands.max(1) as f64;
+    let nref = &reference.world.media;
+    let copies = policy.header_copies as u64 - 1;
+    let area = frames * format::FRAME_BYTES;
+    let mut rebuilt = media::Media::from_snapshot(
+        &setup.pcm,
+        &media::Snapshot { pcm: m.bytes.clone(), dbs: Vec::new() },
+        Timing::default(),
+    );
+    alloc::Journal::rebuild(&mut rebuilt, policy.clone()).map_err(|e| format!("rebuild after the run: {e}"))?;
+    Ok(JournalResult {
+        app: label.0.into(),
+        trace: label.1.into(),
+        config: policy.name.clone(),
+        seed,
+        page_writes: w.db_page_writes + w.journal.stats.records,
+        db_page_writes: w.db_page_writes,
+        journal_records: w.journal.stats.records,
+        transactions: r.ended.iter().sum(),
+        commands: r.commands,
+        db_writes_per_page: m.writes_per_page(),
+        db_small_overwrite_fraction: m.db_small_overwrites as f64 / m.db_overwrites.max(1) as f64,
+        total_bit_updates: m.pcm.wear.total_bit_updates,
+        total_bit_updates_vs_rr: None,
+        max_bit_updates_vs_rr_s2x: None,
+        energy_vs_rr_s2x: None,
+        max_bit_updates: max,
+        hottest_cell: hottest(m, &w.journal),
+        manager_total_bit_updates: mgr.total_bit_updates,
+        manager_max_bit_updates: mgr.max_bit_updates,
+        pcm_block_writes: m.pcm_block_writes,
+        energy_nj: m.pcm.energy_nj(m.pcm_ns as f64 * 1e-9),
+        avg_cmd_latency_ns: (m.pcm_ns + m.db_ns) as f64 / cmds,
+        avg_cmd_journal_ns: m.pcm_ns as f64 / cmds,
+        avg_cmd_latency_nojournal_ns: (nref.pcm_ns + nref.db_ns) as f64 / reference.commands.max(1) as f64,
+        area_overhead_bytes: copies * format::COPY_BYTES * tr.dbs.len() as u64,
+        area_overhead_percent: (copies * format::COPY_BYTES * tr.dbs.len() as u64) as f64 * 100.0 / area as f64,
+        rebuild_ns: rebuilt.pcm_ns,
+        allocator: w.journal.stats.clone(),
+        frames,
+        version: crate::runner::VERSION,
+        git_rev: crate::runner::GIT_REV,
+    })
+}
+
+/// The structure holding the most programmed cell (data cells and flip cells).
+fn hottest(m: &media::Media, j: &alloc::Journal) -> String {
+    let wear = &m.pcm.wear;
+    let mut best = (0u64, 0u64, false);
+    for bit in 0..m.bytes.len() as u64 * 8 {
+        let c = wear.count(bit, false);
+        if c > best.0 {
+            best = (c, bit, false);
+        }
+        if bit % 64 == 0 {
+            let c = wear.count(bit, true);
+            if c > best.0 {
+                best = (c, bit, true);
+            }
+        }
+    }
+    let byte = best.1 / 8;
+    let (f, off) = ((byte / format::FRAME_BYTES) as usize, byte % format::FRAME_BYTES);
+    let what = if f == 0 {
+        match off {
+            o if o < format::MGR_PRESENCE => "magic",
+            o if o < format::MGR_REUSABLE => "presence bits",
+            o if o < format::MGR_COUNTS => "reusable bits",
+            o if o < format::MGR_SLOTS => "reuse counters",
+            o if (o - format::MGR_SLOTS).is_multiple_of(format::SLOT_BYTES) => "header frame descriptor V",
+            _ => "header frame descriptor",
+        }
+        .to_string()
+    } else if j.frames[f].header {
+        match off {
+            o if o < format::HDR_REUSE_COUNT => "hot-journal flag".to_string(),
+            o if o < format::HDR_COPIES => "header counters".to_string(),
+            o if o < format::HDR_DESCS => "journal header copy".to_string(),
+            o => {
+                let field = match (o - format::HDR_DESCS) % format::DESC_BYTES {
+                    0..4 => "PgNo",
+                    4..8 => "CkSum",
+                    8 => "V",
+                    10..12 => "PTR",
+                    12..14 => "ord",
+                    _ => "reserved",
+                };
+                format!("descriptor {field}")
+            }
+        }
+    } else {
+        "data portion".to_string()
+    };
+    let role = if f == 0 {
+        "manager"
+    } else if j.frames[f].header {
+        "header frame"
+    } else {
+        "data frame"
+    };
+    format!("{role}: {what}{}", if best.2 { " (flip cell)" } else { "" })
+}
+
+/// Fill the normalised figures of results of one trace (RR for totals, RR-S2X for maxima and
+/// energy, as in the paper's Figs. 9, 13 and 18).
+pub fn normalize(rs: &mut [JournalResult]) {
+    let find = |rs: &[JournalResult], name: &str| rs.iter().find(|r| r.config == name).cloned();
+    let (rr, rrs2x) = (find(rs, "RR"), find(rs, "RR-S2X"));
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    for r in rs.iter_mut() {
+        r.total_bit_updates_vs_rr = rr.as_ref().map(|b| ratio(r.total_bit_updates as f64, b.total_bit_updates as f64));
+        if let Some(b) = &rrs2x {
+            r.max_bit_updates_vs_rr_s2x = Some(ratio(r.max_bit_updates as f64, b.max_bit_updates as f64));
+            r.energy_vs_rr_s2x = Some(ratio(r.energy_nj, b.energy_nj));
+        }
+    }
+}
+
+/// One measured run of application trace `trace` (1..=4) under `config` (a Table IV name).
+pub fn run(app: App, trace: u32, config: &str, seed: u64) -> Result<JournalResult, String> {
+    if !(1..=4).contains(&trace) {
+        return Err(format!("--trace {trace}: allowed 1..=4"));
+    }
+    let policy = Policy::parse(config)?;
+    let tr = apps::generate(app, trace, seed, None);
+    measure((app.code(), &trace.to_string()), &tr, &policy, seed, DEFAULT_FRAMES)
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod tests_alloc;

@@ -1,0 +1,228 @@
+//! The replayer: runs a [`Trace`] through real SQLite on the journal VFS, counts commands and
+//! transactions, and optionally records the content digest of a database after each of its
+//! transactions (the crash checker's oracle).
+
+use super::alloc::Journal;
+use super::media::{EventKind, Media, Snapshot, Timing};
+use super::policy::Policy;
+use super::trace::{Op, Trace};
+use super::vfs::{self, Bug, World};
+use crate::pcm::PcmConfig;
+use rusqlite::{Connection, OpenFlags};
+use std::sync::Mutex;
+
+/// SQLite's generator and the thread-local world make a replay exclusive per process.
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// Hold the replay lock (for code that installs its own world).
+pub fn lock() -> std::sync::MutexGuard<'static, ()> {
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What a replay runs on.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub policy: Policy,
+    pub pcm: PcmConfig,
+    pub timing: Timing,
+    /// Frames of the PCM journal area (64 KiB each; the paper: 2 MB = 32).
+    pub frames: u64,
+    pub seed: u64,
+    /// False: the measured part runs with `journal_mode=OFF` (the no-journal reference).
+    pub journal: bool,
+    pub bug: Option<Bug>,
+}
+
+/// Result of one replay.
+pub struct Replay {
+    pub world: World,
+    /// Commands (trace lines) executed in the measured part.
+    pub commands: u64,
+    /// Per database: transactions ended (committed or rolled back) in the measured part.
+    pub ended: Vec<u64>,
+    /// The database of the transaction in progress at the end (at the crash).
+    pub in_flight: Option<usize>,
+    /// Per database: content digest after setup and after each transaction (when recorded).
+    pub digests: Vec<Vec<u64>>,
+    pub snapshot: Option<Snapshot>,
+}
+
+fn open(name: &str) -> Result<Connection, String> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let c = Connection::open_with_flags_and_vfs(name, flags, vfs::VFS_NAME).map_err(|e| format!("open {name}: {e}"))?;
+    c.execute_batch(
+        "PRAGMA page_size=1024; PRAGMA synchronous=FULL; PRAGMA cache_spill=OFF; PRAGMA temp_store=MEMORY; \
+         PRAGMA cache_size=4000;",
+    )
+    .map_err(|e| format!("{name}: settings: {e}"))?;
+    Ok(c)
+}
+
+fn set_mode(c: &Connection, mode: &str) -> Result<(), String> {
+    let got: String =
+        c.query_row(&format!("PRAGMA journal_mode={mode}"), [], |r| r.get(0)).map_err(|e| e.to_string())?;
+    if got.eq_ignore_ascii_case(mode) {
+        Ok(())
+    } else {
+        Err(format!("journal_mode {mode} refused (got {got})"))
+    }
+}
+
+/// FNV-1a digest of every row of every table, in name and rowid order.
+pub fn digest(c: &Connection) -> Result<u64, String> {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |b: &[u8]| {
+        for &x in b {
+            h = (h ^ x as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    };
+    let e = |e: rusqlite::Error| e.to_string();
+    let mut st = c.prepare("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name").map_err(e)?;
+    let tables: Vec<String> = st.query_map([], |r| r.get(0)).map_err(e)?.collect::<Result<_, _>>().map_err(e)?;
+    for t in tables {
+        eat(t.as_bytes());
+        let mut st = c.prepare(&format!("SELECT * FROM \"{t}\" ORDER BY rowid")).map_err(e)?;
+        let n = st.column_count();
+        let mut rows = st.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            for i in 0..n {
+                use rusqlite::types::ValueRef::*;
+                match r.get_ref(i).map_err(e)? {
+                    Null => eat(&[0]),
+                    Integer(v) => eat(&[&[1], &v.to_le_bytes()[..]].concat()),
+                    Real(v) => eat(&[&[2], &v.to_le_bytes()[..]].concat()),
+                    Text(s) | Blob(s) => {
+                        eat(&[3]);
+                        eat(&(s.len() as u64).to_le_bytes());
+                        eat(s);
+                    }
+                }
+            }
+        }
+    }
+    Ok(h)
+}
+
+/// Replay `trace`. `crash_at`: crash at that event of the measured part. `kinds`: record the
+/// kind of every event. `digests`: record the oracle digests.
+pub fn replay(
+    trace: &Trace,
+    setup: &Setup,
+    crash_at: Option<u64>,
+    kinds: bool,
+    digests: bool,
+) -> Result<Replay, String> {
+    let _g = lock();
+    vfs::register()?;
+    vfs::seed_sqlite_prng(setup.seed);
+    let mut media = Media::new(&setup.pcm, setup.frames, setup.timing.clone());
+    Journal::format(&mut media);
+    let journal = Journal::new(setup.policy.clone(), setup.frames as usize);
+    vfs::install(World { media, journal, bug: None, error: None, db_page_writes: 0 });
+    let r = replay_inner(trace, setup, crash_at, kinds, digests);
+    let mut world = vfs::take();
+    let (commands, ended, in_flight, digests) = r?;
+    let snapshot = world.media.snapshot.take();
+    Ok(Replay { world, commands, ended, in_flight, digests, snapshot })
+}
+
+/// Commands, transactions ended per database, the database in flight, the digests.
+type Counts = (u64, Vec<u64>, Option<usize>, Vec<Vec<u64>>);
+
+fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool, dig: bool) -> Result<Counts, String> {
+    let mut conns: Vec<Option<Connection>> = (0..trace.dbs.len()).map(|_| None).collect();
+    let mut cur = 0usize;
+    let sql_err = |i: usize, e: rusqlite::Error| format!("trace setup command {i}: {e}");
+    for (i, op) in trace.setup.iter().enumerate() {
+        match op {
+            Op::Use(d) => {
+                cur = *d;
+                if conns[cur].is_none() {
+                    let c = open(&trace.dbs[cur])?;
+                    set_mode(&c, "off")?;
+                    conns[cur] = Some(c);
+                }
+            }
+            Op::Begin => conns[cur].as_ref().expect("@db first").execute_batch("BEGIN").map_err(|e| sql_err(i, e))?,
+            Op::Commit => conns[cur].as_ref().expect("@db first").execute_batch("COMMIT").map_err(|e| sql_err(i, e))?,
+            Op::Rollback => {
+                conns[cur].as_ref().expect("@db first").execute_batch("ROLLBACK").map_err(|e| sql_err(i, e))?
+            }
+            Op::Sql(s) => conns[cur].as_ref().expect("@db first").execute_batch(s).map_err(|e| sql_err(i, e))?,
+        }
+    }
+    for (d, c) in conns.iter_mut().enumerate() {
+        if c.is_none() {
+            let cn = open(&trace.dbs[d])?;
+            set_mode(&cn, "off")?;
+            *c = Some(cn);
+        }
+    }
+    let mut out_digests = vec![Vec::new(); trace.dbs.len()];
+    for (d, c) in conns.iter().enumerate() {
+        set_mode(c.as_ref().expect("opened"), if setup.journal { "delete" } else { "off" })?;
+        if dig {
+            out_digests[d].push(digest(c.as_ref().expect("opened"))?);
+        }
+    }
+    vfs::with(|w| {
+        w.media.settle();
+        w.media.reset_stats();
+        w.journal.stats = Default::default();
+        w.db_page_writes = 0;
+        w.media.arm(crash_at, setup.seed);
+        w.media.kinds = kinds.then(Vec::new);
+        w.bug = setup.bug;
+    });
+    let mut ended = vec![0u64; trace.dbs.len()];
+    let mut in_flight = None;
+    let mut commands = 0u64;
+    for (i, op) in trace.ops.iter().enumerate() {
+        let (sql, ends) = match op {
+            Op::Use(d) => {
+                cur = *d;
+                continue;
+            }
+            Op::Begin => {
+                in_flight = Some(cur);
+                ("BEGIN", false)
+            }
+            Op::Commit => ("COMMIT", true),
+            Op::Rollback => ("ROLLBACK", true),
+            Op::Sql(s) => {
+                let auto = in_flight.is_none();
+                if auto {
+                    in_flight = Some(cur);
+                }
+                (s.as_str(), auto)
+            }
+        };
+        commands += 1;
+        let c = conns[cur].as_ref().expect("opened");
+        if let Err(e) = c.execute_batch(sql) {
+            let (crashed, err) = vfs::with(|w| (w.media.crashed(), w.error.clone()));
+            if crashed {
+                break;
+            }
+            return Err(format!(
+                "trace command {i} ({}): {e}{}",
+                sql,
+                err.map(|m| format!(" ({m})")).unwrap_or_default()
+            ));
+        }
+        if ends {
+            ended[cur] += 1;
+            in_flight = None;
+            if dig {
+                out_digests[cur].push(digest(c)?);
+            }
+        }
+    }
+    drop(conns);
+    Ok((commands, ended, in_flight, out_digests))
+}
+
+/// Event kinds recorded by a replay (empty if not recorded).
+pub fn kinds_of(r: &Replay) -> &[EventKind] {
+    r.world.media.kinds.as_deref().unwrap_or(&[])
+}

@@ -1,0 +1,102 @@
+//! End-to-end tests of the journal with real SQLite (short traces: seconds in all).
+
+use super::media::Timing;
+use super::replay::{replay, Setup};
+use super::trace::Trace;
+use super::*;
+
+fn setup(config: &str, seed: u64) -> Setup {
+    Setup {
+        policy: Policy::parse(config).unwrap(),
+        pcm: PcmConfig::default(),
+        timing: Timing::default(),
+        frames: DEFAULT_FRAMES,
+        seed,
+        journal: true,
+        bug: None,
+    }
+}
+
+fn small(app: App, txs: u64) -> Trace {
+    apps::generate(app, 1, 3, Some(txs))
+}
+
+#[test]
+fn real_sqlite_writes_its_journal_into_pcm_frames() {
+    let tr = small(App::Tw, 30);
+    let r = replay(&tr, &setup("RU-S2X", 1), None, false, false).unwrap();
+    let j = &r.world.journal;
+    assert_eq!(j.stats.journals, 30, "one journal per transaction");
+    assert!(j.stats.records >= 60, "{:?}", j.stats);
+    assert!(j.slots.iter().all(|s| !s.hot), "every journal deleted at commit");
+    assert!(r.world.media.pcm.wear.total_bit_updates > 0);
+    j.check(&r.world.media).unwrap();
+}
+
+fn campaign_of(config: &str, frames: u64, txs: u64, crashes: u64, bug: Option<&str>) -> crash::CrashReport {
+    let seed = 11;
+    println!("crash campaign {config} frames {frames} txs {txs} crashes {crashes} bug {bug:?} seed {seed}");
+    let tr = small(App::Kt, txs);
+    let s = Setup { frames, bug: bug.map(|b| vfs::Bug::parse(b).unwrap()), ..setup(config, seed) };
+    let r = crash::campaign(&tr, &s, crashes, None, bug).unwrap();
+    for v in r.violation_details.iter().take(3) {
+        println!("  violation at event {} ({:?}): {}", v.event, v.kind, v.what);
+    }
+    r
+}
+
+#[test]
+fn crashes_anywhere_recover_to_before_or_after_the_interrupted_transaction() {
+    for config in ["RU-S2X", "RR", "RU20-S2X-WH64"] {
+        let r = campaign_of(config, DEFAULT_FRAMES, 25, 40, None);
+        assert_eq!(r.crash_points, 40);
+        assert_eq!(r.violations, 0, "{config}: {:?}", r.violation_details.first());
+    }
+}
+
+#[test]
+fn crashes_during_gc_and_migration_recover_too() {
+    for config in ["RU2-S2X-WH4-INV25", "RU2-S2", "RR-S2X"] {
+        let r = campaign_of(config, 6, 40, 40, None);
+        let gc = r.per_kind.iter().find(|(k, _)| *k == media::EventKind::Gc).unwrap().1;
+        assert!(gc > 0 || config.starts_with("RR"), "{config}: no GC crash point: {:?}", r.per_kind);
+        assert_eq!(r.violations, 0, "{config}: {:?}", r.violation_details.first());
+    }
+}
+
+#[test]
+fn the_checker_catches_the_hot_flag_cleared_before_the_database_sync() {
+    let r = campaign_of("RU-S2X", DEFAULT_FRAMES, 25, 40, Some("hot-clear-before-db-sync"));
+    assert!(r.violations > 0, "bug not caught");
+}
+
+#[test]
+fn the_checker_catches_a_portion_shared_by_two_live_records() {
+    let r = campaign_of("RU-S2X", DEFAULT_FRAMES, 25, 40, Some("reuse-live-portion"));
+    assert!(r.violations > 0, "bug not caught");
+}
+
+#[test]
+fn a_rolled_back_transaction_reads_its_journal_back_and_crashes_around_it_recover() {
+    let mut text = String::from("@db r.db\nCREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)\n");
+    for i in 0..200 {
+        text += &format!("INSERT INTO t VALUES({i}, '{}')\n", "x".repeat(i % 50));
+    }
+    text += "@measure\n";
+    for round in 0..6 {
+        text += "BEGIN\n";
+        text += &format!("UPDATE t SET v = 'round {round}' WHERE id % 7 = {round}\n");
+        text += &format!("DELETE FROM t WHERE id = {}\n", 10 + round);
+        text += if round % 2 == 0 { "ROLLBACK\n" } else { "COMMIT\n" };
+    }
+    let tr = Trace::parse(&text).unwrap();
+    let r = replay(&tr, &setup("RU-S2X", 5), None, false, true).unwrap();
+    let d = &r.digests[0];
+    assert_eq!(d.len(), 7);
+    assert_eq!(d[1], d[0], "round 0 rolled back: content unchanged");
+    assert_ne!(d[2], d[1], "round 1 committed");
+    assert_eq!(r.world.journal.stats.journals, 6);
+    r.world.journal.check(&r.world.media).unwrap();
+    let c = crash::campaign(&tr, &setup("RU-S2X", 5), 40, None, None).unwrap();
+    assert_eq!(c.violations, 0, "{:?}", c.violation_details.first());
+}

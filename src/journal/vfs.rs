@@ -1,0 +1,522 @@
+//! The SQLite VFS `locsim-journal`: database files are ordinary files with modelled sync
+//! semantics ([`Media`]), and the rollback journal `<db>-journal` is translated, call by call,
+//! into the PCM structures of [`Journal`] and back.
+//!
+//! SQLite (DELETE journal mode, `synchronous=FULL`, `cache_spill=OFF`) writes a journal as:
+//! the header at offset 0 (28 bytes padded to the 512-byte sector), then per record the page
+//! number (4 bytes, big-endian) at `512 + k * 1032`, the page image (1024 bytes) after it,
+//! the checksum (4 bytes) after that; after syncing the journal it rewrites the first 12 bytes
+//! (magic and record count); it commits by deleting the journal. These calls become: journal
+//! start; descriptor allocation (with reuse); a portion write; checksum and valid flag; header
+//! copy update; hot flag clear. Reads rebuild the same byte stream from PCM, so SQLite's own
+//! hot-journal rollback runs unchanged after a crash. Any other write shape is refused with an
+//! I/O error and the reason kept in [`World::error`] (no such write occurs with these settings).
+//!
+//! The world is a thread-local installed by [`install`] for the duration of a run; callbacks
+//! borrow it for the length of one call (SQLite never re-enters the VFS from a callback), and a
+//! panic inside a callback becomes an I/O error rather than unwinding through C.
+
+use super::alloc::{JErr, Journal};
+use super::media::Media;
+use rusqlite::ffi;
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+use std::sync::OnceLock;
+
+/// Name under which the VFS is registered (not as the default VFS).
+pub const VFS_NAME: &str = "locsim-journal";
+const VFS_NAME_C: &CStr = c"locsim-journal";
+/// Bytes of the journal header sector (the sector size this VFS reports).
+pub const HDR_SECTOR: u64 = 512;
+/// Bytes of one journal record: page number, page, checksum.
+pub const RECORD_BYTES: u64 = 4 + super::format::PAGE_BYTES + 4;
+const SUFFIX: &str = "-journal";
+
+/// A defect that can be switched on to show the crash checker catches it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// Clear the hot-journal flag when the database file is synced, before its pages are
+    /// durable (the commit point moved too early).
+    HotClearBeforeDbSync,
+    /// Hand out a portion still holding a record of the live journal (journaled data lost).
+    ReuseLivePortion,
+}
+
+impl Bug {
+    pub const ALL: [(&'static str, Bug); 2] =
+        [("hot-clear-before-db-sync", Bug::HotClearBeforeDbSync), ("reuse-live-portion", Bug::ReuseLivePortion)];
+
+    pub fn parse(s: &str) -> Result<Bug, String> {
+        Bug::ALL.iter().find(|(n, _)| *n == s).map(|&(_, b)| b).ok_or_else(|| {
+            let names: Vec<&str> = Bug::ALL.iter().map(|(n, _)| *n).collect();
+            format!("--inject-bug {s}: unknown; allowed: {}", names.join(", "))
+        })
+    }
+}
+
+/// Everything the VFS works on.
+pub struct World {
+    pub media: Media,
+    pub journal: Journal,
+    pub bug: Option<Bug>,
+    /// First unsupported request seen, if any.
+    pub error: Option<String>,
+    /// Database pages written (1 KiB units).
+    pub db_page_writes: u64,
+}
+
+thread_local! {
+    static WORLD: RefCell<Option<World>> = const { RefCell::new(None) };
+}
+
+/// Make `w` the world of every VFS call on this thread.
+pub fn install(w: World) {
+    WORLD.with(|c| *c.borrow_mut() = Some(w));
+}
+
+/// Remove and return the world.
+pub fn take() -> World {
+    WORLD.with(|c| c.borrow_mut().take()).expect("a world is installed")
+}
+
+/// Run `f` on the installed world (outside any SQLite call).
+pub fn with<R>(f: impl FnOnce(&mut World) -> R) -> R {
+    WORLD.with(|c| f(c.borrow_mut().as_mut().expect("a world is installed")))
+}
+
+fn on_world(err: c_int, f: impl FnOnce(&mut World) -> c_int) -> c_int {
+    WORLD.with(|c| {
+        let Ok(mut g) = c.try_borrow_mut() else { return err };
+        let Some(w) = g.as_mut() else { return err };
+        if w.media.crashed() {
+            return err;
+        }
+        catch_unwind(AssertUnwindSafe(|| f(w))).unwrap_or(err)
+    })
+}
+
+fn jerr(w: &mut World, e: JErr, io: c_int) -> c_int {
+    match e {
+        JErr::Full => ffi::SQLITE_FULL,
+        JErr::Crashed => io,
+        JErr::Protocol(msg) => {
+            w.error.get_or_insert(msg);
+            io
+        }
+    }
+}
+
+// ---- journal stream <-> structures (plain Rust) ----
+
+fn journal_write(w: &mut World, s: usize, off: u64, data: &[u8]) -> Result<(), JErr> {
+    let (m, j) = (&mut w.media, &mut w.journal);
+    if off < HDR_SECTOR {
+        if off + data.len() as u64 > HDR_SECTOR {
+            return Err(JErr::Protocol(format!("journal write {off}+{} crosses the header sector", data.len())));
+        }
+        let hdr = super::format::STREAM_HDR as u64;
+        if off + (data.len() as u64) > hdr && data[(hdr.saturating_sub(off)) as usize..].iter().any(|&b| b != 0) {
+            return Err(JErr::Protocol("journal header padding not zero (super-journal?)".into()));
+        }
+        if !j.slots[s].open {
+            if off != 0 || data.len() < super::format::STREAM_HDR {
+                return Err(JErr::Protocol(format!("journal starts with a write at {off}+{}", data.len())));
+            }
+            return j.start(m, s, data[..super::format::STREAM_HDR].try_into().expect("28"));
+        }
+        return j.update_header(m, s, off as usize, data);
+    }
+    let rel = off - HDR_SECTOR;
+    let (k, within) = ((rel / RECORD_BYTES) as usize, rel % RECORD_BYTES);
+    let be = |d: &[u8]| u32::from_be_bytes(d.try_into().expect("4 bytes"));
+    match (within, data.len() as u64) {
+        (0, 4) => {
+            j.record_pgno(m, s, k, be(data))?;
+            if w.bug == Some(Bug::ReuseLivePortion) && k >= 1 {
+                // The defect: record k shares record k-1's portion.
+                let prev = j.slots[s].descs[j.slots[s].records[k - 1] as usize].ptr;
+                let d = j.slots[s].records[k] as usize;
+                j.slots[s].descs[d].ptr = prev;
+            }
+            Ok(())
+        }
+        (4, n) if n == super::format::PAGE_BYTES => j.record_data(m, s, k, data),
+        (w4, 4) if w4 == RECORD_BYTES - 4 => j.record_cksum(m, s, k, be(data)),
+        _ => Err(JErr::Protocol(format!("journal write at {off}+{} is not a record field", data.len()))),
+    }
+}
+
+/// Fill `buf` with the journal stream from `off`; returns bytes that exist.
+fn journal_read(w: &mut World, s: usize, off: u64, buf: &mut [u8]) -> usize {
+    let size = w.journal.stream_size(s);
+    let n = size.saturating_sub(off).min(buf.len() as u64) as usize;
+    let hdr = w.journal.header_stream(s);
+    let mut pos = off;
+    let end = off + n as u64;
+    let m = &mut w.media;
+    while pos < end {
+        let i = (pos - off) as usize;
+        if pos < HDR_SECTOR {
+            let stop = end.min(HDR_SECTOR);
+            for (b, p) in buf[i..(stop - off) as usize].iter_mut().zip(pos..) {
+                *b = hdr.get(p as usize).copied().unwrap_or(0);
+            }
+            m.pcm.read(64);
+            m.pcm_ns += m.timing.pcm_read_ns_per_block;
+            pos = stop;
+            continue;
+        }
+        let rel = pos - HDR_SECTOR;
+        let (k, within) = ((rel / RECORD_BYTES) as usize, rel % RECORD_BYTES);
+        let rec_start = pos - within;
+        let d = w.journal.slots[s].descs[w.journal.slots[s].records[k] as usize];
+        let (lo, hi, field): (u64, u64, Option<[u8; 4]>) = if within < 4 {
+            (0, 4, Some(d.pgno.to_be_bytes()))
+        } else if within < RECORD_BYTES - 4 {
+            (4, RECORD_BYTES - 4, None)
+        } else {
+            (RECORD_BYTES - 4, RECORD_BYTES, Some(d.cksum.to_be_bytes()))
+        };
+        let stop = end.min(rec_start + hi);
+        let out = &mut buf[i..(stop - off) as usize];
+        match field {
+            Some(f) => {
+                out.copy_from_slice(&f[(within - lo) as usize..(stop - rec_start - lo) as usize]);
+                m.pcm.read(64);
+                m.pcm_ns += m.timing.pcm_read_ns_per_block;
+            }
+            None => m.pcm_read(super::format::portion_addr(d.ptr) + (within - lo), out),
+        }
+        pos = stop;
+    }
+    buf[n..].fill(0);
+    n
+}
+
+fn db_sync(w: &mut World, i: usize) -> c_int {
+    if w.bug == Some(Bug::HotClearBeforeDbSync) {
+        let name = w.media.dbs[i].name.clone();
+        if let Some(s) = w.journal.slot_for(&name) {
+            if w.journal.slots[s].hot && w.journal.slots[s].hdr.fields[0] > 0 {
+                if let Err(e) = w.journal.clear_hot(&mut w.media, s) {
+                    return jerr(w, e, ffi::SQLITE_IOERR_FSYNC);
+                }
+            }
+        }
+    }
+    if w.media.db_sync(i) {
+        ffi::SQLITE_OK
+    } else {
+        ffi::SQLITE_IOERR_FSYNC
+    }
+}
+
+// ---- the C side ----
+
+#[repr(C)]
+struct JFile {
+    base: ffi::sqlite3_file,
+    journal: bool,
+    /// Database file index, or journal slot.
+    idx: usize,
+}
+
+unsafe fn file_of(f: *mut ffi::sqlite3_file) -> (bool, usize) {
+    let jf = &*(f as *const JFile);
+    (jf.journal, jf.idx)
+}
+
+unsafe extern "C" fn x_close(_f: *mut ffi::sqlite3_file) -> c_int {
+    ffi::SQLITE_OK
+}
+
+unsafe extern "C" fn x_read(f: *mut ffi::sqlite3_file, buf: *mut c_void, amt: c_int, off: ffi::sqlite3_int64) -> c_int {
+    let (journal, idx) = file_of(f);
+    let (Ok(off), Ok(amt)) = (u64::try_from(off), usize::try_from(amt)) else { return ffi::SQLITE_IOERR_READ };
+    // SAFETY: SQLite passes a buffer of `amt` writable bytes.
+    let buf = std::slice::from_raw_parts_mut(buf as *mut u8, amt);
+    on_world(ffi::SQLITE_IOERR_READ, |w| {
+        let n = if journal {
+            journal_read(w, idx, off, buf)
+        } else {
+            let cur = &w.media.dbs[idx].cur;
+            let n = (cur.len() as u64).saturating_sub(off).min(amt as u64) as usize;
+            if n > 0 {
+                buf[..n].copy_from_slice(&cur[off as usize..off as usize + n]);
+            }
+            buf[n..].fill(0);
+            n
+        };
+        if n < amt {
+            ffi::SQLITE_IOERR_SHORT_READ
+        } else {
+            ffi::SQLITE_OK
+        }
+    })
+}
+
+unsafe extern "C" fn x_write(
+    f: *mut ffi::sqlite3_file,
+    buf: *const c_void,
+    amt: c_int,
+    off: ffi::sqlite3_int64,
+) -> c_int {
+    let (journal, idx) = file_of(f);
+    let (Ok(off), Ok(amt)) = (u64::try_from(off), usize::try_from(amt)) else { return ffi::SQLITE_IOERR_WRITE };
+    // SAFETY: SQLite passes a buffer of `amt` readable bytes.
+    let buf = std::slice::from_raw_parts(buf as *const u8, amt);
+    on_world(ffi::SQLITE_IOERR_WRITE, |w| {
+        if journal {
+            return match journal_write(w, idx, off, buf) {
+                Ok(()) => ffi::SQLITE_OK,
+                Err(e) => jerr(w, e, ffi::SQLITE_IOERR_WRITE),
+            };
+        }
+        w.db_page_writes += (amt as u64).div_ceil(super::format::PAGE_BYTES);
+        if w.media.db_write(idx, off, buf) {
+            ffi::SQLITE_OK
+        } else {
+            ffi::SQLITE_IOERR_WRITE
+        }
+    })
+}
+
+unsafe extern "C" fn x_truncate(f: *mut ffi::sqlite3_file, size: ffi::sqlite3_int64) -> c_int {
+    let (journal, idx) = file_of(f);
+    let Ok(size) = u64::try_from(size) else { return ffi::SQLITE_IOERR_TRUNCATE };
+    on_world(ffi::SQLITE_IOERR_TRUNCATE, |w| {
+        if journal {
+            if size == 0 && w.journal.slots[idx].open {
+                if let Err(e) = w.journal.end(&mut w.media, idx) {
+                    return jerr(w, e, ffi::SQLITE_IOERR_TRUNCATE);
+                }
+            }
+            return ffi::SQLITE_OK;
+        }
+        if w.media.db_truncate(idx, size) {
+            ffi::SQLITE_OK
+        } else {
+            ffi::SQLITE_IOERR_TRUNCATE
+        }
+    })
+}
+
+unsafe extern "C" fn x_sync(f: *mut ffi::sqlite3_file, _flags: c_int) -> c_int {
+    let (journal, idx) = file_of(f);
+    // Journal writes are uncached PCM writes, durable when they return.
+    on_world(ffi::SQLITE_IOERR_FSYNC, |w| if journal { ffi::SQLITE_OK } else { db_sync(w, idx) })
+}
+
+unsafe extern "C" fn x_file_size(f: *mut ffi::sqlite3_file, out: *mut ffi::sqlite3_int64) -> c_int {
+    let (journal, idx) = file_of(f);
+    on_world(ffi::SQLITE_IOERR_FSTAT, |w| {
+        let n = if journal { w.journal.stream_size(idx) } else { w.media.dbs[idx].cur.len() as u64 };
+        // SAFETY: SQLite passes a valid out pointer.
+        unsafe { *out = n as ffi::sqlite3_int64 };
+        ffi::SQLITE_OK
+    })
+}
+
+unsafe extern "C" fn x_lock(_f: *mut ffi::sqlite3_file, _level: c_int) -> c_int {
+    ffi::SQLITE_OK
+}
+
+unsafe extern "C" fn x_check_reserved_lock(_f: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
+    *out = 0;
+    ffi::SQLITE_OK
+}
+
+unsafe extern "C" fn x_file_control(_f: *mut ffi::sqlite3_file, _op: c_int, _arg: *mut c_void) -> c_int {
+    ffi::SQLITE_NOTFOUND
+}
+
+unsafe extern "C" fn x_sector_size(_f: *mut ffi::sqlite3_file) -> c_int {
+    HDR_SECTOR as c_int
+}
+
+unsafe extern "C" fn x_device_characteristics(_f: *mut ffi::sqlite3_file) -> c_int {
+    0
+}
+
+static IO_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
+    iVersion: 1,
+    xClose: Some(x_close),
+    xRead: Some(x_read),
+    xWrite: Some(x_write),
+    xTruncate: Some(x_truncate),
+    xSync: Some(x_sync),
+    xFileSize: Some(x_file_size),
+    xLock: Some(x_lock),
+    xUnlock: Some(x_lock),
+    xCheckReservedLock: Some(x_check_reserved_lock),
+    xFileControl: Some(x_file_control),
+    xSectorSize: Some(x_sector_size),
+    xDeviceCharacteristics: Some(x_device_characteristics),
+    xShmMap: None,
+    xShmLock: None,
+    xShmBarrier: None,
+    xShmUnmap: None,
+    xFetch: None,
+    xUnfetch: None,
+};
+
+fn db_index(w: &World, name: &str) -> Option<usize> {
+    w.media.dbs.iter().position(|d| d.name == name)
+}
+
+unsafe extern "C" fn x_open(
+    _vfs: *mut ffi::sqlite3_vfs,
+    name: ffi::sqlite3_filename,
+    f: *mut ffi::sqlite3_file,
+    flags: c_int,
+    out_flags: *mut c_int,
+) -> c_int {
+    (*f).pMethods = ptr::null();
+    if name.is_null() {
+        return ffi::SQLITE_CANTOPEN;
+    }
+    let Ok(name) = CStr::from_ptr(name).to_str() else { return ffi::SQLITE_CANTOPEN };
+    let opened = on_world(-1, |w| {
+        if flags & ffi::SQLITE_OPEN_MAIN_JOURNAL != 0 {
+            let Some(base) = name.strip_suffix(SUFFIX) else { return -1 };
+            return w.journal.slot_for(base).map_or(-1, |s| s as c_int + (1 << 20));
+        }
+        if flags & ffi::SQLITE_OPEN_MAIN_DB == 0 {
+            return -1;
+        }
+        match db_index(w, name) {
+            Some(i) => i as c_int,
+            None if flags & ffi::SQLITE_OPEN_CREATE != 0 => {
+                w.media.dbs.push(super::media::DbFile::new(name, Vec::new()));
+                (w.media.dbs.len() - 1) as c_int
+            }
+            None => -1,
+        }
+    });
+    if opened < 0 {
+        return ffi::SQLITE_CANTOPEN;
+    }
+    let jf = f as *mut JFile;
+    ptr::addr_of_mut!((*jf).journal).write(opened >= 1 << 20);
+    ptr::addr_of_mut!((*jf).idx).write((opened & ((1 << 20) - 1)) as usize);
+    (*f).pMethods = &IO_METHODS;
+    if !out_flags.is_null() {
+        *out_flags = flags;
+    }
+    ffi::SQLITE_OK
+}
+
+unsafe extern "C" fn x_delete(_vfs: *mut ffi::sqlite3_vfs, name: *const c_char, _sync_dir: c_int) -> c_int {
+    let Ok(name) = CStr::from_ptr(name).to_str() else { return ffi::SQLITE_IOERR_DELETE };
+    on_world(ffi::SQLITE_IOERR_DELETE, |w| {
+        let Some(base) = name.strip_suffix(SUFFIX) else { return ffi::SQLITE_OK };
+        let Some(s) = w.journal.slot_for(base) else { return ffi::SQLITE_OK };
+        let sl = &w.journal.slots[s];
+        if sl.open || !sl.records.is_empty() {
+            if let Err(e) = w.journal.end(&mut w.media, s) {
+                return jerr(w, e, ffi::SQLITE_IOERR_DELETE);
+            }
+        }
+        ffi::SQLITE_OK
+    })
+}
+
+unsafe extern "C" fn x_access(
+    _vfs: *mut ffi::sqlite3_vfs,
+    name: *const c_char,
+    _flags: c_int,
+    out: *mut c_int,
+) -> c_int {
+    let Ok(name) = CStr::from_ptr(name).to_str() else { return ffi::SQLITE_IOERR_ACCESS };
+    on_world(ffi::SQLITE_IOERR_ACCESS, |w| {
+        let exists = match name.strip_suffix(SUFFIX) {
+            Some(base) => w.journal.slots.iter().any(|s| s.name == base && s.hot),
+            None => db_index(w, name).is_some(),
+        };
+        // SAFETY: SQLite passes a valid out pointer.
+        unsafe { *out = exists as c_int };
+        ffi::SQLITE_OK
+    })
+}
+
+unsafe extern "C" fn x_full_pathname(
+    _vfs: *mut ffi::sqlite3_vfs,
+    name: *const c_char,
+    n_out: c_int,
+    out: *mut c_char,
+) -> c_int {
+    let bytes = CStr::from_ptr(name).to_bytes_with_nul();
+    if bytes.len() > n_out.max(0) as usize {
+        return ffi::SQLITE_CANTOPEN;
+    }
+    ptr::copy_nonoverlapping(bytes.as_ptr() as *const c_char, out, bytes.len());
+    ffi::SQLITE_OK
+}
+
+/// Zeros: SQLite's generator is seeded through `SQLITE_TESTCTRL_PRNG_SEED` instead.
+unsafe extern "C" fn x_randomness(_vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
+    ptr::write_bytes(out, 0, n.max(0) as usize);
+    n
+}
+
+unsafe extern "C" fn x_sleep(_vfs: *mut ffi::sqlite3_vfs, us: c_int) -> c_int {
+    us
+}
+
+unsafe extern "C" fn x_current_time(_vfs: *mut ffi::sqlite3_vfs, out: *mut f64) -> c_int {
+    *out = 2_440_587.5;
+    ffi::SQLITE_OK
+}
+
+unsafe extern "C" fn x_get_last_error(_vfs: *mut ffi::sqlite3_vfs, _n: c_int, _out: *mut c_char) -> c_int {
+    0
+}
+
+/// Register the VFS once per process.
+pub fn register() -> Result<(), String> {
+    static DONE: OnceLock<c_int> = OnceLock::new();
+    let rc = *DONE.get_or_init(|| {
+        let vfs = Box::new(ffi::sqlite3_vfs {
+            iVersion: 1,
+            szOsFile: std::mem::size_of::<JFile>() as c_int,
+            mxPathname: 512,
+            pNext: ptr::null_mut(),
+            zName: VFS_NAME_C.as_ptr(),
+            pAppData: ptr::null_mut(),
+            xOpen: Some(x_open),
+            xDelete: Some(x_delete),
+            xAccess: Some(x_access),
+            xFullPathname: Some(x_full_pathname),
+            xDlOpen: None,
+            xDlError: None,
+            xDlSym: None,
+            xDlClose: None,
+            xRandomness: Some(x_randomness),
+            xSleep: Some(x_sleep),
+            xCurrentTime: Some(x_current_time),
+            xGetLastError: Some(x_get_last_error),
+            xCurrentTimeInt64: None,
+            xSetSystemCall: None,
+            xGetSystemCall: None,
+            xNextSystemCall: None,
+        });
+        // SAFETY: leaked, so valid for the life of the process; registered once.
+        unsafe { ffi::sqlite3_vfs_register(Box::into_raw(vfs), 0) }
+    });
+    if rc == ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(format!("sqlite: registering the journal VFS failed with code {rc}"))
+    }
+}
+
+/// Seed SQLite's process-wide generator (the journal nonce comes from it).
+pub fn seed_sqlite_prng(seed: u64) {
+    let x = (seed as u32 ^ (seed >> 32) as u32) | 1;
+    // SAFETY: a documented test-control operation taking (int, sqlite3*); a null db is allowed.
+    unsafe {
+        ffi::sqlite3_test_control(ffi::SQLITE_TESTCTRL_PRNG_SEED, x as c_int, ptr::null_mut::<ffi::sqlite3>());
+    }
+}

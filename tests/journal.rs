@@ -1,0 +1,98 @@
+//! The `locsim journal` and `locsim journal-crashtest` command lines (short traces).
+
+use std::process::Command;
+
+fn locsim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_locsim")).args(args).output().expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn journal_json_has_the_required_fields_for_each_configuration_and_is_deterministic() {
+    let args = ["journal", "--app", "tw", "--trace", "2", "--txs", "30", "--config", "RR,RU-S2X,RR-S2X", "--json"];
+    let (code, out, err) = locsim(&args);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rs = v.as_array().unwrap();
+    assert_eq!(rs.len(), 3);
+    for (r, name) in rs.iter().zip(["RR", "RU-S2X", "RR-S2X"]) {
+        assert_eq!(r["config"], name);
+        assert_eq!(r["app"], "tw");
+        assert_eq!(r["trace"], "2");
+        for f in [
+            "page_writes",
+            "total_bit_updates",
+            "max_bit_updates",
+            "energy_nj",
+            "avg_cmd_latency_ns",
+            "git_rev",
+            "seed",
+        ] {
+            assert!(!r[f].is_null(), "{name}: {f} missing");
+        }
+        assert!(r["total_bit_updates"].as_u64().unwrap() > 0);
+    }
+    assert_eq!(rs[0]["total_bit_updates_vs_rr"].as_f64(), Some(1.0));
+    assert_eq!(rs[2]["max_bit_updates_vs_rr_s2x"].as_f64(), Some(1.0));
+    assert_eq!(locsim(&args).1, out, "same seed, same bytes");
+}
+
+#[test]
+fn unknown_configuration_names_fail_with_one_line_and_exit_2() {
+    for bad in [
+        vec!["journal", "--app", "tw", "--config", "RU-S3"],
+        vec!["journal", "--app", "xx"],
+        vec!["journal", "--app", "tw", "--trace", "5"],
+        vec!["journal", "--app", "tw", "--frames", "2"],
+        vec!["journal-crashtest", "--app", "kt", "--config", "RU", "--inject-bug", "nope"],
+    ] {
+        let (code, out, err) = locsim(&bad);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+        assert!(out.is_empty());
+        assert_eq!(err.trim_end().lines().count(), 1, "{bad:?}: {err}");
+    }
+    let (_, _, err) = locsim(&["journal", "--app", "tw", "--config", "RU-S3"]);
+    assert!(err.contains("(RR | RU[n]) [-S2[X]] [-WHm] [-INVp]"), "{err}");
+}
+
+#[test]
+fn a_trace_file_replays_and_a_bad_one_names_its_line() {
+    let dir = std::env::temp_dir().join(format!("locsim-journal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (code, text, err) = locsim(&["journal", "--app", "kt", "--txs", "10", "--emit-trace"]);
+    assert_eq!(code, 0, "{err}");
+    let good = dir.join("kt.trace");
+    std::fs::write(&good, &text).unwrap();
+    let (code, out, err) = locsim(&["journal", "--trace-file", good.to_str().unwrap(), "--config", "RU-S2X", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["transactions"], 10);
+    let bad = dir.join("bad.trace");
+    std::fs::write(&bad, "@db a.db\n@measure\nCOMMIT\n").unwrap();
+    let (code, _, err) = locsim(&["journal", "--trace-file", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("trace line 3"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn journal_crashtest_reports_zero_violations_and_exits_1_on_an_injected_bug() {
+    let base =
+        ["journal-crashtest", "--app", "gm", "--txs", "20", "--config", "RU20-S2X-WH64", "--crashes", "25", "--json"];
+    let (code, out, err) = locsim(&base);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["crash_points"], 25);
+    assert_eq!(v["violations"], 0);
+    let mut with_bug = base.to_vec();
+    with_bug[8] = "60";
+    with_bug.extend(["--inject-bug", "hot-clear-before-db-sync"]);
+    let (code, out, _) = locsim(&with_bug);
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["violations"].as_u64().unwrap() > 0);
+}
