@@ -174,6 +174,18 @@ impl Claim {
         Ok(Claim { text: r.text, metric: r.metric, test, tolerance })
     }
 
+    /// The (axis, value) pairs the claim names, for checking them against the spec's kind.
+    pub fn names(&self, x: &str, series: &str) -> Vec<(String, String)> {
+        let on = |axis: &str, v: &[String]| v.iter().map(|v| (axis.to_string(), v.clone())).collect::<Vec<_>>();
+        match &self.test {
+            Test::Order { a, b, along_x, .. } => on(if *along_x { x } else { series }, &[a.clone(), b.clone()]),
+            Test::RatioTrend { a, b, .. } => on(series, &[a.clone(), b.clone()]),
+            Test::Monotonic { series: s, .. } | Test::Bound { series: s, .. } => {
+                on(series, s.as_deref().unwrap_or(&[]))
+            }
+        }
+    }
+
     /// Evaluate on the grid of the claim's metric.
     pub fn evaluate(&self, g: &Grid) -> Verdict {
         match self.eval(g) {

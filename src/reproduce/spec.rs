@@ -240,6 +240,13 @@ fn validate(spec: &mut Spec) -> Result<(), String> {
     for s in &spec.set {
         ex.check_set(s)?;
     }
+    // A claim may name a protocol not implemented yet (it is then not evaluated), never an
+    // unknown one.
+    for c in &spec.claims {
+        for (axis, v) in c.names(&spec.x, &spec.series) {
+            ex.check(&axis, &v).map_err(|e| format!("claim `{}`: {e}", c.text))?;
+        }
+    }
     Ok(())
 }
 

@@ -130,6 +130,8 @@ fn unknown_workload_axis_and_config_key_are_errors() {
     assert!(e.contains("log.sise_bytes") && e.contains("size_bytes"), "{e}");
     let e = spec::parse("t", &TINY_BAR.replace("kind = \"bound\"", "kind = \"bigger\""), true).unwrap_err();
     assert!(e.contains("claim kind `bigger`"), "{e}");
+    let e = spec::parse("t", &TINY_BAR.replace("value = 1.0", "value = 1.0\nseries = [\"h-wall\"]"), true).unwrap_err();
+    assert!(e.contains("claim `logging is slower than no logging`: unknown protocol `h-wall`"), "{e}");
 }
 
 #[test]
