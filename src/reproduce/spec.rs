@@ -23,9 +23,12 @@ pub enum Chart {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RunLen {
-    /// Transactions in the measured region of each point.
+    /// Transactions in the measured region of each point (`sim`; a `journal` point replays its
+    /// whole trace and needs none).
+    #[serde(default)]
     pub txs: u64,
     /// Transactions before it (warm-up, excluded from the figures).
+    #[serde(default)]
     pub warmup_txs: u64,
     /// Seeds; every point runs once per seed and the figures show the mean.
     pub seeds: Vec<u64>,
@@ -216,8 +219,11 @@ fn validate(spec: &mut Spec) -> Result<(), String> {
     if spec.x == spec.series {
         return Err(format!("x and series are both `{}`", spec.x));
     }
-    if spec.run.txs == 0 || spec.run.seeds.is_empty() {
-        return Err("txs and seeds: allowed txs >= 1 and at least one seed".into());
+    if spec.run.seeds.is_empty() {
+        return Err("seeds: allowed a list of at least one seed".into());
+    }
+    if spec.kind == Kind::Sim && spec.run.txs == 0 {
+        return Err("txs = 0: allowed 1 or more".into());
     }
     let ex = spec.kind.executor();
     for d in spec.derive.clone() {
