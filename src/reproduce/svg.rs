@@ -39,6 +39,16 @@ pub fn ticks(max: f64) -> (f64, f64) {
     ((max / step).ceil() * step, step)
 }
 
+/// A tick value without trailing zeros (`0.8`, `2.5`, `300`).
+pub fn tick_text(v: f64) -> String {
+    let r = (v * 1e6).round() / 1e6;
+    if r.abs() >= 1e6 {
+        format!("{r:.3e}")
+    } else {
+        format!("{r}")
+    }
+}
+
 /// The whole figure: a title and one panel per metric.
 pub fn figure(title: &str, chart: Chart, panels: &[Panel]) -> String {
     let height = TOP + panels.len() as f64 * (PANEL_H + BOTTOM + 20.0);

@@ -296,6 +296,11 @@ fn nice_ticks_and_one_bar_per_series_and_group() {
     assert_eq!(svg::ticks(0.93), (1.0, 0.2));
     assert_eq!(svg::ticks(9.5), (10.0, 2.0));
     assert_eq!(svg::ticks(0.0), (1.0, 0.25));
+    assert_eq!(
+        (svg::tick_text(0.8), svg::tick_text(0.6000000000000001), svg::tick_text(300.0)),
+        ("0.8".into(), "0.6".into(), "300".into())
+    );
+    assert_eq!(svg::tick_text(2.5e7), "2.500e7");
     let g = grid(
         &["a", "b", "c"],
         &["x", "y"],
