@@ -16,41 +16,9 @@ fn tmp_dir(tag: &str) -> PathBuf {
     d
 }
 
-/// Two tiny specs (SPS with 4096 entries, 60 transactions): a bar chart and a line chart.
-const TINY: &str = r#"
-title = "tiny"
-figure = "test"
-kind = "sim"
-x = "workload"
-series = "protocol"
-metrics = ["normalized_throughput", "write_traffic"]
-average = true
-[set]
-"workload.sps.entries" = 4096
-"log.size_bytes" = 1048576
-[axes]
-workload = ["sps"]
-protocol = ["h-wal", "ec-wal"]
-[[derive]]
-name = "normalized_throughput"
-metric = "throughput_tx_per_mcycle"
-axis = "protocol"
-reference = "baseline"
-[[claim]]
-text = "logging is slower than no logging"
-kind = "bound"
-metric = "normalized_throughput"
-relation = "<="
-value = 1.0
-[quick]
-txs = 60
-warmup_txs = 10
-seeds = [1]
-[full]
-txs = 60
-warmup_txs = 10
-seeds = [1]
-"#;
+/// Small SPS specs (4096 entries, 60 transactions): a bar chart and a line chart.
+const TINY: &str = include_str!("data/reproduce/tiny-bar.toml");
+const TINY_LINE: &str = include_str!("data/reproduce/tiny-line.toml");
 
 fn experiments(tag: &str, specs: &[(&str, &str)]) -> PathBuf {
     let d = tmp_dir(tag);
@@ -58,12 +26,6 @@ fn experiments(tag: &str, specs: &[(&str, &str)]) -> PathBuf {
         std::fs::write(d.join(format!("{name}.toml")), text).expect("write spec");
     }
     d
-}
-
-fn line_chart() -> String {
-    TINY.replace("x = \"workload\"", "x = \"mem_latency_ns\"")
-        .replace("average = true", "chart = \"line\"")
-        .replace("[axes]", "[axes]\nmem_latency_ns = [35, 1000]")
 }
 
 /// Exit status 2 and one line on stderr containing every needle.
@@ -137,7 +99,7 @@ fn report_html_renders_every_figure_in_headless_chromium_without_console_errors(
         return;
     };
     let out = tmp_dir("html");
-    let exp = experiments("html", &[("tiny-bar", TINY), ("tiny-line", &line_chart())]);
+    let exp = experiments("html", &[("tiny-bar", TINY), ("tiny-line", TINY_LINE)]);
     let o = reproduce(&exp, &out, &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let profile = tmp_dir("chromium-profile");

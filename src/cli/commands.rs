@@ -383,6 +383,10 @@ fn merge(a: MergeArgs) -> Result<i32, String> {
     let dirs: Vec<std::path::PathBuf> = a.dirs.iter().map(Into::into).collect();
     let started = std::time::Instant::now();
     let s = crate::reproduce::merge(&dirs, std::path::Path::new(&a.out))?;
-    print_summary(&s, &a.out, started.elapsed().as_secs_f64(), false);
+    outln!("merged {} points in {:.1} s", s.cached, started.elapsed().as_secs_f64());
+    for (name, why) in &s.pending {
+        outln!("not run: {name}: {why}");
+    }
+    outln!("wrote {} experiments to {}/ (REPORT.md, report.html)", s.written.len(), a.out);
     Ok(0)
 }

@@ -6,72 +6,10 @@ use super::spec::{self, Point};
 use super::table::{Grid, Table};
 use super::*;
 
-/// A small SPS spec: two protocols normalised to the baseline, two seeds, short runs.
-pub const TINY_BAR: &str = r#"
-title = "tiny throughput"
-figure = "test"
-kind = "sim"
-x = "workload"
-series = "protocol"
-metrics = ["normalized_throughput", "write_traffic"]
-average = true
-[set]
-"workload.sps.entries" = 4096
-"log.size_bytes" = 1048576
-[axes]
-workload = ["sps"]
-protocol = ["h-wal", "ec-wal"]
-[[derive]]
-name = "normalized_throughput"
-metric = "throughput_tx_per_mcycle"
-axis = "protocol"
-reference = "baseline"
-[[claim]]
-text = "logging is slower than no logging"
-kind = "bound"
-metric = "normalized_throughput"
-relation = "<="
-value = 1.0
-[quick]
-txs = 60
-warmup_txs = 10
-seeds = [1, 2]
-[full]
-txs = 100
-warmup_txs = 10
-seeds = [1]
-"#;
+/// The test specs (also used by `tests/reproduce.rs`).
+pub const TINY_BAR: &str = include_str!("../../tests/data/reproduce/tiny-bar.toml");
 
-/// A line chart over memory latency.
-pub const TINY_LINE: &str = r#"
-title = "tiny latency"
-figure = "test"
-kind = "sim"
-x = "mem_latency_ns"
-series = "protocol"
-chart = "line"
-metrics = ["throughput_tx_per_mcycle"]
-[set]
-"workload.sps.entries" = 4096
-"log.size_bytes" = 1048576
-[axes]
-mem_latency_ns = [35, 168, 1000]
-workload = ["sps"]
-protocol = ["baseline", "h-wal"]
-[[claim]]
-text = "slower memory, lower throughput"
-kind = "monotonic"
-metric = "throughput_tx_per_mcycle"
-direction = "decreasing"
-[quick]
-txs = 60
-warmup_txs = 10
-seeds = [3]
-[full]
-txs = 100
-warmup_txs = 10
-seeds = [3]
-"#;
+pub const TINY_LINE: &str = include_str!("../../tests/data/reproduce/tiny-line.toml");
 
 fn tmp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("locsim-reproduce-{tag}-{}", std::process::id()));
