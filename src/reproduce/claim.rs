@@ -202,7 +202,7 @@ impl Claim {
                 // `pick(a, other)`: the value of a (a series or an x value) at the other coordinate.
                 let by_x = |x: &str, s: &str| g.get(x, s);
                 let by_series = |s: &str, x: &str| g.get(x, s);
-                let (others, pick): (&[String], &dyn Fn(&str, &str) -> Option<f64>) =
+                let (others, pick): (&[String], &Pick) =
                     if *along_x { (&g.series, &by_x) } else { (&g.xs, &by_series) };
                 if *every {
                     for o in others {
@@ -260,6 +260,9 @@ impl Claim {
         }
     }
 }
+
+/// A grid look-up by (first, second) coordinate, in either order.
+type Pick<'a> = dyn Fn(&str, &str) -> Option<f64> + 'a;
 
 fn value(v: Option<f64>, series: &str, x: &str) -> Result<f64, String> {
     v.ok_or_else(|| format!("not evaluated: no data for {series} at {x}"))

@@ -262,9 +262,9 @@ window.addEventListener('load', function () {
 
 pub fn html(figs: &[Figure], pending: &[Spec], bench: Option<&[BenchRow]>, prov: &Provenance) -> String {
     let mut s = String::from("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>locsim reproduction report</title><style>body{font-family:sans-serif;max-width:980px;margin:2em auto;padding:0 1em}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:2px 8px;text-align:right}td:first-child,th:first-child{text-align:left}.supported{color:#1a7f37}.not{color:#c62828}.none{color:#777}caption{text-align:left;font-weight:bold}table.summary td{text-align:left}</style></head><body>\n");
-    let _ = write!(
+    let _ = writeln!(
         s,
-        "<h1>locsim reproduction report</h1><p>{}. Every claim's verdict is computed from the data below.</p>\n",
+        "<h1>locsim reproduction report</h1><p>{}. Every claim's verdict is computed from the data below.</p>",
         escape(&provenance_line(prov))
     );
     s.push_str("<h2>Summary</h2><table class=\"summary\"><tr><th>experiment</th><th>claim</th><th>verdict</th><th>detail</th></tr>");
