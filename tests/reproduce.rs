@@ -86,6 +86,19 @@ fn shipped_specs_run_and_pending_ones_are_listed() {
     }
 }
 
+/// Each run is its own process, so no SQLite simulation of another test runs beside these.
+#[test]
+fn sqlite_points_are_identical_whatever_runs_beside_them() {
+    let exp = experiments("sqlite", &[("tiny-sqlite", include_str!("data/reproduce/tiny-sqlite.toml"))]);
+    let (a, b) = (tmp_dir("sqlite-a"), tmp_dir("sqlite-b"));
+    for (out, jobs) in [(&a, "1"), (&b, "3")] {
+        let o = reproduce(&exp, out, &["--jobs", jobs]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let csv = |d: &Path| std::fs::read_to_string(d.join("tiny-sqlite.csv")).unwrap();
+    assert_eq!(csv(&a), csv(&b), "--jobs 1 and --jobs 3 differ");
+}
+
 fn chromium() -> Option<PathBuf> {
     let candidates = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"];
     candidates.iter().map(PathBuf::from).find(|p| p.exists())

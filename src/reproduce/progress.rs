@@ -2,6 +2,7 @@
 //! plain lines otherwise (at each quarter and at the end of a spec), nothing when quiet.
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use std::io::Write;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -55,14 +56,21 @@ impl Progress {
         match self {
             Progress::Bars(_, bars) => bars[i].inc(1),
             Progress::Lines(lines) => {
-                let mut lines = lines.lock().expect("progress lock");
+                let mut lines = lines.lock().unwrap_or_else(|e| e.into_inner());
                 let l = &mut lines[i];
                 l.done += 1;
                 let quarter = |d: u64| d * 4 / l.total.max(1);
                 if quarter(l.done) != quarter(l.done - 1) || l.done == l.total {
                     let el = l.start.elapsed().as_secs_f64();
                     let eta = el / l.done as f64 * (l.total - l.done) as f64;
-                    println!("{}: {}/{} points, {el:.0} s elapsed, ETA {eta:.0} s", l.name, l.done, l.total);
+                    // A closed stdout (`reproduce ... | head`) must not stop the sweep.
+                    let _ = writeln!(
+                        std::io::stdout().lock(),
+                        "{}: {}/{} points, {el:.0} s elapsed, ETA {eta:.0} s",
+                        l.name,
+                        l.done,
+                        l.total
+                    );
                 }
             }
             Progress::Quiet => {}
