@@ -24,6 +24,7 @@
 //! assert!(r.write_traffic > 1.0); // every program byte costs a log copy and a home copy
 //! ```
 
+pub mod bench;
 pub mod cache;
 pub mod cli;
 pub mod config;
@@ -36,6 +37,7 @@ pub mod pcm;
 pub mod pmem;
 pub mod protocol;
 pub mod recovery;
+pub mod reproduce;
 pub mod rng;
 pub mod runner;
 pub mod sim;

@@ -1,6 +1,6 @@
 //! The subcommands: argument checking, then calls into [`crate::runner`] and [`crate::crash`].
 
-use super::{BenchArgs, Cmd, CrashArgs, MachineArgs, RunArgs, WorkloadsArgs};
+use super::{BenchArgs, Cmd, CrashArgs, MachineArgs, MergeArgs, ReproduceArgs, RunArgs, WorkloadsArgs};
 use crate::config::Config;
 use crate::crash::{self, CrashSpec};
 use crate::protocol::{Bug, ProtocolKind};
@@ -28,6 +28,8 @@ pub fn dispatch(cmd: Cmd) -> Result<i32, String> {
         Cmd::Workloads(a) => workloads(a),
         Cmd::Journal(a) => super::journal::run(a),
         Cmd::JournalCrashtest(a) => super::journal::crashtest(a),
+        Cmd::Reproduce(a) => reproduce(a),
+        Cmd::Merge(a) => merge(a),
         Cmd::Config(a) => {
             emit(&build_config(&a, None)?.to_toml());
             Ok(0)
@@ -237,28 +239,6 @@ fn replay_base(a: &CrashArgs) -> String {
     s
 }
 
-#[derive(serde::Serialize)]
-struct BenchRow {
-    workload: String,
-    protocol: String,
-    txs: u64,
-    sim_mem_accesses: u64,
-    host_seconds: f64,
-    sim_mem_accesses_per_second: f64,
-    sim_mem_requests: u64,
-    sim_mem_requests_per_second: f64,
-    native_seconds: f64,
-    slowdown_vs_native: f64,
-    repeat: u32,
-    version: &'static str,
-    git_rev: &'static str,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn bench(a: BenchArgs) -> Result<i32, String> {
     let cfg = build_config(&a.machine, None)?;
     let workloads = match &a.workload {
@@ -272,47 +252,7 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
     if a.repeat == 0 || a.txs == 0 {
         return Err("--repeat and --txs: allowed 1 or more".into());
     }
-    let mut rows = Vec::new();
-    for &w in &workloads {
-        let base = RunSpec {
-            cfg: cfg.clone(),
-            workload: w,
-            protocol: ProtocolKind::Baseline,
-            txs: a.txs,
-            warmup_txs: cfg.workload.warmup_txs,
-            seed: 1,
-            abort_rate: 0.0,
-            bug: None,
-            record: false,
-        };
-        let native = median((0..a.repeat).map(|_| runner::native_seconds(&base)).collect());
-        for &p in &protocols {
-            let spec = RunSpec { protocol: p, ..base.clone() };
-            let mut secs = Vec::new();
-            let (mut accesses, mut requests) = (0, 0);
-            for _ in 0..a.repeat {
-                let r = runner::execute(&spec)?.result;
-                (accesses, requests) = (r.sim_mem_accesses, r.sim_mem_requests);
-                secs.push(r.host_seconds);
-            }
-            let s = median(secs);
-            rows.push(BenchRow {
-                workload: w.name().into(),
-                protocol: p.name().into(),
-                txs: a.txs,
-                sim_mem_accesses: accesses,
-                host_seconds: s,
-                sim_mem_accesses_per_second: accesses as f64 / s,
-                sim_mem_requests: requests,
-                sim_mem_requests_per_second: requests as f64 / s,
-                native_seconds: native,
-                slowdown_vs_native: s / native.max(1e-12),
-                repeat: a.repeat,
-                version: runner::VERSION,
-                git_rev: runner::GIT_REV,
-            });
-        }
-    }
+    let rows = crate::bench::measure(&cfg, &workloads, &protocols, a.txs, a.repeat)?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&rows).expect("serializable"));
     } else {
@@ -401,5 +341,58 @@ fn workloads(a: WorkloadsArgs) -> Result<i32, String> {
             }
         }
     }
+    Ok(0)
+}
+
+/// `I/N` with `0 <= I < N`.
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("--shard {s}: allowed I/N with 0 <= I < N, e.g. 0/4");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
+fn reproduce(a: ReproduceArgs) -> Result<i32, String> {
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let opts = crate::reproduce::Options {
+        experiments: a.experiments.into(),
+        out: a.out.clone().into(),
+        quick: a.quick,
+        only: a.only.as_deref().map(|s| parse_list(s, "only", |x| Ok(x.to_string()))).transpose()?.unwrap_or_default(),
+        jobs,
+        shard: a.shard.as_deref().map(parse_shard).transpose()?,
+        bench: !a.no_bench,
+        quiet: false,
+    };
+    let started = std::time::Instant::now();
+    let s = crate::reproduce::reproduce(&opts)?;
+    print_summary(&s, &a.out, started.elapsed().as_secs_f64(), opts.shard.is_some());
+    Ok(0)
+}
+
+fn print_summary(s: &crate::reproduce::Summary, out: &str, secs: f64, sharded: bool) {
+    outln!("{} points simulated, {} from the cache, {secs:.1} s", s.executed, s.cached);
+    for (name, why) in &s.pending {
+        outln!("not run: {name}: {why}");
+    }
+    if sharded {
+        outln!("shard file written to {out}/; combine the shards with `locsim merge DIR... --out DIR`");
+    } else {
+        outln!("wrote {} experiments to {out}/ (REPORT.md, report.html)", s.written.len());
+    }
+}
+
+fn merge(a: MergeArgs) -> Result<i32, String> {
+    let dirs: Vec<std::path::PathBuf> = a.dirs.iter().map(Into::into).collect();
+    let started = std::time::Instant::now();
+    let s = crate::reproduce::merge(&dirs, std::path::Path::new(&a.out))?;
+    outln!("merged {} points in {:.1} s", s.cached, started.elapsed().as_secs_f64());
+    for (name, why) in &s.pending {
+        outln!("not run: {name}: {why}");
+    }
+    outln!("wrote {} experiments to {}/ (REPORT.md, report.html)", s.written.len(), a.out);
     Ok(0)
 }

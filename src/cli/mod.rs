@@ -1,4 +1,4 @@
-//! The command line: `locsim run | crashtest | bench | config | workloads | journal | journal-crashtest`.
+//! The command line: `locsim run | crashtest | bench | config | workloads | journal | journal-crashtest | reproduce | merge`.
 //!
 //! Contract (users' scripts depend on it): see the README. Every bad argument ends with one
 //! line on stderr naming the bad value and the allowed ones, and exit status 2.
@@ -33,6 +33,45 @@ pub enum Cmd {
     Journal(journal::JournalArgs),
     /// Crash the PCM journal at chosen events, recover with real SQLite, and check the databases.
     JournalCrashtest(journal::JournalCrashArgs),
+    /// Regenerate every figure and table from the specs in experiments/: CSV, JSON, SVG, report.
+    Reproduce(ReproduceArgs),
+    /// Combine the shard files of `reproduce --shard` runs into the outputs of an unsharded run.
+    Merge(MergeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ReproduceArgs {
+    /// Short run lengths (every figure, in minutes); the default is the full run lengths.
+    #[arg(long)]
+    pub quick: bool,
+    /// Comma-separated spec names (file stems in the experiments directory).
+    #[arg(long, value_name = "NAME[,NAME]")]
+    pub only: Option<String>,
+    /// Worker threads (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Output directory.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub out: String,
+    /// Run the points whose index is I modulo N (0 <= I < N) and write a shard file for `merge`.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Directory of the experiment specs.
+    #[arg(long, value_name = "DIR", default_value = "experiments")]
+    pub experiments: String,
+    /// Leave the simulator-speed measurement out of the report.
+    #[arg(long)]
+    pub no_bench: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Directories holding shard-I-of-N.json files.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<String>,
+    /// Output directory.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub out: String,
 }
 
 #[derive(Args, Debug)]

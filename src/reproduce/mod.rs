@@ -1,0 +1,286 @@
+//! `locsim reproduce`: every figure and table of the papers from the experiment specs in
+//! `experiments/`, and `locsim merge` for sharded runs. See `docs/reproduce.md`.
+//!
+//! Flow: load the specs ([`spec`]), expand each into points, identify each point by its text
+//! (kind, overrides, coordinates, seed, run lengths) so that a point shared by several specs
+//! (e.g. a baseline run) runs once, take what the [`cache`] has, run the rest in parallel
+//! (rayon, one [`kind::Executor`] call per point), then write per spec a CSV, a JSON with
+//! provenance and an SVG ([`svg`]), and the report ([`report`]). With `--shard i/N` only the
+//! points whose index is `i` modulo `N` run and a shard file is written instead; [`merge`]
+//! combines shard files and writes the same outputs.
+//!
+//! Every figure is a pure function of the point values, so outputs are identical whatever the
+//! number of jobs, the shards or the cache; only the simulator-speed section of the report (host
+//! timings) varies.
+
+pub mod cache;
+pub mod claim;
+pub mod kind;
+mod progress;
+pub mod report;
+pub mod spec;
+pub mod svg;
+pub mod table;
+
+use crate::bench::BenchRow;
+use kind::Job;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use spec::{Point, Spec};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use table::Values;
+
+/// What `reproduce` was asked to do.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Directory of the specs (`experiments/`).
+    pub experiments: PathBuf,
+    pub out: PathBuf,
+    pub quick: bool,
+    /// Spec names to run (empty: all).
+    pub only: Vec<String>,
+    /// Worker threads (>= 1).
+    pub jobs: usize,
+    /// `(i, n)`: run the points whose index is `i` modulo `n`, `0 <= i < n`.
+    pub shard: Option<(usize, usize)>,
+    /// Measure simulator speed for the report.
+    pub bench: bool,
+    /// No progress output (tests).
+    pub quiet: bool,
+}
+
+/// What a run did.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// Distinct points simulated, and taken from the cache.
+    pub executed: usize,
+    pub cached: usize,
+    /// Specs written (name), and specs left out with the reason.
+    pub written: Vec<String>,
+    pub pending: Vec<(String, String)>,
+}
+
+/// The identity of a point's computation (without the build; see [`cache`]).
+pub fn point_text(spec: &Spec, p: &Point) -> String {
+    let coords: Vec<String> = p.coords.iter().map(|(a, v)| format!("{a}={v}")).collect();
+    format!(
+        "kind={} set=[{}] point=[{}] seed={} txs={} warmup_txs={}",
+        spec.kind.name(),
+        spec.set.join(" "),
+        coords.join(" "),
+        p.seed,
+        spec.run.txs,
+        spec.run.warmup_txs
+    )
+}
+
+/// A shard's results, written to `OUT/shard-I-of-N.json` and read by `merge`.
+#[derive(Serialize, Deserialize)]
+pub struct ShardFile {
+    pub version: String,
+    pub git_rev: String,
+    pub quick: bool,
+    pub shard: usize,
+    pub shards: usize,
+    /// The specs run: name and file text.
+    pub specs: Vec<(String, String)>,
+    /// Point text -> encoded values.
+    pub points: BTreeMap<String, serde_json::Value>,
+    pub bench: Option<Vec<BenchRow>>,
+}
+
+/// Run the reproduction.
+pub fn reproduce(o: &Options) -> Result<Summary, String> {
+    if o.jobs == 0 {
+        return Err("--jobs 0: allowed 1 or more".into());
+    }
+    let specs = spec::load_dir(&o.experiments, &o.only, o.quick)?;
+    let mut summary = Summary::default();
+    let (runnable, pending): (Vec<Spec>, Vec<Spec>) = specs.into_iter().partition(|s| s.pending.is_none());
+    summary.pending = pending.iter().map(|s| (s.name.clone(), s.pending.clone().unwrap_or_default())).collect();
+    let results = run_points(o, &runnable, &mut summary)?;
+    let bench = if o.bench && o.shard.is_none_or(|(i, _)| i == 0) { Some(measure_speed(o.quick)?) } else { None };
+    std::fs::create_dir_all(&o.out).map_err(|e| format!("--out {}: {e}", o.out.display()))?;
+    if let Some((i, n)) = o.shard {
+        let file = ShardFile {
+            version: crate::runner::VERSION.into(),
+            git_rev: crate::runner::GIT_REV.into(),
+            quick: o.quick,
+            shard: i,
+            shards: n,
+            specs: runnable.iter().chain(&pending).map(|s| (s.name.clone(), s.source.clone())).collect(),
+            points: results.iter().map(|(k, v)| (k.clone(), cache::encode(v))).collect(),
+            bench,
+        };
+        let path = o.out.join(format!("shard-{i}-of-{n}.json"));
+        let text = serde_json::to_string_pretty(&file).expect("serializable");
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        return Ok(summary);
+    }
+    let prov = report::Provenance::current(o.quick);
+    summary.written = write_outputs(&o.out, &runnable, &pending, &results, bench.as_deref(), &prov)?;
+    Ok(summary)
+}
+
+/// Distinct points of all specs (first appearance order), with the index of the spec that
+/// first needs each.
+fn distinct_points(specs: &[Spec]) -> Vec<(String, usize, Point)> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for (si, s) in specs.iter().enumerate() {
+        for p in s.all_points() {
+            let t = point_text(s, &p);
+            if seen.insert(t.clone()) {
+                out.push((t, si, p));
+            }
+        }
+    }
+    out
+}
+
+fn run_points(o: &Options, specs: &[Spec], summary: &mut Summary) -> Result<BTreeMap<String, Values>, String> {
+    let cache = cache::Cache::new(&o.out);
+    let mut todo = Vec::new();
+    let mut results = BTreeMap::new();
+    for (idx, (text, si, p)) in distinct_points(specs).into_iter().enumerate() {
+        if o.shard.is_some_and(|(i, n)| idx % n != i) {
+            continue;
+        }
+        match cache.get(&text) {
+            Some(v) => {
+                results.insert(text, v);
+                summary.cached += 1;
+            }
+            None => todo.push((text, si, p)),
+        }
+    }
+    let sweeps: Vec<(String, u64)> = specs
+        .iter()
+        .enumerate()
+        .map(|(si, s)| (s.name.clone(), todo.iter().filter(|t| t.1 == si).count() as u64))
+        .filter(|s| s.1 > 0)
+        .collect();
+    let bar_of: Vec<Option<usize>> = specs.iter().map(|s| sweeps.iter().position(|w| w.0 == s.name)).collect();
+    let progress = progress::Progress::new(&sweeps, o.quiet);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(o.jobs).build().map_err(|e| format!("--jobs: {e}"))?;
+    let done: Vec<Result<(String, Values), String>> = pool.install(|| {
+        todo.par_iter()
+            .map(|(text, si, p)| {
+                let s = &specs[*si];
+                let job = Job { point: p, set: &s.set, txs: s.run.txs, warmup_txs: s.run.warmup_txs };
+                let v = s
+                    .kind
+                    .executor()
+                    .run(&job)
+                    .map_err(|e| format!("experiment {} at {}: {e}", s.name, table::label(p)))?;
+                cache.put(text, &v)?;
+                progress.tick(bar_of[*si].expect("spec with work has a bar"));
+                Ok((text.clone(), v))
+            })
+            .collect()
+    });
+    progress.finish();
+    for r in done {
+        let (t, v) = r?;
+        results.insert(t, v);
+        summary.executed += 1;
+    }
+    Ok(results)
+}
+
+/// Simulator speed for the report: every workload and protocol, a short measurement.
+fn measure_speed(quick: bool) -> Result<Vec<BenchRow>, String> {
+    let mut cfg = crate::config::Config::default();
+    cfg.workload.warmup_txs = if quick { 200 } else { 2_000 };
+    let (txs, repeat) = if quick { (2_000, 1) } else { (20_000, 3) };
+    crate::bench::measure(&cfg, crate::workload::WorkloadKind::ALL, &crate::protocol::ProtocolKind::ALL, txs, repeat)
+}
+
+/// Write every runnable spec's CSV, JSON and SVG, then REPORT.md and report.html. Returns the
+/// names written.
+pub fn write_outputs(
+    out: &Path,
+    specs: &[Spec],
+    pending: &[Spec],
+    results: &BTreeMap<String, Values>,
+    bench: Option<&[BenchRow]>,
+    prov: &report::Provenance,
+) -> Result<Vec<String>, String> {
+    let write = |name: &str, text: &str| {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let mut figures = Vec::new();
+    for s in specs {
+        let t = table::Table::build(s, |p| results.get(&point_text(s, p)).cloned())?;
+        let fig = report::Figure::new(s, &t);
+        write(&format!("{}.csv", s.name), &t.csv(s))?;
+        write(&format!("{}.json", s.name), &report::spec_json(s, &t, &fig, prov))?;
+        write(&format!("{}.svg", s.name), &fig.svg)?;
+        figures.push(fig);
+    }
+    if let Some(b) = bench {
+        write("bench.csv", &report::bench_csv(b))?;
+    }
+    write("REPORT.md", &report::markdown(&figures, pending, bench, prov))?;
+    write("report.html", &report::html(&figures, pending, bench, prov))?;
+    Ok(specs.iter().map(|s| s.name.clone()).collect())
+}
+
+/// Combine shard files from `dirs` (each holding one or more `shard-*-of-N.json`) and write the
+/// outputs an unsharded run writes into `out`.
+pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Summary, String> {
+    let mut shards: Vec<ShardFile> = Vec::new();
+    for d in dirs {
+        let rd = std::fs::read_dir(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        let mut paths: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("shard-") && n.ends_with(".json"))
+            })
+            .collect();
+        paths.sort();
+        for p in paths {
+            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            shards.push(serde_json::from_str(&text).map_err(|e| format!("{}: not a shard file: {e}", p.display()))?);
+        }
+    }
+    let first = shards.first().ok_or("merge: no shard-*-of-N.json files in the given directories")?;
+    let n = first.shards;
+    let mut have = vec![false; n];
+    for s in &shards {
+        if s.shards != n || s.quick != first.quick || s.specs != first.specs || s.git_rev != first.git_rev {
+            return Err(format!(
+                "merge: shard {} of {} does not match shard {} of {n} (specs, mode, build or count)",
+                s.shard, s.shards, first.shard
+            ));
+        }
+        if std::mem::replace(&mut have[s.shard], true) {
+            return Err(format!("merge: shard {s} of {n} given twice", s = s.shard));
+        }
+    }
+    if let Some(missing) = have.iter().position(|h| !h) {
+        return Err(format!("merge: shard {missing} of {n} is missing"));
+    }
+    let mut results = BTreeMap::new();
+    for s in &shards {
+        for (k, v) in &s.points {
+            results.insert(k.clone(), cache::decode(v).ok_or_else(|| format!("merge: corrupt values for {k}"))?);
+        }
+    }
+    let specs: Vec<Spec> =
+        first.specs.iter().map(|(name, text)| spec::parse(name, text, first.quick)).collect::<Result<_, _>>()?;
+    let (runnable, pending): (Vec<Spec>, Vec<Spec>) = specs.into_iter().partition(|s| s.pending.is_none());
+    let bench = shards.iter().find_map(|s| s.bench.clone());
+    std::fs::create_dir_all(out).map_err(|e| format!("--out {}: {e}", out.display()))?;
+    let prov =
+        report::Provenance { version: first.version.clone(), git_rev: first.git_rev.clone(), quick: first.quick };
+    let mut summary = Summary { cached: results.len(), ..Default::default() };
+    summary.pending = pending.iter().map(|s| (s.name.clone(), s.pending.clone().unwrap_or_default())).collect();
+    summary.written = write_outputs(out, &runnable, &pending, &results, bench.as_deref(), &prov)?;
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests;

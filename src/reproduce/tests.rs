@@ -1,0 +1,283 @@
+//! Specs, claims, tables and plots with hand-computed values; the whole pipeline on tiny specs:
+//! identical CSVs across `--jobs` values, with the cache, and after sharding and merging.
+
+use super::claim::Claim;
+use super::spec::{self, Point};
+use super::table::{Grid, Table};
+use super::*;
+
+/// The test specs (also used by `tests/reproduce.rs`).
+pub const TINY_BAR: &str = include_str!("../../tests/data/reproduce/tiny-bar.toml");
+
+pub const TINY_LINE: &str = include_str!("../../tests/data/reproduce/tiny-line.toml");
+
+fn tmp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("locsim-reproduce-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn tiny_experiments(tag: &str) -> PathBuf {
+    let d = tmp_dir(tag);
+    std::fs::write(d.join("tiny-bar.toml"), TINY_BAR).expect("write");
+    std::fs::write(d.join("tiny-line.toml"), TINY_LINE).expect("write");
+    d
+}
+
+fn opts(experiments: &Path, out: &Path, jobs: usize, shard: Option<(usize, usize)>) -> Options {
+    Options {
+        experiments: experiments.into(),
+        out: out.into(),
+        quick: true,
+        only: vec![],
+        jobs,
+        shard,
+        bench: false,
+        quiet: true,
+    }
+}
+
+fn read(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{}/{name}: {e}", dir.display()))
+}
+
+#[test]
+fn unknown_top_level_key_is_a_one_line_error_naming_it() {
+    let text = TINY_BAR.replace("average = true", "average = true\ncolour = \"red\"");
+    let e = spec::parse("t", &text, true).unwrap_err();
+    assert!(e.contains("colour") && e.starts_with("experiment t:"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}
+
+#[test]
+fn unknown_protocol_is_an_error_listing_the_allowed_names() {
+    let text = TINY_BAR.replace("\"ec-wal\"]", "\"ex-wal\"]");
+    let e = spec::parse("t", &text, true).unwrap_err();
+    assert!(e.contains("unknown protocol `ex-wal`") && e.contains("h-wal") && e.contains("loc-wal"), "{e}");
+    assert_eq!(e.lines().count(), 1);
+}
+
+#[test]
+fn unknown_workload_axis_and_config_key_are_errors() {
+    let e = spec::parse("t", &TINY_BAR.replace("[\"sps\"]", "[\"spx\"]"), true).unwrap_err();
+    assert!(e.contains("unknown workload `spx`") && e.contains("btree"), "{e}");
+    let e = spec::parse("t", &TINY_LINE.replace("workload = [\"sps\"]", "colour = [\"sps\"]"), true).unwrap_err();
+    assert!(e.contains("unknown axis `colour`"), "{e}");
+    let e = spec::parse("t", &TINY_BAR.replace("\"log.size_bytes\"", "\"log.sise_bytes\""), true).unwrap_err();
+    assert!(e.contains("log.sise_bytes") && e.contains("size_bytes"), "{e}");
+    let e = spec::parse("t", &TINY_BAR.replace("kind = \"bound\"", "kind = \"bigger\""), true).unwrap_err();
+    assert!(e.contains("claim kind `bigger`"), "{e}");
+    let e = spec::parse("t", &TINY_BAR.replace("value = 1.0", "value = 1.0\nseries = [\"h-wall\"]"), true).unwrap_err();
+    assert!(e.contains("claim `logging is slower than no logging`: unknown protocol `h-wall`"), "{e}");
+}
+
+#[test]
+fn every_shipped_spec_parses_in_both_modes() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments");
+    for quick in [true, false] {
+        let specs = spec::load_dir(&dir, &[], quick).unwrap();
+        assert!(specs.len() >= 18, "{} specs", specs.len());
+        assert!(specs.iter().all(|s| s.pending.is_none()), "every shipped spec runs in this build");
+        for s in &specs {
+            assert!(!s.claims.is_empty(), "{} states no claim", s.name);
+        }
+    }
+}
+
+#[test]
+fn quick_mode_takes_its_run_lengths_and_axis_overrides() {
+    let text = TINY_BAR.replace("seeds = [1, 2]", "seeds = [1, 2]\naxes = { protocol = [\"h-wal\"] }");
+    let q = spec::parse("t", &text, true).unwrap();
+    assert_eq!(
+        (q.run.txs, q.run.seeds.clone(), q.axes["protocol"].clone()),
+        (60, vec![1, 2], vec!["h-wal".to_string()])
+    );
+    let f = spec::parse("t", &text, false).unwrap();
+    assert_eq!((f.run.txs, f.axes["protocol"].len()), (100, 2));
+}
+
+#[test]
+fn points_are_the_product_of_the_axes_times_seeds_plus_reference_points() {
+    let s = spec::parse("t", TINY_BAR, true).unwrap();
+    let pts = s.points();
+    assert_eq!(pts.len(), 4); // 1 workload x 2 protocols x 2 seeds
+    let all = s.all_points();
+    assert_eq!(all.len(), 6); // + baseline for each seed
+    assert_eq!(all[4].get("protocol"), Some("baseline"));
+    assert_eq!(all[4].seed, 1);
+}
+
+fn pt(protocol: &str, workload: &str, seed: u64) -> Point {
+    Point { coords: vec![("protocol".into(), protocol.into()), ("workload".into(), workload.into())], seed }
+}
+
+#[test]
+fn derived_metric_divides_by_the_reference_point_and_grid_averages_seeds() {
+    let s = spec::parse("t", TINY_BAR, true).unwrap();
+    let n = s.kind.executor().metrics().len();
+    // throughput (column 0) per protocol and seed, by hand.
+    let thr = |p: &Point| match (p.get("protocol").unwrap(), p.seed) {
+        ("baseline", 1) => 200.0,
+        ("baseline", 2) => 100.0,
+        ("h-wal", 1) => 150.0,
+        ("h-wal", 2) => 50.0,
+        ("ec-wal", _) => 80.0,
+        _ => unreachable!(),
+    };
+    let t = Table::build(&s, |p| {
+        let mut v = vec![Some(1.0); n];
+        v[0] = Some(thr(p));
+        Some(v)
+    })
+    .unwrap();
+    let norm = n; // the derived column comes after the kind's
+    let row = |p: &Point| t.rows.iter().find(|(q, _)| q == p).unwrap().1[norm];
+    assert_eq!(row(&pt("h-wal", "sps", 1)), Some(0.75));
+    assert_eq!(row(&pt("h-wal", "sps", 2)), Some(0.5));
+    assert_eq!(row(&pt("ec-wal", "sps", 2)), Some(0.8));
+    assert_eq!(row(&pt("baseline", "sps", 1)), Some(1.0));
+    let g = t.grid(&s, "normalized_throughput");
+    assert_eq!(g.series, vec!["h-wal", "ec-wal"]); // the baseline is a reference, not shown
+    assert_eq!(g.get("sps", "h-wal"), Some(0.625));
+    assert_eq!(g.get("sps", "ec-wal"), Some((0.4 + 0.8) / 2.0));
+    let csv = t.csv(&s);
+    assert!(csv.starts_with("workload,protocol,seed,throughput_tx_per_mcycle,"), "{csv}");
+    assert!(csv.lines().nth(1).unwrap().starts_with("sps,h-wal,1,150,"), "{csv}");
+    assert!(csv.lines().nth(1).unwrap().ends_with(",0.75"), "{csv}");
+}
+
+fn grid(xs: &[&str], series: &[&str], cells: Vec<Vec<Option<f64>>>) -> Grid {
+    Grid {
+        xs: xs.iter().map(|s| s.to_string()).collect(),
+        series: series.iter().map(|s| s.to_string()).collect(),
+        cells,
+    }
+}
+
+/// The claim described by `toml_text`, parsed as part of the tiny spec.
+fn claim(toml_text: &str) -> Claim {
+    let (head, tail) = TINY_BAR.split_once("[quick]").unwrap();
+    let spec_text = format!("{head}\n[[claim]]\ntext = \"c\"\n{toml_text}\n[quick]{tail}");
+    spec::parse("t", &spec_text, true).unwrap().claims.pop().unwrap()
+}
+
+#[test]
+fn order_claim_compares_series_per_x_and_on_average() {
+    let g = grid(&["a", "b"], &["h-wal", "ec-wal"], vec![vec![Some(0.5), Some(0.9)], vec![Some(0.6), Some(0.7)]]);
+    let every =
+        claim("kind = \"order\"\nmetric = \"normalized_throughput\"\na = \"ec-wal\"\nb = \"h-wal\"\nrelation = \">=\"");
+    let v = every.evaluate(&g);
+    assert_eq!(v.supported, Some(false));
+    assert!(v.detail.contains("1/2 hold") && v.detail.contains("fails at b: 0.7000 >= 0.9000"), "{}", v.detail);
+    let avg = claim("kind = \"order\"\nmetric = \"normalized_throughput\"\na = \"ec-wal\"\nb = \"h-wal\"\nrelation = \"<=\"\nscope = \"average\"");
+    // averages: h-wal 0.7, ec-wal 0.65
+    assert_eq!(avg.evaluate(&g).supported, Some(true));
+    let tol = claim("kind = \"order\"\nmetric = \"normalized_throughput\"\na = \"ec-wal\"\nb = \"h-wal\"\nrelation = \">=\"\ntolerance = 0.25");
+    assert_eq!(tol.evaluate(&g).supported, Some(true), "0.7 >= 0.9 * 0.75");
+}
+
+#[test]
+fn order_claim_along_x_compares_x_values_per_series() {
+    let g = grid(&["sps", "btree"], &["baseline"], vec![vec![Some(2.0), Some(90.0)]]);
+    let c = claim("kind = \"order\"\nalong = \"x\"\nmetric = \"pset_blocks_per_tx\"\na = \"sps\"\nb = \"btree\"\nrelation = \"<\"");
+    assert_eq!(c.evaluate(&g).supported, Some(true));
+    // The negative control: the same checker on swapped data says no.
+    let swapped = grid(&["sps", "btree"], &["baseline"], vec![vec![Some(90.0), Some(2.0)]]);
+    assert_eq!(c.evaluate(&swapped).supported, Some(false));
+}
+
+#[test]
+fn monotonic_bound_and_ratio_claims_catch_a_single_reversed_step() {
+    let rising = grid(
+        &["35", "168", "1000"],
+        &["h-wal", "ec-wal"],
+        vec![vec![Some(1.0), Some(2.0), Some(3.0)], vec![Some(1.0), Some(3.0), Some(6.0)]],
+    );
+    let mono = claim("kind = \"monotonic\"\nmetric = \"write_traffic\"\ndirection = \"increasing\"");
+    assert_eq!(mono.evaluate(&rising).supported, Some(true));
+    let mut bent = rising.clone();
+    bent.cells[1][2] = Some(2.9);
+    let v = mono.evaluate(&bent);
+    assert_eq!(v.supported, Some(false));
+    assert!(v.detail.contains("3/4 hold") && v.detail.contains("ec-wal 168->1000"), "{}", v.detail);
+    let ratio = claim(
+        "kind = \"ratio_trend\"\nmetric = \"write_traffic\"\na = \"ec-wal\"\nb = \"h-wal\"\ndirection = \"increasing\"",
+    );
+    assert_eq!(ratio.evaluate(&rising).supported, Some(true)); // 1, 1.5, 2
+    assert_eq!(ratio.evaluate(&bent).supported, Some(false)); // 1, 1.5, 0.967
+    let bound =
+        claim("kind = \"bound\"\nmetric = \"write_traffic\"\nrelation = \"<=\"\nvalue = 3.0\nseries = [\"h-wal\"]");
+    assert_eq!(bound.evaluate(&rising).supported, Some(true));
+    let bound_all = claim("kind = \"bound\"\nmetric = \"write_traffic\"\nrelation = \"<=\"\nvalue = 3.0");
+    assert_eq!(bound_all.evaluate(&rising).supported, Some(false));
+}
+
+#[test]
+fn a_claim_about_missing_data_is_not_evaluated() {
+    let g = grid(&["a"], &["h-wal", "ec-wal"], vec![vec![Some(0.5)], vec![None]]);
+    let c =
+        claim("kind = \"order\"\nmetric = \"normalized_throughput\"\na = \"ec-wal\"\nb = \"h-wal\"\nrelation = \">=\"");
+    let v = c.evaluate(&g);
+    assert_eq!(v.supported, None);
+    assert_eq!(v.detail, "not evaluated: no data for ec-wal at a");
+}
+
+#[test]
+fn nice_ticks_and_one_bar_per_series_and_group() {
+    assert_eq!(svg::ticks(0.93), (1.0, 0.2));
+    assert_eq!(svg::ticks(9.5), (10.0, 2.0));
+    assert_eq!(svg::ticks(0.0), (1.0, 0.25));
+    assert_eq!(
+        (svg::tick_text(0.8), svg::tick_text(0.6000000000000001), svg::tick_text(300.0)),
+        ("0.8".into(), "0.6".into(), "300".into())
+    );
+    assert_eq!(svg::tick_text(2.5e7), "2.500e7");
+    let g = grid(
+        &["a", "b", "c"],
+        &["x", "y"],
+        vec![vec![Some(1.0), Some(2.0), Some(3.0)], vec![Some(1.0), None, Some(1.0)]],
+    );
+    let panel = svg::Panel { grid: &g, y_label: "thr (tx/Mcycle)".into(), x_label: "work<load>".into(), average: true };
+    let s = svg::figure("T", spec::Chart::Bar, &[panel]);
+    // 2 series x (3 groups + average), minus the missing one; y's average is missing too.
+    assert_eq!(s.matches("class=\"bar\"").count(), 6);
+    assert!(s.contains("thr (tx/Mcycle)") && s.contains("work&lt;load&gt;") && s.contains(">average<"));
+}
+
+#[test]
+fn csvs_are_identical_across_jobs_and_reused_from_the_cache() {
+    let exp = tiny_experiments("jobs");
+    let (a, b) = (tmp_dir("jobs-a"), tmp_dir("jobs-b"));
+    let sa = reproduce(&opts(&exp, &a, 1, None)).unwrap();
+    let sb = reproduce(&opts(&exp, &b, 2, None)).unwrap();
+    // tiny-bar: 6 points; tiny-line: 6 points.
+    assert_eq!((sa.executed, sa.cached, sb.executed), (12, 0, 12));
+    for f in ["tiny-bar.csv", "tiny-line.csv", "tiny-bar.json", "tiny-line.svg", "REPORT.md", "report.html"] {
+        assert_eq!(read(&a, f), read(&b, f), "{f} differs between --jobs 1 and 2");
+    }
+    let again = reproduce(&opts(&exp, &a, 2, None)).unwrap();
+    assert_eq!((again.executed, again.cached), (0, 12));
+    assert_eq!(read(&a, "tiny-bar.csv"), read(&b, "tiny-bar.csv"));
+    let report = read(&a, "REPORT.md");
+    assert!(report.contains("| tiny-line (test) | slower memory, lower throughput | supported |"), "{report}");
+}
+
+#[test]
+fn two_shards_merged_write_the_same_files_as_one_run() {
+    let exp = tiny_experiments("shard");
+    let (whole, s0, s1, merged) = (tmp_dir("shard-whole"), tmp_dir("shard-0"), tmp_dir("shard-1"), tmp_dir("shard-m"));
+    reproduce(&opts(&exp, &whole, 2, None)).unwrap();
+    let a = reproduce(&opts(&exp, &s0, 1, Some((0, 2)))).unwrap();
+    let b = reproduce(&opts(&exp, &s1, 1, Some((1, 2)))).unwrap();
+    assert_eq!(a.executed + b.executed, 12);
+    assert!(a.executed > 0 && b.executed > 0);
+    let err = merge(std::slice::from_ref(&s0), &merged).unwrap_err();
+    assert_eq!(err, "merge: shard 1 of 2 is missing");
+    merge(&[s0, s1], &merged).unwrap();
+    for f in
+        ["tiny-bar.csv", "tiny-line.csv", "tiny-bar.json", "tiny-line.json", "tiny-bar.svg", "REPORT.md", "report.html"]
+    {
+        assert_eq!(read(&whole, f), read(&merged, f), "{f} differs after merging");
+    }
+}

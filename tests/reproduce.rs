@@ -1,0 +1,137 @@
+//! `locsim reproduce` and `locsim merge` as a user runs them: one-line errors with exit status 2
+//! for bad specs and arguments, the files written, and report.html rendered by headless
+//! Chromium with every figure drawn and no console error.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn locsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_locsim")).args(args).output().expect("runs")
+}
+
+fn tmp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("locsim-cli-reproduce-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// Small SPS specs (4096 entries, 60 transactions): a bar chart and a line chart.
+const TINY: &str = include_str!("data/reproduce/tiny-bar.toml");
+const TINY_LINE: &str = include_str!("data/reproduce/tiny-line.toml");
+
+fn experiments(tag: &str, specs: &[(&str, &str)]) -> PathBuf {
+    let d = tmp_dir(tag);
+    for (name, text) in specs {
+        std::fs::write(d.join(format!("{name}.toml")), text).expect("write spec");
+    }
+    d
+}
+
+/// Exit status 2 and one line on stderr containing every needle.
+fn assert_usage_error(out: &Output, needles: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    for n in needles {
+        assert!(err.contains(n), "`{n}` missing from: {err}");
+    }
+}
+
+fn reproduce(exp: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "reproduce",
+        "--quick",
+        "--no-bench",
+        "--experiments",
+        exp.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    locsim(&args)
+}
+
+#[test]
+fn spec_with_unknown_key_or_protocol_fails_with_one_line_and_status_2() {
+    let out = tmp_dir("bad-out");
+    let exp = experiments("bad-key", &[("fig", &TINY.replace("average = true", "average = true\nlegend = 1"))]);
+    assert_usage_error(&reproduce(&exp, &out, &[]), &["experiment fig", "unknown field `legend`"]);
+    let exp = experiments("bad-protocol", &[("fig", &TINY.replace("\"ec-wal\"]", "\"hw-wal\"]"))]);
+    assert_usage_error(&reproduce(&exp, &out, &[]), &["unknown protocol `hw-wal`", "allowed baseline, s-wal, h-wal"]);
+    let exp = experiments("bad-only", &[("fig", TINY)]);
+    assert_usage_error(&reproduce(&exp, &out, &["--only", "gif"]), &["--only gif", "allowed fig"]);
+    assert_usage_error(&reproduce(&exp, &out, &["--shard", "2/2"]), &["--shard 2/2", "0 <= I < N"]);
+    assert_usage_error(&locsim(&["merge", "--out", out.to_str().unwrap(), exp.to_str().unwrap()]), &["no shard"]);
+}
+
+#[test]
+fn shipped_specs_run_and_pending_ones_are_listed() {
+    let out = tmp_dir("shipped");
+    let exp = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments");
+    let o = reproduce(&exp, &out, &["--only", "pset,loc-sd,journal-fig18"]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("not run: loc-sd: protocol loc-wal is not implemented"), "{stdout}");
+    assert!(stdout.contains("not run: journal-fig18"), "{stdout}");
+    for f in ["pset.csv", "pset.json", "pset.svg", "REPORT.md", "report.html"] {
+        assert!(out.join(f).exists(), "{f} not written");
+    }
+    let csv = std::fs::read_to_string(out.join("pset.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 7, "header and six workloads: {csv}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("pset.json")).unwrap()).unwrap();
+    for k in ["version", "git_rev", "seeds", "config_hash", "spec_hash"] {
+        assert!(!json["provenance"][k].is_null(), "provenance.{k} missing");
+    }
+}
+
+/// Each run is its own process, so no SQLite simulation of another test runs beside these.
+#[test]
+fn sqlite_points_are_identical_whatever_runs_beside_them() {
+    let exp = experiments("sqlite", &[("tiny-sqlite", include_str!("data/reproduce/tiny-sqlite.toml"))]);
+    let (a, b) = (tmp_dir("sqlite-a"), tmp_dir("sqlite-b"));
+    for (out, jobs) in [(&a, "1"), (&b, "3")] {
+        let o = reproduce(&exp, out, &["--jobs", jobs]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let csv = |d: &Path| std::fs::read_to_string(d.join("tiny-sqlite.csv")).unwrap();
+    assert_eq!(csv(&a), csv(&b), "--jobs 1 and --jobs 3 differ");
+}
+
+fn chromium() -> Option<PathBuf> {
+    let candidates = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"];
+    candidates.iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+#[test]
+fn report_html_renders_every_figure_in_headless_chromium_without_console_errors() {
+    let Some(browser) = chromium() else {
+        assert!(std::env::var_os("CI").is_none(), "CI: chromium is missing (.ci/run installs the Debian package)");
+        eprintln!("\n!!! SKIPPED report_html_renders_every_figure...: chromium not installed (apt-get install chromium) !!!\n");
+        return;
+    };
+    let out = tmp_dir("html");
+    let exp = experiments("html", &[("tiny-bar", TINY), ("tiny-line", TINY_LINE)]);
+    let o = reproduce(&exp, &out, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let profile = tmp_dir("chromium-profile");
+    let url = format!("file://{}", out.join("report.html").display());
+    let run = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"])
+        .args(["--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        .args(["--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(&url)
+        .output()
+        .expect("chromium starts");
+    let dom = String::from_utf8_lossy(&run.stdout);
+    let log = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "chromium failed: {log}");
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(console.is_empty(), "console messages: {console:?}");
+    let body = dom.split("<body").nth(1).and_then(|b| b.split('>').next()).expect("a body element");
+    assert!(!body.contains("data-errors"), "script errors: {body}");
+    assert!(body.contains("data-figures=\"2\""), "{body}");
+    assert!(body.contains("data-figures-rendered=\"2\""), "a figure did not render: {body}");
+}
