@@ -151,8 +151,14 @@ fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) ->
     let mut image = vec![0u8; layout.total_bytes() as usize];
     wl.populate(&mut image[..layout.data_bytes as usize]);
     p.format(&layout, &mut image);
-    let initial = spec.record.then(|| image.clone());
-    let m = Machine::new(&spec.cfg, layout, image, spec.record);
+    let mut m = Machine::new(&spec.cfg, layout, image, spec.record);
+    // The device's initial content (physical: Start-Gap places the log lines).
+    let initial = spec.record.then(|| m.nvm.clone());
+    if spec.bug == Some(Bug::StartGapRegsBeforeCopy) {
+        m.sg.as_mut()
+            .ok_or("--inject-bug startgap-regs-before-copy: needs startgap.enabled = true")?
+            .bug_regs_before_copy = true;
+    }
     let mut sim = Sim::new(m, p, spec.record);
     let (mut ops, mut aborts) = rngs(spec.seed);
     let mut step = |sim: &mut Sim<P>, wl: &mut Workload| -> Result<(), String> {

@@ -3,6 +3,7 @@
 use crate::recovery::{self, Plan};
 use crate::rng::Rng;
 use crate::runner::{execute, Recorded, RunSpec, GIT_REV, VERSION};
+use crate::startgap::Geometry;
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
 /// Every this many comparisons, the checker also compares the whole data area and asserts that
@@ -174,7 +175,12 @@ pub fn check(spec: &CrashSpec) -> Result<CrashReport, String> {
 struct Sweep<'a> {
     spec: &'a CrashSpec,
     rec: &'a Recorded,
+    /// The durable image in the protocols' (logical) layout: what recovery reads.
     img: Vec<u8>,
+    /// With Start-Gap: the durable physical image the writes land in, from which the log area
+    /// of `img` is rebuilt ([`recovery::startgap::logical_log`]) when it has changed.
+    phys: Option<(Geometry, Vec<u8>)>,
+    log_stale: bool,
     next_write: usize,
     /// S_oracle_k: the data area after the first `oracle_k` committed transactions.
     oracle: Vec<u8>,
@@ -194,10 +200,14 @@ struct Sweep<'a> {
 impl<'a> Sweep<'a> {
     fn new(spec: &'a CrashSpec, rec: &'a Recorded) -> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
+        let geom = Geometry::of(&spec.run.cfg.startgap, &rec.layout);
+        let logical_len = rec.layout.total_bytes() as usize;
         Sweep {
             spec,
             rec,
-            img: rec.initial.clone(),
+            img: rec.initial[..logical_len].to_vec(),
+            phys: geom.map(|g| (g, rec.initial.clone())),
+            log_stale: geom.is_some(),
             next_write: 0,
             oracle: rec.initial[..data_len].to_vec(),
             oracle_k: 0,
@@ -224,7 +234,13 @@ impl<'a> Sweep<'a> {
         let writes = &self.rec.record.durable.writes;
         while self.next_write < writes.len() && writes[self.next_write].durable <= t {
             let w = &writes[self.next_write];
-            self.img[w.block.range()].copy_from_slice(&w.data);
+            match &mut self.phys {
+                Some((_, phys)) if !self.rec.layout.is_data(w.block) => {
+                    phys[w.block.range()].copy_from_slice(&w.data);
+                    self.log_stale = true;
+                }
+                _ => self.img[w.block.range()].copy_from_slice(&w.data),
+            }
             self.touch(w.block);
             self.next_write += 1;
         }
@@ -233,6 +249,13 @@ impl<'a> Sweep<'a> {
             self.touch_tx(self.oracle_k);
             self.rec.oracle.apply_tx(self.oracle_k, &mut self.oracle);
             self.oracle_k += 1;
+        }
+        if let (Some((geom, phys)), true) = (&self.phys, self.log_stale) {
+            self.log_stale = false;
+            if let Err(e) = recovery::startgap::logical_log(geom, phys, &mut self.img) {
+                self.log_stale = true;
+                return self.violation("recovery-error", t, a, i, e);
+            }
         }
         let proto = self.spec.run.protocol;
         let plan = match recovery::recover(proto, &self.rec.layout, &self.img) {

@@ -61,11 +61,19 @@ pub enum WriteKind {
     Commit = 3,
     /// The log head (start and end of the valid log).
     LogHead = 4,
+    /// Start-Gap wear levelling of the log area: a gap-move line copy or a register write.
+    WearLevel = 5,
 }
 
 impl WriteKind {
-    pub const ALL: [WriteKind; 5] =
-        [WriteKind::Home, WriteKind::LogData, WriteKind::LogMeta, WriteKind::Commit, WriteKind::LogHead];
+    pub const ALL: [WriteKind; 6] = [
+        WriteKind::Home,
+        WriteKind::LogData,
+        WriteKind::LogMeta,
+        WriteKind::Commit,
+        WriteKind::LogHead,
+        WriteKind::WearLevel,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             WriteKind::Home => "home",
@@ -73,6 +81,7 @@ impl WriteKind {
             WriteKind::LogMeta => "log_meta",
             WriteKind::Commit => "commit",
             WriteKind::LogHead => "log_head",
+            WriteKind::WearLevel => "wear_level",
         }
     }
 }

@@ -74,6 +74,13 @@ impl ProtocolKind {
             ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData],
         }
     }
+
+    /// Every defect `crashtest --inject-bug` accepts for this protocol: its own, and, for a
+    /// protocol with a log, those of the Start-Gap controller below it.
+    pub fn injectable(self) -> Vec<Bug> {
+        let machine: &[Bug] = if self.bugs().is_empty() { &[] } else { &[Bug::StartGapRegsBeforeCopy] };
+        self.bugs().iter().chain(machine).copied().collect()
+    }
 }
 
 /// Deliberate defects, for showing that the crash checker catches them.
@@ -87,11 +94,18 @@ pub enum Bug {
     TruncateBeforeCheckpoint,
     /// Write a block group's META without ordering it after the group's data blocks.
     MetaBeforeData,
+    /// Start-Gap: write the registers of a gap move without waiting for the line copy.
+    StartGapRegsBeforeCopy,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 4] =
-        [Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::MetaBeforeData];
+    pub const ALL: [Bug; 5] = [
+        Bug::AckBeforeDurable,
+        Bug::CommitBeforeLog,
+        Bug::TruncateBeforeCheckpoint,
+        Bug::MetaBeforeData,
+        Bug::StartGapRegsBeforeCopy,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -99,6 +113,7 @@ impl Bug {
             Bug::CommitBeforeLog => "commit-before-log",
             Bug::TruncateBeforeCheckpoint => "truncate-before-checkpoint",
             Bug::MetaBeforeData => "meta-before-data",
+            Bug::StartGapRegsBeforeCopy => "startgap-regs-before-copy",
         }
     }
 
@@ -112,13 +127,17 @@ impl Bug {
             Bug::MetaBeforeData => {
                 "a block group's META is issued before its data blocks, which follow the acknowledgement"
             }
+            Bug::StartGapRegsBeforeCopy => {
+                "a Start-Gap move's registers are written without waiting for its line copy (needs startgap.enabled)"
+            }
         }
     }
 
     /// Parse a bug name valid for `proto`.
     pub fn parse(s: &str, proto: ProtocolKind) -> Result<Bug, String> {
-        let names = || proto.bugs().iter().map(|b| b.name()).collect::<Vec<_>>().join(", ");
-        match proto.bugs().iter().find(|b| b.name() == s) {
+        let bugs = proto.injectable();
+        let names = || bugs.iter().map(|b| b.name()).collect::<Vec<_>>().join(", ");
+        match bugs.iter().find(|b| b.name() == s) {
             Some(b) => Ok(*b),
             None if proto.bugs().is_empty() => {
                 Err(format!("protocol `{}` has no injectable bugs (it makes no durability promise)", proto.name()))

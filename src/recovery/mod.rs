@@ -6,6 +6,7 @@
 //! after which recovery must run again to the same result.
 
 pub mod ec;
+pub mod startgap;
 pub mod swal;
 pub mod wal;
 
