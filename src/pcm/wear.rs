@@ -1,11 +1,29 @@
-//! Per-cell program counters: dense u16 arrays allocated per 4 KiB page on first write (a page
-//! never written costs a pointer), plus a side map for the rare cells that pass 65 535 programs
-//! (hot metadata such as a log head). Totals per region are kept as writes happen; maxima and
-//! histograms are computed when reported.
+//! Per-cell program counters, bit-sliced: the 16-bit count of each cell is spread over 16 bit
+//! planes, so one write adds its whole changed-bit mask to 64 cells with a ripple carry
+//! (`plane[p] ^= carry; carry &= old plane[p]`), a few word operations instead of one increment
+//! per programmed cell.
+//!
+//! Layout, allocated per 4 KiB device page on its first write (a page never written costs a
+//! pointer): for each of the page's 64 blocks, 16 planes of 8 u64 lanes (plane-major: a block's
+//! plane is one 64-byte host line, and most writes carry into planes 0 and 1 only); then the
+//! flip cells of the page (one per FNW word), 16 planes of `512 / word_bits` u64. That is 2 bytes
+//! per cell, as plain u16 counters would take, with 2 to 4 host lines touched per block write
+//! instead of 16.
+//!
+//! Exact past 65 535: a carry out of the top plane wraps the cell to 0 and adds one to the cell's
+//! entry in a side map of wraps (rare: hot metadata such as a log head). Totals per region are
+//! kept as writes happen; maxima and histograms are computed plane-wise when reported.
 
 use std::collections::BTreeMap;
 
 const PAGE_BYTES: u64 = 4096;
+const PLANES: usize = 16;
+/// u64 lanes of one block's plane.
+const LANES: usize = 8;
+/// u64 words of data planes per page: 64 blocks x 16 planes x 8 lanes.
+const DATA_WORDS: usize = 64 * PLANES * LANES;
+/// Flip cells' ids are data-cell ids with this bit set (in the map of wraps).
+const FLIP_ID: u64 = 1 << 63;
 
 /// Wear figures of one region.
 #[derive(Clone, Debug, Default, serde::Serialize, PartialEq)]
@@ -21,104 +39,231 @@ pub struct RegionWear {
 /// The device's cell counters.
 pub struct Wear {
     word_bits: u64,
-    /// Per page: data cells (8 per byte), then flip cells (one per word).
-    pages: Vec<Option<Box<[u16]>>>,
-    overflow: BTreeMap<u64, u64>,
+    /// u64 words of one flip plane of a page.
+    flip_words: usize,
+    pages: Vec<Option<Box<[u64]>>>,
+    /// Cell id (data bit index, or `FLIP_ID | word index`) -> times its count wrapped 65 536.
+    wraps: BTreeMap<u64, u64>,
     regions: Vec<(&'static str, u64, u64, u64)>,
     pub total_bit_updates: u64,
+}
+
+/// Add `carry` (a mask of cells) to the bit-sliced counters `planes[i * stride]`; returns the
+/// cells that wrapped past the top plane.
+#[inline]
+fn add(planes: &mut [u64], first: usize, stride: usize, mut carry: u64) -> u64 {
+    for p in 0..PLANES {
+        let x = &mut planes[first + p * stride];
+        let old = *x;
+        *x = old ^ carry;
+        carry &= old;
+        if carry == 0 {
+            return 0;
+        }
+    }
+    carry
+}
+
+/// Add the cells of one lane selected by `keep` (bit `i` of plane `p` is bit `p` of cell `i`'s
+/// count) to a region's histogram and maximum, plane-wise: a cell falls in bucket `p` when `p`
+/// is its highest set plane; the maximum is found by narrowing the candidates plane by plane.
+#[inline]
+fn lane_figures(planes: &[u64], first: usize, stride: usize, keep: u64, r: &mut RegionWear) {
+    let plane = |p: usize| planes[first + p * stride] & keep;
+    let (mut higher, mut max, mut cand) = (0u64, 0u64, 0u64);
+    for p in (0..PLANES).rev() {
+        let x = plane(p);
+        r.histogram[p] += (x & !higher).count_ones() as u64;
+        higher |= x;
+        if cand == 0 {
+            (cand, max) = if x != 0 { (x, 1 << p) } else { (0, 0) };
+        } else if cand & x != 0 {
+            cand &= x;
+            max |= 1 << p;
+        }
+    }
+    r.max_bit_updates = r.max_bit_updates.max(max);
+}
+
+/// Set bits of a word, lowest first.
+struct BitIter(u64);
+
+impl Iterator for BitIter {
+    type Item = u32;
+    #[inline]
+    fn next(&mut self) -> Option<u32> {
+        (self.0 != 0).then(|| {
+            let i = self.0.trailing_zeros();
+            self.0 &= self.0 - 1;
+            i
+        })
+    }
 }
 
 impl Wear {
     pub fn new(bytes: u64, word_bits: u64, regions: &[(&'static str, u64, u64)]) -> Wear {
         Wear {
             word_bits,
+            flip_words: (512 / word_bits) as usize,
             pages: (0..bytes.div_ceil(PAGE_BYTES)).map(|_| None).collect(),
-            overflow: BTreeMap::new(),
+            wraps: BTreeMap::new(),
             regions: regions.iter().map(|&(n, s, l)| (n, s, l, 0)).collect(),
             total_bit_updates: 0,
         }
     }
 
-    fn cells_per_page(&self) -> usize {
-        (PAGE_BYTES * 8 + PAGE_BYTES * 8 / self.word_bits) as usize
+    fn page_words(&self) -> usize {
+        DATA_WORDS + PLANES * self.flip_words
     }
 
-    /// Count one program of each cell of word `w` set in `changed`, and of its flip cell.
-    #[inline]
+    /// Count one program of each cell of word `w` set in `changed`, and of its flip cell, in
+    /// the cells' counters and in the totals.
     pub fn program_word(&mut self, w: u64, changed: u64, flip: bool) {
-        let n = changed.count_ones() as u64 + flip as u64;
-        if n == 0 {
-            return;
-        }
-        let byte = w * self.word_bits / 8;
-        let page = (byte / PAGE_BYTES) as usize;
-        let cells = self.cells_per_page();
-        let counters = self.pages[page].get_or_insert_with(|| vec![0u16; cells].into_boxed_slice());
-        let base = ((byte % PAGE_BYTES) * 8) as usize;
-        let mut bits = changed;
-        let mut spill = Vec::new();
-        while bits != 0 {
-            let i = base + bits.trailing_zeros() as usize;
-            bump(counters, i, &mut spill, page, cells);
-            bits &= bits - 1;
-        }
-        if flip {
-            let i = (PAGE_BYTES * 8) as usize + ((byte % PAGE_BYTES) * 8 / self.word_bits) as usize;
-            bump(counters, i, &mut spill, page, cells);
-        }
-        for c in spill {
-            *self.overflow.entry(c).or_default() += 1;
-        }
+        self.program_cells(w, changed, flip);
+        self.account(w * self.word_bits / 8, changed.count_ones() as u64 + flip as u64);
+    }
+
+    /// Add `n` programmed cells to the totals of the device and of the region holding `byte`.
+    #[inline]
+    pub fn account(&mut self, byte: u64, n: u64) {
         self.total_bit_updates += n;
         if let Some(r) = self.regions.iter_mut().find(|r| byte >= r.1 && byte < r.1 + r.2) {
             r.3 += n;
         }
     }
 
+    /// Count the programs of one aligned 64-byte block with 64-bit words: data cells set in
+    /// `changed` (one mask per word), flip cells set in `flips` (bit i: word i). No totals.
+    #[inline]
+    pub fn program_block(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
+        debug_assert!(addr.is_multiple_of(64) && self.word_bits == 64);
+        let page = (addr / PAGE_BYTES) as usize;
+        let words = self.page_words();
+        let flip_words = self.flip_words;
+        let planes = self.pages[page].get_or_insert_with(|| vec![0u64; words].into_boxed_slice());
+        let in_page = (addr % PAGE_BYTES) as usize;
+        let block = &mut planes[in_page / 64 * PLANES * LANES..][..PLANES * LANES];
+        let mut carry = *changed;
+        for plane in block.chunks_exact_mut(LANES) {
+            let mut any = 0;
+            for (x, c) in plane.iter_mut().zip(&mut carry) {
+                let old = *x;
+                *x = old ^ *c;
+                *c &= old;
+                any |= *c;
+            }
+            if any == 0 {
+                break;
+            }
+        }
+        for (lane, &c) in carry.iter().enumerate() {
+            for i in BitIter(c) {
+                *self.wraps.entry(addr * 8 + lane as u64 * 64 + i as u64).or_default() += 1;
+            }
+        }
+        if flips != 0 {
+            let f = in_page / 8;
+            let wrapped = add(planes, DATA_WORDS + f / 64, flip_words, (flips as u64) << (f % 64));
+            for i in BitIter(wrapped >> (f % 64)) {
+                *self.wraps.entry(FLIP_ID | (addr / 8 + i as u64)).or_default() += 1;
+            }
+        }
+    }
+
+    /// [`Wear::program_word`] without the totals (the caller accounts a whole write at once).
+    #[inline]
+    pub fn program_cells(&mut self, w: u64, changed: u64, flip: bool) {
+        if changed == 0 && !flip {
+            return;
+        }
+        let byte = w * self.word_bits / 8;
+        let page = (byte / PAGE_BYTES) as usize;
+        let words = self.page_words();
+        let flip_words = self.flip_words;
+        let planes = self.pages[page].get_or_insert_with(|| vec![0u64; words].into_boxed_slice());
+        let in_page = (byte % PAGE_BYTES) as usize;
+        if changed != 0 {
+            let (block, lane) = (in_page / 64, in_page % 64 / 8);
+            let wrapped = add(planes, block * PLANES * LANES + lane, LANES, changed << (in_page % 8 * 8));
+            for i in BitIter(wrapped) {
+                *self.wraps.entry((byte & !7) * 8 + i as u64).or_default() += 1;
+            }
+        }
+        if flip {
+            let f = in_page * 8 / self.word_bits as usize;
+            if add(planes, DATA_WORDS + f / 64, flip_words, 1 << (f % 64)) != 0 {
+                *self.wraps.entry(FLIP_ID | w).or_default() += 1;
+            }
+        }
+    }
+
     /// Programs of one cell: data cell `bit` of the device (byte * 8 + bit), or with `flip` the
     /// flip cell of the word holding that bit.
     pub fn count(&self, bit: u64, flip: bool) -> u64 {
-        let byte = bit / 8;
-        let page = (byte / PAGE_BYTES) as usize;
-        let i = if flip {
-            (PAGE_BYTES * 8 + (byte % PAGE_BYTES) * 8 / self.word_bits) as usize
+        let id = if flip { FLIP_ID | (bit / self.word_bits) } else { bit };
+        self.count_planes(id) + (self.wraps.get(&id).copied().unwrap_or(0) << PLANES)
+    }
+
+    /// The planes' part (count modulo 65 536) of cell `id`.
+    fn count_planes(&self, id: u64) -> u64 {
+        let (byte, flip) =
+            if id & FLIP_ID != 0 { ((id & !FLIP_ID) * self.word_bits / 8, true) } else { (id / 8, false) };
+        let Some(planes) = &self.pages[(byte / PAGE_BYTES) as usize] else { return 0 };
+        let in_page = (byte % PAGE_BYTES) as usize;
+        let (first, stride, i) = if flip {
+            let f = in_page * 8 / self.word_bits as usize;
+            (DATA_WORDS + f / 64, self.flip_words, f % 64)
         } else {
-            (bit % (PAGE_BYTES * 8)) as usize
+            (in_page / 64 * PLANES * LANES + in_page % 64 / 8, LANES, (id % 64) as usize)
         };
-        let global = (page * self.cells_per_page() + i) as u64;
-        self.pages[page].as_ref().map_or(0, |c| c[i] as u64) + self.overflow.get(&global).copied().unwrap_or(0)
+        (0..PLANES).fold(0u64, |v, p| v | (planes[first + p * stride] >> i & 1) << p)
     }
 
     /// Wear of each region: totals, maximum, histogram.
     pub fn regions(&self) -> Vec<RegionWear> {
-        self.regions
-            .iter()
-            .map(|&(name, start, len, total)| {
-                let mut r = RegionWear { name, total_bit_updates: total, max_bit_updates: 0, histogram: vec![0; 40] };
-                let cells = self.cells_per_page();
-                for page in
-                    (start / PAGE_BYTES) as usize..((start + len).div_ceil(PAGE_BYTES) as usize).min(self.pages.len())
-                {
-                    let Some(c) = &self.pages[page] else { continue };
-                    for (i, &v) in c.iter().enumerate() {
-                        let v = v as u64
-                            + if v == u16::MAX {
-                                self.overflow.get(&((page * cells + i) as u64)).copied().unwrap_or(0)
-                            } else {
-                                0
-                            };
-                        if v > 0 {
-                            r.max_bit_updates = r.max_bit_updates.max(v);
-                            r.histogram[63 - v.leading_zeros() as usize] += 1;
-                        }
-                    }
-                }
-                while r.histogram.last() == Some(&0) {
-                    r.histogram.pop();
-                }
-                r
-            })
-            .collect()
+        self.regions.iter().map(|&(name, start, len, total)| self.region(name, start, len, total)).collect()
+    }
+
+    fn region(&self, name: &'static str, start: u64, len: u64, total: u64) -> RegionWear {
+        let mut r = RegionWear { name, total_bit_updates: total, max_bit_updates: 0, histogram: vec![0; 40] };
+        let first_page = (start / PAGE_BYTES) as usize;
+        let end_page = ((start + len).div_ceil(PAGE_BYTES) as usize).min(self.pages.len());
+        for page in first_page..end_page {
+            let Some(planes) = &self.pages[page] else { continue };
+            let page_byte = page as u64 * PAGE_BYTES;
+            for lane in 0..64 * LANES {
+                let first = lane / LANES * PLANES * LANES + lane % LANES;
+                let wrapped = self.wrapped_in(page_byte * 8 + lane as u64 * 64);
+                lane_figures(planes, first, LANES, !wrapped, &mut r);
+            }
+            let word0 = page_byte * 8 / self.word_bits;
+            for fw in 0..self.flip_words {
+                let wrapped = self.wrapped_in(FLIP_ID | (word0 + fw as u64 * 64));
+                lane_figures(planes, DATA_WORDS + fw, self.flip_words, !wrapped, &mut r);
+            }
+        }
+        // Cells that wrapped past 65 535, one by one.
+        for &id in self.wraps.keys() {
+            let byte = if id & FLIP_ID != 0 { (id & !FLIP_ID) * self.word_bits / 8 } else { id / 8 };
+            if byte >= start && byte < start + len {
+                let v = self.count_planes(id) + (self.wraps[&id] << PLANES);
+                r.max_bit_updates = r.max_bit_updates.max(v);
+                r.histogram[63 - v.leading_zeros() as usize] += 1;
+            }
+        }
+        while r.histogram.last() == Some(&0) {
+            r.histogram.pop();
+        }
+        r
+    }
+
+    /// Cells among the 64 whose ids start at `id0` that have wrapped (bit i: cell id0 + i).
+    #[inline]
+    fn wrapped_in(&self, id0: u64) -> u64 {
+        if self.wraps.is_empty() {
+            return 0;
+        }
+        self.wraps.range(id0..id0 + 64).fold(0, |m, (&id, _)| m | 1 << (id - id0))
     }
 
     /// Zero every counter, keeping the pages allocated (no host page faults afterwards).
@@ -126,7 +271,7 @@ impl Wear {
         for c in self.pages.iter_mut().flatten() {
             c.fill(0);
         }
-        self.overflow.clear();
+        self.wraps.clear();
         for r in &mut self.regions {
             r.3 = 0;
         }
@@ -135,16 +280,7 @@ impl Wear {
 
     /// Bytes of host memory the counters occupy.
     pub fn host_bytes(&self) -> u64 {
-        let per_page = (self.cells_per_page() * 2) as u64;
+        let per_page = (self.page_words() * 8) as u64;
         self.pages.iter().filter(|p| p.is_some()).count() as u64 * per_page + self.pages.len() as u64 * 8
-    }
-}
-
-#[inline]
-fn bump(counters: &mut [u16], i: usize, spill: &mut Vec<u64>, page: usize, cells: usize) {
-    if counters[i] == u16::MAX {
-        spill.push((page * cells + i) as u64);
-    } else {
-        counters[i] += 1;
     }
 }
