@@ -234,6 +234,13 @@ impl Machine {
     #[inline]
     pub fn access_block(&mut self, b: BlockId, write: bool) -> Access {
         self.stats.mem_accesses += 1;
+        if let (true, Some(p)) = (write, &self.pcm) {
+            // A stored block is written back to the device later: have the host fetch the
+            // device's old content and the cells' counters meanwhile (a hint; no effect on
+            // results).
+            p.prefetch_block(b.addr().0);
+            crate::pcm::prefetch(&self.nvm[b.range().start]);
+        }
         let a = self.hier.access(b, write);
         self.now += a.lookup_cycles;
         if a.level == HitLevel::Memory {

@@ -267,6 +267,14 @@ impl Pcm {
         }
     }
 
+    /// A hint that block `addr` is likely to be written soon: prefetch its flip states and
+    /// counters into the host cache (no effect on results).
+    #[inline]
+    pub fn prefetch_block(&self, addr: u64) {
+        prefetch(&self.flips[(addr / 8 / 64) as usize]);
+        self.wear.prefetch(addr);
+    }
+
     /// Account a read of `bytes`.
     pub fn read(&mut self, bytes: u64) {
         self.read_pj += (bytes * 8) as f64 * self.cfg.read_energy_pj_per_bit;
@@ -280,6 +288,18 @@ impl Pcm {
     pub fn config(&self) -> &PcmConfig {
         &self.cfg
     }
+}
+
+/// Host cache hint: start loading the line holding `x` (no effect on results).
+#[inline]
+pub fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and never changes memory; `x` is a valid reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(x as *const T as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }
 
 /// A little-endian word of 1, 2, 4 or 8 bytes (fixed-size reads: no call to memcpy).

@@ -85,6 +85,16 @@ fn lane_figures(planes: &[u64], first: usize, stride: usize, keep: u64, r: &mut 
     r.max_bit_updates = r.max_bit_updates.max(max);
 }
 
+/// Cells among the 64 whose ids start at `id0` that have wrapped (bit i: cell id0 + i), from the
+/// sorted wrapped ids, with a cursor that only moves forward (callers ask in increasing `id0`).
+#[inline]
+fn wrapped_in(ids: &[u64], at: &mut usize, id0: u64) -> u64 {
+    while ids.get(*at).is_some_and(|&id| id < id0) {
+        *at += 1;
+    }
+    ids[*at..].iter().take_while(|&&id| id < id0 + 64).fold(0, |m, &id| m | 1 << (id - id0))
+}
+
 /// Set bits of a word, lowest first.
 struct BitIter(u64);
 
@@ -129,6 +139,17 @@ impl Wear {
         self.total_bit_updates += n;
         if let Some(r) = self.regions.iter_mut().find(|r| byte >= r.1 && byte < r.1 + r.2) {
             r.3 += n;
+        }
+    }
+
+    /// Ask the host to bring the first two planes of block `addr`'s counters into its cache (a
+    /// hint; no effect on results).
+    #[inline]
+    pub fn prefetch(&self, addr: u64) {
+        if let Some(planes) = &self.pages[(addr / PAGE_BYTES) as usize] {
+            let i = (addr % PAGE_BYTES) as usize / 64 * PLANES * LANES;
+            crate::pcm::prefetch(&planes[i]);
+            crate::pcm::prefetch(&planes[i + LANES]);
         }
     }
 
@@ -228,17 +249,19 @@ impl Wear {
         let mut r = RegionWear { name, total_bit_updates: total, max_bit_updates: 0, histogram: vec![0; 40] };
         let first_page = (start / PAGE_BYTES) as usize;
         let end_page = ((start + len).div_ceil(PAGE_BYTES) as usize).min(self.pages.len());
+        let ids: Vec<u64> = self.wraps.keys().copied().collect();
+        let (mut data_at, mut flip_at) = (0, ids.partition_point(|&id| id & FLIP_ID == 0));
         for page in first_page..end_page {
             let Some(planes) = &self.pages[page] else { continue };
             let page_byte = page as u64 * PAGE_BYTES;
             for lane in 0..64 * LANES {
                 let first = lane / LANES * PLANES * LANES + lane % LANES;
-                let wrapped = self.wrapped_in(page_byte * 8 + lane as u64 * 64);
+                let wrapped = wrapped_in(&ids, &mut data_at, page_byte * 8 + lane as u64 * 64);
                 lane_figures(planes, first, LANES, !wrapped, &mut r);
             }
             let word0 = page_byte * 8 / self.word_bits;
             for fw in 0..self.flip_words {
-                let wrapped = self.wrapped_in(FLIP_ID | (word0 + fw as u64 * 64));
+                let wrapped = wrapped_in(&ids, &mut flip_at, FLIP_ID | (word0 + fw as u64 * 64));
                 lane_figures(planes, DATA_WORDS + fw, self.flip_words, !wrapped, &mut r);
             }
         }
@@ -255,15 +278,6 @@ impl Wear {
             r.histogram.pop();
         }
         r
-    }
-
-    /// Cells among the 64 whose ids start at `id0` that have wrapped (bit i: cell id0 + i).
-    #[inline]
-    fn wrapped_in(&self, id0: u64) -> u64 {
-        if self.wraps.is_empty() {
-            return 0;
-        }
-        self.wraps.range(id0..id0 + 64).fold(0, |m, (&id, _)| m | 1 << (id - id0))
     }
 
     /// Zero every counter, keeping the pages allocated (no host page faults afterwards).
