@@ -181,6 +181,11 @@ struct Sweep<'a> {
     /// of `img` is rebuilt ([`recovery::startgap::logical_log`]) when it has changed.
     phys: Option<(Geometry, Vec<u8>)>,
     log_stale: bool,
+    /// Start-Gap: the registers the log area of `img` was built under, and the physical log
+    /// blocks written since (the view is updated line by line while the registers stay).
+    view_regs: Option<crate::startgap::Registers>,
+    log_written: Vec<BlockId>,
+    rebuilds: u64,
     next_write: usize,
     /// S_oracle_k: the data area after the first `oracle_k` committed transactions.
     oracle: Vec<u8>,
@@ -208,6 +213,9 @@ impl<'a> Sweep<'a> {
             img: rec.initial[..logical_len].to_vec(),
             phys: geom.map(|g| (g, rec.initial.clone())),
             log_stale: geom.is_some(),
+            view_regs: None,
+            log_written: Vec::new(),
+            rebuilds: 0,
             next_write: 0,
             oracle: rec.initial[..data_len].to_vec(),
             oracle_k: 0,
@@ -235,9 +243,12 @@ impl<'a> Sweep<'a> {
         while self.next_write < writes.len() && writes[self.next_write].durable <= t {
             let w = &writes[self.next_write];
             match &mut self.phys {
-                Some((_, phys)) if !self.rec.layout.is_data(w.block) => {
+                Some((geom, phys)) if !self.rec.layout.is_data(w.block) => {
                     phys[w.block.range()].copy_from_slice(&w.data);
                     self.log_stale = true;
+                    if w.block != geom.regs_block() {
+                        self.log_written.push(w.block);
+                    }
                 }
                 _ => self.img[w.block.range()].copy_from_slice(&w.data),
             }
@@ -250,12 +261,8 @@ impl<'a> Sweep<'a> {
             self.rec.oracle.apply_tx(self.oracle_k, &mut self.oracle);
             self.oracle_k += 1;
         }
-        if let (Some((geom, phys)), true) = (&self.phys, self.log_stale) {
-            self.log_stale = false;
-            if let Err(e) = recovery::startgap::logical_log(geom, phys, &mut self.img) {
-                self.log_stale = true;
-                return self.violation("recovery-error", t, a, i, e);
-            }
+        if let Err(e) = self.logical_view() {
+            return self.violation("recovery-error", t, a, i, e);
         }
         let proto = self.spec.run.protocol;
         let plan = match recovery::recover(proto, &self.rec.layout, &self.img) {
@@ -273,6 +280,32 @@ impl<'a> Sweep<'a> {
         if let Err((kind, detail)) = verdict {
             self.violation(kind, t, a, i, detail);
         }
+    }
+
+    /// Start-Gap: bring the log area of `self.img` up to the physical durable image, line by line
+    /// (the lines written and the lines moved since the last view), else rebuilt whole; every
+    /// `FULL_COMPARE_EVERY` updates a whole rebuild checks the line-by-line bookkeeping.
+    fn logical_view(&mut self) -> Result<(), String> {
+        let Some((geom, phys)) = &self.phys else { return Ok(()) };
+        if !self.log_stale {
+            return Ok(());
+        }
+        self.rebuilds += 1;
+        let updated = self
+            .view_regs
+            .and_then(|r| recovery::startgap::update_logical_log(geom, &r, phys, &self.log_written, &mut self.img));
+        self.view_regs = updated;
+        if updated.is_some() && self.rebuilds % FULL_COMPARE_EVERY == 0 {
+            let full = recovery::startgap::logical_image(geom, phys).expect("registers decoded");
+            let log = self.rec.layout.log_base as usize..self.rec.layout.total_bytes() as usize;
+            assert!(full[log.clone()] == self.img[log], "crash checker: start-gap view bookkeeping");
+        }
+        if updated.is_none() {
+            self.view_regs = Some(recovery::startgap::logical_log(geom, phys, &mut self.img)?);
+        }
+        self.log_written.clear();
+        self.log_stale = false;
+        Ok(())
     }
 
     /// Checks on the recovered image (`self.img` has the plan applied).

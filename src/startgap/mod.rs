@@ -107,6 +107,38 @@ impl Geometry {
         }
     }
 
+    /// The inverse of [`Geometry::randomise`] (the rounds run backwards, cycle-walked the same way).
+    pub fn unrandomise(&self, r: u64) -> u64 {
+        debug_assert!(r < self.lines);
+        let mut x = r;
+        loop {
+            x = self.feistel_inverse(x);
+            if x < self.lines {
+                return x;
+            }
+        }
+    }
+
+    fn feistel_inverse(&self, x: u64) -> u64 {
+        let h = self.half_bits;
+        let mask = (1u64 << h) - 1;
+        let (mut left, mut right) = (x >> h, x & mask);
+        for k in FEISTEL_KEYS.into_iter().rev() {
+            (left, right) = (right ^ (mix(left ^ k) & mask), left);
+        }
+        (left << h) | right
+    }
+
+    /// The logical line stored at physical line `p` under `regs`; `None` for the gap.
+    pub fn logical_line(&self, regs: &Registers, p: u64) -> Option<u64> {
+        debug_assert!(p <= self.lines);
+        if p == regs.gap {
+            return None;
+        }
+        let q = p - (p > regs.gap) as u64;
+        Some(self.unrandomise((q + self.lines - regs.start) % self.lines))
+    }
+
     #[inline]
     fn feistel(&self, x: u64) -> u64 {
         let h = self.half_bits;

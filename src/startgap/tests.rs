@@ -2,7 +2,7 @@
 //! tests against a plain vector of logical lines.
 
 use super::*;
-use crate::recovery::startgap::logical_image;
+use crate::recovery::startgap::{logical_image, update_logical_log};
 use crate::rng::Rng;
 
 const SIZES: [u64; 9] = [1, 2, 3, 4, 5, 16, 17, 100, 1000];
@@ -22,6 +22,23 @@ fn randomiser_is_a_bijection_of_the_line_indices() {
     // It does scramble: consecutive lines do not stay consecutive.
     let g = Geometry::new(0, 1000);
     assert!((0..999).filter(|&l| g.randomise(l) + 1 == g.randomise(l + 1)).count() < 10);
+}
+
+#[test]
+fn logical_line_inverts_the_placement() {
+    let seed = 0x1E5;
+    println!("seed {seed}");
+    let mut rng = Rng::new(seed);
+    for n in SIZES {
+        let g = Geometry::new(0, n);
+        for _ in 0..20 {
+            let r = Registers { start: rng.below(n), gap: rng.below(n + 1), moves: 0 };
+            for l in 0..n {
+                assert_eq!(g.logical_line(&r, g.physical_line(&r, l)), Some(l), "n {n} {r:?}");
+            }
+            assert_eq!(g.logical_line(&r, r.gap), None);
+        }
+    }
 }
 
 #[test]
@@ -117,10 +134,13 @@ fn logical_view_rebuilt_from_the_physical_image_equals_the_model() {
         rng.next_u64().to_le_bytes().iter().cycle().zip(model.iter_mut()).for_each(|(a, b)| *b = *a);
         let mut phys = physical_initial(&g, &model);
         let mut sg = StartGap::new(g, psi);
+        // A view kept up to date line by line, as the crash checker does.
+        let (mut view, mut view_regs, mut written) = (model.clone(), Registers::initial(&g), Vec::new());
         for step in 0..20 * (n + 1) * psi {
             let b = BlockId(2 + rng.below(n));
             let data = [rng.next_u64() as u8; 64];
             model[b.range()].copy_from_slice(&data);
+            written.push(g.physical(&sg.regs, b));
             phys[g.physical(&sg.regs, b).range()].copy_from_slice(&data);
             if sg.count_write() {
                 let (src, dst, next) = g.next_move(&sg.regs);
@@ -130,6 +150,11 @@ fn logical_view_rebuilt_from_the_physical_image_equals_the_model() {
                 sg.regs = next;
             }
             assert!(logical_image(&g, &phys).unwrap() == model, "n {n} psi {psi} step {step}");
+            if rng.below(4) == 0 {
+                view_regs = update_logical_log(&g, &view_regs, &phys, &written, &mut view).unwrap();
+                written.clear();
+                assert!(view == model, "line-by-line view: n {n} psi {psi} step {step}");
+            }
         }
     }
 }
