@@ -3,12 +3,13 @@
 //! (`plane[p] ^= carry; carry &= old plane[p]`), a few word operations instead of one increment
 //! per programmed cell.
 //!
-//! Layout, allocated per 4 KiB device page on its first write (a page never written costs a
-//! pointer): for each of the page's 64 blocks, 16 planes of 8 u64 lanes (plane-major: a block's
-//! plane is one 64-byte host line, and most writes carry into planes 0 and 1 only); then the
-//! flip cells of the page (one per FNW word), 16 planes of `512 / word_bits` u64. That is 2 bytes
-//! per cell, as plain u16 counters would take, with 2 to 4 host lines touched per block write
-//! instead of 16.
+//! Layout: two halves of 8 planes each (bits 0-7 and 8-15 of every count), each allocated per
+//! 4 KiB device page on first use: the low half on the page's first write, the high half on the
+//! first carry out of its plane 7 (a page never written costs two pointers; most pages never need
+//! the high half: 1 byte per cell). In a half, for each of the page's 64 blocks, 8 planes of 8
+//! u64 lanes (plane-major: a block's plane is one 64-byte host line, and most writes carry into
+//! planes 0 to 2 only); then the flip cells of the page (one per FNW word), 8 planes of
+//! `512 / word_bits` u64.
 //!
 //! Exact past 65 535: a carry out of the top plane wraps the cell to 0 and adds one to the cell's
 //! entry in a side map of wraps (rare: hot metadata such as a log head). Totals per region are
@@ -17,11 +18,14 @@
 use std::collections::BTreeMap;
 
 const PAGE_BYTES: u64 = 4096;
+/// Planes of a whole count.
 const PLANES: usize = 16;
+/// Planes of one half.
+const HALF: usize = 8;
 /// u64 lanes of one block's plane.
 const LANES: usize = 8;
-/// u64 words of data planes per page: 64 blocks x 16 planes x 8 lanes.
-const DATA_WORDS: usize = 64 * PLANES * LANES;
+/// u64 words of data planes per page and half: 64 blocks x 8 planes x 8 lanes.
+const DATA_WORDS: usize = 64 * HALF * LANES;
 /// Flip cells' ids are data-cell ids with this bit set (in the map of wraps).
 const FLIP_ID: u64 = 1 << 63;
 
@@ -41,18 +45,20 @@ pub struct Wear {
     word_bits: u64,
     /// u64 words of one flip plane of a page.
     flip_words: usize,
-    pages: Vec<Option<Box<[u64]>>>,
+    /// Per page: planes 0-7 (`low`) and 8-15 (`high`) of its counters.
+    low: Vec<Option<Box<[u64]>>>,
+    high: Vec<Option<Box<[u64]>>>,
     /// Cell id (data bit index, or `FLIP_ID | word index`) -> times its count wrapped 65 536.
     wraps: BTreeMap<u64, u64>,
     regions: Vec<(&'static str, u64, u64, u64)>,
     pub total_bit_updates: u64,
 }
 
-/// Add `carry` (a mask of cells) to the bit-sliced counters `planes[i * stride]`; returns the
-/// cells that wrapped past the top plane.
+/// Add `carry` (a mask of cells) to the bit-sliced counters `planes[first + p * stride]` of one
+/// half; returns the cells that carried out of its top plane.
 #[inline]
 fn add(planes: &mut [u64], first: usize, stride: usize, mut carry: u64) -> u64 {
-    for p in 0..PLANES {
+    for p in 0..HALF {
         let x = &mut planes[first + p * stride];
         let old = *x;
         *x = old ^ carry;
@@ -64,12 +70,37 @@ fn add(planes: &mut [u64], first: usize, stride: usize, mut carry: u64) -> u64 {
     carry
 }
 
+/// Add the 8 lane masks `carry` to block `block` of one half, plane by plane (one host line per
+/// plane); `carry` is left with what carried out of the half's top plane, returned OR-ed.
+#[inline]
+fn add_block(half: &mut [u64], block: usize, carry: &mut [u64; 8]) -> u64 {
+    let planes = &mut half[block * HALF * LANES..][..HALF * LANES];
+    let mut any = 0;
+    for plane in planes.chunks_exact_mut(LANES) {
+        any = 0;
+        for (x, c) in plane.iter_mut().zip(carry.iter_mut()) {
+            let old = *x;
+            *x = old ^ *c;
+            *c &= old;
+            any |= *c;
+        }
+        if any == 0 {
+            break;
+        }
+    }
+    any
+}
+
 /// Add the cells of one lane selected by `keep` (bit `i` of plane `p` is bit `p` of cell `i`'s
 /// count) to a region's histogram and maximum, plane-wise: a cell falls in bucket `p` when `p`
 /// is its highest set plane; the maximum is found by narrowing the candidates plane by plane.
 #[inline]
-fn lane_figures(planes: &[u64], first: usize, stride: usize, keep: u64, r: &mut RegionWear) {
-    let plane = |p: usize| planes[first + p * stride] & keep;
+fn lane_figures(low: &[u64], high: Option<&[u64]>, first: usize, stride: usize, keep: u64, r: &mut RegionWear) {
+    let plane = |p: usize| match (p < HALF, high) {
+        (true, _) => low[first + p * stride] & keep,
+        (false, Some(h)) => h[first + (p - HALF) * stride] & keep,
+        (false, None) => 0,
+    };
     let (mut higher, mut max, mut cand) = (0u64, 0u64, 0u64);
     for p in (0..PLANES).rev() {
         let x = plane(p);
@@ -115,7 +146,8 @@ impl Wear {
         Wear {
             word_bits,
             flip_words: (512 / word_bits) as usize,
-            pages: (0..bytes.div_ceil(PAGE_BYTES)).map(|_| None).collect(),
+            low: (0..bytes.div_ceil(PAGE_BYTES)).map(|_| None).collect(),
+            high: (0..bytes.div_ceil(PAGE_BYTES)).map(|_| None).collect(),
             wraps: BTreeMap::new(),
             regions: regions.iter().map(|&(n, s, l)| (n, s, l, 0)).collect(),
             total_bit_updates: 0,
@@ -123,7 +155,7 @@ impl Wear {
     }
 
     fn page_words(&self) -> usize {
-        DATA_WORDS + PLANES * self.flip_words
+        DATA_WORDS + HALF * self.flip_words
     }
 
     /// Count one program of each cell of word `w` set in `changed`, and of its flip cell, in
@@ -146,8 +178,8 @@ impl Wear {
     /// hint; no effect on results).
     #[inline]
     pub fn prefetch(&self, addr: u64) {
-        if let Some(planes) = &self.pages[(addr / PAGE_BYTES) as usize] {
-            let i = (addr % PAGE_BYTES) as usize / 64 * PLANES * LANES;
+        if let Some(planes) = &self.low[(addr / PAGE_BYTES) as usize] {
+            let i = (addr % PAGE_BYTES) as usize / 64 * HALF * LANES;
             crate::pcm::prefetch(&planes[i]);
             crate::pcm::prefetch(&planes[i + LANES]);
         }
@@ -159,35 +191,41 @@ impl Wear {
     pub fn program_block(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
         debug_assert!(addr.is_multiple_of(64) && self.word_bits == 64);
         let page = (addr / PAGE_BYTES) as usize;
-        let words = self.page_words();
-        let flip_words = self.flip_words;
-        let planes = self.pages[page].get_or_insert_with(|| vec![0u64; words].into_boxed_slice());
         let in_page = (addr % PAGE_BYTES) as usize;
-        let block = &mut planes[in_page / 64 * PLANES * LANES..][..PLANES * LANES];
         let mut carry = *changed;
-        for plane in block.chunks_exact_mut(LANES) {
-            let mut any = 0;
-            for (x, c) in plane.iter_mut().zip(&mut carry) {
-                let old = *x;
-                *x = old ^ *c;
-                *c &= old;
-                any |= *c;
-            }
-            if any == 0 {
-                break;
-            }
-        }
-        for (lane, &c) in carry.iter().enumerate() {
-            for i in BitIter(c) {
-                *self.wraps.entry(addr * 8 + lane as u64 * 64 + i as u64).or_default() += 1;
+        if add_block(self.half(page, false), in_page / 64, &mut carry) != 0
+            && add_block(self.half(page, true), in_page / 64, &mut carry) != 0
+        {
+            for (lane, &c) in carry.iter().enumerate() {
+                for i in BitIter(c) {
+                    *self.wraps.entry(addr * 8 + lane as u64 * 64 + i as u64).or_default() += 1;
+                }
             }
         }
         if flips != 0 {
             let f = in_page / 8;
-            let wrapped = add(planes, DATA_WORDS + f / 64, flip_words, (flips as u64) << (f % 64));
+            let wrapped = self.add_cells(page, DATA_WORDS + f / 64, self.flip_words, (flips as u64) << (f % 64));
             for i in BitIter(wrapped >> (f % 64)) {
                 *self.wraps.entry(FLIP_ID | (addr / 8 + i as u64)).or_default() += 1;
             }
+        }
+    }
+
+    /// The low or high half of a page's counters, allocated (zero) on first use.
+    #[inline]
+    fn half(&mut self, page: usize, high: bool) -> &mut [u64] {
+        let words = self.page_words();
+        let pages = if high { &mut self.high } else { &mut self.low };
+        pages[page].get_or_insert_with(|| vec![0u64; words].into_boxed_slice())
+    }
+
+    /// Add `carry` to the 64 counters at `first` (stride `stride`) of a page, low half then high
+    /// half; returns the cells that wrapped past 65 535.
+    #[inline]
+    fn add_cells(&mut self, page: usize, first: usize, stride: usize, carry: u64) -> u64 {
+        match add(self.half(page, false), first, stride, carry) {
+            0 => 0,
+            out => add(self.half(page, true), first, stride, out),
         }
     }
 
@@ -199,20 +237,19 @@ impl Wear {
         }
         let byte = w * self.word_bits / 8;
         let page = (byte / PAGE_BYTES) as usize;
-        let words = self.page_words();
         let flip_words = self.flip_words;
-        let planes = self.pages[page].get_or_insert_with(|| vec![0u64; words].into_boxed_slice());
         let in_page = (byte % PAGE_BYTES) as usize;
+        self.half(page, false);
         if changed != 0 {
             let (block, lane) = (in_page / 64, in_page % 64 / 8);
-            let wrapped = add(planes, block * PLANES * LANES + lane, LANES, changed << (in_page % 8 * 8));
+            let wrapped = self.add_cells(page, block * HALF * LANES + lane, LANES, changed << (in_page % 8 * 8));
             for i in BitIter(wrapped) {
                 *self.wraps.entry((byte & !7) * 8 + i as u64).or_default() += 1;
             }
         }
         if flip {
             let f = in_page * 8 / self.word_bits as usize;
-            if add(planes, DATA_WORDS + f / 64, flip_words, 1 << (f % 64)) != 0 {
+            if self.add_cells(page, DATA_WORDS + f / 64, flip_words, 1 << (f % 64)) != 0 {
                 *self.wraps.entry(FLIP_ID | w).or_default() += 1;
             }
         }
@@ -229,15 +266,18 @@ impl Wear {
     fn count_planes(&self, id: u64) -> u64 {
         let (byte, flip) =
             if id & FLIP_ID != 0 { ((id & !FLIP_ID) * self.word_bits / 8, true) } else { (id / 8, false) };
-        let Some(planes) = &self.pages[(byte / PAGE_BYTES) as usize] else { return 0 };
+        let page = (byte / PAGE_BYTES) as usize;
         let in_page = (byte % PAGE_BYTES) as usize;
         let (first, stride, i) = if flip {
             let f = in_page * 8 / self.word_bits as usize;
             (DATA_WORDS + f / 64, self.flip_words, f % 64)
         } else {
-            (in_page / 64 * PLANES * LANES + in_page % 64 / 8, LANES, (id % 64) as usize)
+            (in_page / 64 * HALF * LANES + in_page % 64 / 8, LANES, (id % 64) as usize)
         };
-        (0..PLANES).fold(0u64, |v, p| v | (planes[first + p * stride] >> i & 1) << p)
+        let half = |planes: &Option<Box<[u64]>>| {
+            planes.as_ref().map_or(0, |h| (0..HALF).fold(0u64, |v, p| v | (h[first + p * stride] >> i & 1) << p))
+        };
+        half(&self.low[page]) | half(&self.high[page]) << HALF
     }
 
     /// Wear of each region: totals, maximum, histogram.
@@ -248,21 +288,22 @@ impl Wear {
     fn region(&self, name: &'static str, start: u64, len: u64, total: u64) -> RegionWear {
         let mut r = RegionWear { name, total_bit_updates: total, max_bit_updates: 0, histogram: vec![0; 40] };
         let first_page = (start / PAGE_BYTES) as usize;
-        let end_page = ((start + len).div_ceil(PAGE_BYTES) as usize).min(self.pages.len());
+        let end_page = ((start + len).div_ceil(PAGE_BYTES) as usize).min(self.low.len());
         let ids: Vec<u64> = self.wraps.keys().copied().collect();
         let (mut data_at, mut flip_at) = (0, ids.partition_point(|&id| id & FLIP_ID == 0));
         for page in first_page..end_page {
-            let Some(planes) = &self.pages[page] else { continue };
+            let Some(low) = &self.low[page] else { continue };
+            let high = self.high[page].as_deref();
             let page_byte = page as u64 * PAGE_BYTES;
             for lane in 0..64 * LANES {
-                let first = lane / LANES * PLANES * LANES + lane % LANES;
+                let first = lane / LANES * HALF * LANES + lane % LANES;
                 let wrapped = wrapped_in(&ids, &mut data_at, page_byte * 8 + lane as u64 * 64);
-                lane_figures(planes, first, LANES, !wrapped, &mut r);
+                lane_figures(low, high, first, LANES, !wrapped, &mut r);
             }
             let word0 = page_byte * 8 / self.word_bits;
             for fw in 0..self.flip_words {
                 let wrapped = wrapped_in(&ids, &mut flip_at, FLIP_ID | (word0 + fw as u64 * 64));
-                lane_figures(planes, DATA_WORDS + fw, self.flip_words, !wrapped, &mut r);
+                lane_figures(low, high, DATA_WORDS + fw, self.flip_words, !wrapped, &mut r);
             }
         }
         // Cells that wrapped past 65 535, one by one.
@@ -282,7 +323,7 @@ impl Wear {
 
     /// Zero every counter, keeping the pages allocated (no host page faults afterwards).
     pub fn clear(&mut self) {
-        for c in self.pages.iter_mut().flatten() {
+        for c in self.low.iter_mut().chain(&mut self.high).flatten() {
             c.fill(0);
         }
         self.wraps.clear();
@@ -295,6 +336,7 @@ impl Wear {
     /// Bytes of host memory the counters occupy.
     pub fn host_bytes(&self) -> u64 {
         let per_page = (self.page_words() * 8) as u64;
-        self.pages.iter().filter(|p| p.is_some()).count() as u64 * per_page + self.pages.len() as u64 * 8
+        let halves = self.low.iter().chain(&self.high).filter(|p| p.is_some()).count() as u64;
+        halves * per_page + 2 * self.low.len() as u64 * 8
     }
 }
