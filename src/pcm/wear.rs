@@ -92,19 +92,33 @@ fn add_block(half: &mut [u64], block: usize, carry: &mut [u64; 8]) -> u64 {
 }
 
 /// Add the cells of one lane selected by `keep` (bit `i` of plane `p` is bit `p` of cell `i`'s
-/// count) to a region's histogram and maximum, plane-wise: a cell falls in bucket `p` when `p`
-/// is its highest set plane; the maximum is found by narrowing the candidates plane by plane.
+/// count) to a histogram by highest set plane and to a maximum, plane-wise: a cell falls in
+/// bucket `p` when `p` is its highest set plane; the maximum is found by narrowing the
+/// candidates plane by plane.
 #[inline]
-fn lane_figures(low: &[u64], high: Option<&[u64]>, first: usize, stride: usize, keep: u64, r: &mut RegionWear) {
-    let plane = |p: usize| match (p < HALF, high) {
-        (true, _) => low[first + p * stride] & keep,
-        (false, Some(h)) => h[first + (p - HALF) * stride] & keep,
-        (false, None) => 0,
-    };
+fn lane_figures(low: &[u64], high: Option<&[u64]>, first: usize, stride: usize, keep: u64, acc: &mut LaneAcc) {
+    let mut planes = [0u64; PLANES];
+    let mut any = 0;
+    for (p, x) in planes[..HALF].iter_mut().enumerate() {
+        *x = low[first + p * stride] & keep;
+        any |= *x;
+    }
+    if let Some(h) = high {
+        for (p, x) in planes[HALF..].iter_mut().enumerate() {
+            *x = h[first + p * stride] & keep;
+            any |= *x;
+        }
+    }
+    if any == 0 {
+        return;
+    }
     let (mut higher, mut max, mut cand) = (0u64, 0u64, 0u64);
     for p in (0..PLANES).rev() {
-        let x = plane(p);
-        r.histogram[p] += (x & !higher).count_ones() as u64;
+        let x = planes[p];
+        let top = x & !higher;
+        if top != 0 {
+            acc.histogram[p] += top.count_ones() as u64;
+        }
         higher |= x;
         if cand == 0 {
             (cand, max) = if x != 0 { (x, 1 << p) } else { (0, 0) };
@@ -113,7 +127,14 @@ fn lane_figures(low: &[u64], high: Option<&[u64]>, first: usize, stride: usize, 
             max |= 1 << p;
         }
     }
-    r.max_bit_updates = r.max_bit_updates.max(max);
+    acc.max = acc.max.max(max);
+}
+
+/// Histogram (by highest set plane) and maximum of the lanes seen so far.
+#[derive(Default)]
+struct LaneAcc {
+    histogram: [u64; PLANES],
+    max: u64,
 }
 
 /// Cells among the 64 whose ids start at `id0` that have wrapped (bit i: cell id0 + i), from the
@@ -291,6 +312,7 @@ impl Wear {
         let end_page = ((start + len).div_ceil(PAGE_BYTES) as usize).min(self.low.len());
         let ids: Vec<u64> = self.wraps.keys().copied().collect();
         let (mut data_at, mut flip_at) = (0, ids.partition_point(|&id| id & FLIP_ID == 0));
+        let mut acc = LaneAcc::default();
         for page in first_page..end_page {
             let Some(low) = &self.low[page] else { continue };
             let high = self.high[page].as_deref();
@@ -298,13 +320,17 @@ impl Wear {
             for lane in 0..64 * LANES {
                 let first = lane / LANES * HALF * LANES + lane % LANES;
                 let wrapped = wrapped_in(&ids, &mut data_at, page_byte * 8 + lane as u64 * 64);
-                lane_figures(low, high, first, LANES, !wrapped, &mut r);
+                lane_figures(low, high, first, LANES, !wrapped, &mut acc);
             }
             let word0 = page_byte * 8 / self.word_bits;
             for fw in 0..self.flip_words {
                 let wrapped = wrapped_in(&ids, &mut flip_at, FLIP_ID | (word0 + fw as u64 * 64));
-                lane_figures(low, high, DATA_WORDS + fw, self.flip_words, !wrapped, &mut r);
+                lane_figures(low, high, DATA_WORDS + fw, self.flip_words, !wrapped, &mut acc);
             }
+        }
+        r.max_bit_updates = acc.max;
+        for (h, a) in r.histogram.iter_mut().zip(acc.histogram) {
+            *h += a;
         }
         // Cells that wrapped past 65 535, one by one.
         for &id in self.wraps.keys() {
