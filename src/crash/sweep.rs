@@ -295,7 +295,7 @@ impl<'a> Sweep<'a> {
             .view_regs
             .and_then(|r| recovery::startgap::update_logical_log(geom, &r, phys, &self.log_written, &mut self.img));
         self.view_regs = updated;
-        if updated.is_some() && self.rebuilds % FULL_COMPARE_EVERY == 0 {
+        if updated.is_some() && self.rebuilds.is_multiple_of(FULL_COMPARE_EVERY) {
             let full = recovery::startgap::logical_image(geom, phys).expect("registers decoded");
             let log = self.rec.layout.log_base as usize..self.rec.layout.total_bytes() as usize;
             assert!(full[log.clone()] == self.img[log], "crash checker: start-gap view bookkeeping");

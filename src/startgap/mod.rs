@@ -74,7 +74,7 @@ impl Geometry {
 
     /// `lines` logical lines starting at block `line0`.
     pub fn new(line0: u64, lines: u64) -> Geometry {
-        assert!(lines >= 1 && lines < 1 << 40);
+        assert!((1..1 << 40).contains(&lines));
         let bits = 64 - (lines.max(4) - 1).leading_zeros();
         Geometry { line0, lines, half_bits: bits.div_ceil(2) }
     }
