@@ -177,17 +177,23 @@ impl Pcm {
             let n = u64::from_le_bytes(new[8 * i..8 * i + 8].try_into().expect("8 bytes"));
             let old_flip = old_flips >> i & 1 == 1;
             let stored_old = if old_flip { !o } else { o };
-            let (new_flip, stored_new) = self.choose(stored_old, n, old_flip, u64::MAX);
-            changed[i] = stored_old ^ stored_new;
+            // One population count per word: inverted storage differs from the old cells
+            // exactly where plain storage does not (as in `choose`).
+            let differ = (stored_old ^ n).count_ones() as u64;
+            let (new_flip, programmed) = match self.cfg.write_mode {
+                WriteMode::Fnw if 64 - differ + (!old_flip as u64) < differ + old_flip as u64 => (true, 64 - differ),
+                WriteMode::Fnw | WriteMode::Diff => (false, differ),
+                WriteMode::WriteAll => (false, 64),
+            };
+            let stored_new = if new_flip { !n } else { n };
+            changed[i] = if self.cfg.write_mode == WriteMode::WriteAll { u64::MAX } else { stored_old ^ stored_new };
             new_flips |= (new_flip as u8) << i;
             let flip_changed = old_flip != new_flip;
             flips_changed |= (flip_changed as u8) << i;
-            if self.cfg.write_mode == WriteMode::WriteAll {
-                changed[i] = u64::MAX;
-            } else {
+            if self.cfg.write_mode != WriteMode::WriteAll {
                 cost.flip_bits += flip_changed as u64;
             }
-            cost.data_bits += changed[i].count_ones() as u64;
+            cost.data_bits += programmed;
             chunk_dirty |= changed[i] != 0 || flip_changed;
             if (i + 1).is_multiple_of(per_chunk) {
                 cost.chunks += chunk_dirty as u64;
