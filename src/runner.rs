@@ -94,7 +94,7 @@ pub struct PcmFigures {
     pub counter_host_bytes: u64,
 }
 
-fn pcm_figures(p: &crate::pcm::Pcm, spec: &RunSpec, cycles: u64) -> PcmFigures {
+fn pcm_figures(p: &mut crate::pcm::Pcm, spec: &RunSpec, cycles: u64) -> PcmFigures {
     let regions = p.wear.regions();
     let max = regions.iter().map(|r| r.max_bit_updates).max().unwrap_or(0);
     let seconds = cycles as f64 / (spec.cfg.core.freq_mhz as f64 * 1e6);
@@ -191,7 +191,7 @@ fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) ->
     f.program_write_bytes -= f0.program_write_bytes;
     f.pset_blocks -= f0.pset_blocks;
     let mut result = figures(spec, &d, &f, end_cycle - c0, host_seconds);
-    if let Some(p) = &sim.m.pcm {
+    if let Some(p) = &mut sim.m.pcm {
         result.pcm = Some(pcm_figures(p, spec, end_cycle - c0));
     }
     result.commit_to_ack_mean_cycles = sim.m.commit_latency.mean();

@@ -67,7 +67,7 @@ fn hot_line_wear(startgap: bool, writes: u64) -> (u64, u64, u64) {
         let t = m.write_block(BlockId(64), WriteKind::LogHead, [if i % 2 == 0 { 0xFF } else { 0 }; 64]);
         m.now = t.accepted;
     }
-    let p = m.pcm.as_ref().unwrap();
+    let p = m.pcm.as_mut().unwrap();
     let log = p.wear.regions().into_iter().find(|r| r.name == "log").unwrap();
     let moves_bit0 = p.wear.count(81 * 64 * 8 + 32 * 8, false);
     (log.max_bit_updates, log.total_bit_updates, moves_bit0)

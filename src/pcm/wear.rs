@@ -26,6 +26,8 @@ const HALF: usize = 8;
 const LANES: usize = 8;
 /// u64 words of data planes per page and half: 64 blocks x 8 planes x 8 lanes.
 const DATA_WORDS: usize = 64 * HALF * LANES;
+/// Block writes whose counter updates are held and then applied together.
+const BATCH: usize = 16;
 /// Flip cells' ids are data-cell ids with this bit set (in the map of wraps).
 const FLIP_ID: u64 = 1 << 63;
 
@@ -52,6 +54,15 @@ pub struct Wear {
     wraps: BTreeMap<u64, u64>,
     regions: Vec<(&'static str, u64, u64, u64)>,
     pub total_bit_updates: u64,
+    /// Block updates not yet applied to the planes (see [`Wear::program_block`]).
+    pending: Vec<PendingBlock>,
+}
+
+/// One block write's cells, waiting in the batch.
+struct PendingBlock {
+    addr: u64,
+    changed: [u64; 8],
+    flips: u8,
 }
 
 /// Add `carry` (a mask of cells) to the bit-sliced counters `planes[first + p * stride]` of one
@@ -172,6 +183,7 @@ impl Wear {
             wraps: BTreeMap::new(),
             regions: regions.iter().map(|&(n, s, l)| (n, s, l, 0)).collect(),
             total_bit_updates: 0,
+            pending: Vec::with_capacity(BATCH),
         }
     }
 
@@ -208,8 +220,43 @@ impl Wear {
 
     /// Count the programs of one aligned 64-byte block with 64-bit words: data cells set in
     /// `changed` (one mask per word), flip cells set in `flips` (bit i: word i). No totals.
+    ///
+    /// The update waits in a batch of `BATCH` blocks, applied together: first every block's
+    /// counter lines are requested from host memory, then the carries run, so the host waits for
+    /// those lines once per batch instead of once per write. Counts are sums, so the order of
+    /// application does not change them; every reader applies the batch first.
     #[inline]
     pub fn program_block(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
+        self.pending.push(PendingBlock { addr, changed: *changed, flips });
+        if self.pending.len() == BATCH {
+            self.flush();
+        }
+    }
+
+    /// Apply the pending block updates.
+    pub fn flush(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        for p in &pending {
+            let page = (p.addr / PAGE_BYTES) as usize;
+            let in_page = (p.addr % PAGE_BYTES) as usize;
+            let flip_words = self.flip_words;
+            let low = self.half(page, false);
+            let i = in_page / 64 * HALF * LANES;
+            crate::pcm::prefetch(&low[i]);
+            crate::pcm::prefetch(&low[i + LANES]);
+            if p.flips != 0 {
+                crate::pcm::prefetch(&low[DATA_WORDS + in_page / 8 / 64]);
+                crate::pcm::prefetch(&low[DATA_WORDS + in_page / 8 / 64 + flip_words]);
+            }
+        }
+        for p in &pending {
+            self.apply_block(p.addr, &p.changed, p.flips);
+        }
+        self.pending = pending;
+        self.pending.clear();
+    }
+
+    fn apply_block(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
         debug_assert!(addr.is_multiple_of(64) && self.word_bits == 64);
         let page = (addr / PAGE_BYTES) as usize;
         let in_page = (addr % PAGE_BYTES) as usize;
@@ -278,7 +325,8 @@ impl Wear {
 
     /// Programs of one cell: data cell `bit` of the device (byte * 8 + bit), or with `flip` the
     /// flip cell of the word holding that bit.
-    pub fn count(&self, bit: u64, flip: bool) -> u64 {
+    pub fn count(&mut self, bit: u64, flip: bool) -> u64 {
+        self.flush();
         let id = if flip { FLIP_ID | (bit / self.word_bits) } else { bit };
         self.count_planes(id) + (self.wraps.get(&id).copied().unwrap_or(0) << PLANES)
     }
@@ -302,7 +350,8 @@ impl Wear {
     }
 
     /// Wear of each region: totals, maximum, histogram.
-    pub fn regions(&self) -> Vec<RegionWear> {
+    pub fn regions(&mut self) -> Vec<RegionWear> {
+        self.flush();
         self.regions.iter().map(|&(name, start, len, total)| self.region(name, start, len, total)).collect()
     }
 
@@ -349,6 +398,7 @@ impl Wear {
 
     /// Zero every counter, keeping the pages allocated (no host page faults afterwards).
     pub fn clear(&mut self) {
+        self.flush();
         for c in self.low.iter_mut().chain(&mut self.high).flatten() {
             c.fill(0);
         }
@@ -360,7 +410,8 @@ impl Wear {
     }
 
     /// Bytes of host memory the counters occupy.
-    pub fn host_bytes(&self) -> u64 {
+    pub fn host_bytes(&mut self) -> u64 {
+        self.flush();
         let per_page = (self.page_words() * 8) as u64;
         let halves = self.low.iter().chain(&self.high).filter(|p| p.is_some()).count() as u64;
         halves * per_page + 2 * self.low.len() as u64 * 8
