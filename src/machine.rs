@@ -234,12 +234,8 @@ impl Machine {
     #[inline]
     pub fn access_block(&mut self, b: BlockId, write: bool) -> Access {
         self.stats.mem_accesses += 1;
-        if let (true, Some(p)) = (write, &self.pcm) {
-            // A stored block is written back to the device later: have the host fetch the
-            // device's old content and the cells' counters meanwhile (a hint; no effect on
-            // results).
-            p.prefetch_block(b.addr().0);
-            crate::pcm::prefetch(&self.nvm[b.range().start]);
+        if write && self.pcm.is_some() {
+            self.prefetch_for_store(b);
         }
         let a = self.hier.access(b, write);
         self.now += a.lookup_cycles;
@@ -260,6 +256,17 @@ impl Machine {
             }
         }
         a
+    }
+
+    /// A stored block is written back to the device later: have the host fetch the device's old
+    /// content, flip states and cell counters meanwhile (a hint; no effect on results). Out of
+    /// line, so that the path without the PCM device stays short.
+    #[inline(never)]
+    fn prefetch_for_store(&self, b: BlockId) {
+        if let Some(p) = &self.pcm {
+            p.prefetch_block(b.addr().0);
+            crate::pcm::prefetch(&self.nvm[b.range().start]);
+        }
     }
 
     /// Core accesses to every block of `[addr, addr+len)`.
@@ -360,6 +367,22 @@ impl Machine {
     /// held behind the last register write, and followed by a gap move every psi such writes.
     #[inline]
     fn issue(
+        &mut self,
+        at: Cycle,
+        b: BlockId,
+        kind: WriteKind,
+        data: Option<&BlockData>,
+        min_start: Cycle,
+    ) -> WriteTiming {
+        if self.sg.is_none() {
+            return self.issue_phys(at, b, kind, data, min_start);
+        }
+        self.issue_start_gap(at, b, kind, data, min_start)
+    }
+
+    /// [`Machine::issue`] with Start-Gap on (kept out of line: the path without it stays short).
+    #[inline(never)]
+    fn issue_start_gap(
         &mut self,
         at: Cycle,
         b: BlockId,
