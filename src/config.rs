@@ -18,6 +18,7 @@ pub struct Config {
     pub memory: MemoryConfig,
     pub log: LogConfig,
     pub pcm: crate::pcm::PcmConfig,
+    pub startgap: crate::startgap::StartGapConfig,
     pub swal: SwalConfig,
     pub loc: LocConfig,
     pub workload: WorkloadConfig,
@@ -137,6 +138,7 @@ impl Default for Config {
             },
             log: LogConfig { size_bytes: 32 << 20 },
             pcm: Default::default(),
+            startgap: Default::default(),
             swal: SwalConfig { append_instructions: 6, lookup_instructions: 10, apply_instructions: 4 },
             loc: LocConfig { speculation_degree: 16 },
             workload: WorkloadConfig {
@@ -256,6 +258,7 @@ impl Config {
             return Err(ConfigError(format!("memory.device = {}: allowed ideal, pcm", self.memory.device)));
         }
         self.pcm.validate().map_err(ConfigError)?;
+        self.startgap.validate().map_err(ConfigError)?;
         self.workload.btree.validate().map_err(ConfigError)?;
         self.workload.hash.validate().map_err(ConfigError)?;
         self.workload.rbtree.validate().map_err(ConfigError)?;

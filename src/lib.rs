@@ -42,5 +42,6 @@ pub mod rng;
 pub mod runner;
 pub mod sim;
 pub mod sqlite;
+pub mod startgap;
 pub mod types;
 pub mod workload;

@@ -23,6 +23,7 @@ use crate::cache::{Access, Hierarchy, HitLevel, Slot, Victim};
 use crate::config::Config;
 use crate::memctl::{MemCtl, WriteTiming};
 use crate::pmem::{read_block, DurableRecord, DurableWrite, Layout, WriteKind};
+use crate::startgap::{Geometry, StartGap};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
 /// Counters of one run (snapshot at the start of the measured region, subtract at the end).
@@ -31,7 +32,7 @@ pub struct MachineStats {
     /// Block accesses issued by the core (loads and stores, split per block touched).
     pub mem_accesses: u64,
     /// NVM bytes written, by [`WriteKind`].
-    pub write_bytes_by_kind: [u64; 5],
+    pub write_bytes_by_kind: [u64; WriteKind::ALL.len()],
     pub mem_reads: u64,
     pub flushes: u64,
     pub fence_stall_cycles: u64,
@@ -49,7 +50,7 @@ impl MachineStats {
     pub fn since(&self, start: &MachineStats) -> MachineStats {
         let mut d = self.clone();
         d.mem_accesses -= start.mem_accesses;
-        for i in 0..5 {
+        for i in 0..WriteKind::ALL.len() {
             d.write_bytes_by_kind[i] -= start.write_bytes_by_kind[i];
         }
         d.mem_reads -= start.mem_reads;
@@ -138,6 +139,9 @@ pub struct Machine {
     pub keep_bytes: bool,
     /// The bit-accurate PCM device, when `memory.device = "pcm"` (it needs `keep_bytes`).
     pub pcm: Option<crate::pcm::Pcm>,
+    /// Start-Gap translation of the log area (`startgap.enabled`): `nvm`, the device and the
+    /// recorded writes use physical blocks; `arch` and the protocols logical ones.
+    pub sg: Option<StartGap>,
     freq_mhz: u64,
     pub record: Option<Recorder>,
     /// Dirty LLC victims carrying a transaction tag, for the protocol to place (log or home).
@@ -167,19 +171,27 @@ impl Machine {
     pub fn with_bytes(cfg: &Config, layout: Layout, initial: Vec<u8>, record: bool, keep_bytes: bool) -> Machine {
         assert_eq!(initial.len() as u64, layout.total_bytes());
         assert!(keep_bytes || !record, "recording needs the payloads");
+        let sg = Geometry::of(&cfg.startgap, &layout).map(|g| StartGap::new(g, cfg.startgap.psi_writes));
+        let extra = if sg.is_some() { Geometry::EXTRA_BYTES } else { 0 };
         let pcm = (cfg.memory.device == "pcm").then(|| {
-            let regions = [("data", 0, layout.data_bytes), ("log", layout.log_base, layout.log_bytes)];
-            crate::pcm::Pcm::new(&cfg.pcm, layout.total_bytes(), &regions)
+            let regions = [("data", 0, layout.data_bytes), ("log", layout.log_base, layout.log_bytes + extra)];
+            crate::pcm::Pcm::new(&cfg.pcm, layout.total_bytes() + extra, &regions)
         });
         let keep_bytes = keep_bytes || pcm.is_some();
+        let nvm = match (&sg, keep_bytes) {
+            (_, false) => Vec::new(),
+            (Some(sg), true) => crate::startgap::physical_initial(&sg.geom, &initial),
+            (None, true) => initial.clone(),
+        };
         Machine {
             pcm,
+            sg,
             freq_mhz: cfg.core.freq_mhz,
             now: 0,
             layout,
             hier: Hierarchy::new(cfg),
             ctl: MemCtl::new(cfg),
-            nvm: if keep_bytes { initial.clone() } else { Vec::new() },
+            nvm,
             keep_bytes,
             arch: initial,
             record: record.then(Recorder::default),
@@ -222,11 +234,14 @@ impl Machine {
     #[inline]
     pub fn access_block(&mut self, b: BlockId, write: bool) -> Access {
         self.stats.mem_accesses += 1;
+        if write && self.pcm.is_some() {
+            self.prefetch_for_store(b);
+        }
         let a = self.hier.access(b, write);
         self.now += a.lookup_cycles;
         if a.level == HitLevel::Memory {
             self.issue_deferred(self.now);
-            self.now = self.ctl.read(self.now, b);
+            self.now = self.ctl.read(self.now, self.phys_block(b));
             if let Some(p) = &mut self.pcm {
                 p.read(64);
             }
@@ -261,6 +276,17 @@ impl Machine {
             self.evicted(v);
         }
         s
+    }
+
+    /// A stored block is written back to the device later: have the host fetch the device's old
+    /// content, flip states and cell counters meanwhile (a hint; no effect on results). Out of
+    /// line, so that the path without the PCM device stays short.
+    #[inline(never)]
+    fn prefetch_for_store(&self, b: BlockId) {
+        if let Some(p) = &self.pcm {
+            p.prefetch_block(b.addr().0);
+            crate::pcm::prefetch(&self.nvm[b.range().start]);
+        }
     }
 
     /// Core accesses to every block of `[addr, addr+len)`.
@@ -348,8 +374,82 @@ impl Machine {
         self.issue(at, b, kind, data, 0)
     }
 
+    /// The block the device stores block `b` at (Start-Gap translation of log lines).
+    #[inline]
+    fn phys_block(&self, b: BlockId) -> BlockId {
+        match &self.sg {
+            Some(sg) if sg.geom.is_line(b) => sg.geom.physical(&sg.regs, b),
+            _ => b,
+        }
+    }
+
+    /// Issue a write of (logical) block `b`: translated by Start-Gap when it is a log line,
+    /// held behind the last register write, and followed by a gap move every psi such writes.
     #[inline]
     fn issue(
+        &mut self,
+        at: Cycle,
+        b: BlockId,
+        kind: WriteKind,
+        data: Option<&BlockData>,
+        min_start: Cycle,
+    ) -> WriteTiming {
+        if self.sg.is_none() {
+            return self.issue_phys(at, b, kind, data, min_start);
+        }
+        self.issue_start_gap(at, b, kind, data, min_start)
+    }
+
+    /// [`Machine::issue`] with Start-Gap on (kept out of line: the path without it stays short).
+    #[inline(never)]
+    fn issue_start_gap(
+        &mut self,
+        at: Cycle,
+        b: BlockId,
+        kind: WriteKind,
+        data: Option<&BlockData>,
+        min_start: Cycle,
+    ) -> WriteTiming {
+        let (pb, min_start, due) = match &mut self.sg {
+            Some(sg) if sg.geom.is_line(b) => {
+                (sg.geom.physical(&sg.regs, b), min_start.max(sg.barrier), sg.count_write())
+            }
+            _ => (b, min_start, false),
+        };
+        let t = self.issue_phys(at, pb, kind, data, min_start);
+        if due {
+            self.gap_move(at);
+        }
+        t
+    }
+
+    /// One Start-Gap move at cycle `at`: the controller reads the line below the gap, writes it
+    /// into the gap once read (and no earlier than the previous register write is durable),
+    /// then writes the registers, started only once the copy is durable. Until those registers
+    /// are durable, no log-area write starts (`StartGap::barrier`), so neither the moved line's
+    /// new place nor its old place (the new gap) is written while the old registers may still
+    /// be the durable ones. The core does not wait.
+    fn gap_move(&mut self, at: Cycle) {
+        let sg = self.sg.as_mut().expect("gap move with Start-Gap on");
+        let (geom, barrier, bug) = (sg.geom, sg.barrier, sg.bug_regs_before_copy);
+        let (src, dst, next) = geom.next_move(&sg.regs);
+        sg.regs = next;
+        let (src, dst) = (BlockId(geom.line0 + src), BlockId(geom.line0 + dst));
+        let read_done = self.ctl.read(at, src);
+        if let Some(p) = &mut self.pcm {
+            p.read(64);
+        }
+        let line = self.keep_bytes.then(|| read_block(&self.nvm, src));
+        let copy = self.issue_phys(at, dst, WriteKind::WearLevel, line.as_ref(), read_done.max(barrier));
+        let regs = self.keep_bytes.then(|| next.encode(&geom));
+        let after = if bug { 0 } else { copy.durable };
+        let r = self.issue_phys(at, geom.regs_block(), WriteKind::WearLevel, regs.as_ref(), after);
+        self.sg.as_mut().expect("on").barrier = r.durable;
+    }
+
+    /// Issue a write of physical block `b` to the controller and the device.
+    #[inline]
+    fn issue_phys(
         &mut self,
         at: Cycle,
         b: BlockId,
@@ -415,7 +515,7 @@ impl Machine {
     /// (e.g. a checkpoint re-reading a log block). Returns the cycle its data arrives.
     pub fn background_read(&mut self, b: BlockId) -> Cycle {
         self.issue_deferred(self.now);
-        self.ctl.read(self.now, b)
+        self.ctl.read(self.now, self.phys_block(b))
     }
 
     /// Let every pending write reach the device: issue deferred writes at their cycles and stall

@@ -97,7 +97,7 @@ pub struct PcmFigures {
     pub counter_host_bytes: u64,
 }
 
-fn pcm_figures(p: &crate::pcm::Pcm, spec: &RunSpec, cycles: u64) -> PcmFigures {
+fn pcm_figures(p: &mut crate::pcm::Pcm, spec: &RunSpec, cycles: u64) -> PcmFigures {
     let regions = p.wear.regions();
     let max = regions.iter().map(|r| r.max_bit_updates).max().unwrap_or(0);
     let seconds = cycles as f64 / (spec.cfg.core.freq_mhz as f64 * 1e6);
@@ -153,6 +153,14 @@ pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
         }
         ProtocolKind::Kiln | ProtocolKind::LocKiln => {
             let loose = spec.protocol == ProtocolKind::LocKiln;
+            if spec.cfg.startgap.enabled {
+                // Start-Gap's spare line and registers sit right after the log area, where the
+                // NV-LLC state is kept in the durable image.
+                return Err(format!(
+                    "startgap.enabled = true: not supported with {}, allowed false",
+                    spec.protocol.name()
+                ));
+            }
             if loose && spec.cfg.llc.ways < 2 {
                 return Err(format!(
                     "llc.ways = {}: loc-kiln keeps versions in other ways, allowed 2..=16",
@@ -177,8 +185,14 @@ fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) ->
     let mut image = vec![0u8; layout.total_bytes() as usize];
     wl.populate(&mut image[..layout.data_bytes as usize]);
     p.format(&layout, &mut image);
-    let initial = spec.record.then(|| image.clone());
-    let m = Machine::new(&spec.cfg, layout, image, spec.record);
+    let mut m = Machine::new(&spec.cfg, layout, image, spec.record);
+    // The device's initial content (physical: Start-Gap places the log lines).
+    let initial = spec.record.then(|| m.nvm.clone());
+    if spec.bug == Some(Bug::StartGapRegsBeforeCopy) {
+        m.sg.as_mut()
+            .ok_or("--inject-bug startgap-regs-before-copy: needs startgap.enabled = true")?
+            .bug_regs_before_copy = true;
+    }
     let mut sim = Sim::new(m, p, spec.record);
     let (mut ops, mut aborts) = rngs(spec.seed);
     let mut step = |sim: &mut Sim<P>, wl: &mut Workload| -> Result<(), String> {
@@ -211,7 +225,7 @@ fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) ->
     f.program_write_bytes -= f0.program_write_bytes;
     f.pset_blocks -= f0.pset_blocks;
     let mut result = figures(spec, &d, &f, end_cycle - c0, host_seconds);
-    if let Some(p) = &sim.m.pcm {
+    if let Some(p) = &mut sim.m.pcm {
         result.pcm = Some(pcm_figures(p, spec, end_cycle - c0));
     }
     result.commit_to_ack_mean_cycles = sim.m.commit_latency.mean();

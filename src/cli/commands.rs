@@ -146,7 +146,7 @@ fn print_run_table(rs: &[RunResult]) {
 fn crashtest(a: CrashArgs) -> Result<i32, String> {
     if a.list_bugs {
         for p in ProtocolKind::ALL {
-            let bugs: Vec<String> = p.bugs().iter().map(|b| format!("{} ({})", b.name(), b.describe())).collect();
+            let bugs: Vec<String> = p.injectable().iter().map(|b| format!("{} ({})", b.name(), b.describe())).collect();
             let list = if bugs.is_empty() { "none: makes no durability promise".into() } else { bugs.join("; ") };
             outln!("{}: {}", p.name(), list);
         }

@@ -3,6 +3,7 @@
 use crate::recovery::{self, Plan};
 use crate::rng::Rng;
 use crate::runner::{execute, Recorded, RunSpec, GIT_REV, VERSION};
+use crate::startgap::Geometry;
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
 /// Every this many comparisons, the checker also compares the whole data area and asserts that
@@ -174,7 +175,17 @@ pub fn check(spec: &CrashSpec) -> Result<CrashReport, String> {
 struct Sweep<'a> {
     spec: &'a CrashSpec,
     rec: &'a Recorded,
+    /// The durable image in the protocols' (logical) layout: what recovery reads.
     img: Vec<u8>,
+    /// With Start-Gap: the durable physical image the writes land in, from which the log area
+    /// of `img` is rebuilt ([`recovery::startgap::logical_log`]) when it has changed.
+    phys: Option<(Geometry, Vec<u8>)>,
+    log_stale: bool,
+    /// Start-Gap: the registers the log area of `img` was built under, and the physical log
+    /// blocks written since (the view is updated line by line while the registers stay).
+    view_regs: Option<crate::startgap::Registers>,
+    log_written: Vec<BlockId>,
+    rebuilds: u64,
     next_write: usize,
     /// S_oracle_k: the data area after the first `oracle_k` committed transactions.
     oracle: Vec<u8>,
@@ -194,10 +205,17 @@ struct Sweep<'a> {
 impl<'a> Sweep<'a> {
     fn new(spec: &'a CrashSpec, rec: &'a Recorded) -> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
+        let geom = Geometry::of(&spec.run.cfg.startgap, &rec.layout);
+        let logical_len = rec.layout.total_bytes() as usize;
         Sweep {
             spec,
             rec,
-            img: rec.initial.clone(),
+            img: rec.initial[..logical_len].to_vec(),
+            phys: geom.map(|g| (g, rec.initial.clone())),
+            log_stale: geom.is_some(),
+            view_regs: None,
+            log_written: Vec::new(),
+            rebuilds: 0,
             next_write: 0,
             oracle: rec.initial[..data_len].to_vec(),
             oracle_k: 0,
@@ -224,7 +242,16 @@ impl<'a> Sweep<'a> {
         let writes = &self.rec.record.durable.writes;
         while self.next_write < writes.len() && writes[self.next_write].durable <= t {
             let w = &writes[self.next_write];
-            self.img[w.block.range()].copy_from_slice(&w.data);
+            match &mut self.phys {
+                Some((geom, phys)) if !self.rec.layout.is_data(w.block) => {
+                    phys[w.block.range()].copy_from_slice(&w.data);
+                    self.log_stale = true;
+                    if w.block != geom.regs_block() {
+                        self.log_written.push(w.block);
+                    }
+                }
+                _ => self.img[w.block.range()].copy_from_slice(&w.data),
+            }
             self.touch(w.block);
             self.next_write += 1;
         }
@@ -233,6 +260,9 @@ impl<'a> Sweep<'a> {
             self.touch_tx(self.oracle_k);
             self.rec.oracle.apply_tx(self.oracle_k, &mut self.oracle);
             self.oracle_k += 1;
+        }
+        if let Err(e) = self.logical_view() {
+            return self.violation("recovery-error", t, a, i, e);
         }
         let proto = self.spec.run.protocol;
         let plan = match recovery::recover(proto, &self.rec.layout, &self.img) {
@@ -250,6 +280,32 @@ impl<'a> Sweep<'a> {
         if let Err((kind, detail)) = verdict {
             self.violation(kind, t, a, i, detail);
         }
+    }
+
+    /// Start-Gap: bring the log area of `self.img` up to the physical durable image, line by line
+    /// (the lines written and the lines moved since the last view), else rebuilt whole; every
+    /// `FULL_COMPARE_EVERY` updates a whole rebuild checks the line-by-line bookkeeping.
+    fn logical_view(&mut self) -> Result<(), String> {
+        let Some((geom, phys)) = &self.phys else { return Ok(()) };
+        if !self.log_stale {
+            return Ok(());
+        }
+        self.rebuilds += 1;
+        let updated = self
+            .view_regs
+            .and_then(|r| recovery::startgap::update_logical_log(geom, &r, phys, &self.log_written, &mut self.img));
+        self.view_regs = updated;
+        if updated.is_some() && self.rebuilds.is_multiple_of(FULL_COMPARE_EVERY) {
+            let full = recovery::startgap::logical_image(geom, phys).expect("registers decoded");
+            let log = self.rec.layout.log_base as usize..self.rec.layout.total_bytes() as usize;
+            assert!(full[log.clone()] == self.img[log], "crash checker: start-gap view bookkeeping");
+        }
+        if updated.is_none() {
+            self.view_regs = Some(recovery::startgap::logical_log(geom, phys, &mut self.img)?);
+        }
+        self.log_written.clear();
+        self.log_stale = false;
+        Ok(())
     }
 
     /// Checks on the recovered image (`self.img` has the plan applied).

@@ -105,10 +105,10 @@ pub fn measure(
         journal: true,
         bug: None,
     };
-    let r = replay::replay(tr, &setup, None, false, false)?;
+    let mut r = replay::replay(tr, &setup, None, false, false)?;
     let reference = replay::replay(tr, &Setup { journal: false, ..setup.clone() }, None, false, false)?;
-    let w = &r.world;
-    let m = &w.media;
+    let w = &mut r.world;
+    let m = &mut w.media;
     let regions = m.pcm.wear.regions();
     let mgr = regions.iter().find(|x| x.name == "manager").cloned().unwrap_or_default();
     let max = regions.iter().map(|x| x.max_bit_updates).max().unwrap_or(0);
@@ -158,10 +158,11 @@ pub fn measure(
 }
 
 /// The structure holding the most programmed cell (data cells and flip cells).
-fn hottest(m: &media::Media, j: &alloc::Journal) -> String {
-    let wear = &m.pcm.wear;
+fn hottest(m: &mut media::Media, j: &alloc::Journal) -> String {
+    let bits = m.bytes.len() as u64 * 8;
+    let wear = &mut m.pcm.wear;
     let mut best = (0u64, 0u64, false);
-    for bit in 0..m.bytes.len() as u64 * 8 {
+    for bit in 0..bits {
         let c = wear.count(bit, false);
         if c > best.0 {
             best = (c, bit, false);

@@ -155,6 +155,75 @@ impl Pcm {
     /// Write `new` over `old` (the data currently stored logically) at byte `addr`; both slices
     /// have the same length, a multiple of the word size, and `addr` is word-aligned.
     pub fn write(&mut self, addr: u64, old: &[u8], new: &[u8]) -> WriteCost {
+        match (<&[u8; 64]>::try_from(old), <&[u8; 64]>::try_from(new)) {
+            (Ok(o), Ok(n)) if self.cfg.fnw_word_bits == 64 && addr.is_multiple_of(64) => self.write_block(addr, o, n),
+            _ => self.write_words(addr, old, new),
+        }
+    }
+
+    /// [`Pcm::write`] of one aligned 64-byte block with 64-bit words (every block write of a
+    /// run): the same result as [`Pcm::write_words`], with the block's eight flip states read and
+    /// written as one byte and its counters updated plane by plane.
+    fn write_block(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
+        let w0 = addr / 8;
+        let (fi, fs) = ((w0 / 64) as usize, w0 % 64);
+        let old_flips = (self.flips[fi] >> fs) as u8;
+        let (mut changed, mut new_flips, mut flips_changed) = ([0u64; 8], 0u8, 0u8);
+        let mut cost = WriteCost::default();
+        let per_chunk = (self.cfg.chunk_bytes / 8) as usize;
+        let mut chunk_dirty = false;
+        for i in 0..8 {
+            let o = u64::from_le_bytes(old[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+            let n = u64::from_le_bytes(new[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+            let old_flip = old_flips >> i & 1 == 1;
+            let stored_old = if old_flip { !o } else { o };
+            // One population count per word: inverted storage differs from the old cells
+            // exactly where plain storage does not (as in `choose`).
+            let differ = (stored_old ^ n).count_ones() as u64;
+            let (new_flip, programmed) = match self.cfg.write_mode {
+                WriteMode::Fnw if 64 - differ + (!old_flip as u64) < differ + old_flip as u64 => (true, 64 - differ),
+                WriteMode::Fnw | WriteMode::Diff => (false, differ),
+                WriteMode::WriteAll => (false, 64),
+            };
+            let stored_new = if new_flip { !n } else { n };
+            changed[i] = if self.cfg.write_mode == WriteMode::WriteAll { u64::MAX } else { stored_old ^ stored_new };
+            new_flips |= (new_flip as u8) << i;
+            let flip_changed = old_flip != new_flip;
+            flips_changed |= (flip_changed as u8) << i;
+            if self.cfg.write_mode != WriteMode::WriteAll {
+                cost.flip_bits += flip_changed as u64;
+            }
+            cost.data_bits += programmed;
+            chunk_dirty |= changed[i] != 0 || flip_changed;
+            if (i + 1).is_multiple_of(per_chunk) {
+                cost.chunks += chunk_dirty as u64;
+                chunk_dirty = false;
+            }
+        }
+        if self.cfg.write_mode == WriteMode::WriteAll {
+            flips_changed = 0;
+        }
+        self.flips[fi] = self.flips[fi] & !(0xFF << fs) | (new_flips as u64) << fs;
+        self.wear.program_block(addr, &changed, flips_changed);
+        self.finish(addr, 64, cost)
+    }
+
+    /// Latency, energy and totals of a write whose programmed cells are counted in `cost`.
+    #[inline]
+    fn finish(&mut self, addr: u64, bytes: usize, mut cost: WriteCost) -> WriteCost {
+        self.wear.account(addr, cost.data_bits + cost.flip_bits);
+        let steps = cost.chunks.div_ceil(self.cfg.chips);
+        cost.latency_ns = self.cfg.write_overhead_ns + steps * self.cfg.chunk_program_ns;
+        self.program_pj += (cost.data_bits + cost.flip_bits) as f64 * self.cfg.program_energy_pj_per_bit;
+        // Differential write reads the old contents first.
+        if self.cfg.write_mode != WriteMode::WriteAll {
+            self.read_pj += (bytes * 8) as f64 * self.cfg.read_energy_pj_per_bit;
+        }
+        cost
+    }
+
+    /// [`Pcm::write`], word by word, for any word size and length.
+    fn write_words(&mut self, addr: u64, old: &[u8], new: &[u8]) -> WriteCost {
         let wb = (self.cfg.fnw_word_bits / 8) as usize;
         debug_assert!(old.len() == new.len() && old.len().is_multiple_of(wb) && addr.is_multiple_of(wb as u64));
         let mut cost = WriteCost::default();
@@ -170,10 +239,10 @@ impl Pcm {
             let changed = stored_old ^ stored_new;
             let flip_changed = old_flip != new_flip;
             if self.cfg.write_mode == WriteMode::WriteAll {
-                self.wear.program_word(w, mask, false);
+                self.wear.program_cells(w, mask, false);
                 cost.data_bits += 8 * wb as u64;
             } else {
-                self.wear.program_word(w, changed, flip_changed);
+                self.wear.program_cells(w, changed, flip_changed);
                 cost.data_bits += changed.count_ones() as u64;
                 cost.flip_bits += flip_changed as u64;
             }
@@ -184,14 +253,7 @@ impl Pcm {
                 chunk_dirty = false;
             }
         }
-        let steps = cost.chunks.div_ceil(self.cfg.chips);
-        cost.latency_ns = self.cfg.write_overhead_ns + steps * self.cfg.chunk_program_ns;
-        self.program_pj += (cost.data_bits + cost.flip_bits) as f64 * self.cfg.program_energy_pj_per_bit;
-        // Differential write reads the old contents first.
-        if self.cfg.write_mode != WriteMode::WriteAll {
-            self.read_pj += (old.len() * 8) as f64 * self.cfg.read_energy_pj_per_bit;
-        }
-        cost
+        self.finish(addr, old.len(), cost)
     }
 
     /// Flip decision of one word: (flip state, stored bits).
@@ -200,13 +262,23 @@ impl Pcm {
         if self.cfg.write_mode != WriteMode::Fnw {
             return (false, n);
         }
-        let plain = (stored_old ^ n).count_ones() + old_flip as u32;
-        let inverted = (stored_old ^ (!n & mask)).count_ones() + !old_flip as u32;
+        // Inverted storage differs from the old cells exactly where plain storage does not.
+        let differ = (stored_old ^ n).count_ones();
+        let plain = differ + old_flip as u32;
+        let inverted = (mask.count_ones() - differ) + !old_flip as u32;
         if inverted < plain {
             (true, !n & mask)
         } else {
             (false, n)
         }
+    }
+
+    /// A hint that block `addr` is likely to be written soon: prefetch its flip states and
+    /// counters into the host cache (no effect on results).
+    #[inline]
+    pub fn prefetch_block(&self, addr: u64) {
+        prefetch(&self.flips[(addr / 8 / 64) as usize]);
+        self.wear.prefetch(addr);
     }
 
     /// Account a read of `bytes`.
@@ -224,11 +296,27 @@ impl Pcm {
     }
 }
 
+/// Host cache hint: start loading the line holding `x` (no effect on results).
+#[inline]
+pub fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and never changes memory; `x` is a valid reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(x as *const T as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
+/// A little-endian word of 1, 2, 4 or 8 bytes (fixed-size reads: no call to memcpy).
 #[inline]
 fn word(b: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    w[..b.len()].copy_from_slice(b);
-    u64::from_le_bytes(w)
+    match b.len() {
+        8 => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+        4 => u32::from_le_bytes(b.try_into().expect("4 bytes")) as u64,
+        2 => u16::from_le_bytes(b.try_into().expect("2 bytes")) as u64,
+        _ => b[0] as u64,
+    }
 }
 
 #[cfg(test)]

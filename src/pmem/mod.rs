@@ -74,14 +74,22 @@ pub enum WriteKind {
     Commit = 3,
     /// The log head (start and end of the valid log).
     LogHead = 4,
+    /// Start-Gap wear levelling of the log area: a gap-move line copy or a register write.
+    WearLevel = 5,
     /// A change of the non-volatile LLC's persistent state (Kiln): not a memory write, never
     /// counted as traffic, not in [`WriteKind::ALL`].
-    NvCache = 5,
+    NvCache = 6,
 }
 
 impl WriteKind {
-    pub const ALL: [WriteKind; 5] =
-        [WriteKind::Home, WriteKind::LogData, WriteKind::LogMeta, WriteKind::Commit, WriteKind::LogHead];
+    pub const ALL: [WriteKind; 6] = [
+        WriteKind::Home,
+        WriteKind::LogData,
+        WriteKind::LogMeta,
+        WriteKind::Commit,
+        WriteKind::LogHead,
+        WriteKind::WearLevel,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             WriteKind::Home => "home",
@@ -90,6 +98,7 @@ impl WriteKind {
             WriteKind::Commit => "commit",
             WriteKind::LogHead => "log_head",
             WriteKind::NvCache => "nv_cache",
+            WriteKind::WearLevel => "wear_level",
         }
     }
 }

@@ -100,6 +100,13 @@ impl ProtocolKind {
             ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
         }
     }
+
+    /// Every defect `crashtest --inject-bug` accepts for this protocol: its own, and, for a
+    /// protocol with a log, those of the Start-Gap controller below it.
+    pub fn injectable(self) -> Vec<Bug> {
+        let machine: &[Bug] = if self.bugs().is_empty() { &[] } else { &[Bug::StartGapRegsBeforeCopy] };
+        self.bugs().iter().chain(machine).copied().collect()
+    }
 }
 
 /// Deliberate defects, for showing that the crash checker catches them.
@@ -117,16 +124,19 @@ pub enum Bug {
     IgnoreDependencyPairs,
     /// Write an uncommitted line evicted from the NV-LLC to its home location (Kiln).
     EvictUncommittedHome,
+    /// Start-Gap: write the registers of a gap move without waiting for the line copy.
+    StartGapRegsBeforeCopy,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 6] = [
+    pub const ALL: [Bug; 7] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
         Bug::MetaBeforeData,
         Bug::IgnoreDependencyPairs,
         Bug::EvictUncommittedHome,
+        Bug::StartGapRegsBeforeCopy,
     ];
 
     pub fn name(self) -> &'static str {
@@ -137,6 +147,7 @@ impl Bug {
             Bug::MetaBeforeData => "meta-before-data",
             Bug::IgnoreDependencyPairs => "ignore-dependency-pairs",
             Bug::EvictUncommittedHome => "evict-uncommitted-home",
+            Bug::StartGapRegsBeforeCopy => "startgap-regs-before-copy",
         }
     }
 
@@ -156,13 +167,17 @@ impl Bug {
             Bug::EvictUncommittedHome => {
                 "an uncommitted line evicted from the NV-LLC overwrites its home location instead of going to the fallback log"
             }
+            Bug::StartGapRegsBeforeCopy => {
+                "a Start-Gap move's registers are written without waiting for its line copy (needs startgap.enabled)"
+            }
         }
     }
 
     /// Parse a bug name valid for `proto`.
     pub fn parse(s: &str, proto: ProtocolKind) -> Result<Bug, String> {
-        let names = || proto.bugs().iter().map(|b| b.name()).collect::<Vec<_>>().join(", ");
-        match proto.bugs().iter().find(|b| b.name() == s) {
+        let bugs = proto.injectable();
+        let names = || bugs.iter().map(|b| b.name()).collect::<Vec<_>>().join(", ");
+        match bugs.iter().find(|b| b.name() == s) {
             Some(b) => Ok(*b),
             None if proto.bugs().is_empty() => {
                 Err(format!("protocol `{}` has no injectable bugs (it makes no durability promise)", proto.name()))

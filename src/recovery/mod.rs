@@ -8,6 +8,7 @@
 pub mod ec;
 pub mod kiln;
 pub mod loc;
+pub mod startgap;
 pub mod swal;
 pub mod wal;
 
