@@ -189,6 +189,12 @@ fn bad_arguments_get_one_line_naming_the_allowed_values_and_exit_2() {
     );
     assert_usage_error(&["run", "--workload", "sps", "--set", "memory.banks=0"], &["memory.banks", "1..=1024"]);
     assert_usage_error(&["run", "--workload", "sps", "--sd", "33"], &["--sd", "1..=32"]);
+    assert_usage_error(&["run", "--workload", "sps", "--sd", "0"], &["--sd", "1..=32"]);
+    assert_usage_error(&["crashtest", "--workload", "sps", "--protocol", "loc-wal", "--sd", "40"], &["--sd", "1..=32"]);
+    assert_usage_error(
+        &["run", "--workload", "sps", "--protocol", "kiln", "--set", "startgap.enabled=true"],
+        &["startgap.enabled", "kiln", "allowed false"],
+    );
     assert_usage_error(&["run", "--workload", "sps", "--abort-rate", "2"], &["--abort-rate", "0..=1"]);
     assert_usage_error(&["run", "--workload", "sps", "--txs", "many"], &["many"]);
     assert_usage_error(&["run", "--workload", "sps", "--config", "/nonexistent.toml"], &["/nonexistent.toml"]);
@@ -247,4 +253,39 @@ fn help_is_available_for_every_subcommand() {
         assert!(out.status.success(), "{sub}");
         assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"), "{sub}");
     }
+}
+
+#[test]
+fn every_loc_protocol_runs_and_reports_its_speculation_degree_and_counters() {
+    let o = locsim(&[
+        "run",
+        "--workload",
+        "sps",
+        "--protocol",
+        "baseline,h-wal,ec-wal,loc-wal,kiln,loc-kiln",
+        "--txs",
+        "2000",
+        "--warmup-txs",
+        "0",
+        "--sd",
+        "8",
+        "--json",
+    ]);
+    let rs = json(&o);
+    let rs = rs.as_array().expect("array");
+    assert_eq!(rs.len(), 6);
+    for r in rs {
+        let p = r["protocol"].as_str().unwrap();
+        let want_sd = if p.starts_with("loc-") { serde_json::json!(8) } else { serde_json::Value::Null };
+        assert_eq!(r["sd"], want_sd, "{p}");
+        for f in ["commit_to_ack_mean_cycles", "commit_to_ack_p99_cycles", "log_write_bytes"] {
+            assert!(r.get(f).is_some(), "{p}: {f} missing");
+        }
+        assert!(r["normalized_throughput"].as_f64().unwrap() <= 1.0 + 1e-9, "{p}");
+    }
+    let loc = rs.iter().find(|r| r["protocol"] == "loc-wal").unwrap();
+    for c in ["coalesced_blocks", "version_overflows", "dependency_pairs_written", "window_stall_cycles"] {
+        assert!(loc["protocol_counters"].get(c).is_some(), "loc-wal counter {c} missing");
+    }
+    assert_eq!(loc["protocol_counters"]["windows"], 2000 / 8);
 }
