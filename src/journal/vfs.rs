@@ -18,6 +18,7 @@
 
 use super::alloc::{JErr, Journal};
 use super::media::Media;
+use crate::sqlite::vfs::{x_current_time, x_full_pathname, x_get_last_error, x_randomness, x_sleep};
 use rusqlite::ffi;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -439,39 +440,6 @@ unsafe extern "C" fn x_access(
         unsafe { *out = exists as c_int };
         ffi::SQLITE_OK
     })
-}
-
-unsafe extern "C" fn x_full_pathname(
-    _vfs: *mut ffi::sqlite3_vfs,
-    name: *const c_char,
-    n_out: c_int,
-    out: *mut c_char,
-) -> c_int {
-    let bytes = CStr::from_ptr(name).to_bytes_with_nul();
-    if bytes.len() > n_out.max(0) as usize {
-        return ffi::SQLITE_CANTOPEN;
-    }
-    ptr::copy_nonoverlapping(bytes.as_ptr() as *const c_char, out, bytes.len());
-    ffi::SQLITE_OK
-}
-
-/// Zeros: SQLite's generator is seeded through `SQLITE_TESTCTRL_PRNG_SEED` instead.
-unsafe extern "C" fn x_randomness(_vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
-    ptr::write_bytes(out, 0, n.max(0) as usize);
-    n
-}
-
-unsafe extern "C" fn x_sleep(_vfs: *mut ffi::sqlite3_vfs, us: c_int) -> c_int {
-    us
-}
-
-unsafe extern "C" fn x_current_time(_vfs: *mut ffi::sqlite3_vfs, out: *mut f64) -> c_int {
-    *out = 2_440_587.5;
-    ffi::SQLITE_OK
-}
-
-unsafe extern "C" fn x_get_last_error(_vfs: *mut ffi::sqlite3_vfs, _n: c_int, _out: *mut c_char) -> c_int {
-    0
 }
 
 /// Register the VFS once per process.

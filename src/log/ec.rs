@@ -28,6 +28,19 @@
 use super::le;
 use crate::types::{BlockData, BLOCK_BYTES};
 
+/// The valid groups of a log area from SID `start` on, in order: (SID, first block, META), while
+/// each group's META carries the expected SID and at least one tag (a stale or torn META ends
+/// the valid log). `log0` is the log head's block; groups follow it.
+pub fn valid_groups(image: &[u8], log0: u64, groups: u64, start: u64) -> impl Iterator<Item = (u64, u64, Meta)> + '_ {
+    (start..start + groups)
+        .map(move |sid| {
+            let g0 = log0 + 1 + GROUP_BLOCKS * (sid % groups);
+            let at = ((g0 + DATA_SLOTS as u64) * BLOCK_BYTES as u64) as usize;
+            (sid, g0, Meta::decode(&image[at..at + BLOCK_BYTES]))
+        })
+        .take_while(|(sid, _, meta)| meta.sid == *sid && meta.tags.iter().any(|t| t.is_some()))
+}
+
 /// Data slots per group.
 pub const DATA_SLOTS: usize = 7;
 /// Blocks per group (data slots + META).

@@ -9,7 +9,7 @@
 //! first group not fully redone.
 
 use super::Plan;
-use crate::log::ec::{Meta, DATA_SLOTS, GROUP_BLOCKS};
+use crate::log::ec::{valid_groups, GROUP_BLOCKS};
 use crate::log::head::{LogFormat, LogHead};
 use crate::pmem::{read_block, Layout};
 use crate::types::BlockId;
@@ -57,12 +57,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
 /// expected.
 fn scan(image: &[u8], log0: BlockId, groups: u64, start: u64) -> Vec<Entry> {
     let mut out = Vec::new();
-    for sid in start..start + groups {
-        let g0 = log0.0 + 1 + GROUP_BLOCKS * (sid % groups);
-        let meta = Meta::decode(&image[BlockId(g0 + DATA_SLOTS as u64).range()]);
-        if meta.sid != sid || meta.tags.iter().all(|t| t.is_none()) {
-            break;
-        }
+    for (sid, g0, meta) in valid_groups(image, log0.0, groups, start) {
         for (slot, t) in meta.tags.iter().enumerate() {
             if let Some(t) = t {
                 out.push(Entry { home: t.addr, tx_id: t.tx_id, tx_cnt: t.tx_cnt, at: BlockId(g0 + slot as u64), sid });

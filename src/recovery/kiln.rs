@@ -14,7 +14,7 @@
 //!    nothing), then the fallback log's head past every group read.
 
 use super::Plan;
-use crate::log::ec::{Meta, DATA_SLOTS, GROUP_BLOCKS};
+use crate::log::ec::{valid_groups, GROUP_BLOCKS};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::nvllc::{self, Register};
 use crate::pmem::{read_block, Layout};
@@ -34,12 +34,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let mut cands: Vec<(u64, u8, u64, u64, BlockId)> = Vec::new();
     let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
     let mut end_sid = head.start;
-    for sid in head.start..head.start + groups {
-        let g0 = log0.0 + 1 + GROUP_BLOCKS * (sid % groups);
-        let meta = Meta::decode(&image[BlockId(g0 + DATA_SLOTS as u64).range()]);
-        if meta.sid != sid || meta.tags.iter().all(|t| t.is_none()) {
-            break;
-        }
+    for (sid, g0, meta) in valid_groups(image, log0.0, groups, head.start) {
         end_sid = sid + 1;
         for (slot, t) in meta.tags.iter().enumerate() {
             let Some(t) = t else { continue };

@@ -16,7 +16,7 @@
 //!    log order; the head moves past every group read.
 
 use super::Plan;
-use crate::log::ec::{Meta, DATA_SLOTS, GROUP_BLOCKS};
+use crate::log::ec::{valid_groups, GROUP_BLOCKS};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::loc::{self, ABORTED};
 use crate::pmem::{read_block, Layout};
@@ -62,12 +62,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let mut deps = Vec::new();
     let mut seen = 0usize;
     let mut end_sid = head.start;
-    for sid in head.start..head.start + groups {
-        let g0 = log0.0 + 1 + GROUP_BLOCKS * (sid % groups);
-        let meta = Meta::decode(&image[BlockId(g0 + DATA_SLOTS as u64).range()]);
-        if meta.sid != sid || meta.tags.iter().all(|t| t.is_none()) {
-            break;
-        }
+    for (sid, g0, meta) in valid_groups(image, log0.0, groups, head.start) {
         end_sid = sid + 1;
         for (slot, t) in meta.tags.iter().enumerate() {
             let Some(t) = t else { continue };

@@ -326,7 +326,7 @@ unsafe extern "C" fn x_access(
     ffi::SQLITE_OK
 }
 
-unsafe extern "C" fn x_full_pathname(
+pub(crate) unsafe extern "C" fn x_full_pathname(
     _vfs: *mut ffi::sqlite3_vfs,
     name: *const c_char,
     n_out: c_int,
@@ -340,23 +340,24 @@ unsafe extern "C" fn x_full_pathname(
     ffi::SQLITE_OK
 }
 
-/// Constant "randomness": nothing this VFS serves depends on it.
-unsafe extern "C" fn x_randomness(_vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
+/// Constant "randomness" (zeros): results never depend on the host; shared by the PCM journal's
+/// VFS, which seeds SQLite's generator through `SQLITE_TESTCTRL_PRNG_SEED` instead.
+pub(crate) unsafe extern "C" fn x_randomness(_vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
     ptr::write_bytes(out, 0, n.max(0) as usize);
     n
 }
 
-unsafe extern "C" fn x_sleep(_vfs: *mut ffi::sqlite3_vfs, us: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn x_sleep(_vfs: *mut ffi::sqlite3_vfs, us: c_int) -> c_int {
     us
 }
 
 /// A constant clock (the Unix epoch as a Julian day number).
-unsafe extern "C" fn x_current_time(_vfs: *mut ffi::sqlite3_vfs, out: *mut f64) -> c_int {
+pub(crate) unsafe extern "C" fn x_current_time(_vfs: *mut ffi::sqlite3_vfs, out: *mut f64) -> c_int {
     *out = 2_440_587.5;
     ffi::SQLITE_OK
 }
 
-unsafe extern "C" fn x_get_last_error(_vfs: *mut ffi::sqlite3_vfs, _n: c_int, _out: *mut c_char) -> c_int {
+pub(crate) unsafe extern "C" fn x_get_last_error(_vfs: *mut ffi::sqlite3_vfs, _n: c_int, _out: *mut c_char) -> c_int {
     0
 }
 
