@@ -18,7 +18,7 @@
 
 use super::alloc::{JErr, Journal};
 use super::media::Media;
-use crate::sqlite::vfs::{x_current_time, x_full_pathname, x_get_last_error, x_randomness, x_sleep};
+use crate::sqlite::vfs::deterministic_vfs;
 use rusqlite::ffi;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -447,28 +447,10 @@ pub fn register() -> Result<(), String> {
     static DONE: OnceLock<c_int> = OnceLock::new();
     let rc = *DONE.get_or_init(|| {
         let vfs = Box::new(ffi::sqlite3_vfs {
-            iVersion: 1,
-            szOsFile: std::mem::size_of::<JFile>() as c_int,
-            mxPathname: 512,
-            pNext: ptr::null_mut(),
-            zName: VFS_NAME_C.as_ptr(),
-            pAppData: ptr::null_mut(),
             xOpen: Some(x_open),
             xDelete: Some(x_delete),
             xAccess: Some(x_access),
-            xFullPathname: Some(x_full_pathname),
-            xDlOpen: None,
-            xDlError: None,
-            xDlSym: None,
-            xDlClose: None,
-            xRandomness: Some(x_randomness),
-            xSleep: Some(x_sleep),
-            xCurrentTime: Some(x_current_time),
-            xGetLastError: Some(x_get_last_error),
-            xCurrentTimeInt64: None,
-            xSetSystemCall: None,
-            xGetSystemCall: None,
-            xNextSystemCall: None,
+            ..deterministic_vfs(VFS_NAME_C.as_ptr(), std::mem::size_of::<JFile>(), 512)
         });
         // SAFETY: leaked, so valid for the life of the process; registered once.
         unsafe { ffi::sqlite3_vfs_register(Box::into_raw(vfs), 0) }

@@ -326,7 +326,7 @@ unsafe extern "C" fn x_access(
     ffi::SQLITE_OK
 }
 
-pub(crate) unsafe extern "C" fn x_full_pathname(
+unsafe extern "C" fn x_full_pathname(
     _vfs: *mut ffi::sqlite3_vfs,
     name: *const c_char,
     n_out: c_int,
@@ -342,23 +342,53 @@ pub(crate) unsafe extern "C" fn x_full_pathname(
 
 /// Constant "randomness" (zeros): results never depend on the host; shared by the PCM journal's
 /// VFS, which seeds SQLite's generator through `SQLITE_TESTCTRL_PRNG_SEED` instead.
-pub(crate) unsafe extern "C" fn x_randomness(_vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
+unsafe extern "C" fn x_randomness(_vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
     ptr::write_bytes(out, 0, n.max(0) as usize);
     n
 }
 
-pub(crate) unsafe extern "C" fn x_sleep(_vfs: *mut ffi::sqlite3_vfs, us: c_int) -> c_int {
+unsafe extern "C" fn x_sleep(_vfs: *mut ffi::sqlite3_vfs, us: c_int) -> c_int {
     us
 }
 
 /// A constant clock (the Unix epoch as a Julian day number).
-pub(crate) unsafe extern "C" fn x_current_time(_vfs: *mut ffi::sqlite3_vfs, out: *mut f64) -> c_int {
+unsafe extern "C" fn x_current_time(_vfs: *mut ffi::sqlite3_vfs, out: *mut f64) -> c_int {
     *out = 2_440_587.5;
     ffi::SQLITE_OK
 }
 
-pub(crate) unsafe extern "C" fn x_get_last_error(_vfs: *mut ffi::sqlite3_vfs, _n: c_int, _out: *mut c_char) -> c_int {
+unsafe extern "C" fn x_get_last_error(_vfs: *mut ffi::sqlite3_vfs, _n: c_int, _out: *mut c_char) -> c_int {
     0
+}
+
+/// A VFS named `name` whose host-facing callbacks are deterministic (constant clock, zero
+/// randomness, no sleeping, no dynamic libraries); the caller adds xOpen, xDelete, xAccess. Shared
+/// with the PCM journal's VFS.
+pub(crate) fn deterministic_vfs(name: *const c_char, os_file_bytes: usize, max_pathname: c_int) -> ffi::sqlite3_vfs {
+    ffi::sqlite3_vfs {
+        iVersion: 1,
+        szOsFile: os_file_bytes as c_int,
+        mxPathname: max_pathname,
+        pNext: ptr::null_mut(),
+        zName: name,
+        pAppData: ptr::null_mut(),
+        xOpen: None,
+        xDelete: None,
+        xAccess: None,
+        xFullPathname: Some(x_full_pathname),
+        xDlOpen: None,
+        xDlError: None,
+        xDlSym: None,
+        xDlClose: None,
+        xRandomness: Some(x_randomness),
+        xSleep: Some(x_sleep),
+        xCurrentTime: Some(x_current_time),
+        xGetLastError: Some(x_get_last_error),
+        xCurrentTimeInt64: None,
+        xSetSystemCall: None,
+        xGetSystemCall: None,
+        xNextSystemCall: None,
+    }
 }
 
 /// Register the VFS once per process (SQLite keeps the pointer for the life of the process).
@@ -366,28 +396,10 @@ pub fn register() -> Result<(), String> {
     static DONE: OnceLock<c_int> = OnceLock::new();
     let rc = *DONE.get_or_init(|| {
         let vfs = Box::new(ffi::sqlite3_vfs {
-            iVersion: 1,
-            szOsFile: std::mem::size_of::<PmFile>() as c_int,
-            mxPathname: MAX_PATHNAME,
-            pNext: ptr::null_mut(),
-            zName: VFS_NAME_C.as_ptr(),
-            pAppData: ptr::null_mut(),
             xOpen: Some(x_open),
             xDelete: Some(x_delete),
             xAccess: Some(x_access),
-            xFullPathname: Some(x_full_pathname),
-            xDlOpen: None,
-            xDlError: None,
-            xDlSym: None,
-            xDlClose: None,
-            xRandomness: Some(x_randomness),
-            xSleep: Some(x_sleep),
-            xCurrentTime: Some(x_current_time),
-            xGetLastError: Some(x_get_last_error),
-            xCurrentTimeInt64: None,
-            xSetSystemCall: None,
-            xGetSystemCall: None,
-            xNextSystemCall: None,
+            ..deterministic_vfs(VFS_NAME_C.as_ptr(), std::mem::size_of::<PmFile>(), MAX_PATHNAME)
         });
         // SAFETY: the struct is leaked, so it stays valid for the life of the process as
         // SQLite requires; it is registered once (OnceLock).
