@@ -29,6 +29,7 @@ pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod crash;
+pub mod hostmem;
 pub mod journal;
 pub mod log;
 pub mod machine;

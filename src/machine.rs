@@ -181,7 +181,7 @@ impl Machine {
         let nvm = match (&sg, keep_bytes) {
             (_, false) => Vec::new(),
             (Some(sg), true) => crate::startgap::physical_initial(&sg.geom, &initial),
-            (None, true) => initial.clone(),
+            (None, true) => crate::hostmem::copy_of(&initial),
         };
         Machine {
             pcm,

@@ -182,7 +182,7 @@ fn rngs(seed: u64) -> (Rng, Rng) {
 }
 
 fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) -> Result<RunOutput, String> {
-    let mut image = vec![0u8; layout.total_bytes() as usize];
+    let mut image = crate::hostmem::zeroed::<u8>(layout.total_bytes() as usize);
     wl.populate(&mut image[..layout.data_bytes as usize]);
     p.format(&layout, &mut image);
     let mut m = Machine::new(&spec.cfg, layout, image, spec.record);

@@ -218,7 +218,7 @@ impl StartGap {
 /// The physical image of a logical one: data area unchanged, each log line at its physical
 /// place under the initial registers, the spare line zero, the register block encoded.
 pub fn physical_initial(geom: &Geometry, logical: &[u8]) -> Vec<u8> {
-    let mut phys = vec![0u8; logical.len() + Geometry::EXTRA_BYTES as usize];
+    let mut phys = crate::hostmem::zeroed::<u8>(logical.len() + Geometry::EXTRA_BYTES as usize);
     let log0 = BlockId(geom.line0).range().start;
     phys[..log0].copy_from_slice(&logical[..log0]);
     let regs = Registers::initial(geom);

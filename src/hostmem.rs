@@ -1,0 +1,55 @@
+//! Host memory for the simulator's large arrays (the byte images of persistent memory, the PCM
+//! cell counters): zeroed and, on Linux, backed by transparent huge pages where the kernel
+//! allows them. Simulated accesses land at random places in tens of megabytes; with 4 KiB pages
+//! nearly each one also misses the host TLB. A hint only: contents and results are the same.
+
+/// A zeroed vector of `len` elements whose storage the kernel is asked to back with huge pages.
+/// `T` must be a plain integer type (all-zero bytes are its zero).
+pub fn zeroed<T: Plain>(len: usize) -> Vec<T> {
+    // A large zeroed allocation is fresh, untouched memory: advising it before the first touch
+    // lets the first page faults allocate huge pages.
+    let v = vec![T::default(); len];
+    advise_huge(v.as_ptr() as *const u8, len * std::mem::size_of::<T>());
+    v
+}
+
+/// A copy of `src` in storage advised as [`zeroed`].
+pub fn copy_of<T: Plain>(src: &[T]) -> Vec<T> {
+    let mut v = zeroed(src.len());
+    v.copy_from_slice(src);
+    v
+}
+
+/// Integer types whose default value is all-zero bytes.
+pub trait Plain: Copy + Default {}
+impl Plain for u8 {}
+impl Plain for u64 {}
+
+const HUGE: usize = 2 << 20;
+
+#[cfg(target_os = "linux")]
+fn advise_huge(p: *const u8, bytes: usize) {
+    let start = (p as usize).next_multiple_of(HUGE);
+    let end = (p as usize + bytes) / HUGE * HUGE;
+    if end > start {
+        // SAFETY: madvise only changes how the kernel backs pages of this range, which lies
+        // inside one live allocation; it never changes their contents. Failure is harmless.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge(_p: *const u8, _bytes: usize) {}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn zeroed_and_copies_are_exact() {
+        let v: Vec<u64> = super::zeroed(5 << 20);
+        assert!(v.iter().all(|&x| x == 0));
+        let src: Vec<u8> = (0..(3 << 20)).map(|i| (i * 7) as u8).collect();
+        assert_eq!(super::copy_of(&src), src);
+    }
+}
