@@ -143,6 +143,9 @@ pub struct Machine {
     /// recorded writes use physical blocks; `arch` and the protocols logical ones.
     pub sg: Option<StartGap>,
     freq_mhz: u64,
+    /// No payloads, no Start-Gap, no PCM device: a write is only timing and a byte count (the
+    /// short path of [`Machine::issue`]).
+    plain: bool,
     pub record: Option<Recorder>,
     /// Dirty LLC victims carrying a transaction tag, for the protocol to place (log or home).
     pub tx_victims: Vec<Victim>,
@@ -184,6 +187,7 @@ impl Machine {
             (None, true) => crate::hostmem::copy_of(&initial),
         };
         Machine {
+            plain: !keep_bytes && sg.is_none() && pcm.is_none(),
             pcm,
             sg,
             freq_mhz: cfg.core.freq_mhz,
@@ -237,7 +241,17 @@ impl Machine {
         if write && self.pcm.is_some() {
             self.prefetch_for_store(b);
         }
-        let a = self.hier.access(b, write);
+        if let Some(a) = self.hier.l1_hit(b, write) {
+            self.now += a.lookup_cycles;
+            return a;
+        }
+        self.access_below_l1(b, write)
+    }
+
+    /// [`Machine::access_block`] after an L1 miss (out of line: the L1 hit path stays short).
+    #[inline(never)]
+    fn access_below_l1(&mut self, b: BlockId, write: bool) -> Access {
+        let a = self.hier.access_below_l1(b, write);
         self.now += a.lookup_cycles;
         if a.level == HitLevel::Memory {
             self.issue_deferred(self.now);
@@ -394,6 +408,10 @@ impl Machine {
         data: Option<&BlockData>,
         min_start: Cycle,
     ) -> WriteTiming {
+        if self.plain {
+            self.stats.write_bytes_by_kind[kind as usize] += 64;
+            return self.ctl.write_after(at, b, min_start);
+        }
         if self.sg.is_none() {
             return self.issue_phys(at, b, kind, data, min_start);
         }
@@ -447,8 +465,9 @@ impl Machine {
         self.sg.as_mut().expect("on").barrier = r.durable;
     }
 
-    /// Issue a write of physical block `b` to the controller and the device.
-    #[inline]
+    /// Issue a write of physical block `b` to the controller and the device (with payloads, a
+    /// PCM device or Start-Gap; the plain case is handled in [`Machine::issue`]).
+    #[inline(never)]
     fn issue_phys(
         &mut self,
         at: Cycle,
@@ -496,15 +515,25 @@ impl Machine {
             self.write_block(b, kind, data);
             return;
         }
-        let pos = self.deferred.partition_point(|d| d.at <= at);
-        self.deferred.insert(pos, Deferred { at, block: b, kind, data });
+        let d = Deferred { at, block: b, kind, data };
+        if self.deferred.back().is_none_or(|last| last.at <= at) {
+            self.deferred.push_back(d);
+        } else {
+            let pos = self.deferred.partition_point(|d| d.at <= at);
+            self.deferred.insert(pos, d);
+        }
     }
 
-    #[inline]
+    #[inline(always)]
     fn issue_deferred(&mut self, upto: Cycle) {
-        if self.deferred.is_empty() || self.deferred[0].at > upto {
-            return;
+        if self.deferred.front().is_some_and(|d| d.at <= upto) {
+            self.issue_deferred_due(upto);
         }
+    }
+
+    /// Issue the deferred writes due by `upto` (out of line: most calls find none).
+    #[inline(never)]
+    fn issue_deferred_due(&mut self, upto: Cycle) {
         while self.deferred.front().is_some_and(|d| d.at <= upto) {
             let d = self.deferred.pop_front().expect("checked");
             self.issue_write(d.at, d.block, d.kind, Some(&d.data));

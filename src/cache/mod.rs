@@ -100,14 +100,28 @@ impl Hierarchy {
     /// Access one block for a load (`write = false`) or a store (`write = true`).
     #[inline]
     pub fn access(&mut self, b: BlockId, write: bool) -> Access {
-        if let Some(s1) = self.l1.lookup(b) {
-            self.stats.l1_hits += 1;
-            if write {
-                self.l1.set_dirty(s1, true);
-            }
-            let llc_slot = Slot(self.l2_up[self.l1_up[s1.0] as usize] as usize);
-            return Access { level: HitLevel::L1, lookup_cycles: self.l1.latency, llc_slot, victim: None };
+        match self.l1_hit(b, write) {
+            Some(a) => a,
+            None => self.access_below_l1(b, write),
         }
+    }
+
+    /// [`Hierarchy::access`] when the block is in L1 (the common case, kept short); `None`
+    /// (and no change) otherwise.
+    #[inline(always)]
+    pub fn l1_hit(&mut self, b: BlockId, write: bool) -> Option<Access> {
+        let s1 = self.l1.lookup(b)?;
+        self.stats.l1_hits += 1;
+        if write {
+            self.l1.set_dirty(s1, true);
+        }
+        let llc_slot = Slot(self.l2_up[self.l1_up[s1.0] as usize] as usize);
+        Some(Access { level: HitLevel::L1, lookup_cycles: self.l1.latency, llc_slot, victim: None })
+    }
+
+    /// [`Hierarchy::access`] after an L1 miss.
+    #[inline(never)]
+    pub fn access_below_l1(&mut self, b: BlockId, write: bool) -> Access {
         let mut cycles = self.l1.latency + self.l2.latency;
         if let Some(s2) = self.l2.lookup(b) {
             self.stats.l2_hits += 1;

@@ -48,8 +48,12 @@ pub struct SetAssoc {
     ways: usize,
     way_shift: u32,
     set_mask: u64,
+    /// Nibbles of `order` in use (`4 * ways` low bits) and the shift of the last one.
+    used: u64,
+    last_shift: u32,
     tags: Vec<u32>,
     dirty: Vec<bool>,
+    /// Per line (kept at 0 in levels built without aux tags: one code path for every level).
     aux: Vec<u32>,
     order: Vec<u64>,
     /// Look-up latency in cycles.
@@ -67,17 +71,17 @@ fn low_mask(bits: u32) -> u64 {
 }
 
 impl SetAssoc {
-    /// A level without per-line auxiliary tags.
+    /// A level whose lines' auxiliary tags stay 0 unless set.
     pub fn new(cfg: &CacheConfig) -> SetAssoc {
-        SetAssoc::build(cfg, false)
+        SetAssoc::build(cfg)
     }
 
-    /// A level with a u32 auxiliary tag per line (initially 0).
+    /// A level with a u32 auxiliary tag per line (initially 0): the LLC's transaction tag.
     pub fn with_aux(cfg: &CacheConfig) -> SetAssoc {
-        SetAssoc::build(cfg, true)
+        SetAssoc::build(cfg)
     }
 
-    fn build(cfg: &CacheConfig, aux: bool) -> SetAssoc {
+    fn build(cfg: &CacheConfig) -> SetAssoc {
         let lines = (cfg.size_bytes / 64) as usize;
         let ways = cfg.ways as usize;
         let sets = lines / ways;
@@ -86,9 +90,11 @@ impl SetAssoc {
             ways,
             way_shift: ways.next_power_of_two().trailing_zeros(),
             set_mask: sets as u64 - 1,
+            used: low_mask(4 * ways as u32),
+            last_shift: 4 * (ways as u32 - 1),
             tags: vec![INVALID; lines],
             dirty: vec![false; lines],
-            aux: if aux { vec![0; lines] } else { Vec::new() },
+            aux: vec![0; lines],
             order: vec![IDENTITY; sets],
             latency: cfg.latency_cycles,
         }
@@ -142,11 +148,11 @@ impl SetAssoc {
     fn demote(&mut self, set: usize, way: usize) {
         let o = self.order[set];
         let r = SetAssoc::rank(o, way);
-        let used = low_mask(4 * self.ways as u32);
-        let below = o & low_mask(4 * r);
-        let after = (o & used).checked_shr(4 * (r + 1)).unwrap_or(0);
-        let last = 4 * (self.ways as u32 - 1);
-        self.order[set] = (o & !used) | below | (after << (4 * r)) | ((way as u64) << last);
+        let used = self.used;
+        // r <= 15, so 4 * r < 64; `after` shifts by 4 * (r + 1) <= 64 in two steps.
+        let below = o & ((1u64 << (4 * r)) - 1);
+        let after = ((o & used) >> (4 * r)) >> 4;
+        self.order[set] = (o & !used) | below | (after << (4 * r)) | ((way as u64) << self.last_shift);
     }
 
     /// Find a block without touching LRU state.
@@ -200,20 +206,18 @@ impl SetAssoc {
     #[inline(always)]
     fn insert_tag(&mut self, b: BlockId, tag: u32) -> (Slot, Option<Evicted>) {
         let set = self.set_of(b);
-        let way = ((self.order[set] >> (4 * (self.ways - 1))) & 0xF) as usize;
+        let way = ((self.order[set] >> self.last_shift) & 0xF) as usize;
         let s = set * self.ways + way;
         let w = self.tags[s];
         let victim = (w != INVALID).then(|| Evicted {
             block: BlockId((w & !VERSION_BIT) as u64),
             dirty: self.dirty[s],
-            aux: self.aux.get(s).copied().unwrap_or(0),
+            aux: self.aux[s],
             version: w & VERSION_BIT != 0,
         });
         self.tags[s] = tag;
         self.dirty[s] = false;
-        if !self.aux.is_empty() {
-            self.aux[s] = 0;
-        }
+        self.aux[s] = 0;
         self.touch(set, way);
         (Slot(s), victim)
     }
@@ -223,11 +227,9 @@ impl SetAssoc {
     pub fn invalidate_slot(&mut self, s: Slot) -> (bool, u32) {
         debug_assert!(self.tags[s.0] != INVALID);
         let dirty = std::mem::replace(&mut self.dirty[s.0], false);
-        let aux = self.aux.get(s.0).copied().unwrap_or(0);
+        let aux = self.aux[s.0];
         self.tags[s.0] = INVALID;
-        if !self.aux.is_empty() {
-            self.aux[s.0] = 0;
-        }
+        self.aux[s.0] = 0;
         let (set, way) = self.set_of_slot(s.0);
         self.demote(set, way);
         (dirty, aux)
@@ -254,7 +256,7 @@ impl SetAssoc {
     /// The auxiliary tag of a line (0 for levels built without aux).
     #[inline(always)]
     pub fn aux(&self, s: Slot) -> u32 {
-        self.aux.get(s.0).copied().unwrap_or(0)
+        self.aux[s.0]
     }
 
     #[inline(always)]

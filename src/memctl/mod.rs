@@ -8,7 +8,10 @@
 //! interleaved across banks by block number, so consecutive log blocks use different banks.
 //!
 //! The write queue holds accepted writes until they complete. When it is full, a new write is
-//! accepted only when the earliest one completes; the writer stalls until then.
+//! accepted only when the earliest one completes; the writer stalls until then. It is kept as a
+//! ring of completion cycles in increasing order: completed writes leave from the front, a new
+//! write is inserted from the back (where it almost always belongs: writes issued later tend to
+//! complete later), and a full queue's earliest write is the front.
 //!
 //! Left out: row buffers, read-over-write priority, refresh. Reads and writes to one bank are
 //! served in issue order, which is what lets the model say that two writes to the same block
@@ -16,8 +19,6 @@
 
 use crate::config::Config;
 use crate::types::{BlockId, Cycle};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// Timing of one accepted write.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -38,7 +39,12 @@ pub struct MemCtl {
     bank_mask: Option<u64>,
     read_cycles: Cycle,
     write_cycles: Cycle,
-    queue: BinaryHeap<Reverse<Cycle>>,
+    /// Completion cycles of the queued writes, increasing from `head` (a ring of a power of two
+    /// at least `queue_cap` entries; `ring_mask` = its length - 1).
+    ring: Vec<Cycle>,
+    ring_mask: usize,
+    head: usize,
+    len: usize,
     queue_cap: usize,
     adr: bool,
     /// Reads served.
@@ -58,7 +64,10 @@ impl MemCtl {
             bank_mask: cfg.memory.banks.is_power_of_two().then_some(cfg.memory.banks - 1),
             read_cycles: cfg.ns_to_cycles(cfg.memory.read_latency_ns),
             write_cycles: cfg.ns_to_cycles(cfg.memory.write_latency_ns),
-            queue: BinaryHeap::with_capacity(cap + 1),
+            ring: vec![0; cap.next_power_of_two()],
+            ring_mask: cap.next_power_of_two() - 1,
+            head: 0,
+            len: 0,
             queue_cap: cap,
             adr: cfg.memory.adr,
             reads: 0,
@@ -103,32 +112,49 @@ impl MemCtl {
 
     /// [`MemCtl::write_after`] for a write whose device time is `cycles` (a PCM device decides
     /// it per write, from the cells it programs).
-    #[inline]
+    #[inline(always)]
     pub fn write_timed(&mut self, now: Cycle, b: BlockId, min_start: Cycle, cycles: Cycle) -> WriteTiming {
-        while let Some(&Reverse(d)) = self.queue.peek() {
-            if d > now {
-                break;
-            }
-            self.queue.pop();
+        // Writes complete by `now` leave the queue.
+        while self.len > 0 && self.ring[self.head] <= now {
+            self.head = (self.head + 1) & self.ring_mask;
+            self.len -= 1;
         }
         let mut accepted = now;
-        if self.queue.len() >= self.queue_cap {
-            let Reverse(d) = self.queue.pop().expect("full queue is not empty");
-            accepted = d.max(now);
+        if self.len >= self.queue_cap {
+            // Full: wait for the earliest completion, which frees its entry.
+            accepted = self.ring[self.head];
+            self.head = (self.head + 1) & self.ring_mask;
+            self.len -= 1;
             self.queue_full_stall_cycles += accepted - now;
         }
         let bank = self.bank_of(b);
         let start = accepted.max(self.bank_free[bank]).max(min_start);
         let done = start + cycles;
         self.bank_free[bank] = done;
-        self.queue.push(Reverse(done));
+        self.enqueue(done);
         self.writes += 1;
         WriteTiming { accepted, done, durable: if self.adr { accepted } else { done } }
     }
 
-    /// The cycle at which every write issued so far has completed.
+    /// Insert a completion cycle, keeping the ring in increasing order (from the back).
+    #[inline]
+    fn enqueue(&mut self, done: Cycle) {
+        let mask = self.ring_mask;
+        let mut pos = self.head + self.len;
+        while pos > self.head && self.ring[(pos - 1) & mask] > done {
+            self.ring[pos & mask] = self.ring[(pos - 1) & mask];
+            pos -= 1;
+        }
+        self.ring[pos & mask] = done;
+        self.len += 1;
+    }
+
+    /// The cycle at which every write issued so far has completed (0 if the queue is empty).
     pub fn all_writes_done(&self) -> Cycle {
-        self.queue.iter().map(|r| r.0).max().unwrap_or(0)
+        match self.len {
+            0 => 0,
+            n => self.ring[(self.head + n - 1) & self.ring_mask],
+        }
     }
 
     /// Read latency in cycles (no queueing).
