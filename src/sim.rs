@@ -172,7 +172,8 @@ impl<P: Protocol> Pm for Sim<P> {
         buf.copy_from_slice(&self.m.arch[a..a + buf.len()]);
     }
 
-    #[inline]
+    // Inlined into the workload, so that a fixed-size store copies its bytes without a call.
+    #[inline(always)]
     fn store(&mut self, addr: Addr, data: &[u8]) {
         assert!(self.in_tx, "store outside a transaction");
         let (a, n) = (addr.0 as usize, data.len());

@@ -121,9 +121,18 @@ impl Hierarchy {
 
     /// [`Hierarchy::access`] after an L1 miss.
     #[inline(never)]
+    ///
+    /// Inclusion saves the L2 tag search: a block is in L2 exactly when it is in the LLC with a
+    /// link to an L2 copy, so one LLC search answers for both levels (the timing still charges
+    /// the L2 look-up, as the hardware searches L2 first).
     pub fn access_below_l1(&mut self, b: BlockId, write: bool) -> Access {
         let mut cycles = self.l1.latency + self.l2.latency;
-        if let Some(s2) = self.l2.lookup(b) {
+        let found = self.llc.find(b);
+        let linked = found.map_or(NO_LINK, |s3| self.llc_down[s3.0]);
+        debug_assert_eq!(self.l2.find(b).map(|s| s.0 as u32), (linked != NO_LINK).then_some(linked));
+        if linked != NO_LINK {
+            let s2 = Slot(linked as usize);
+            self.l2.touch_slot(s2);
             self.stats.l2_hits += 1;
             self.fill_l1(b, s2, write);
             let llc_slot = Slot(self.l2_up[s2.0] as usize);
@@ -131,8 +140,9 @@ impl Hierarchy {
         }
         cycles += self.llc.latency;
         let mut victim = None;
-        let (level, s3) = match self.llc.lookup(b) {
+        let (level, s3) = match found {
             Some(s3) => {
+                self.llc.touch_slot(s3);
                 self.stats.llc_hits += 1;
                 (HitLevel::Llc, s3)
             }
