@@ -15,7 +15,7 @@
 
 mod set_assoc;
 
-pub use set_assoc::{Evicted, SetAssoc, Slot, VERSION_BIT};
+pub use set_assoc::{Evicted, SetAssoc, Slot, NO_LINK, VERSION_BIT};
 
 use crate::config::Config;
 use crate::types::{BlockId, Cycle};
@@ -74,27 +74,12 @@ pub struct Hierarchy {
     /// The LLC; its per-line `aux` is the transaction tag (0 = none).
     pub llc: SetAssoc,
     pub stats: CacheStats,
-    l1_up: Vec<u32>,
-    l2_up: Vec<u32>,
-    l2_down: Vec<u32>,
-    llc_down: Vec<u32>,
 }
-
-const NO_LINK: u32 = u32::MAX;
 
 impl Hierarchy {
     pub fn new(cfg: &Config) -> Hierarchy {
         let (l1, l2, llc) = (SetAssoc::new(&cfg.l1), SetAssoc::new(&cfg.l2), SetAssoc::with_aux(&cfg.llc));
-        Hierarchy {
-            l1_up: vec![NO_LINK; l1.slots()],
-            l2_up: vec![NO_LINK; l2.slots()],
-            l2_down: vec![NO_LINK; l2.slots()],
-            llc_down: vec![NO_LINK; llc.slots()],
-            l1,
-            l2,
-            llc,
-            stats: CacheStats::default(),
-        }
+        Hierarchy { l1, l2, llc, stats: CacheStats::default() }
     }
 
     /// Access one block for a load (`write = false`) or a store (`write = true`).
@@ -115,7 +100,7 @@ impl Hierarchy {
         if write {
             self.l1.set_dirty(s1, true);
         }
-        let llc_slot = Slot(self.l2_up[self.l1_up[s1.0] as usize] as usize);
+        let llc_slot = Slot(self.l2.up(self.l1.up(s1.0) as usize) as usize);
         Some(Access { level: HitLevel::L1, lookup_cycles: self.l1.latency, llc_slot, victim: None })
     }
 
@@ -128,14 +113,14 @@ impl Hierarchy {
     pub fn access_below_l1(&mut self, b: BlockId, write: bool) -> Access {
         let mut cycles = self.l1.latency + self.l2.latency;
         let found = self.llc.find(b);
-        let linked = found.map_or(NO_LINK, |s3| self.llc_down[s3.0]);
+        let linked = found.map_or(NO_LINK, |s3| self.llc.down(s3.0));
         debug_assert_eq!(self.l2.find(b).map(|s| s.0 as u32), (linked != NO_LINK).then_some(linked));
         if linked != NO_LINK {
             let s2 = Slot(linked as usize);
             self.l2.touch_slot(s2);
             self.stats.l2_hits += 1;
             self.fill_l1(b, s2, write);
-            let llc_slot = Slot(self.l2_up[s2.0] as usize);
+            let llc_slot = Slot(self.l2.up(s2.0) as usize);
             return Access { level: HitLevel::L2, lookup_cycles: cycles, llc_slot, victim: None };
         }
         cycles += self.llc.latency;
@@ -181,7 +166,7 @@ impl Hierarchy {
     /// Drop the L2 (and L1) copies of the line in LLC slot `s3`; returns whether any was dirty.
     #[inline(always)]
     fn drop_inner_of_llc(&mut self, s3: Slot) -> bool {
-        let s2 = std::mem::replace(&mut self.llc_down[s3.0], NO_LINK);
+        let s2 = self.llc.take_down(s3.0);
         if s2 == NO_LINK {
             return false;
         }
@@ -193,7 +178,7 @@ impl Hierarchy {
     /// Drop the L1 copy of the line in L2 slot `s2`; returns whether it was dirty.
     #[inline(always)]
     fn drop_l1_of_l2(&mut self, s2: usize) -> bool {
-        let s1 = std::mem::replace(&mut self.l2_down[s2], NO_LINK);
+        let s1 = self.l2.take_down(s2);
         s1 != NO_LINK && self.l1.invalidate_slot(Slot(s1 as usize)).0
     }
 
@@ -204,15 +189,15 @@ impl Hierarchy {
         let (s2, ev) = self.l2.insert(b);
         if let Some(e) = ev {
             let d1 = self.drop_l1_of_l2(s2.0);
-            let up = Slot(self.l2_up[s2.0] as usize);
+            let up = Slot(self.l2.up(s2.0) as usize);
             if e.dirty || d1 {
                 self.llc.set_dirty(up, true);
             }
-            self.llc_down[up.0] = NO_LINK;
+            self.llc.set_down(up.0, NO_LINK);
         }
-        self.l2_up[s2.0] = s3.0 as u32;
-        self.l2_down[s2.0] = NO_LINK;
-        self.llc_down[s3.0] = s2.0 as u32;
+        self.l2.set_up(s2.0, s3.0 as u32);
+        self.l2.set_down(s2.0, NO_LINK);
+        self.llc.set_down(s3.0, s2.0 as u32);
         s2
     }
 
@@ -221,25 +206,25 @@ impl Hierarchy {
     fn fill_l1(&mut self, b: BlockId, s2: Slot, write: bool) {
         let (s1, ev) = self.l1.insert(b);
         if let Some(e) = ev {
-            let up = self.l1_up[s1.0] as usize;
+            let up = self.l1.up(s1.0) as usize;
             if e.dirty {
                 self.l2.set_dirty(Slot(up), true);
             }
-            self.l2_down[up] = NO_LINK;
+            self.l2.set_down(up, NO_LINK);
         }
-        self.l1_up[s1.0] = s2.0 as u32;
-        self.l2_down[s2.0] = s1.0 as u32;
+        self.l1.set_up(s1.0, s2.0 as u32);
+        self.l2.set_down(s2.0, s1.0 as u32);
         self.l1.set_dirty(s1, write);
     }
 
     /// The slots of `b` in L2 and L1 (if there), from its LLC slot.
     #[inline(always)]
     fn inner(&self, s3: Slot) -> (Option<Slot>, Option<Slot>) {
-        let s2 = self.llc_down[s3.0];
+        let s2 = self.llc.down(s3.0);
         if s2 == NO_LINK {
             return (None, None);
         }
-        let s1 = self.l2_down[s2 as usize];
+        let s1 = self.l2.down(s2 as usize);
         (Some(Slot(s2 as usize)), (s1 != NO_LINK).then_some(Slot(s1 as usize)))
     }
 

@@ -1,7 +1,9 @@
 //! One set-associative cache level with true LRU, stored as dense arrays indexed by
 //! slot = set * ways + way: a u32 tag per line (the block number: the papers' ADDR is a 32-bit
-//! block number, so memory is at most 256 GB), a dirty bit, and an optional u32 `aux` (the
-//! LLC's transaction tag). Up to 16 ways.
+//! block number, so memory is at most 256 GB), and the rest of a line's state packed in one
+//! 16-byte record: a dirty bit, a u32 `aux` (the LLC's transaction tag) and the hierarchy's
+//! links to the line's copies in the neighbouring levels (one host cache miss per line touched
+//! instead of one per array). Up to 16 ways.
 //!
 //! Recency is one u64 per set: sixteen 4-bit way numbers, most recently used first. The LRU
 //! victim is the last of them (O(1)); a hit moves its way to the front and an invalidation
@@ -52,13 +54,27 @@ pub struct SetAssoc {
     used: u64,
     last_shift: u32,
     tags: Vec<u32>,
-    dirty: Vec<bool>,
-    /// Per line (kept at 0 in levels built without aux tags: one code path for every level).
-    aux: Vec<u32>,
+    /// Per line, everything but the tag in one host cache line's worth of place (the tags stay
+    /// apart, to be compared four at a time).
+    lines: Vec<Line>,
     order: Vec<u64>,
     /// Look-up latency in cycles.
     pub latency: Cycle,
 }
+
+/// A line's state besides its tag: the auxiliary tag (kept at 0 in levels that do not use
+/// it), the links the hierarchy keeps to the line's copies in the levels above and below
+/// ([`NO_LINK`] when there is none), and the dirty bit.
+#[derive(Copy, Clone, Debug)]
+struct Line {
+    aux: u32,
+    up: u32,
+    down: u32,
+    dirty: bool,
+}
+
+/// "No linked slot" (see [`SetAssoc::up`]).
+pub const NO_LINK: u32 = u32::MAX;
 
 /// Mask of the low `bits` bits (`bits` may be 64).
 #[inline(always)]
@@ -93,8 +109,7 @@ impl SetAssoc {
             used: low_mask(4 * ways as u32),
             last_shift: 4 * (ways as u32 - 1),
             tags: vec![INVALID; lines],
-            dirty: vec![false; lines],
-            aux: vec![0; lines],
+            lines: vec![Line { aux: 0, up: NO_LINK, down: NO_LINK, dirty: false }; lines],
             order: vec![IDENTITY; sets],
             latency: cfg.latency_cycles,
         }
@@ -192,8 +207,8 @@ impl SetAssoc {
     pub fn insert_version(&mut self, b: BlockId, aux: u32) -> (Slot, Option<Evicted>) {
         debug_assert!(b.0 < VERSION_BIT as u64 - 1, "versioned block numbers are 31-bit");
         let (s, ev) = self.insert_tag(b, b.0 as u32 | VERSION_BIT);
-        self.dirty[s.0] = true;
-        self.aux[s.0] = aux;
+        let l = &mut self.lines[s.0];
+        (l.dirty, l.aux) = (true, aux);
         (s, ev)
     }
 
@@ -209,15 +224,15 @@ impl SetAssoc {
         let way = ((self.order[set] >> self.last_shift) & 0xF) as usize;
         let s = set * self.ways + way;
         let w = self.tags[s];
+        let l = &mut self.lines[s];
         let victim = (w != INVALID).then(|| Evicted {
             block: BlockId((w & !VERSION_BIT) as u64),
-            dirty: self.dirty[s],
-            aux: self.aux[s],
+            dirty: l.dirty,
+            aux: l.aux,
             version: w & VERSION_BIT != 0,
         });
+        (l.dirty, l.aux) = (false, 0);
         self.tags[s] = tag;
-        self.dirty[s] = false;
-        self.aux[s] = 0;
         self.touch(set, way);
         (Slot(s), victim)
     }
@@ -226,10 +241,10 @@ impl SetAssoc {
     #[inline(always)]
     pub fn invalidate_slot(&mut self, s: Slot) -> (bool, u32) {
         debug_assert!(self.tags[s.0] != INVALID);
-        let dirty = std::mem::replace(&mut self.dirty[s.0], false);
-        let aux = self.aux[s.0];
+        let l = &mut self.lines[s.0];
+        let (dirty, aux) = (l.dirty, l.aux);
+        (l.dirty, l.aux) = (false, 0);
         self.tags[s.0] = INVALID;
-        self.aux[s.0] = 0;
         let (set, way) = self.set_of_slot(s.0);
         self.demote(set, way);
         (dirty, aux)
@@ -244,24 +259,52 @@ impl SetAssoc {
 
     #[inline(always)]
     pub fn dirty(&self, s: Slot) -> bool {
-        self.dirty[s.0]
+        self.lines[s.0].dirty
     }
 
     #[inline(always)]
     pub fn set_dirty(&mut self, s: Slot, d: bool) {
         debug_assert!(self.tags[s.0] != INVALID);
-        self.dirty[s.0] = d;
+        self.lines[s.0].dirty = d;
     }
 
     /// The auxiliary tag of a line (0 for levels built without aux).
     #[inline(always)]
     pub fn aux(&self, s: Slot) -> u32 {
-        self.aux[s.0]
+        self.lines[s.0].aux
     }
 
     #[inline(always)]
     pub fn set_aux(&mut self, s: Slot, v: u32) {
-        self.aux[s.0] = v;
+        self.lines[s.0].aux = v;
+    }
+
+    /// The slot of this line's copy in the next level out (towards memory), or [`NO_LINK`].
+    #[inline(always)]
+    pub fn up(&self, s: usize) -> u32 {
+        self.lines[s].up
+    }
+
+    #[inline(always)]
+    pub fn set_up(&mut self, s: usize, v: u32) {
+        self.lines[s].up = v;
+    }
+
+    /// The slot of this line's copy in the next level in (towards the core), or [`NO_LINK`].
+    #[inline(always)]
+    pub fn down(&self, s: usize) -> u32 {
+        self.lines[s].down
+    }
+
+    #[inline(always)]
+    pub fn set_down(&mut self, s: usize, v: u32) {
+        self.lines[s].down = v;
+    }
+
+    /// The down link of a line, which is cleared.
+    #[inline(always)]
+    pub fn take_down(&mut self, s: usize) -> u32 {
+        std::mem::replace(&mut self.lines[s].down, NO_LINK)
     }
 
     /// The block in a slot, if valid.
