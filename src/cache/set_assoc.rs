@@ -225,7 +225,7 @@ impl SetAssoc {
         let s = set * self.ways + way;
         let w = self.tags[s];
         let l = &mut self.lines[s];
-        let victim = (w != INVALID).then(|| Evicted {
+        let victim = (w != INVALID).then_some(Evicted {
             block: BlockId((w & !VERSION_BIT) as u64),
             dirty: l.dirty,
             aux: l.aux,
