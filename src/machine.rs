@@ -399,7 +399,7 @@ impl Machine {
 
     /// Issue a write of (logical) block `b`: translated by Start-Gap when it is a log line,
     /// held behind the last register write, and followed by a gap move every psi such writes.
-    #[inline]
+    #[inline(always)]
     fn issue(
         &mut self,
         at: Cycle,
