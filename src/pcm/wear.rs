@@ -109,7 +109,7 @@ fn add(planes: &mut [u64], first: usize, stride: usize, mut carry: u64) -> u64 {
 /// host line per plane); `carry` is left with what carried out of the half's top plane, returned
 /// OR-ed.
 #[inline(always)]
-fn add_block(planes: &mut [u64; BLOCK_WORDS], carry: &mut [u64; LANES]) -> u64 {
+pub(super) fn add_block(planes: &mut [u64; BLOCK_WORDS], carry: &mut [u64; LANES]) -> u64 {
     let mut any = 0;
     for plane in planes.chunks_exact_mut(LANES) {
         any = 0;
@@ -124,6 +124,18 @@ fn add_block(planes: &mut [u64; BLOCK_WORDS], carry: &mut [u64; LANES]) -> u64 {
         }
     }
     any
+}
+
+/// Planes a block's write is expected to reach, requested from host memory ahead of its carries:
+/// on SPS, prefetching planes 0-3 instead of 0-1 is about 10 % faster.
+const PREFETCH_PLANES: usize = 4;
+
+/// Ask the host for the first `PREFETCH_PLANES` planes (host lines) of one block's low half.
+#[inline(always)]
+fn prefetch_planes(block: &[u64]) {
+    for p in 0..PREFETCH_PLANES {
+        crate::pcm::prefetch(&block[p * LANES]);
+    }
 }
 
 /// Histogram (by highest set plane) and maximum of the cells seen so far.
@@ -234,14 +246,13 @@ impl Wear {
         }
     }
 
-    /// Ask the host to bring the first two planes of block `addr`'s counters into its cache (a
-    /// hint; no effect on results).
+    /// Ask the host to bring the first planes of block `addr`'s counters into its cache (a hint;
+    /// no effect on results).
     #[inline]
     pub fn prefetch(&self, addr: u64) {
         let a = addr as usize & !63;
         if a + BLOCK_WORDS <= self.low.len() {
-            crate::pcm::prefetch(&self.low[a]);
-            crate::pcm::prefetch(&self.low[a + LANES]);
+            prefetch_planes(&self.low[a..a + BLOCK_WORDS]);
         }
     }
 
@@ -253,11 +264,10 @@ impl Wear {
     /// overlaps other work. Counts are sums, so the order of application does not change them;
     /// every reader applies the waiting updates first.
     #[inline]
-    pub fn program_block(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
+    pub fn program_block<const AVX2: bool>(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
         debug_assert!(addr.is_multiple_of(64) && self.word_bits == 64);
         let a = addr as usize;
-        crate::pcm::prefetch(&self.low[a]);
-        crate::pcm::prefetch(&self.low[a + LANES]);
+        prefetch_planes(&self.low[a..a + BLOCK_WORDS]);
         if flips != 0 {
             crate::pcm::prefetch(&self.flip_low[a / 8 / 64 * HALF]);
         }
@@ -265,7 +275,7 @@ impl Wear {
         self.next = (slot + 1) % BATCH;
         if self.queued == BATCH {
             let p = self.pending[slot];
-            self.apply_block(p.addr, &p.changed, p.flips);
+            self.apply_block::<AVX2>(p.addr, &p.changed, p.flips);
         } else {
             self.queued += 1;
         }
@@ -276,18 +286,25 @@ impl Wear {
     pub fn flush(&mut self) {
         for k in 0..self.queued {
             let p = self.pending[(self.next + BATCH - self.queued + k) % BATCH];
-            self.apply_block(p.addr, &p.changed, p.flips);
+            self.apply_block::<false>(p.addr, &p.changed, p.flips);
         }
         self.queued = 0;
     }
 
     #[inline(always)]
-    fn apply_block(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
+    fn apply_block<const AVX2: bool>(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
         let a = addr as usize;
         self.pages[a / PAGE_BYTES as usize] = DIRTY;
         let mut carry = *changed;
         let planes: &mut [u64; BLOCK_WORDS] = (&mut self.low[a..a + BLOCK_WORDS]).try_into().expect("one block");
-        if add_block(planes, &mut carry) != 0 {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `AVX2` is set only on the path of `Pcm::write_block_avx2`, whose caller checked
+        // that the host has AVX2.
+        let out =
+            if AVX2 { unsafe { super::avx2::add_block(planes, &mut carry) } } else { add_block(planes, &mut carry) };
+        #[cfg(not(target_arch = "x86_64"))]
+        let out = add_block(planes, &mut carry);
+        if out != 0 {
             self.carry_block_high(addr, &mut carry);
         }
         if flips != 0 {
