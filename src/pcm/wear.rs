@@ -488,12 +488,12 @@ impl Wear {
             for fw in 0..self.flip_words {
                 let lane = page * self.flip_words + fw;
                 let mut x = [[0u64; 1]; PLANES];
-                for p in 0..HALF {
-                    x[p][0] = self.flip_low[lane * HALF + p];
+                for (plane, &v) in x[..HALF].iter_mut().zip(&self.flip_low[lane * HALF..][..HALF]) {
+                    plane[0] = v;
                 }
                 if let Some(h) = high {
-                    for p in 0..HALF {
-                        x[HALF + p][0] = h[DATA_WORDS + fw * HALF + p];
+                    for (plane, &v) in x[HALF..].iter_mut().zip(&h[DATA_WORDS + fw * HALF..][..HALF]) {
+                        plane[0] = v;
                     }
                 }
                 let keep = !wrapped_in(&ids, &mut flip_at, FLIP_ID | (lane as u64 * 64));
