@@ -14,6 +14,8 @@
 //!
 //! Left out: programming asymmetry between SET and RESET, drift, resistance levels (MLC).
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 mod wear;
 
 pub use wear::{RegionWear, Wear};
@@ -114,18 +116,38 @@ pub struct Pcm {
     pub wear: Wear,
     pub program_pj: f64,
     pub read_pj: f64,
+    /// Chunks holding a programmed cell, by mask of the block's programmed 64-bit words.
+    chunks_of_words: [u8; 256],
+    /// Latency of a block write, ns, by programmed chunks (0 to 8).
+    block_latency_ns: [u64; 9],
+    /// The host has AVX2 and a population count instruction: the block path with vectors.
+    avx2: bool,
 }
 
 impl Pcm {
     /// A device of `bytes` bytes whose regions (name, first byte, bytes) are reported apart.
     pub fn new(cfg: &PcmConfig, bytes: u64, regions: &[(&'static str, u64, u64)]) -> Pcm {
         let words = bytes * 8 / cfg.fnw_word_bits;
+        let per_chunk = (cfg.chunk_bytes / 8).max(1) as u32;
+        let group = (1u32 << per_chunk) - 1;
+        let chunks_of_words = std::array::from_fn(|m| {
+            (0..8).step_by(per_chunk as usize).filter(|&i| m as u32 >> i & group != 0).count() as u8
+        });
+        let block_latency_ns =
+            std::array::from_fn(|c| cfg.write_overhead_ns + (c as u64).div_ceil(cfg.chips) * cfg.chunk_program_ns);
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = std::arch::is_x86_feature_detected!("popcnt") && std::arch::is_x86_feature_detected!("avx2");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx2 = false;
         Pcm {
             cfg: cfg.clone(),
-            flips: vec![0; words.div_ceil(64) as usize],
+            flips: crate::hostmem::zeroed(words.div_ceil(64) as usize),
             wear: Wear::new(bytes, cfg.fnw_word_bits, regions),
             program_pj: 0.0,
             read_pj: 0.0,
+            chunks_of_words,
+            block_latency_ns,
+            avx2,
         }
     }
 
@@ -156,70 +178,83 @@ impl Pcm {
     /// have the same length, a multiple of the word size, and `addr` is word-aligned.
     pub fn write(&mut self, addr: u64, old: &[u8], new: &[u8]) -> WriteCost {
         match (<&[u8; 64]>::try_from(old), <&[u8; 64]>::try_from(new)) {
-            (Ok(o), Ok(n)) if self.cfg.fnw_word_bits == 64 && addr.is_multiple_of(64) => self.write_block(addr, o, n),
+            (Ok(o), Ok(n)) if self.cfg.fnw_word_bits == 64 && addr.is_multiple_of(64) => {
+                #[cfg(target_arch = "x86_64")]
+                if self.avx2 {
+                    // SAFETY: the host has the features `write_block_avx2` is compiled for
+                    // (`Pcm::new` checked them).
+                    return unsafe { self.write_block_avx2(addr, o, n) };
+                }
+                self.write_block::<false>(addr, o, n)
+            }
             _ => self.write_words(addr, old, new),
         }
     }
 
+    /// [`Pcm::write_block`] with AVX2 vectors and the population count instruction.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt,avx2")]
+    fn write_block_avx2(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
+        self.write_block::<true>(addr, old, new)
+    }
+
     /// [`Pcm::write`] of one aligned 64-byte block with 64-bit words (every block write of a
-    /// run): the same result as [`Pcm::write_words`], with the block's eight flip states read and
-    /// written as one byte and its counters updated plane by plane.
-    fn write_block(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
+    /// run): the same result as [`Pcm::write_words`], without a branch per word: the block's
+    /// eight flip states are read and written as one byte, the programmed chunks and the latency
+    /// come from tables, and the counters are updated plane by plane. `AVX2`: the inner steps
+    /// with vectors (only reached through [`Pcm::write_block_avx2`]).
+    #[inline(always)]
+    fn write_block<const AVX2: bool>(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
         let w0 = addr / 8;
         let (fi, fs) = ((w0 / 64) as usize, w0 % 64);
         let old_flips = (self.flips[fi] >> fs) as u8;
-        let (mut changed, mut new_flips, mut flips_changed) = ([0u64; 8], 0u8, 0u8);
-        let mut cost = WriteCost::default();
-        let per_chunk = (self.cfg.chunk_bytes / 8) as usize;
-        let mut chunk_dirty = false;
-        for i in 0..8 {
-            let o = u64::from_le_bytes(old[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-            let n = u64::from_le_bytes(new[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-            let old_flip = old_flips >> i & 1 == 1;
-            let stored_old = if old_flip { !o } else { o };
-            // One population count per word: inverted storage differs from the old cells
-            // exactly where plain storage does not (as in `choose`).
-            let differ = (stored_old ^ n).count_ones() as u64;
-            let (new_flip, programmed) = match self.cfg.write_mode {
-                WriteMode::Fnw if 64 - differ + (!old_flip as u64) < differ + old_flip as u64 => (true, 64 - differ),
-                WriteMode::Fnw | WriteMode::Diff => (false, differ),
-                WriteMode::WriteAll => (false, 64),
-            };
-            let stored_new = if new_flip { !n } else { n };
-            changed[i] = if self.cfg.write_mode == WriteMode::WriteAll { u64::MAX } else { stored_old ^ stored_new };
-            new_flips |= (new_flip as u8) << i;
-            let flip_changed = old_flip != new_flip;
-            flips_changed |= (flip_changed as u8) << i;
-            if self.cfg.write_mode != WriteMode::WriteAll {
-                cost.flip_bits += flip_changed as u64;
-            }
-            cost.data_bits += programmed;
-            chunk_dirty |= changed[i] != 0 || flip_changed;
-            if (i + 1).is_multiple_of(per_chunk) {
-                cost.chunks += chunk_dirty as u64;
-                chunk_dirty = false;
-            }
-        }
+        let fnw = self.cfg.write_mode == WriteMode::Fnw;
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: with AVX2 set this runs inside `write_block_avx2`, whose caller checked that
+        // the host has the features.
+        let ch = if AVX2 {
+            unsafe { avx2::choose_block(old, new, old_flips, fnw) }
+        } else {
+            choose_block(old, new, old_flips, fnw)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let ch = choose_block(old, new, old_flips, fnw);
+        let Choice { mut changed, new_flips, mut dirty, mut data_bits } = ch;
+        let mut flips_changed = old_flips ^ new_flips;
         if self.cfg.write_mode == WriteMode::WriteAll {
-            flips_changed = 0;
+            (changed, data_bits, dirty, flips_changed) = ([u64::MAX; 8], 512, 0xFF, 0);
         }
+        let chunks = self.chunks_of_words[(dirty | flips_changed) as usize] as u64;
+        let cost = WriteCost {
+            data_bits,
+            flip_bits: flips_changed.count_ones() as u64,
+            chunks,
+            latency_ns: self.block_latency_ns[chunks as usize],
+        };
         self.flips[fi] = self.flips[fi] & !(0xFF << fs) | (new_flips as u64) << fs;
-        self.wear.program_block(addr, &changed, flips_changed);
-        self.finish(addr, 64, cost)
+        self.wear.program_block::<AVX2>(addr, &changed, flips_changed);
+        self.totals(addr, 64, &cost);
+        cost
     }
 
     /// Latency, energy and totals of a write whose programmed cells are counted in `cost`.
     #[inline]
     fn finish(&mut self, addr: u64, bytes: usize, mut cost: WriteCost) -> WriteCost {
-        self.wear.account(addr, cost.data_bits + cost.flip_bits);
         let steps = cost.chunks.div_ceil(self.cfg.chips);
         cost.latency_ns = self.cfg.write_overhead_ns + steps * self.cfg.chunk_program_ns;
+        self.totals(addr, bytes, &cost);
+        cost
+    }
+
+    /// Energy and totals of a write.
+    #[inline(always)]
+    fn totals(&mut self, addr: u64, bytes: usize, cost: &WriteCost) {
+        self.wear.account(addr, cost.data_bits + cost.flip_bits);
         self.program_pj += (cost.data_bits + cost.flip_bits) as f64 * self.cfg.program_energy_pj_per_bit;
         // Differential write reads the old contents first.
         if self.cfg.write_mode != WriteMode::WriteAll {
             self.read_pj += (bytes * 8) as f64 * self.cfg.read_energy_pj_per_bit;
         }
-        cost
     }
 
     /// [`Pcm::write`], word by word, for any word size and length.
@@ -294,6 +329,42 @@ impl Pcm {
     pub fn config(&self) -> &PcmConfig {
         &self.cfg
     }
+}
+
+/// The Flip-N-Write (or differential) choice for one 64-byte block of 64-bit words.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+struct Choice {
+    /// Cells programmed, per word (stored old contents XOR stored new contents).
+    changed: [u64; 8],
+    /// Bit i: word i is stored inverted.
+    new_flips: u8,
+    /// Bit i: word i has a programmed data cell.
+    dirty: u8,
+    /// Data cells programmed.
+    data_bits: u64,
+}
+
+/// The choice of each word of a block whose flip states are `old_flips` (bit i: word i), with
+/// Flip-N-Write (`fnw`) or without (differential write).
+#[inline(always)]
+fn choose_block(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: bool) -> Choice {
+    let mut ch = Choice::default();
+    for (i, c) in ch.changed.iter_mut().enumerate() {
+        let o = u64::from_le_bytes(old[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+        let n = u64::from_le_bytes(new[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+        let old_flip = (old_flips >> i & 1) as u64;
+        let stored_old = o ^ old_flip.wrapping_neg();
+        // Plain storage programs `differ` cells plus the flip cell if it was set; inverted
+        // storage 64 - differ plus the flip cell if it was clear (as in `choose`): inverted is
+        // cheaper exactly when differ + old_flip >= 33.
+        let differ = (stored_old ^ n).count_ones() as u64;
+        let new_flip = (fnw && differ + old_flip >= 33) as u64;
+        *c = stored_old ^ n ^ new_flip.wrapping_neg();
+        ch.data_bits += if new_flip == 1 { 64 - differ } else { differ };
+        ch.new_flips |= (new_flip as u8) << i;
+        ch.dirty |= ((*c != 0) as u8) << i;
+    }
+    ch
 }
 
 /// Host cache hint: start loading the line holding `x` (no effect on results).

@@ -238,3 +238,145 @@ fn block_writes_equal_word_by_word_writes() {
         assert!(fast.wear.regions()[0].max_bit_updates > 65_536 || mode == WriteMode::Fnw, "{mode:?}");
     }
 }
+
+/// Model-based: block writes (the path of every run, with its ring of waiting counter updates)
+/// against a naive device: stored cells, flip states and one u64 count per cell, the
+/// Flip-N-Write choice made word by word from the definition. Random blocks, a hot block driven
+/// past 65 536 programs, counts read between writes (the ring applied early) and a reset of
+/// the counters half-way; every count and every figure must agree.
+#[test]
+fn block_writes_equal_a_naive_per_cell_model() {
+    let seed = 0xB10C;
+    println!("seed {seed}");
+    let mut rng = crate::rng::Rng::new(seed);
+    let bytes = 1u64 << 16;
+    let mut p = pcm(WriteMode::Fnw);
+    let mut logical = vec![0u8; bytes as usize];
+    let (mut cells, mut flip_cells) = (vec![0u64; bytes as usize * 8], vec![0u64; bytes as usize / 8]);
+    let mut stored_flip = vec![false; bytes as usize / 8];
+    for k in 0..260_000u64 {
+        if k == 20_000 {
+            p.reset_stats();
+            cells.iter_mut().chain(&mut flip_cells).for_each(|c| *c = 0);
+        }
+        let b = if k % 8 != 0 { 9 } else { rng.below(bytes / 64) };
+        let mut new = [0u8; 64];
+        for (i, x) in new.iter_mut().enumerate() {
+            let old = logical[b as usize * 64 + i];
+            *x = match rng.below(4) {
+                0 => rng.next_u64() as u8,
+                1 => !old,
+                _ => old ^ (rng.next_u64() & rng.next_u64()) as u8,
+            };
+        }
+        let range = b as usize * 64..b as usize * 64 + 64;
+        let cost = p.write(b * 64, &logical[range.clone()], &new);
+        let mut want = WriteCost::default();
+        for w in 0..8 {
+            let at = range.start + 8 * w;
+            let word = at / 8;
+            let o = u64::from_le_bytes(logical[at..at + 8].try_into().unwrap());
+            let n = u64::from_le_bytes(new[8 * w..8 * w + 8].try_into().unwrap());
+            let old_cells = if stored_flip[word] { !o } else { o };
+            let plain = (old_cells ^ n).count_ones() + stored_flip[word] as u32;
+            let inverted = (old_cells ^ !n).count_ones() + !stored_flip[word] as u32;
+            let flip = inverted < plain;
+            let new_cells = if flip { !n } else { n };
+            for i in 0..64 {
+                cells[word * 64 + i] += (old_cells ^ new_cells) >> i & 1;
+            }
+            want.data_bits += (old_cells ^ new_cells).count_ones() as u64;
+            if flip != stored_flip[word] {
+                flip_cells[word] += 1;
+                want.flip_bits += 1;
+            }
+            stored_flip[word] = flip;
+        }
+        assert_eq!((cost.data_bits, cost.flip_bits), (want.data_bits, want.flip_bits), "write {k}");
+        logical[range].copy_from_slice(&new);
+        if k % 1_009 == 0 {
+            let bit = rng.below(bytes * 8);
+            assert_eq!(p.wear.count(bit, false), cells[bit as usize], "write {k} bit {bit}");
+        }
+    }
+    for (bit, &n) in cells.iter().enumerate() {
+        assert_eq!(p.wear.count(bit as u64, false), n, "bit {bit}");
+    }
+    for (word, &n) in flip_cells.iter().enumerate() {
+        assert_eq!(p.wear.count(word as u64 * 64, true), n, "flip of word {word}");
+    }
+    assert!(cells[9 * 512..10 * 512].iter().any(|&n| n > 65_536), "the hot block wrapped");
+    let regions = [("data", 0u64, 1u64 << 15), ("log", 1 << 15, 1 << 15)];
+    for (r, (name, start, len)) in p.wear.regions().into_iter().zip(regions) {
+        let mut want = RegionWear { name, histogram: vec![0; 40], ..Default::default() };
+        let in_r = |byte: u64| byte >= start && byte < start + len;
+        let data = cells.iter().enumerate().filter(|(c, _)| in_r(*c as u64 / 8)).map(|(_, &n)| n);
+        let flips = flip_cells.iter().enumerate().filter(|(w, _)| in_r(*w as u64 * 8)).map(|(_, &n)| n);
+        for n in data.chain(flips).filter(|&n| n > 0) {
+            want.total_bit_updates += n;
+            want.max_bit_updates = want.max_bit_updates.max(n);
+            want.histogram[63 - n.leading_zeros() as usize] += 1;
+        }
+        while want.histogram.last() == Some(&0) {
+            want.histogram.pop();
+        }
+        assert_eq!(r, want);
+    }
+}
+
+/// The vector twins of the block path's inner steps against the portable ones, on random
+/// blocks with every mix of flip states and on random counter planes (the carries reaching
+/// every depth, and past the top plane).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn vector_block_steps_equal_the_portable_ones() {
+    if !(std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt")) {
+        println!("host without AVX2: nothing to compare");
+        return;
+    }
+    let seed = 0xA5A5;
+    println!("seed {seed}");
+    let mut rng = crate::rng::Rng::new(seed);
+    let mut block = || {
+        let mut b = [0u8; 64];
+        for c in b.chunks_exact_mut(8) {
+            let v = match rng.below(4) {
+                0 => 0,
+                1 => rng.next_u64() & rng.next_u64(),
+                2 => !(rng.next_u64() & rng.next_u64()),
+                _ => rng.next_u64(),
+            };
+            c.copy_from_slice(&v.to_le_bytes());
+        }
+        b
+    };
+    for k in 0..20_000u32 {
+        let (old, new) = (block(), block());
+        let flips = (k % 256) as u8;
+        for fnw in [true, false] {
+            // SAFETY: the host has AVX2 and popcnt (checked above).
+            let v = unsafe { avx2::choose_block(&old, &new, flips, fnw) };
+            assert_eq!(v, choose_block(&old, &new, flips, fnw), "block {k} fnw {fnw}");
+        }
+    }
+    for k in 0..20_000u32 {
+        let mut planes = [0u64; 64];
+        for x in planes.iter_mut() {
+            // Dense ones in the low planes make carries run deep.
+            *x = if k % 2 == 0 { !(rng.next_u64() & rng.next_u64() & rng.next_u64()) } else { rng.next_u64() };
+        }
+        let mut carry = [0u64; 8];
+        for c in carry.iter_mut() {
+            *c = rng.next_u64() | rng.next_u64();
+        }
+        let (mut p1, mut c1) = (planes, carry);
+        // SAFETY: the host has AVX2 (checked above).
+        let v = unsafe { avx2::add_block(&mut p1, &mut c1) };
+        let (mut p2, mut c2) = (planes, carry);
+        let s = wear::add_block(&mut p2, &mut c2);
+        assert_eq!((v, p1), (s, p2), "planes {k}");
+        if v != 0 {
+            assert_eq!(c1, c2, "carries out of planes {k}");
+        }
+    }
+}

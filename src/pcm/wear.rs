@@ -3,13 +3,21 @@
 //! (`plane[p] ^= carry; carry &= old plane[p]`), a few word operations instead of one increment
 //! per programmed cell.
 //!
-//! Layout: two halves of 8 planes each (bits 0-7 and 8-15 of every count), each allocated per
-//! 4 KiB device page on first use: the low half on the page's first write, the high half on the
-//! first carry out of its plane 7 (a page never written costs two pointers; most pages never need
-//! the high half: 1 byte per cell). In a half, for each of the page's 64 blocks, 8 planes of 8
-//! u64 lanes (plane-major: a block's plane is one 64-byte host line, and most writes carry into
-//! planes 0 to 2 only); then the flip cells of the page (one per FNW word), 8 planes of
-//! `512 / word_bits` u64.
+//! Layout: two halves of 8 planes each (bits 0-7 and 8-15 of every count).
+//! - The low half is one dense array over the whole device, 8 bytes of counters per data byte,
+//!   allocated zeroed and advised for huge host pages ([`crate::hostmem`]): the host commits it
+//!   as pages are first written, and a write finds its counters by address alone (no pointer to
+//!   chase, few host TLB misses). The block at byte `a` has its planes at words `a .. a + 64`,
+//!   plane-major: plane `p` of its 8 u64 lanes at `a + 8p`, one 64-byte host line per plane, and
+//!   most writes carry into planes 0 to 2 only. Flip cells (one per FNW word) in a second dense
+//!   array: lane `L` (flip cells `64L .. 64L + 63`) has its 8 planes at words `8L .. 8L + 8`, one
+//!   host line.
+//! - The high half is allocated per 4 KiB device page on the first carry out of its plane 7 (a
+//!   cell past 255 programs, such as the log head's): the same layout restricted to the page
+//!   (data planes at the byte offset in the page, then the page's flip lanes).
+//!
+//! A byte per device page says whether the page was written since the counters were last zeroed,
+//! so that zeroing and the end-of-run figures visit only those pages.
 //!
 //! Exact past 65 535: a carry out of the top plane wraps the cell to 0 and adds one to the cell's
 //! entry in a side map of wraps (rare: hot metadata such as a log head). Totals per region are
@@ -24,12 +32,19 @@ const PLANES: usize = 16;
 const HALF: usize = 8;
 /// u64 lanes of one block's plane.
 const LANES: usize = 8;
+/// u64 words of one block's half: 8 planes x 8 lanes.
+const BLOCK_WORDS: usize = HALF * LANES;
 /// u64 words of data planes per page and half: 64 blocks x 8 planes x 8 lanes.
-const DATA_WORDS: usize = 64 * HALF * LANES;
-/// Block writes whose counter updates are held and then applied together.
+const DATA_WORDS: usize = 64 * BLOCK_WORDS;
+/// Block writes whose counter updates wait (their host lines requested) before being applied.
 const BATCH: usize = 16;
 /// Flip cells' ids are data-cell ids with this bit set (in the map of wraps).
 const FLIP_ID: u64 = 1 << 63;
+/// Page states: never written, written before the counters were last zeroed (all zero now),
+/// written since.
+const UNTOUCHED: u8 = 0;
+const CLEAN: u8 = 1;
+const DIRTY: u8 = 2;
 
 /// Wear figures of one region.
 #[derive(Clone, Debug, Default, serde::Serialize, PartialEq)]
@@ -45,20 +60,29 @@ pub struct RegionWear {
 /// The device's cell counters.
 pub struct Wear {
     word_bits: u64,
-    /// u64 words of one flip plane of a page.
+    /// Flip lanes (64 flip cells each) per page: `512 / word_bits`.
     flip_words: usize,
-    /// Per page: planes 0-7 (`low`) and 8-15 (`high`) of its counters.
-    low: Vec<Option<Box<[u64]>>>,
+    /// Planes 0-7 of every data cell (see the module comment).
+    low: Vec<u64>,
+    /// Planes 0-7 of every flip cell.
+    flip_low: Vec<u64>,
+    /// Per page: planes 8-15 of its data and flip cells, once needed.
     high: Vec<Option<Box<[u64]>>>,
+    /// Per page: `UNTOUCHED`, `CLEAN` or `DIRTY`.
+    pages: Vec<u8>,
     /// Cell id (data bit index, or `FLIP_ID | word index`) -> times its count wrapped 65 536.
     wraps: BTreeMap<u64, u64>,
     regions: Vec<(&'static str, u64, u64, u64)>,
     pub total_bit_updates: u64,
-    /// Block updates not yet applied to the planes (see [`Wear::program_block`]).
-    pending: Vec<PendingBlock>,
+    /// Block updates not yet applied to the planes, a ring (see [`Wear::program_block`]).
+    pending: [PendingBlock; BATCH],
+    /// Slot of the next update; the `queued` slots before it (cyclically) wait.
+    next: usize,
+    queued: usize,
 }
 
 /// One block write's cells, waiting in the batch.
+#[derive(Copy, Clone, Default)]
 struct PendingBlock {
     addr: u64,
     changed: [u64; 8],
@@ -81,11 +105,11 @@ fn add(planes: &mut [u64], first: usize, stride: usize, mut carry: u64) -> u64 {
     carry
 }
 
-/// Add the 8 lane masks `carry` to block `block` of one half, plane by plane (one host line per
-/// plane); `carry` is left with what carried out of the half's top plane, returned OR-ed.
-#[inline]
-fn add_block(half: &mut [u64], block: usize, carry: &mut [u64; 8]) -> u64 {
-    let planes = &mut half[block * HALF * LANES..][..HALF * LANES];
+/// Add the 8 lane masks `carry` to one block's half (8 planes of 8 lanes), plane by plane (one
+/// host line per plane); `carry` is left with what carried out of the half's top plane, returned
+/// OR-ed.
+#[inline(always)]
+pub(super) fn add_block(planes: &mut [u64; BLOCK_WORDS], carry: &mut [u64; LANES]) -> u64 {
     let mut any = 0;
     for plane in planes.chunks_exact_mut(LANES) {
         any = 0;
@@ -102,50 +126,58 @@ fn add_block(half: &mut [u64], block: usize, carry: &mut [u64; 8]) -> u64 {
     any
 }
 
-/// Add the cells of one lane selected by `keep` (bit `i` of plane `p` is bit `p` of cell `i`'s
-/// count) to a histogram by highest set plane and to a maximum, plane-wise: a cell falls in
-/// bucket `p` when `p` is its highest set plane; the maximum is found by narrowing the
-/// candidates plane by plane.
-#[inline]
-fn lane_figures(low: &[u64], high: Option<&[u64]>, first: usize, stride: usize, keep: u64, acc: &mut LaneAcc) {
-    let mut planes = [0u64; PLANES];
-    let mut any = 0;
-    for (p, x) in planes[..HALF].iter_mut().enumerate() {
-        *x = low[first + p * stride] & keep;
-        any |= *x;
+/// Planes a block's write is expected to reach, requested from host memory ahead of its carries:
+/// on SPS, prefetching planes 0-3 instead of 0-1 is about 10 % faster.
+const PREFETCH_PLANES: usize = 4;
+
+/// Ask the host for the first `PREFETCH_PLANES` planes (host lines) of one block's low half.
+#[inline(always)]
+fn prefetch_planes(block: &[u64]) {
+    for p in 0..PREFETCH_PLANES {
+        crate::pcm::prefetch(&block[p * LANES]);
     }
-    if let Some(h) = high {
-        for (p, x) in planes[HALF..].iter_mut().enumerate() {
-            *x = h[first + p * stride] & keep;
-            any |= *x;
-        }
-    }
-    if any == 0 {
-        return;
-    }
-    let (mut higher, mut max, mut cand) = (0u64, 0u64, 0u64);
-    for p in (0..PLANES).rev() {
-        let x = planes[p];
-        let top = x & !higher;
-        if top != 0 {
-            acc.histogram[p] += top.count_ones() as u64;
-        }
-        higher |= x;
-        if cand == 0 {
-            (cand, max) = if x != 0 { (x, 1 << p) } else { (0, 0) };
-        } else if cand & x != 0 {
-            cand &= x;
-            max |= 1 << p;
-        }
-    }
-    acc.max = acc.max.max(max);
 }
 
-/// Histogram (by highest set plane) and maximum of the lanes seen so far.
+/// Histogram (by highest set plane) and maximum of the cells seen so far.
 #[derive(Default)]
 struct LaneAcc {
     histogram: [u64; PLANES],
     max: u64,
+}
+
+/// Add `N` lanes of cells (`x[p][l]`: bit `i` is bit `p` of the count of cell `i` of lane `l`)
+/// to a histogram by highest set plane and to a maximum, plane-wise: a cell falls in bucket `p`
+/// when `p` is its highest set plane; the maximum is found by narrowing the candidates from the
+/// highest nonzero plane down, and only when it could exceed the maximum so far.
+#[inline(always)]
+fn group_figures<const N: usize>(x: &[[u64; N]; PLANES], acc: &mut LaneAcc) {
+    let Some(top) = (0..PLANES).rev().find(|&p| x[p].iter().any(|&v| v != 0)) else { return };
+    let mut higher = [0u64; N];
+    for p in (0..=top).rev() {
+        let mut n = 0;
+        for (h, &v) in higher.iter_mut().zip(&x[p]) {
+            n += (v & !*h).count_ones() as u64;
+            *h |= v;
+        }
+        acc.histogram[p] += n;
+    }
+    if (2u64 << top) - 1 <= acc.max {
+        return;
+    }
+    let (mut cand, mut max) = (x[top], 1u64 << top);
+    for p in (0..top).rev() {
+        let mut t = cand;
+        let mut any = 0;
+        for (c, &v) in t.iter_mut().zip(&x[p]) {
+            *c &= v;
+            any |= *c;
+        }
+        if any != 0 {
+            cand = t;
+            max |= 1 << p;
+        }
+    }
+    acc.max = acc.max.max(max);
 }
 
 /// Cells among the 64 whose ids start at `id0` that have wrapped (bit i: cell id0 + i), from the
@@ -175,18 +207,25 @@ impl Iterator for BitIter {
 
 impl Wear {
     pub fn new(bytes: u64, word_bits: u64, regions: &[(&'static str, u64, u64)]) -> Wear {
+        let pages = bytes.div_ceil(PAGE_BYTES) as usize;
+        let flip_words = (512 / word_bits) as usize;
         Wear {
             word_bits,
-            flip_words: (512 / word_bits) as usize,
-            low: (0..bytes.div_ceil(PAGE_BYTES)).map(|_| None).collect(),
-            high: (0..bytes.div_ceil(PAGE_BYTES)).map(|_| None).collect(),
+            flip_words,
+            low: crate::hostmem::zeroed(pages * DATA_WORDS),
+            flip_low: crate::hostmem::zeroed(pages * flip_words * HALF),
+            high: (0..pages).map(|_| None).collect(),
+            pages: vec![UNTOUCHED; pages],
             wraps: BTreeMap::new(),
             regions: regions.iter().map(|&(n, s, l)| (n, s, l, 0)).collect(),
             total_bit_updates: 0,
-            pending: Vec::with_capacity(BATCH),
+            pending: [PendingBlock::default(); BATCH],
+            next: 0,
+            queued: 0,
         }
     }
 
+    /// u64 words of one page's half (data and flip cells).
     fn page_words(&self) -> usize {
         DATA_WORDS + HALF * self.flip_words
     }
@@ -207,94 +246,108 @@ impl Wear {
         }
     }
 
-    /// Ask the host to bring the first two planes of block `addr`'s counters into its cache (a
-    /// hint; no effect on results).
+    /// Ask the host to bring the first planes of block `addr`'s counters into its cache (a hint;
+    /// no effect on results).
     #[inline]
     pub fn prefetch(&self, addr: u64) {
-        if let Some(planes) = &self.low[(addr / PAGE_BYTES) as usize] {
-            let i = (addr % PAGE_BYTES) as usize / 64 * HALF * LANES;
-            crate::pcm::prefetch(&planes[i]);
-            crate::pcm::prefetch(&planes[i + LANES]);
+        let a = addr as usize & !63;
+        if a + BLOCK_WORDS <= self.low.len() {
+            prefetch_planes(&self.low[a..a + BLOCK_WORDS]);
         }
     }
 
     /// Count the programs of one aligned 64-byte block with 64-bit words: data cells set in
     /// `changed` (one mask per word), flip cells set in `flips` (bit i: word i). No totals.
     ///
-    /// The update waits in a batch of `BATCH` blocks, applied together: first every block's
-    /// counter lines are requested from host memory, then the carries run, so the host waits for
-    /// those lines once per batch instead of once per write. Counts are sums, so the order of
-    /// application does not change them; every reader applies the batch first.
+    /// The update waits in a ring of `BATCH` blocks: its counter lines are requested from host
+    /// memory now and the carries run `BATCH` writes later, so the host's wait for those lines
+    /// overlaps other work. Counts are sums, so the order of application does not change them;
+    /// every reader applies the waiting updates first.
     #[inline]
-    pub fn program_block(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
-        self.pending.push(PendingBlock { addr, changed: *changed, flips });
-        if self.pending.len() == BATCH {
-            self.flush();
+    pub fn program_block<const AVX2: bool>(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
+        debug_assert!(addr.is_multiple_of(64) && self.word_bits == 64);
+        let a = addr as usize;
+        prefetch_planes(&self.low[a..a + BLOCK_WORDS]);
+        if flips != 0 {
+            crate::pcm::prefetch(&self.flip_low[a / 8 / 64 * HALF]);
         }
+        let slot = self.next;
+        self.next = (slot + 1) % BATCH;
+        if self.queued == BATCH {
+            let p = self.pending[slot];
+            self.apply_block::<AVX2>(p.addr, &p.changed, p.flips);
+        } else {
+            self.queued += 1;
+        }
+        self.pending[slot] = PendingBlock { addr, changed: *changed, flips };
     }
 
-    /// Apply the pending block updates.
+    /// Apply the waiting block updates.
     pub fn flush(&mut self) {
-        let pending = std::mem::take(&mut self.pending);
-        for p in &pending {
-            let page = (p.addr / PAGE_BYTES) as usize;
-            let in_page = (p.addr % PAGE_BYTES) as usize;
-            let flip_words = self.flip_words;
-            let low = self.half(page, false);
-            let i = in_page / 64 * HALF * LANES;
-            crate::pcm::prefetch(&low[i]);
-            crate::pcm::prefetch(&low[i + LANES]);
-            if p.flips != 0 {
-                crate::pcm::prefetch(&low[DATA_WORDS + in_page / 8 / 64]);
-                crate::pcm::prefetch(&low[DATA_WORDS + in_page / 8 / 64 + flip_words]);
+        for k in 0..self.queued {
+            let p = self.pending[(self.next + BATCH - self.queued + k) % BATCH];
+            self.apply_block::<false>(p.addr, &p.changed, p.flips);
+        }
+        self.queued = 0;
+    }
+
+    #[inline(always)]
+    fn apply_block<const AVX2: bool>(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
+        let a = addr as usize;
+        self.pages[a / PAGE_BYTES as usize] = DIRTY;
+        let mut carry = *changed;
+        let planes: &mut [u64; BLOCK_WORDS] = (&mut self.low[a..a + BLOCK_WORDS]).try_into().expect("one block");
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `AVX2` is set only on the path of `Pcm::write_block_avx2`, whose caller checked
+        // that the host has AVX2.
+        let out =
+            if AVX2 { unsafe { super::avx2::add_block(planes, &mut carry) } } else { add_block(planes, &mut carry) };
+        #[cfg(not(target_arch = "x86_64"))]
+        let out = add_block(planes, &mut carry);
+        if out != 0 {
+            self.carry_block_high(addr, &mut carry);
+        }
+        if flips != 0 {
+            let f = a / 8;
+            let lane = f / 64;
+            let out = add(&mut self.flip_low, lane * HALF, 1, (flips as u64) << (f % 64));
+            if out != 0 {
+                self.carry_flips_high(lane, out);
             }
         }
-        for p in &pending {
-            self.apply_block(p.addr, &p.changed, p.flips);
-        }
-        self.pending = pending;
-        self.pending.clear();
     }
 
-    fn apply_block(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
-        debug_assert!(addr.is_multiple_of(64) && self.word_bits == 64);
-        let page = (addr / PAGE_BYTES) as usize;
-        let in_page = (addr % PAGE_BYTES) as usize;
-        let mut carry = *changed;
-        if add_block(self.half(page, false), in_page / 64, &mut carry) != 0
-            && add_block(self.half(page, true), in_page / 64, &mut carry) != 0
-        {
+    /// Carries of a block's data cells out of plane 7: into the page's high half, and past it
+    /// into the map of wraps.
+    #[cold]
+    fn carry_block_high(&mut self, addr: u64, carry: &mut [u64; 8]) {
+        let (page, in_page) = ((addr / PAGE_BYTES) as usize, (addr % PAGE_BYTES) as usize);
+        let high: &mut [u64; BLOCK_WORDS] =
+            (&mut self.high_half(page)[in_page..in_page + BLOCK_WORDS]).try_into().expect("one block");
+        if add_block(high, carry) != 0 {
             for (lane, &c) in carry.iter().enumerate() {
                 for i in BitIter(c) {
                     *self.wraps.entry(addr * 8 + lane as u64 * 64 + i as u64).or_default() += 1;
                 }
             }
         }
-        if flips != 0 {
-            let f = in_page / 8;
-            let wrapped = self.add_cells(page, DATA_WORDS + f / 64, self.flip_words, (flips as u64) << (f % 64));
-            for i in BitIter(wrapped >> (f % 64)) {
-                *self.wraps.entry(FLIP_ID | (addr / 8 + i as u64)).or_default() += 1;
-            }
+    }
+
+    /// Carries `out` of flip lane `lane` out of plane 7: into the high half, and past it into
+    /// the map of wraps.
+    #[cold]
+    fn carry_flips_high(&mut self, lane: usize, out: u64) {
+        let (page, fw) = (lane / self.flip_words, lane % self.flip_words);
+        let wrapped = add(self.high_half(page), DATA_WORDS + fw * HALF, 1, out);
+        for i in BitIter(wrapped) {
+            *self.wraps.entry(FLIP_ID | (lane as u64 * 64 + i as u64)).or_default() += 1;
         }
     }
 
-    /// The low or high half of a page's counters, allocated (zero) on first use.
-    #[inline]
-    fn half(&mut self, page: usize, high: bool) -> &mut [u64] {
+    /// The high half of a page's counters, allocated (zero) on first use.
+    fn high_half(&mut self, page: usize) -> &mut [u64] {
         let words = self.page_words();
-        let pages = if high { &mut self.high } else { &mut self.low };
-        pages[page].get_or_insert_with(|| vec![0u64; words].into_boxed_slice())
-    }
-
-    /// Add `carry` to the 64 counters at `first` (stride `stride`) of a page, low half then high
-    /// half; returns the cells that wrapped past 65 535.
-    #[inline]
-    fn add_cells(&mut self, page: usize, first: usize, stride: usize, carry: u64) -> u64 {
-        match add(self.half(page, false), first, stride, carry) {
-            0 => 0,
-            out => add(self.half(page, true), first, stride, out),
-        }
+        self.high[page].get_or_insert_with(|| vec![0u64; words].into_boxed_slice())
     }
 
     /// [`Wear::program_word`] without the totals (the caller accounts a whole write at once).
@@ -305,20 +358,22 @@ impl Wear {
         }
         let byte = w * self.word_bits / 8;
         let page = (byte / PAGE_BYTES) as usize;
-        let flip_words = self.flip_words;
-        let in_page = (byte % PAGE_BYTES) as usize;
-        self.half(page, false);
+        self.pages[page] = DIRTY;
         if changed != 0 {
-            let (block, lane) = (in_page / 64, in_page % 64 / 8);
-            let wrapped = self.add_cells(page, block * HALF * LANES + lane, LANES, changed << (in_page % 8 * 8));
-            for i in BitIter(wrapped) {
-                *self.wraps.entry((byte & !7) * 8 + i as u64).or_default() += 1;
+            let first = (byte & !63) as usize + (byte % 64 / 8) as usize;
+            let out = add(&mut self.low, first, LANES, changed << (byte % 8 * 8));
+            if out != 0 {
+                let in_page = first % DATA_WORDS;
+                for i in BitIter(add(self.high_half(page), in_page, LANES, out)) {
+                    *self.wraps.entry((byte & !7) * 8 + i as u64).or_default() += 1;
+                }
             }
         }
         if flip {
-            let f = in_page * 8 / self.word_bits as usize;
-            if self.add_cells(page, DATA_WORDS + f / 64, flip_words, 1 << (f % 64)) != 0 {
-                *self.wraps.entry(FLIP_ID | w).or_default() += 1;
+            let lane = (w / 64) as usize;
+            let out = add(&mut self.flip_low, lane * HALF, 1, 1 << (w % 64));
+            if out != 0 {
+                self.carry_flips_high(lane, out);
             }
         }
     }
@@ -333,20 +388,17 @@ impl Wear {
 
     /// The planes' part (count modulo 65 536) of cell `id`.
     fn count_planes(&self, id: u64) -> u64 {
-        let (byte, flip) =
-            if id & FLIP_ID != 0 { ((id & !FLIP_ID) * self.word_bits / 8, true) } else { (id / 8, false) };
-        let page = (byte / PAGE_BYTES) as usize;
-        let in_page = (byte % PAGE_BYTES) as usize;
-        let (first, stride, i) = if flip {
-            let f = in_page * 8 / self.word_bits as usize;
-            (DATA_WORDS + f / 64, self.flip_words, f % 64)
+        let (low, low_first, page, high_first, stride, i) = if id & FLIP_ID != 0 {
+            let w = (id & !FLIP_ID) as usize;
+            let (lane, page) = (w / 64, w / 64 / self.flip_words);
+            (&self.flip_low, lane * HALF, page, DATA_WORDS + lane % self.flip_words * HALF, 1, w % 64)
         } else {
-            (in_page / 64 * HALF * LANES + in_page % 64 / 8, LANES, (id % 64) as usize)
+            let byte = (id / 8) as usize;
+            let first = (byte & !63) + byte % 64 / 8;
+            (&self.low, first, byte / PAGE_BYTES as usize, first % DATA_WORDS, LANES, (id % 64) as usize)
         };
-        let half = |planes: &Option<Box<[u64]>>| {
-            planes.as_ref().map_or(0, |h| (0..HALF).fold(0u64, |v, p| v | (h[first + p * stride] >> i & 1) << p))
-        };
-        half(&self.low[page]) | half(&self.high[page]) << HALF
+        let planes = |h: &[u64], first: usize| (0..HALF).fold(0u64, |v, p| v | (h[first + p * stride] >> i & 1) << p);
+        planes(low, low_first) | self.high[page].as_ref().map_or(0, |h| planes(h, high_first)) << HALF
     }
 
     /// Wear of each region: totals, maximum, histogram.
@@ -358,25 +410,8 @@ impl Wear {
     fn region(&self, name: &'static str, start: u64, len: u64, total: u64) -> RegionWear {
         let mut r = RegionWear { name, total_bit_updates: total, max_bit_updates: 0, histogram: vec![0; 40] };
         let first_page = (start / PAGE_BYTES) as usize;
-        let end_page = ((start + len).div_ceil(PAGE_BYTES) as usize).min(self.low.len());
-        let ids: Vec<u64> = self.wraps.keys().copied().collect();
-        let (mut data_at, mut flip_at) = (0, ids.partition_point(|&id| id & FLIP_ID == 0));
-        let mut acc = LaneAcc::default();
-        for page in first_page..end_page {
-            let Some(low) = &self.low[page] else { continue };
-            let high = self.high[page].as_deref();
-            let page_byte = page as u64 * PAGE_BYTES;
-            for lane in 0..64 * LANES {
-                let first = lane / LANES * HALF * LANES + lane % LANES;
-                let wrapped = wrapped_in(&ids, &mut data_at, page_byte * 8 + lane as u64 * 64);
-                lane_figures(low, high, first, LANES, !wrapped, &mut acc);
-            }
-            let word0 = page_byte * 8 / self.word_bits;
-            for fw in 0..self.flip_words {
-                let wrapped = wrapped_in(&ids, &mut flip_at, FLIP_ID | (word0 + fw as u64 * 64));
-                lane_figures(low, high, DATA_WORDS + fw, self.flip_words, !wrapped, &mut acc);
-            }
-        }
+        let end_page = ((start + len).div_ceil(PAGE_BYTES) as usize).min(self.pages.len());
+        let acc = self.scan(first_page..end_page);
         r.max_bit_updates = acc.max;
         for (h, a) in r.histogram.iter_mut().zip(acc.histogram) {
             *h += a;
@@ -396,11 +431,93 @@ impl Wear {
         r
     }
 
-    /// Zero every counter, keeping the pages allocated (no host page faults afterwards).
+    /// Histogram and maximum of the planes' part of the cells of `pages` that never wrapped,
+    /// with the host's population count instruction where it has one (same result).
+    fn scan(&self, pages: std::ops::Range<usize>) -> LaneAcc {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("popcnt") {
+            // SAFETY: the host has the feature `scan_popcnt` is compiled for (checked above).
+            return unsafe { self.scan_popcnt(pages) };
+        }
+        self.scan_pages(pages)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    fn scan_popcnt(&self, pages: std::ops::Range<usize>) -> LaneAcc {
+        self.scan_pages(pages)
+    }
+
+    /// [`Wear::scan`]: only pages written since the counters were zeroed; a cell in bucket `p`
+    /// when `p` is its highest set plane.
+    #[inline(always)]
+    fn scan_pages(&self, pages: std::ops::Range<usize>) -> LaneAcc {
+        let ids: Vec<u64> = self.wraps.keys().copied().collect();
+        let (mut data_at, mut flip_at) = (0, ids.partition_point(|&id| id & FLIP_ID == 0));
+        let mut acc = LaneAcc::default();
+        for page in pages {
+            if self.pages[page] != DIRTY {
+                continue;
+            }
+            let high = self.high[page].as_deref();
+            let page_byte = page * PAGE_BYTES as usize;
+            for block in 0..64 {
+                let base = page_byte + block * BLOCK_WORDS;
+                let low = &self.low[base..base + BLOCK_WORDS];
+                if high.is_none() && low.iter().all(|&v| v == 0) {
+                    continue;
+                }
+                let mut x = [[0u64; LANES]; PLANES];
+                for (p, plane) in x[..HALF].iter_mut().enumerate() {
+                    plane.copy_from_slice(&low[p * LANES..p * LANES + LANES]);
+                }
+                if let Some(h) = high {
+                    let h = &h[block * BLOCK_WORDS..(block + 1) * BLOCK_WORDS];
+                    for (p, plane) in x[HALF..].iter_mut().enumerate() {
+                        plane.copy_from_slice(&h[p * LANES..p * LANES + LANES]);
+                    }
+                }
+                if ids.get(data_at).is_some_and(|&id| id < (base as u64 + BLOCK_WORDS as u64) * 8) {
+                    for lane in 0..LANES {
+                        let keep = !wrapped_in(&ids, &mut data_at, (base + lane * LANES) as u64 * 8);
+                        x.iter_mut().for_each(|plane| plane[lane] &= keep);
+                    }
+                }
+                group_figures(&x, &mut acc);
+            }
+            for fw in 0..self.flip_words {
+                let lane = page * self.flip_words + fw;
+                let mut x = [[0u64; 1]; PLANES];
+                for (plane, &v) in x[..HALF].iter_mut().zip(&self.flip_low[lane * HALF..][..HALF]) {
+                    plane[0] = v;
+                }
+                if let Some(h) = high {
+                    for (plane, &v) in x[HALF..].iter_mut().zip(&h[DATA_WORDS + fw * HALF..][..HALF]) {
+                        plane[0] = v;
+                    }
+                }
+                let keep = !wrapped_in(&ids, &mut flip_at, FLIP_ID | (lane as u64 * 64));
+                x.iter_mut().for_each(|plane| plane[0] &= keep);
+                group_figures(&x, &mut acc);
+            }
+        }
+        acc
+    }
+
+    /// Zero every counter; pages stay committed (no host page faults afterwards).
     pub fn clear(&mut self) {
         self.flush();
-        for c in self.low.iter_mut().chain(&mut self.high).flatten() {
-            c.fill(0);
+        for page in 0..self.pages.len() {
+            if self.pages[page] != DIRTY {
+                continue;
+            }
+            self.pages[page] = CLEAN;
+            self.low[page * DATA_WORDS..(page + 1) * DATA_WORDS].fill(0);
+            let flips = self.flip_words * HALF;
+            self.flip_low[page * flips..(page + 1) * flips].fill(0);
+            if let Some(h) = &mut self.high[page] {
+                h.fill(0);
+            }
         }
         self.wraps.clear();
         for r in &mut self.regions {
@@ -409,11 +526,15 @@ impl Wear {
         self.total_bit_updates = 0;
     }
 
-    /// Bytes of host memory the counters occupy.
+    /// Bytes of host memory the counters hold: the low half of every page ever written and
+    /// the high halves allocated, with the per-page bookkeeping. (With huge host pages the
+    /// kernel commits the dense low half in 2 MiB steps; the bound is the whole device.)
     pub fn host_bytes(&mut self) -> u64 {
         self.flush();
         let per_page = (self.page_words() * 8) as u64;
-        let halves = self.low.iter().chain(&self.high).filter(|p| p.is_some()).count() as u64;
-        halves * per_page + 2 * self.low.len() as u64 * 8
+        let written = self.pages.iter().filter(|&&s| s != UNTOUCHED).count() as u64;
+        let high = self.high.iter().filter(|p| p.is_some()).count() as u64;
+        let bookkeeping = self.pages.len() * (1 + std::mem::size_of::<Option<Box<[u64]>>>());
+        (written + high) * per_page + bookkeeping as u64
     }
 }
