@@ -307,6 +307,12 @@ impl SetAssoc {
         std::mem::replace(&mut self.lines[s].down, NO_LINK)
     }
 
+    /// Does slot `s` hold the current copy of `b`? (A look-up of `b` would find `s`.)
+    #[inline(always)]
+    pub fn holds(&self, s: Slot, b: BlockId) -> bool {
+        self.tags[s.0] == b.0 as u32
+    }
+
     /// The block in a slot, if valid.
     pub fn block_at(&self, s: Slot) -> Option<BlockId> {
         (self.tags[s.0] != INVALID).then_some(BlockId(self.tags[s.0] as u64))

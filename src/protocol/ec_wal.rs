@@ -143,7 +143,8 @@ impl EcWal {
     fn log_remaining(&mut self, m: &mut Machine) {
         let mut pending = std::mem::take(&mut self.pending);
         pending.clear();
-        pending.extend(self.redo.ws.iter().copied().filter(|&b| RedoSet::take_tagged(m, b)));
+        let redo = &self.redo;
+        pending.extend((0..redo.ws.len()).filter(|&i| redo.take_tagged(m, i)).map(|i| redo.ws[i]));
         for (i, &b) in pending.iter().enumerate() {
             self.log_block(m, b, i + 1 == pending.len());
         }

@@ -183,7 +183,7 @@ impl Protocol for HWal {
         // 1. Log the transaction's lines still in the cache.
         for i in 0..self.redo.ws.len() {
             let b = self.redo.ws[i];
-            if RedoSet::take_tagged(m, b) {
+            if self.redo.take_tagged(m, i) {
                 self.log_data(m, b);
             }
         }

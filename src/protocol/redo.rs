@@ -39,6 +39,9 @@ pub const TAG: u32 = 1;
 pub struct RedoSet {
     /// Blocks first written by the running transaction, in order.
     pub ws: Vec<BlockId>,
+    /// `slots[i]`: the LLC slot `ws[i]` was in when first written (a hint: it is checked, and
+    /// the LLC searched when the line has moved or when `ws` was filled directly).
+    slots: Vec<Slot>,
     /// Log positions of its lines evicted before commit (newest last).
     pub evicted: Vec<(BlockId, BlockId)>,
     /// Cycle at which the latest truncation was issued: truncations are issued in order.
@@ -54,14 +57,25 @@ impl RedoSet {
         if m.hier.llc.aux(s) != TAG {
             m.hier.llc.set_aux(s, TAG);
             self.ws.push(b);
+            self.slots.push(s);
         }
     }
 
-    /// Is `b` still cached with the running transaction's tag? If so the tag is cleared (the
-    /// caller logs the line now).
+    /// The LLC slot holding write-set block `ws[i]`, if it is cached.
     #[inline]
-    pub fn take_tagged(m: &mut Machine, b: BlockId) -> bool {
-        match m.hier.llc.find(b) {
+    pub fn cached(&self, m: &Machine, i: usize) -> Option<Slot> {
+        let b = self.ws[i];
+        match self.slots.get(i) {
+            Some(&s) if m.hier.llc.holds(s, b) => Some(s),
+            _ => m.hier.llc.find(b),
+        }
+    }
+
+    /// Is write-set block `ws[i]` still cached with the running transaction's tag? If so the
+    /// tag is cleared (the caller logs the line now).
+    #[inline]
+    pub fn take_tagged(&self, m: &mut Machine, i: usize) -> bool {
+        match self.cached(m, i) {
             Some(s) if m.hier.llc.aux(s) == TAG => {
                 m.hier.llc.set_aux(s, 0);
                 true
@@ -85,7 +99,7 @@ impl RedoSet {
         let mut home_done = m.now;
         for i in 0..self.ws.len() {
             let b = self.ws[i];
-            let cached = m.hier.llc.find(b);
+            let cached = self.cached(m, i);
             if cached.is_none() {
                 if let Some(&(_, at)) = self.evicted.iter().rev().find(|(x, _)| *x == b) {
                     m.background_read(at);
@@ -115,6 +129,7 @@ impl RedoSet {
     /// Forget the running transaction (after commit or abort).
     pub fn clear(&mut self) {
         self.ws.clear();
+        self.slots.clear();
         self.evicted.clear();
     }
 
