@@ -62,7 +62,7 @@ impl RedoSet {
     }
 
     /// The LLC slot holding write-set block `ws[i]`, if it is cached.
-    #[inline]
+    #[inline(always)]
     pub fn cached(&self, m: &Machine, i: usize) -> Option<Slot> {
         let b = self.ws[i];
         match self.slots.get(i) {
