@@ -233,7 +233,10 @@ impl SetAssoc {
         });
         (l.dirty, l.aux) = (false, 0);
         self.tags[s] = tag;
-        self.touch(set, way);
+        // The way was the last in recency order: shifting the order one place moves every other
+        // way down one rank and drops it, then it goes in front.
+        let o = self.order[set];
+        self.order[set] = (o & !self.used) | ((o << 4) & self.used) | way as u64;
         (Slot(s), victim)
     }
 
