@@ -78,7 +78,7 @@ pub struct Hierarchy {
 
 impl Hierarchy {
     pub fn new(cfg: &Config) -> Hierarchy {
-        let (l1, l2, llc) = (SetAssoc::new(&cfg.l1), SetAssoc::new(&cfg.l2), SetAssoc::with_aux(&cfg.llc));
+        let (l1, l2, llc) = (SetAssoc::new(&cfg.l1), SetAssoc::new(&cfg.l2), SetAssoc::new(&cfg.llc));
         Hierarchy { l1, l2, llc, stats: CacheStats::default() }
     }
 

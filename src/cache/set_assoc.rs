@@ -87,17 +87,9 @@ fn low_mask(bits: u32) -> u64 {
 }
 
 impl SetAssoc {
-    /// A level whose lines' auxiliary tags stay 0 unless set.
+    /// An empty level. Every line has a u32 auxiliary tag, initially 0 (the LLC's transaction
+    /// tag; the other levels leave it at 0).
     pub fn new(cfg: &CacheConfig) -> SetAssoc {
-        SetAssoc::build(cfg)
-    }
-
-    /// A level with a u32 auxiliary tag per line (initially 0): the LLC's transaction tag.
-    pub fn with_aux(cfg: &CacheConfig) -> SetAssoc {
-        SetAssoc::build(cfg)
-    }
-
-    fn build(cfg: &CacheConfig) -> SetAssoc {
         let lines = (cfg.size_bytes / 64) as usize;
         let ways = cfg.ways as usize;
         let sets = lines / ways;

@@ -297,7 +297,7 @@ fn lookup_refreshes_recency_and_find_does_not() {
 
 #[test]
 fn aux_moves_with_its_line_and_a_new_line_starts_at_zero() {
-    let mut c = SetAssoc::with_aux(&level(8, 4, 1));
+    let mut c = SetAssoc::new(&level(8, 4, 1));
     let (s, _) = c.insert(BlockId(3));
     c.set_aux(s, 9);
     for k in 1..4 {
@@ -329,7 +329,7 @@ fn check_set(c: &SetAssoc, b: BlockId, set: &VecDeque<Evicted>, ctx: &str) {
 fn set_assoc_matches_a_reference_lru_model() {
     for seed in [7u64, 8, 9, 1234, 0xDEAD_BEEF] {
         let mut rng = Rng::new(seed);
-        let mut c = SetAssoc::with_aux(&level(8, 4, 1));
+        let mut c = SetAssoc::new(&level(8, 4, 1));
         let mut model: Vec<VecDeque<Evicted>> = vec![VecDeque::new(); 8];
         for step in 0..20_000 {
             let ctx = format!("seed {seed} step {step}");
