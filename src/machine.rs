@@ -299,7 +299,7 @@ impl Machine {
     fn prefetch_for_store(&self, b: BlockId) {
         if let Some(p) = &self.pcm {
             p.prefetch_block(b.addr().0);
-            crate::pcm::prefetch(&self.nvm[b.range().start]);
+            crate::hostmem::prefetch(&self.nvm[b.range().start]);
         }
     }
 

@@ -72,19 +72,6 @@ pub struct Sim<P: Protocol> {
 
 const PSET_SCAN: usize = 32;
 
-/// Ask the host to start fetching the program bytes at `p` (they are read after the cache
-/// model has done its work, so the host miss overlaps with it).
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch is a hint; it never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 impl<P: Protocol> Sim<P> {
     pub fn new(m: Machine, p: P, record_oracle: bool) -> Sim<P> {
         Sim {
@@ -167,7 +154,9 @@ impl<P: Protocol> Pm for Sim<P> {
     #[inline]
     fn load(&mut self, addr: Addr, buf: &mut [u8]) {
         let a = addr.0 as usize;
-        prefetch(self.m.arch[a..].as_ptr());
+        // The program bytes are read after the cache model has done its work: have the host
+        // fetch them meanwhile.
+        crate::hostmem::prefetch(&self.m.arch[a]);
         self.p.load(&mut self.m, addr, buf.len());
         buf.copy_from_slice(&self.m.arch[a..a + buf.len()]);
     }

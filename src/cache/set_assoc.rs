@@ -165,10 +165,16 @@ impl SetAssoc {
     /// Find a block without touching LRU state.
     #[inline(always)]
     pub fn find(&self, b: BlockId) -> Option<Slot> {
+        self.find_way(b).map(|(set, way)| Slot(set * self.ways + way))
+    }
+
+    /// The set and way holding `b`, if any.
+    #[inline(always)]
+    fn find_way(&self, b: BlockId) -> Option<(usize, usize)> {
         debug_assert!(b.0 < INVALID as u64, "block numbers are 32-bit");
-        let start = self.set_of(b) * self.ways;
-        let set = &self.tags[start..start + self.ways];
-        find_tag(set, b.0 as u32).map(|w| Slot(start + w))
+        let set = self.set_of(b);
+        let start = set * self.ways;
+        find_tag(&self.tags[start..start + self.ways], b.0 as u32).map(|w| (set, w))
     }
 
     /// Make the line in `s` the most recently used.
@@ -181,9 +187,9 @@ impl SetAssoc {
     /// Find a block and make it most recently used.
     #[inline(always)]
     pub fn lookup(&mut self, b: BlockId) -> Option<Slot> {
-        let s = self.find(b)?;
-        self.touch_slot(s);
-        Some(s)
+        let (set, way) = self.find_way(b)?;
+        self.touch(set, way);
+        Some(Slot(set * self.ways + way))
     }
 
     /// Insert a block that is not present (clean, most recently used, aux 0). Returns its slot
@@ -327,18 +333,53 @@ fn find_tag(set: &[u32], tag: u32) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     if set.len().is_multiple_of(4) {
         use std::arch::x86_64::*;
-        let mut mask = 0u64;
         // SAFETY: SSE2 is part of the x86_64 baseline; every 16-byte load lies inside `set`
-        // (its length is a multiple of 4 u32), and unaligned loads are used.
-        unsafe {
+        // (its length is a multiple of 4 u32, and `c < set.len() / 4`), and loads are unaligned.
+        let mask = unsafe {
             let key = _mm_set1_epi32(tag as i32);
-            for c in 0..set.len() / 4 {
-                let v = _mm_loadu_si128(set.as_ptr().add(4 * c) as *const __m128i);
-                let eq = _mm_castsi128_ps(_mm_cmpeq_epi32(v, key));
-                mask |= (_mm_movemask_ps(eq) as u64) << (4 * c);
+            let eq = |c: usize| _mm_cmpeq_epi32(_mm_loadu_si128(set.as_ptr().add(4 * c) as *const __m128i), key);
+            match set.len() {
+                // The common geometries without a loop: the compare results (0 or -1 per way)
+                // are narrowed to one byte per way, in way order, and gathered by one movemask.
+                16 => {
+                    let lo = _mm_packs_epi32(eq(0), eq(1));
+                    let hi = _mm_packs_epi32(eq(2), eq(3));
+                    _mm_movemask_epi8(_mm_packs_epi16(lo, hi)) as u64
+                }
+                8 => _mm_movemask_epi8(_mm_packs_epi16(_mm_packs_epi32(eq(0), eq(1)), _mm_setzero_si128())) as u64,
+                n => {
+                    let mut mask = 0u64;
+                    for c in 0..n / 4 {
+                        mask |= (_mm_movemask_ps(_mm_castsi128_ps(eq(c))) as u64) << (4 * c);
+                    }
+                    mask
+                }
             }
-        }
+        };
         return (mask != 0).then(|| mask.trailing_zeros() as usize);
     }
     set.iter().position(|&t| t == tag)
+}
+
+#[cfg(test)]
+mod find_tag_tests {
+    use super::find_tag;
+    use crate::rng::Rng;
+
+    #[test]
+    fn find_tag_agrees_with_a_linear_search_for_every_set_width() {
+        let mut rng = Rng::new(7);
+        for ways in 1..=16usize {
+            for _ in 0..2000 {
+                // Small tag values, so that hits, misses and repeated tags all occur.
+                let set: Vec<u32> = (0..ways).map(|_| rng.below(24) as u32).collect();
+                let tag = rng.below(24) as u32;
+                assert_eq!(
+                    find_tag(&set, tag),
+                    set.iter().position(|&t| t == tag),
+                    "ways {ways}, set {set:?}, tag {tag}"
+                );
+            }
+        }
+    }
 }

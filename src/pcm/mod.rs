@@ -312,7 +312,7 @@ impl Pcm {
     /// counters into the host cache (no effect on results).
     #[inline]
     pub fn prefetch_block(&self, addr: u64) {
-        prefetch(&self.flips[(addr / 8 / 64) as usize]);
+        crate::hostmem::prefetch(&self.flips[(addr / 8 / 64) as usize]);
         self.wear.prefetch(addr);
     }
 
@@ -365,18 +365,6 @@ fn choose_block(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: bool) -> Cho
         ch.dirty |= ((*c != 0) as u8) << i;
     }
     ch
-}
-
-/// Host cache hint: start loading the line holding `x` (no effect on results).
-#[inline]
-pub fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and never changes memory; `x` is a valid reference.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(x as *const T as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
 }
 
 /// A little-endian word of 1, 2, 4 or 8 bytes (fixed-size reads: no call to memcpy).

@@ -134,7 +134,7 @@ const PREFETCH_PLANES: usize = 4;
 #[inline(always)]
 fn prefetch_planes(block: &[u64]) {
     for p in 0..PREFETCH_PLANES {
-        crate::pcm::prefetch(&block[p * LANES]);
+        crate::hostmem::prefetch(&block[p * LANES]);
     }
 }
 
@@ -269,7 +269,7 @@ impl Wear {
         let a = addr as usize;
         prefetch_planes(&self.low[a..a + BLOCK_WORDS]);
         if flips != 0 {
-            crate::pcm::prefetch(&self.flip_low[a / 8 / 64 * HALF]);
+            crate::hostmem::prefetch(&self.flip_low[a / 8 / 64 * HALF]);
         }
         let slot = self.next;
         self.next = (slot + 1) % BATCH;

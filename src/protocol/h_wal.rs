@@ -81,20 +81,29 @@ impl HWal {
     }
 
     /// Take the next log position; returns the log block that holds it.
+    #[inline(always)]
     fn alloc(&mut self, m: &mut Machine) -> BlockId {
         if self.tail - self.safe_start >= self.cap {
-            m.quiesce();
-            self.safe_start = self.trunc_issued;
-            if self.tail - self.safe_start >= self.cap {
-                m.fatal.get_or_insert_with(|| {
-                    format!("log.size_bytes too small: a transaction needs more than {} log blocks", self.cap)
-                });
-            }
+            self.make_room(m);
         }
         let p = self.tail_pos;
         self.tail += 1;
         self.tail_pos = if p + 1 == self.cap { 0 } else { p + 1 };
         BlockId(self.log0.0 + 1 + p)
+    }
+
+    /// The log is full: wait until every write is done, which makes every truncation issued so
+    /// far durable, and reuse the space they free.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, m: &mut Machine) {
+        m.quiesce();
+        self.safe_start = self.trunc_issued;
+        if self.tail - self.safe_start >= self.cap {
+            m.fatal.get_or_insert_with(|| {
+                format!("log.size_bytes too small: a transaction needs more than {} log blocks", self.cap)
+            });
+        }
     }
 
     fn log_data(&mut self, m: &mut Machine, b: BlockId) -> BlockId {
@@ -119,6 +128,7 @@ impl HWal {
     }
 
     /// Issue one log write (the core waits for its acceptance), or hold it back.
+    #[inline(always)]
     fn emit(&mut self, m: &mut Machine, at: BlockId, kind: WriteKind, p: Payload) {
         if self.holding {
             self.held.push((at, kind, p));
