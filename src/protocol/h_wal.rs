@@ -16,6 +16,7 @@ use super::{Bug, Protocol};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::wal::{CommitRecord, Descriptor, ADDRS_PER_DESC};
 use crate::machine::Machine;
+use crate::memctl::WriteTiming;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{Addr, BlockId, Cycle};
 
@@ -122,9 +123,23 @@ impl HWal {
     }
 
     fn write_desc(&mut self, m: &mut Machine) {
-        let desc = Payload::Desc { seq: self.seq, n: self.desc_n as u8, addrs: self.desc_addrs };
-        self.emit(m, self.desc_pos, WriteKind::LogMeta, desc);
+        if self.holding {
+            let desc = Payload::Desc { seq: self.seq, n: self.desc_n as u8, addrs: self.desc_addrs };
+            self.held.push((self.desc_pos, WriteKind::LogMeta, desc));
+        } else {
+            // Encoded from the descriptor in place (only when payloads are kept).
+            let (seq, addrs) = (self.seq, &self.desc_addrs[..self.desc_n]);
+            let t = m.write_encoded(self.desc_pos, WriteKind::LogMeta, || Descriptor::encode_parts(seq, addrs));
+            self.wrote_log(m, t);
+        }
         self.desc_n = 0;
+    }
+
+    /// The core waits for a log write's acceptance; the commit record waits for its durability.
+    #[inline(always)]
+    fn wrote_log(&mut self, m: &mut Machine, t: WriteTiming) {
+        m.wait_until(t.accepted);
+        self.tx_log_done = self.tx_log_done.max(t.durable);
     }
 
     /// Issue one log write (the core waits for its acceptance), or hold it back.
@@ -140,8 +155,7 @@ impl HWal {
                 m.write_encoded(at, kind, || Descriptor::encode_parts(seq, &addrs[..n as usize]))
             }
         };
-        m.wait_until(t.accepted);
-        self.tx_log_done = self.tx_log_done.max(t.durable);
+        self.wrote_log(m, t);
     }
 
     /// Steps 4 and 5: home writes, then the truncation once they are durable.
