@@ -114,19 +114,21 @@ impl MemCtl {
     /// it per write, from the cells it programs).
     #[inline(always)]
     pub fn write_timed(&mut self, now: Cycle, b: BlockId, min_start: Cycle, cycles: Cycle) -> WriteTiming {
-        // Writes complete by `now` leave the queue.
-        while self.len > 0 && self.ring[self.head] <= now {
-            self.head = (self.head + 1) & self.ring_mask;
-            self.len -= 1;
+        // Writes complete by `now` leave the queue (head and length kept in registers).
+        let (mut head, mut len) = (self.head, self.len);
+        while len > 0 && self.ring[head] <= now {
+            head = (head + 1) & self.ring_mask;
+            len -= 1;
         }
         let mut accepted = now;
-        if self.len >= self.queue_cap {
+        if len >= self.queue_cap {
             // Full: wait for the earliest completion, which frees its entry.
-            accepted = self.ring[self.head];
-            self.head = (self.head + 1) & self.ring_mask;
-            self.len -= 1;
+            accepted = self.ring[head];
+            head = (head + 1) & self.ring_mask;
+            len -= 1;
             self.queue_full_stall_cycles += accepted - now;
         }
+        (self.head, self.len) = (head, len);
         let bank = self.bank_of(b);
         let start = accepted.max(self.bank_free[bank]).max(min_start);
         let done = start + cycles;
