@@ -88,10 +88,10 @@ impl MemCtl {
     /// Issue a read of block `b` at cycle `now`; returns the cycle its data arrives.
     #[inline]
     pub fn read(&mut self, now: Cycle, b: BlockId) -> Cycle {
-        let bank = self.bank_of(b);
-        let start = now.max(self.bank_free[bank]);
-        let done = start + self.read_cycles;
-        self.bank_free[bank] = done;
+        let read_cycles = self.read_cycles;
+        let bank = self.bank_mut(b);
+        let done = now.max(*bank) + read_cycles;
+        *bank = done;
         self.reads += 1;
         done
     }
@@ -116,23 +116,23 @@ impl MemCtl {
     pub fn write_timed(&mut self, now: Cycle, b: BlockId, min_start: Cycle, cycles: Cycle) -> WriteTiming {
         // Writes complete by `now` leave the queue (head and length kept in registers).
         let (mut head, mut len) = (self.head, self.len);
-        while len > 0 && self.ring[head] <= now {
+        while len > 0 && self.ring_at(head) <= now {
             head = (head + 1) & self.ring_mask;
             len -= 1;
         }
         let mut accepted = now;
         if len >= self.queue_cap {
             // Full: wait for the earliest completion, which frees its entry.
-            accepted = self.ring[head];
+            accepted = self.ring_at(head);
             head = (head + 1) & self.ring_mask;
             len -= 1;
             self.queue_full_stall_cycles += accepted - now;
         }
         (self.head, self.len) = (head, len);
-        let bank = self.bank_of(b);
-        let start = accepted.max(self.bank_free[bank]).max(min_start);
+        let bank = self.bank_mut(b);
+        let start = accepted.max(*bank).max(min_start);
         let done = start + cycles;
-        self.bank_free[bank] = done;
+        *bank = done;
         self.enqueue(done);
         self.writes += 1;
         WriteTiming { accepted, done, durable: if self.adr { accepted } else { done } }
@@ -141,21 +141,44 @@ impl MemCtl {
     /// Insert a completion cycle, keeping the ring in increasing order (from the back).
     #[inline]
     fn enqueue(&mut self, done: Cycle) {
-        let mask = self.ring_mask;
         let mut pos = self.head + self.len;
-        while pos > self.head && self.ring[(pos - 1) & mask] > done {
-            self.ring[pos & mask] = self.ring[(pos - 1) & mask];
+        while pos > self.head && self.ring_at(pos - 1) > done {
+            *self.ring_mut(pos) = self.ring_at(pos - 1);
             pos -= 1;
         }
-        self.ring[pos & mask] = done;
+        *self.ring_mut(pos) = done;
         self.len += 1;
+    }
+
+    /// Ring entry `i` (taken modulo the ring's length).
+    #[inline(always)]
+    fn ring_at(&self, i: usize) -> Cycle {
+        // SAFETY: `ring.len() == ring_mask + 1` (both set in `new`, the ring is never resized),
+        // so `i & ring_mask` is in bounds.
+        unsafe { *self.ring.get_unchecked(i & self.ring_mask) }
+    }
+
+    #[inline(always)]
+    fn ring_mut(&mut self, i: usize) -> &mut Cycle {
+        // SAFETY: as in `ring_at`.
+        unsafe { self.ring.get_unchecked_mut(i & self.ring_mask) }
+    }
+
+    /// The busy-until cycle of block `b`'s bank.
+    #[inline(always)]
+    fn bank_mut(&mut self, b: BlockId) -> &mut Cycle {
+        let bank = self.bank_of(b);
+        debug_assert!(bank < self.bank_free.len());
+        // SAFETY: `bank_of` is below `banks` (a mask of `banks - 1` for a power of two, else a
+        // remainder of `banks`), and `bank_free.len() == banks` (set in `new`, never resized).
+        unsafe { self.bank_free.get_unchecked_mut(bank) }
     }
 
     /// The cycle at which every write issued so far has completed (0 if the queue is empty).
     pub fn all_writes_done(&self) -> Cycle {
         match self.len {
             0 => 0,
-            n => self.ring[(self.head + n - 1) & self.ring_mask],
+            n => self.ring_at(self.head + n - 1),
         }
     }
 
