@@ -357,7 +357,7 @@ impl Machine {
 
     /// Issue a write to block `dst` whose payload is the program's current content of `src`
     /// (a write-back when `dst == src`, a log copy otherwise).
-    #[inline]
+    #[inline(always)]
     pub fn write_from_arch(&mut self, dst: BlockId, kind: WriteKind, src: BlockId) -> WriteTiming {
         self.issue_deferred(self.now);
         if self.keep_bytes {
