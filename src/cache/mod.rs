@@ -123,8 +123,9 @@ impl Hierarchy {
             self.l2.touch_slot(Slot(s2));
             self.stats.l2_hits += 1;
             self.fill_l1(b, s2, write);
-            let llc_slot = Slot(self.l2.up(s2) as usize);
-            return Access { level: HitLevel::L2, lookup_cycles: cycles, llc_slot, victim: None };
+            // The L2 line's up link is `s3`: no need to read it.
+            debug_assert_eq!(self.l2.up(s2) as usize, s3);
+            return Access { level: HitLevel::L2, lookup_cycles: cycles, llc_slot: Slot(s3), victim: None };
         }
         cycles += self.llc.latency;
         let mut victim = None;
