@@ -55,6 +55,9 @@ pub struct Evicted {
 pub struct SetAssoc {
     ways: usize,
     way_shift: u32,
+    /// `ways - 1` if `ways` is a power of two (a slot's set is then `s >> way_shift`, its way
+    /// `s & way_mask`), else `usize::MAX` (a division).
+    way_mask: usize,
     set_mask: u64,
     /// Entries of `tags` and `lines` minus one (their length is a power of two; see the module
     /// docs), and the number of slots in use (`sets * ways`).
@@ -117,6 +120,7 @@ impl SetAssoc {
         SetAssoc {
             ways,
             way_shift: ways.next_power_of_two().trailing_zeros(),
+            way_mask: if ways.is_power_of_two() { ways - 1 } else { usize::MAX },
             set_mask: sets as u64 - 1,
             slot_mask: entries - 1,
             slots: lines,
@@ -186,8 +190,8 @@ impl SetAssoc {
 
     #[inline(always)]
     fn set_of_slot(&self, s: usize) -> (usize, usize) {
-        if self.ways.is_power_of_two() {
-            (s >> self.way_shift, s & (self.ways - 1))
+        if self.way_mask != usize::MAX {
+            (s >> self.way_shift, s & self.way_mask)
         } else {
             (s / self.ways, s % self.ways)
         }
