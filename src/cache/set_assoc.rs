@@ -442,9 +442,42 @@ impl SetAssoc {
     }
 }
 
-/// The way of `set` holding `tag`, if any.
+/// The way of `set` holding `tag`, if any. The default geometries' widths (2, 8 and 16 ways)
+/// are handled inline without a loop; the others out of line, so that the code inlined into
+/// every look-up stays short.
 #[inline(always)]
 fn find_tag(set: &[u32], tag: u32) -> Option<usize> {
+    if let [t0, t1] = *set {
+        return if t0 == tag {
+            Some(0)
+        } else if t1 == tag {
+            Some(1)
+        } else {
+            None
+        };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if set.len() == 16 || set.len() == 8 {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline; the 16-byte loads at u32 offsets 0 and
+        // 4 (and 8 and 12 when the length is 16) lie inside `set`, and loads are unaligned.
+        let mask = unsafe {
+            let key = _mm_set1_epi32(tag as i32);
+            let eq = |c: usize| _mm_cmpeq_epi32(_mm_loadu_si128(set.as_ptr().add(4 * c) as *const __m128i), key);
+            // The compare results (0 or -1 per way) are narrowed to one byte per way, in way
+            // order, and gathered by one movemask.
+            let lo = _mm_packs_epi32(eq(0), eq(1));
+            let hi = if set.len() == 16 { _mm_packs_epi32(eq(2), eq(3)) } else { _mm_setzero_si128() };
+            _mm_movemask_epi8(_mm_packs_epi16(lo, hi)) as u64
+        };
+        return (mask != 0).then(|| mask.trailing_zeros() as usize);
+    }
+    find_tag_other(set, tag)
+}
+
+/// [`find_tag`] for the other widths.
+#[inline(never)]
+fn find_tag_other(set: &[u32], tag: u32) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     if set.len().is_multiple_of(4) {
         use std::arch::x86_64::*;
@@ -452,24 +485,12 @@ fn find_tag(set: &[u32], tag: u32) -> Option<usize> {
         // (its length is a multiple of 4 u32, and `c < set.len() / 4`), and loads are unaligned.
         let mask = unsafe {
             let key = _mm_set1_epi32(tag as i32);
-            let eq = |c: usize| _mm_cmpeq_epi32(_mm_loadu_si128(set.as_ptr().add(4 * c) as *const __m128i), key);
-            match set.len() {
-                // The common geometries without a loop: the compare results (0 or -1 per way)
-                // are narrowed to one byte per way, in way order, and gathered by one movemask.
-                16 => {
-                    let lo = _mm_packs_epi32(eq(0), eq(1));
-                    let hi = _mm_packs_epi32(eq(2), eq(3));
-                    _mm_movemask_epi8(_mm_packs_epi16(lo, hi)) as u64
-                }
-                8 => _mm_movemask_epi8(_mm_packs_epi16(_mm_packs_epi32(eq(0), eq(1)), _mm_setzero_si128())) as u64,
-                n => {
-                    let mut mask = 0u64;
-                    for c in 0..n / 4 {
-                        mask |= (_mm_movemask_ps(_mm_castsi128_ps(eq(c))) as u64) << (4 * c);
-                    }
-                    mask
-                }
+            let mut mask = 0u64;
+            for c in 0..set.len() / 4 {
+                let eq = _mm_cmpeq_epi32(_mm_loadu_si128(set.as_ptr().add(4 * c) as *const __m128i), key);
+                mask |= (_mm_movemask_ps(_mm_castsi128_ps(eq)) as u64) << (4 * c);
             }
+            mask
         };
         return (mask != 0).then(|| mask.trailing_zeros() as usize);
     }
