@@ -211,11 +211,12 @@ impl SetAssoc {
     pub(super) fn touch(&mut self, set: usize, way: usize) {
         let order = self.order_mut(set);
         let o = *order;
-        let r = SetAssoc::rank(o, way);
-        if r == 0 {
+        if o & 0xF == way as u64 {
+            // Already the most recent (rank 0), as on most repeated hits: no rank to compute.
             return;
         }
-        // r <= 15: `m << 4` wraps to 0 at r = 15, so `above` is then empty, without a branch.
+        let r = SetAssoc::rank(o, way);
+        // 1 <= r <= 15: `m << 4` wraps to 0 at r = 15, so `above` is then empty, without a branch.
         let m = 1u64 << (4 * r);
         let below = o & (m - 1);
         let above = o & !(m << 4).wrapping_sub(1);
