@@ -17,6 +17,8 @@ mod set_assoc;
 
 pub use set_assoc::{Evicted, SetAssoc, Slot, NO_LINK, VERSION_BIT};
 
+use set_assoc::Line;
+
 use crate::config::Config;
 use crate::types::{BlockId, Cycle};
 
@@ -112,35 +114,57 @@ impl Hierarchy {
     /// the L2 look-up, as the hardware searches L2 first).
     pub fn access_below_l1(&mut self, b: BlockId, write: bool) -> Access {
         let mut cycles = self.l1.latency + self.l2.latency;
-        let found = self.llc.find(b);
-        let linked = found.map_or(NO_LINK, |s3| self.llc.down(s3.0));
+        let found = self.llc.find_way(b);
+        let s3 = found.map_or(usize::MAX, |(set, way)| self.llc.slot_of(set, way));
+        let linked = if found.is_some() { self.llc.down(s3) } else { NO_LINK };
         debug_assert_eq!(self.l2.find(b).map(|s| s.0 as u32), (linked != NO_LINK).then_some(linked));
         if linked != NO_LINK {
-            let s2 = Slot(linked as usize);
-            self.l2.touch_slot(s2);
+            let s2 = linked as usize;
+            self.l2.touch_slot(Slot(s2));
             self.stats.l2_hits += 1;
             self.fill_l1(b, s2, write);
-            let llc_slot = Slot(self.l2.up(s2.0) as usize);
-            return Access { level: HitLevel::L2, lookup_cycles: cycles, llc_slot, victim: None };
+            // The L2 line's up link is `s3`: no need to read it.
+            debug_assert_eq!(self.l2.up(s2) as usize, s3);
+            return Access { level: HitLevel::L2, lookup_cycles: cycles, llc_slot: Slot(s3), victim: None };
         }
         cycles += self.llc.latency;
         let mut victim = None;
         let (level, s3) = match found {
-            Some(s3) => {
-                self.llc.touch_slot(s3);
+            Some((set, way)) => {
+                self.llc.touch(set, way);
                 self.stats.llc_hits += 1;
                 (HitLevel::Llc, s3)
             }
             None => {
                 self.stats.llc_misses += 1;
-                let (s3, ev) = self.llc.insert(b);
-                victim = self.llc_evicted(s3, ev);
+                // The LLC does not use `up`; `down` is set by `fill_l2`.
+                let (s3, old) = self.llc.replace_lru(b, Line::fresh(NO_LINK, false));
+                if let Some((tag, line)) = old {
+                    victim = self.llc_replaced(tag, line);
+                }
                 (HitLevel::Memory, s3)
             }
         };
         let s2 = self.fill_l2(b, s3);
         self.fill_l1(b, s2, write);
-        Access { level, lookup_cycles: cycles, llc_slot: s3, victim }
+        Access { level, lookup_cycles: cycles, llc_slot: Slot(s3), victim }
+    }
+
+    /// [`Hierarchy::llc_evicted`] for a line the miss path replaced, given its old tag and state
+    /// (its `down` link is that of the line that left).
+    #[inline(always)]
+    fn llc_replaced(&mut self, tag: u32, line: Line) -> Option<Victim> {
+        let mut inner_dirty = false;
+        if line.down != NO_LINK {
+            let s2 = line.down as usize;
+            let d1 = self.drop_l1_of_l2(s2);
+            let (d2, _) = self.l2.invalidate_slot(Slot(s2));
+            inner_dirty = d1 || d2;
+        }
+        (line.dirty || inner_dirty).then(|| {
+            self.stats.llc_dirty_evictions += 1;
+            Victim { block: BlockId((tag & !VERSION_BIT) as u64), tag: line.aux, version: tag & VERSION_BIT != 0 }
+        })
     }
 
     /// The line an LLC insert into `s3` pushed out: back-invalidate its inner copies
@@ -185,36 +209,24 @@ impl Hierarchy {
     /// Put `b` (held in LLC slot `s3`) into L2; an evicted L2 line takes its L1 copy with it
     /// and leaves its dirtiness in the LLC.
     #[inline(always)]
-    fn fill_l2(&mut self, b: BlockId, s3: Slot) -> Slot {
-        let (s2, ev) = self.l2.insert(b);
-        if let Some(e) = ev {
-            let d1 = self.drop_l1_of_l2(s2.0);
-            let up = Slot(self.l2.up(s2.0) as usize);
-            if e.dirty || d1 {
-                self.llc.set_dirty(up, true);
-            }
-            self.llc.set_down(up.0, NO_LINK);
+    fn fill_l2(&mut self, b: BlockId, s3: usize) -> usize {
+        let (s2, old) = self.l2.replace_lru(b, Line::fresh(s3 as u32, false));
+        if let Some((_, e)) = old {
+            let d1 = e.down != NO_LINK && self.l1.invalidate_slot(Slot(e.down as usize)).0;
+            self.llc.unlink_down(e.up as usize, e.dirty || d1);
         }
-        self.l2.set_up(s2.0, s3.0 as u32);
-        self.l2.set_down(s2.0, NO_LINK);
-        self.llc.set_down(s3.0, s2.0 as u32);
+        self.llc.set_down(s3, s2 as u32);
         s2
     }
 
     /// Put `b` (held in L2 slot `s2`) into L1; an evicted dirty L1 line marks its L2 copy.
     #[inline(always)]
-    fn fill_l1(&mut self, b: BlockId, s2: Slot, write: bool) {
-        let (s1, ev) = self.l1.insert(b);
-        if let Some(e) = ev {
-            let up = self.l1.up(s1.0) as usize;
-            if e.dirty {
-                self.l2.set_dirty(Slot(up), true);
-            }
-            self.l2.set_down(up, NO_LINK);
+    fn fill_l1(&mut self, b: BlockId, s2: usize, write: bool) {
+        let (s1, old) = self.l1.replace_lru(b, Line::fresh(s2 as u32, write));
+        if let Some((_, e)) = old {
+            self.l2.unlink_down(e.up as usize, e.dirty);
         }
-        self.l1.set_up(s1.0, s2.0 as u32);
-        self.l2.set_down(s2.0, s1.0 as u32);
-        self.l1.set_dirty(s1, write);
+        self.l2.set_down(s2, s1 as u32);
     }
 
     /// The slots of `b` in L2 and L1 (if there), from its LLC slot.

@@ -10,6 +10,12 @@
 //! moves it to the back, each with a few shifts and masks. Valid lines therefore always precede
 //! invalid ones in this order, and an insert fills a free way before it evicts.
 //!
+//! The arrays are allocated once, in [`SetAssoc::new`], with a power-of-two number of entries
+//! (the slots rounded up; the rounding, only for a way count that is not a power of two, is
+//! never used): every access masks its index with `slot_mask` (or the set with `set_mask`), so
+//! that it is in range whatever [`Slot`] a caller passes, without a bounds check. A slot of a
+//! set is below `sets * ways`; out-of-range slots are caught by `debug_assert!`s.
+//!
 //! A 16-way set's tags are one host cache line, compared four at a time with SSE2 (part of
 //! every x86_64; other targets use a plain loop). A [`Slot`] stays valid until its line is
 //! evicted or invalidated: lines never move between ways.
@@ -49,7 +55,14 @@ pub struct Evicted {
 pub struct SetAssoc {
     ways: usize,
     way_shift: u32,
+    /// `ways - 1` if `ways` is a power of two (a slot's set is then `s >> way_shift`, its way
+    /// `s & way_mask`), else `usize::MAX` (a division).
+    way_mask: usize,
     set_mask: u64,
+    /// Entries of `tags` and `lines` minus one (their length is a power of two; see the module
+    /// docs), and the number of slots in use (`sets * ways`).
+    slot_mask: usize,
+    slots: usize,
     /// Nibbles of `order` in use (`4 * ways` low bits) and the shift of the last one.
     used: u64,
     last_shift: u32,
@@ -66,11 +79,19 @@ pub struct SetAssoc {
 /// it), the links the hierarchy keeps to the line's copies in the levels above and below
 /// ([`NO_LINK`] when there is none), and the dirty bit.
 #[derive(Copy, Clone, Debug)]
-struct Line {
-    aux: u32,
-    up: u32,
-    down: u32,
-    dirty: bool,
+pub(super) struct Line {
+    pub(super) aux: u32,
+    pub(super) up: u32,
+    pub(super) down: u32,
+    pub(super) dirty: bool,
+}
+
+impl Line {
+    /// A line just filled by the hierarchy: clean, aux 0, linked up to `up` (or [`NO_LINK`]).
+    #[inline(always)]
+    pub(super) fn fresh(up: u32, dirty: bool) -> Line {
+        Line { aux: 0, up, down: NO_LINK, dirty }
+    }
 }
 
 /// "No linked slot" (see [`SetAssoc::up`]).
@@ -94,14 +115,19 @@ impl SetAssoc {
         let ways = cfg.ways as usize;
         let sets = lines / ways;
         assert!(sets.is_power_of_two() && (1..=16).contains(&ways), "validated by Config::validate");
+        // Never resized afterwards: the unchecked accesses below rely on these lengths.
+        let entries = lines.next_power_of_two();
         SetAssoc {
             ways,
             way_shift: ways.next_power_of_two().trailing_zeros(),
+            way_mask: if ways.is_power_of_two() { ways - 1 } else { usize::MAX },
             set_mask: sets as u64 - 1,
+            slot_mask: entries - 1,
+            slots: lines,
             used: low_mask(4 * ways as u32),
             last_shift: 4 * (ways as u32 - 1),
-            tags: vec![INVALID; lines],
-            lines: vec![Line { aux: 0, up: NO_LINK, down: NO_LINK, dirty: false }; lines],
+            tags: vec![INVALID; entries],
+            lines: vec![Line { aux: 0, up: NO_LINK, down: NO_LINK, dirty: false }; entries],
             order: vec![IDENTITY; sets],
             latency: cfg.latency_cycles,
         }
@@ -109,7 +135,52 @@ impl SetAssoc {
 
     /// Number of line frames.
     pub fn slots(&self) -> usize {
-        self.tags.len()
+        self.slots
+    }
+
+    /// `s` as an index of `tags` and `lines`: masked into range (the identity for a slot below
+    /// `slots`).
+    #[inline(always)]
+    fn at(&self, s: usize) -> usize {
+        debug_assert!(s < self.slots, "slot {s} out of range");
+        s & self.slot_mask
+    }
+
+    #[inline(always)]
+    fn tag(&self, s: usize) -> u32 {
+        let i = self.at(s);
+        // SAFETY: i <= slot_mask = tags.len() - 1 (set in `new`, never resized).
+        unsafe { *self.tags.get_unchecked(i) }
+    }
+
+    #[inline(always)]
+    fn tag_mut(&mut self, s: usize) -> &mut u32 {
+        let i = self.at(s);
+        // SAFETY: as in `tag`.
+        unsafe { self.tags.get_unchecked_mut(i) }
+    }
+
+    #[inline(always)]
+    fn line(&self, s: usize) -> &Line {
+        let i = self.at(s);
+        // SAFETY: i <= slot_mask = lines.len() - 1 (set in `new`, never resized).
+        unsafe { self.lines.get_unchecked(i) }
+    }
+
+    #[inline(always)]
+    fn line_mut(&mut self, s: usize) -> &mut Line {
+        let i = self.at(s);
+        // SAFETY: as in `line`.
+        unsafe { self.lines.get_unchecked_mut(i) }
+    }
+
+    /// The recency order of `set`, masked into range (the identity for a set below `sets`).
+    #[inline(always)]
+    fn order_mut(&mut self, set: usize) -> &mut u64 {
+        debug_assert!(set as u64 <= self.set_mask);
+        let i = set & self.set_mask as usize;
+        // SAFETY: i <= set_mask = order.len() - 1 (set in `new`, never resized).
+        unsafe { self.order.get_unchecked_mut(i) }
     }
 
     #[inline(always)]
@@ -119,8 +190,8 @@ impl SetAssoc {
 
     #[inline(always)]
     fn set_of_slot(&self, s: usize) -> (usize, usize) {
-        if self.ways.is_power_of_two() {
-            (s >> self.way_shift, s & (self.ways - 1))
+        if self.way_mask != usize::MAX {
+            (s >> self.way_shift, s & self.way_mask)
         } else {
             (s / self.ways, s % self.ways)
         }
@@ -137,29 +208,32 @@ impl SetAssoc {
 
     /// Make `way` the most recently used of its set.
     #[inline(always)]
-    fn touch(&mut self, set: usize, way: usize) {
-        let o = self.order[set];
-        let r = SetAssoc::rank(o, way);
-        if r == 0 {
+    pub(super) fn touch(&mut self, set: usize, way: usize) {
+        let order = self.order_mut(set);
+        let o = *order;
+        if o & 0xF == way as u64 {
+            // Already the most recent (rank 0), as on most repeated hits: no rank to compute.
             return;
         }
-        // r <= 15: `m << 4` wraps to 0 at r = 15, so `above` is then empty, without a branch.
+        let r = SetAssoc::rank(o, way);
+        // 1 <= r <= 15: `m << 4` wraps to 0 at r = 15, so `above` is then empty, without a branch.
         let m = 1u64 << (4 * r);
         let below = o & (m - 1);
         let above = o & !(m << 4).wrapping_sub(1);
-        self.order[set] = above | (below << 4) | way as u64;
+        *order = above | (below << 4) | way as u64;
     }
 
     /// Make `way` the least recently used of its set.
     #[inline(always)]
     fn demote(&mut self, set: usize, way: usize) {
-        let o = self.order[set];
+        let (used, last_shift) = (self.used, self.last_shift);
+        let order = self.order_mut(set);
+        let o = *order;
         let r = SetAssoc::rank(o, way);
-        let used = self.used;
         // r <= 15, so 4 * r < 64; `after` shifts by 4 * (r + 1) <= 64 in two steps.
         let below = o & ((1u64 << (4 * r)) - 1);
         let after = ((o & used) >> (4 * r)) >> 4;
-        self.order[set] = (o & !used) | below | (after << (4 * r)) | ((way as u64) << self.last_shift);
+        *order = (o & !used) | below | (after << (4 * r)) | ((way as u64) << last_shift);
     }
 
     /// Find a block without touching LRU state.
@@ -170,11 +244,20 @@ impl SetAssoc {
 
     /// The set and way holding `b`, if any.
     #[inline(always)]
-    fn find_way(&self, b: BlockId) -> Option<(usize, usize)> {
+    pub(super) fn find_way(&self, b: BlockId) -> Option<(usize, usize)> {
         debug_assert!(b.0 < INVALID as u64, "block numbers are 32-bit");
         let set = self.set_of(b);
         let start = set * self.ways;
-        find_tag(&self.tags[start..start + self.ways], b.0 as u32).map(|w| (set, w))
+        // SAFETY: set < sets, so start + ways <= sets * ways <= tags.len() (set in `new`, never
+        // resized).
+        let tags = unsafe { self.tags.get_unchecked(start..start + self.ways) };
+        find_tag(tags, b.0 as u32).map(|w| (set, w))
+    }
+
+    /// The slot of `way` in `set`.
+    #[inline(always)]
+    pub(super) fn slot_of(&self, set: usize, way: usize) -> usize {
+        set * self.ways + way
     }
 
     /// Make the line in `s` the most recently used.
@@ -205,7 +288,7 @@ impl SetAssoc {
     pub fn insert_version(&mut self, b: BlockId, aux: u32) -> (Slot, Option<Evicted>) {
         debug_assert!(b.0 < VERSION_BIT as u64 - 1, "versioned block numbers are 31-bit");
         let (s, ev) = self.insert_tag(b, b.0 as u32 | VERSION_BIT);
-        let l = &mut self.lines[s.0];
+        let l = self.line_mut(s.0);
         (l.dirty, l.aux) = (true, aux);
         (s, ev)
     }
@@ -213,16 +296,53 @@ impl SetAssoc {
     /// Is the line in `s` the older version of `b` inserted by [`SetAssoc::insert_version`]?
     #[inline(always)]
     pub fn is_version_of(&self, s: Slot, b: BlockId) -> bool {
-        self.tags[s.0] == b.0 as u32 | VERSION_BIT
+        self.tag(s.0) == b.0 as u32 | VERSION_BIT
+    }
+
+    /// The hierarchy's fill: put `b` into the least recently used way of its set, most
+    /// recently used, with state `new` (links included). Returns its slot and the tag and state
+    /// of the line it replaced (`tag` is not a valid tag if the way was free), each read once.
+    #[inline(always)]
+    pub(super) fn replace_lru(&mut self, b: BlockId, new: Line) -> (usize, Option<(u32, Line)>) {
+        debug_assert!(self.find(b).is_none());
+        let set = self.set_of(b);
+        let way = self.take_lru_way(set);
+        let s = set * self.ways + way;
+        let tag = std::mem::replace(self.tag_mut(s), b.0 as u32);
+        let old = std::mem::replace(self.line_mut(s), new);
+        (s, (tag != INVALID).then_some((tag, old)))
+    }
+
+    /// The least recently used way of `set`, made the most recently used.
+    #[inline(always)]
+    fn take_lru_way(&mut self, set: usize) -> usize {
+        let (used, last_shift) = (self.used, self.last_shift);
+        let order = self.order_mut(set);
+        let o = *order;
+        let way = ((o >> last_shift) & 0xF) as usize;
+        // The way was the last in recency order: shifting the order one place moves every other
+        // way down one rank and drops it, then it goes in front.
+        *order = (o & !used) | ((o << 4) & used) | way as u64;
+        way
+    }
+
+    /// An inner copy of the line in `s` left: forget the link to it, and mark the line dirty
+    /// if the copy was.
+    #[inline(always)]
+    pub(super) fn unlink_down(&mut self, s: usize, dirty: bool) {
+        debug_assert!(self.tag(s) != INVALID);
+        let l = self.line_mut(s);
+        l.dirty |= dirty;
+        l.down = NO_LINK;
     }
 
     #[inline(always)]
     fn insert_tag(&mut self, b: BlockId, tag: u32) -> (Slot, Option<Evicted>) {
         let set = self.set_of(b);
-        let way = ((self.order[set] >> self.last_shift) & 0xF) as usize;
+        let way = self.take_lru_way(set);
         let s = set * self.ways + way;
-        let w = self.tags[s];
-        let l = &mut self.lines[s];
+        let w = std::mem::replace(self.tag_mut(s), tag);
+        let l = self.line_mut(s);
         let victim = (w != INVALID).then_some(Evicted {
             block: BlockId((w & !VERSION_BIT) as u64),
             dirty: l.dirty,
@@ -230,22 +350,17 @@ impl SetAssoc {
             version: w & VERSION_BIT != 0,
         });
         (l.dirty, l.aux) = (false, 0);
-        self.tags[s] = tag;
-        // The way was the last in recency order: shifting the order one place moves every other
-        // way down one rank and drops it, then it goes in front.
-        let o = self.order[set];
-        self.order[set] = (o & !self.used) | ((o << 4) & self.used) | way as u64;
         (Slot(s), victim)
     }
 
     /// Drop the line in `s`; returns its dirty bit and aux.
     #[inline(always)]
     pub fn invalidate_slot(&mut self, s: Slot) -> (bool, u32) {
-        debug_assert!(self.tags[s.0] != INVALID);
-        let l = &mut self.lines[s.0];
+        debug_assert!(self.tag(s.0) != INVALID);
+        let l = self.line_mut(s.0);
         let (dirty, aux) = (l.dirty, l.aux);
         (l.dirty, l.aux) = (false, 0);
-        self.tags[s.0] = INVALID;
+        *self.tag_mut(s.0) = INVALID;
         let (set, way) = self.set_of_slot(s.0);
         self.demote(set, way);
         (dirty, aux)
@@ -260,63 +375,64 @@ impl SetAssoc {
 
     #[inline(always)]
     pub fn dirty(&self, s: Slot) -> bool {
-        self.lines[s.0].dirty
+        self.line(s.0).dirty
     }
 
     #[inline(always)]
     pub fn set_dirty(&mut self, s: Slot, d: bool) {
-        debug_assert!(self.tags[s.0] != INVALID);
-        self.lines[s.0].dirty = d;
+        debug_assert!(self.tag(s.0) != INVALID);
+        self.line_mut(s.0).dirty = d;
     }
 
     /// The auxiliary tag of a line (0 for levels built without aux).
     #[inline(always)]
     pub fn aux(&self, s: Slot) -> u32 {
-        self.lines[s.0].aux
+        self.line(s.0).aux
     }
 
     #[inline(always)]
     pub fn set_aux(&mut self, s: Slot, v: u32) {
-        self.lines[s.0].aux = v;
+        self.line_mut(s.0).aux = v;
     }
 
     /// The slot of this line's copy in the next level out (towards memory), or [`NO_LINK`].
     #[inline(always)]
     pub fn up(&self, s: usize) -> u32 {
-        self.lines[s].up
+        self.line(s).up
     }
 
     #[inline(always)]
     pub fn set_up(&mut self, s: usize, v: u32) {
-        self.lines[s].up = v;
+        self.line_mut(s).up = v;
     }
 
     /// The slot of this line's copy in the next level in (towards the core), or [`NO_LINK`].
     #[inline(always)]
     pub fn down(&self, s: usize) -> u32 {
-        self.lines[s].down
+        self.line(s).down
     }
 
     #[inline(always)]
     pub fn set_down(&mut self, s: usize, v: u32) {
-        self.lines[s].down = v;
+        self.line_mut(s).down = v;
     }
 
     /// The down link of a line, which is cleared.
     #[inline(always)]
     pub fn take_down(&mut self, s: usize) -> u32 {
-        std::mem::replace(&mut self.lines[s].down, NO_LINK)
+        std::mem::replace(&mut self.line_mut(s).down, NO_LINK)
     }
 
     /// Does slot `s` hold the current copy of `b`? (A look-up of `b` would find `s`.)
     #[inline(always)]
     pub fn holds(&self, s: Slot, b: BlockId) -> bool {
-        self.tags[s.0] == b.0 as u32
+        self.tag(s.0) == b.0 as u32
     }
 
     /// The block in a slot, if valid.
     pub fn block_at(&self, s: Slot) -> Option<BlockId> {
-        (self.tags[s.0] != INVALID).then_some(BlockId(self.tags[s.0] as u64))
+        let t = self.tag(s.0);
+        (t != INVALID).then_some(BlockId(t as u64))
     }
 
     /// Valid blocks of the set that holds `b`, most recently used first (tests, debugging).
@@ -327,9 +443,42 @@ impl SetAssoc {
     }
 }
 
-/// The way of `set` holding `tag`, if any.
+/// The way of `set` holding `tag`, if any. The default geometries' widths (2, 8 and 16 ways)
+/// are handled inline without a loop; the others out of line, so that the code inlined into
+/// every look-up stays short.
 #[inline(always)]
 fn find_tag(set: &[u32], tag: u32) -> Option<usize> {
+    if let [t0, t1] = *set {
+        return if t0 == tag {
+            Some(0)
+        } else if t1 == tag {
+            Some(1)
+        } else {
+            None
+        };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if set.len() == 16 || set.len() == 8 {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline; the 16-byte loads at u32 offsets 0 and
+        // 4 (and 8 and 12 when the length is 16) lie inside `set`, and loads are unaligned.
+        let mask = unsafe {
+            let key = _mm_set1_epi32(tag as i32);
+            let eq = |c: usize| _mm_cmpeq_epi32(_mm_loadu_si128(set.as_ptr().add(4 * c) as *const __m128i), key);
+            // The compare results (0 or -1 per way) are narrowed to one byte per way, in way
+            // order, and gathered by one movemask.
+            let lo = _mm_packs_epi32(eq(0), eq(1));
+            let hi = if set.len() == 16 { _mm_packs_epi32(eq(2), eq(3)) } else { _mm_setzero_si128() };
+            _mm_movemask_epi8(_mm_packs_epi16(lo, hi)) as u64
+        };
+        return (mask != 0).then(|| mask.trailing_zeros() as usize);
+    }
+    find_tag_other(set, tag)
+}
+
+/// [`find_tag`] for the other widths.
+#[inline(never)]
+fn find_tag_other(set: &[u32], tag: u32) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     if set.len().is_multiple_of(4) {
         use std::arch::x86_64::*;
@@ -337,24 +486,12 @@ fn find_tag(set: &[u32], tag: u32) -> Option<usize> {
         // (its length is a multiple of 4 u32, and `c < set.len() / 4`), and loads are unaligned.
         let mask = unsafe {
             let key = _mm_set1_epi32(tag as i32);
-            let eq = |c: usize| _mm_cmpeq_epi32(_mm_loadu_si128(set.as_ptr().add(4 * c) as *const __m128i), key);
-            match set.len() {
-                // The common geometries without a loop: the compare results (0 or -1 per way)
-                // are narrowed to one byte per way, in way order, and gathered by one movemask.
-                16 => {
-                    let lo = _mm_packs_epi32(eq(0), eq(1));
-                    let hi = _mm_packs_epi32(eq(2), eq(3));
-                    _mm_movemask_epi8(_mm_packs_epi16(lo, hi)) as u64
-                }
-                8 => _mm_movemask_epi8(_mm_packs_epi16(_mm_packs_epi32(eq(0), eq(1)), _mm_setzero_si128())) as u64,
-                n => {
-                    let mut mask = 0u64;
-                    for c in 0..n / 4 {
-                        mask |= (_mm_movemask_ps(_mm_castsi128_ps(eq(c))) as u64) << (4 * c);
-                    }
-                    mask
-                }
+            let mut mask = 0u64;
+            for c in 0..set.len() / 4 {
+                let eq = _mm_cmpeq_epi32(_mm_loadu_si128(set.as_ptr().add(4 * c) as *const __m128i), key);
+                mask |= (_mm_movemask_ps(_mm_castsi128_ps(eq)) as u64) << (4 * c);
             }
+            mask
         };
         return (mask != 0).then(|| mask.trailing_zeros() as usize);
     }

@@ -373,3 +373,177 @@ fn set_assoc_matches_a_reference_lru_model() {
         }
     }
 }
+
+// ---- The whole hierarchy against a reference model ----
+
+/// One level of the reference hierarchy: per set, (block, dirty) most recently used first.
+struct RefLevel {
+    sets: Vec<VecDeque<(BlockId, bool)>>,
+    ways: usize,
+}
+
+impl RefLevel {
+    fn new(cfg: &CacheConfig) -> RefLevel {
+        let ways = cfg.ways as usize;
+        RefLevel { sets: vec![VecDeque::new(); (cfg.size_bytes / 64) as usize / ways], ways }
+    }
+
+    fn set(&mut self, b: BlockId) -> &mut VecDeque<(BlockId, bool)> {
+        let n = self.sets.len() as u64;
+        &mut self.sets[(b.0 % n) as usize]
+    }
+
+    /// Remove `b` if present; returns its dirty bit.
+    fn remove(&mut self, b: BlockId) -> Option<bool> {
+        let set = self.set(b);
+        let p = set.iter().position(|l| l.0 == b)?;
+        set.remove(p).map(|l| l.1)
+    }
+
+    /// Move `b` to the front if present.
+    fn hit(&mut self, b: BlockId) -> bool {
+        let Some(d) = self.remove(b) else { return false };
+        self.set(b).push_front((b, d));
+        true
+    }
+
+    fn mark_dirty(&mut self, b: BlockId) {
+        self.set(b).iter_mut().find(|l| l.0 == b).expect("inclusion").1 = true;
+    }
+
+    /// Insert `b` (absent) in front; returns the line pushed out of a full set.
+    fn insert(&mut self, b: BlockId, dirty: bool) -> Option<(BlockId, bool)> {
+        let ways = self.ways;
+        let set = self.set(b);
+        let out = if set.len() == ways { set.pop_back() } else { None };
+        set.push_front((b, dirty));
+        out
+    }
+}
+
+/// The hierarchy as the module docs describe it, one `VecDeque` per set, plus the LLC tags.
+struct RefHierarchy {
+    l1: RefLevel,
+    l2: RefLevel,
+    llc: RefLevel,
+    tags: std::collections::HashMap<BlockId, u32>,
+}
+
+impl RefHierarchy {
+    fn access(&mut self, b: BlockId, write: bool) -> (HitLevel, Option<Victim>) {
+        if self.l1.hit(b) {
+            if write {
+                self.l1.mark_dirty(b);
+            }
+            return (HitLevel::L1, None);
+        }
+        let mut victim = None;
+        let level = if self.l2.hit(b) {
+            HitLevel::L2
+        } else {
+            let level = if self.llc.hit(b) { HitLevel::Llc } else { HitLevel::Memory };
+            if level == HitLevel::Memory {
+                if let Some((v, d3)) = self.llc.insert(b, false) {
+                    let d1 = self.l1.remove(v).unwrap_or(false);
+                    let d2 = self.l2.remove(v).unwrap_or(false);
+                    let tag = self.tags.remove(&v).unwrap_or(0);
+                    if d1 || d2 || d3 {
+                        victim = Some(Victim { block: v, tag, version: false });
+                    }
+                }
+            }
+            if let Some((v, d2)) = self.l2.insert(b, false) {
+                let d1 = self.l1.remove(v).unwrap_or(false);
+                if d1 || d2 {
+                    self.llc.mark_dirty(v);
+                }
+            }
+            level
+        };
+        if let Some((v, true)) = self.l1.insert(b, write) {
+            self.l2.mark_dirty(v);
+        }
+        (level, victim)
+    }
+
+    /// Remove `b` from every level: (was it cached, was it dirty).
+    fn invalidate(&mut self, b: BlockId) -> (bool, bool) {
+        let d = [self.l1.remove(b), self.l2.remove(b), self.llc.remove(b)];
+        self.tags.remove(&b);
+        (d[2].is_some(), d.contains(&Some(true)))
+    }
+
+    fn clean(&mut self, b: BlockId) {
+        for level in [&mut self.l1, &mut self.l2, &mut self.llc] {
+            if let Some(l) = level.set(b).iter_mut().find(|l| l.0 == b) {
+                l.1 = false;
+            }
+        }
+    }
+}
+
+/// Every set of `c` must hold the model's blocks in the model's order, with its dirty bits.
+fn check_level(c: &SetAssoc, r: &RefLevel, name: &str, ctx: &str) {
+    for (i, set) in r.sets.iter().enumerate() {
+        let blocks: Vec<BlockId> = set.iter().map(|l| l.0).collect();
+        assert_eq!(c.set_contents(BlockId(i as u64)), blocks, "{ctx}: {name} set {i}");
+        for &(b, d) in set {
+            assert_eq!(c.dirty(c.find(b).unwrap()), d, "{ctx}: {name} dirty bit of {b:?}");
+        }
+    }
+}
+
+/// Random loads, stores, tags, flushes and cleans, against [`RefHierarchy`]: the level, cost
+/// and victim of every access and then the contents, recency order and dirty bits of every
+/// set of every level. Geometries with power-of-two way counts and without (whose arrays are
+/// padded), and one with more L2 sets than LLC sets.
+#[test]
+fn hierarchy_matches_a_reference_model() {
+    let geometries = [
+        (level(2, 2, 1), level(4, 4, 8), level(8, 8, 21)),
+        (level(2, 3, 1), level(4, 6, 8), level(4, 12, 21)),
+        (level(4, 1, 1), level(16, 2, 8), level(4, 16, 21)),
+    ];
+    for (g, (l1, l2, llc)) in geometries.into_iter().enumerate() {
+        for seed in [1u64, 2, 0xC0FFEE] {
+            let mut cfg = Config::default();
+            (cfg.l1, cfg.l2, cfg.llc) = (l1.clone(), l2.clone(), llc.clone());
+            let mut h = Hierarchy::new(&cfg);
+            let mut r = RefHierarchy {
+                l1: RefLevel::new(&l1),
+                l2: RefLevel::new(&l2),
+                llc: RefLevel::new(&llc),
+                tags: Default::default(),
+            };
+            let mut rng = Rng::new(seed);
+            for step in 0..20_000 {
+                let ctx = format!("geometry {g} seed {seed} step {step}");
+                let b = BlockId(rng.below(192));
+                match rng.below(20) {
+                    0 => assert_eq!(h.invalidate(b), r.invalidate(b), "{ctx}: invalidate"),
+                    1 => {
+                        h.clean(b);
+                        r.clean(b);
+                    }
+                    2 => {
+                        if let Some(s) = h.llc.find(b) {
+                            let tag = rng.below(5) as u32;
+                            h.llc.set_aux(s, tag);
+                            r.tags.insert(b, tag);
+                        }
+                    }
+                    _ => {
+                        let write = rng.chance(0.3);
+                        let a = h.access(b, write);
+                        let (level, victim) = r.access(b, write);
+                        assert_eq!((a.level, a.victim), (level, victim), "{ctx}: access {b:?}");
+                        assert_eq!(h.llc.block_at(a.llc_slot), Some(b), "{ctx}: llc_slot");
+                    }
+                }
+                check_level(&h.l1, &r.l1, "L1", &ctx);
+                check_level(&h.l2, &r.l2, "L2", &ctx);
+                check_level(&h.llc, &r.llc, "LLC", &ctx);
+            }
+        }
+    }
+}
