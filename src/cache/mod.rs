@@ -107,7 +107,7 @@ impl Hierarchy {
     }
 
     /// [`Hierarchy::access`] after an L1 miss.
-    #[inline(never)]
+    #[inline(always)]
     ///
     /// Inclusion saves the L2 tag search: a block is in L2 exactly when it is in the LLC with a
     /// link to an L2 copy, so one LLC search answers for both levels (the timing still charges
