@@ -154,17 +154,16 @@ impl Hierarchy {
     /// (its `down` link is that of the line that left).
     #[inline(always)]
     fn llc_replaced(&mut self, tag: u32, line: Line) -> Option<Victim> {
-        let mut inner_dirty = false;
-        if line.down != NO_LINK {
-            let s2 = line.down as usize;
-            let d1 = self.drop_l1_of_l2(s2);
-            let (d2, _) = self.l2.invalidate_slot(Slot(s2));
-            inner_dirty = d1 || d2;
-        }
-        (line.dirty || inner_dirty).then(|| {
-            self.stats.llc_dirty_evictions += 1;
-            Victim { block: BlockId((tag & !VERSION_BIT) as u64), tag: line.aux, version: tag & VERSION_BIT != 0 }
-        })
+        let inner_dirty = self.drop_l2_copy(line.down);
+        let block = BlockId((tag & !VERSION_BIT) as u64);
+        self.dirty_victim(line.dirty || inner_dirty, Victim { block, tag: line.aux, version: tag & VERSION_BIT != 0 })
+    }
+
+    /// `v` if the line that left the LLC was dirty at some level (counted), else nothing.
+    #[inline(always)]
+    fn dirty_victim(&mut self, dirty: bool, v: Victim) -> Option<Victim> {
+        self.stats.llc_dirty_evictions += dirty as u64;
+        dirty.then_some(v)
     }
 
     /// The line an LLC insert into `s3` pushed out: back-invalidate its inner copies
@@ -173,10 +172,7 @@ impl Hierarchy {
     fn llc_evicted(&mut self, s3: Slot, ev: Option<Evicted>) -> Option<Victim> {
         let e = ev?;
         let inner_dirty = self.drop_inner_of_llc(s3);
-        (e.dirty || inner_dirty).then(|| {
-            self.stats.llc_dirty_evictions += 1;
-            Victim { block: e.block, tag: e.aux, version: e.version }
-        })
+        self.dirty_victim(e.dirty || inner_dirty, Victim { block: e.block, tag: e.aux, version: e.version })
     }
 
     /// Keep an older version of `b` (LOC): a dirty LLC line with transaction tag `aux` in
@@ -191,6 +187,13 @@ impl Hierarchy {
     #[inline(always)]
     fn drop_inner_of_llc(&mut self, s3: Slot) -> bool {
         let s2 = self.llc.take_down(s3.0);
+        self.drop_l2_copy(s2)
+    }
+
+    /// Drop the L2 line in slot `s2` ([`NO_LINK`]: none) and its L1 copy; returns whether any
+    /// was dirty.
+    #[inline(always)]
+    fn drop_l2_copy(&mut self, s2: u32) -> bool {
         if s2 == NO_LINK {
             return false;
         }

@@ -135,7 +135,8 @@ impl HWal {
         self.desc_n = 0;
     }
 
-    /// The core waits for a log write's acceptance; the commit record waits for its durability.
+    /// After a log write: the core waits for its acceptance, and the commit record will wait
+    /// for its durability (`tx_log_done`).
     #[inline(always)]
     fn wrote_log(&mut self, m: &mut Machine, t: WriteTiming) {
         m.wait_until(t.accepted);
