@@ -211,11 +211,15 @@ impl Config {
                 return err(&format!("{name}.ways"), c.ways, "1..=16");
             }
             let lines = c.size_bytes / 64;
-            if c.size_bytes % 64 != 0 || lines % c.ways != 0 || !(lines / c.ways).is_power_of_two() {
+            if c.size_bytes % 64 != 0
+                || lines % c.ways != 0
+                || !(lines / c.ways).is_power_of_two()
+                || c.size_bytes > 1 << 36
+            {
                 return err(
                     &format!("{name}.size_bytes"),
                     c.size_bytes,
-                    "a multiple of ways*64 giving a power-of-two number of sets",
+                    "a multiple of ways*64 giving a power-of-two number of sets, at most 2^36",
                 );
             }
             if c.latency_cycles > 10_000 {
@@ -407,6 +411,9 @@ mod tests {
         assert_eq!(e.0, "memory.banks = 0: allowed 1..=1024");
         let e = Config::build(None, &["l1.size_bytes=1000".into()]).unwrap_err();
         assert!(e.0.starts_with("l1.size_bytes = 1000"), "{e}");
+        // A cache of more than 2^30 lines: its slots would not fit a link.
+        let e = Config::build(None, &["llc.size_bytes=137438953472".into()]).unwrap_err();
+        assert!(e.0.starts_with("llc.size_bytes = 137438953472: allowed") && e.0.ends_with("at most 2^36"), "{e}");
     }
 
     #[test]

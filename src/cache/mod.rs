@@ -80,7 +80,7 @@ pub struct Hierarchy {
 
 impl Hierarchy {
     pub fn new(cfg: &Config) -> Hierarchy {
-        let (l1, l2, llc) = (SetAssoc::new(&cfg.l1), SetAssoc::new(&cfg.l2), SetAssoc::new(&cfg.llc));
+        let (l1, l2, llc) = (SetAssoc::new_inner(&cfg.l1), SetAssoc::new_inner(&cfg.l2), SetAssoc::new(&cfg.llc));
         Hierarchy { l1, l2, llc, stats: CacheStats::default() }
     }
 
@@ -137,8 +137,8 @@ impl Hierarchy {
             }
             None => {
                 self.stats.llc_misses += 1;
-                // The LLC does not use `up`; `down` is set by `fill_l2`.
-                let (s3, old) = self.llc.replace_lru(b, Line::fresh(NO_LINK, false));
+                // Aux 0 (the LLC has no up link); `down` is set by `fill_l2`.
+                let (s3, old) = self.llc.replace_lru(b, Line::fresh(0, false));
                 if let Some((tag, line)) = old {
                     victim = self.llc_replaced(tag, line);
                 }
@@ -154,9 +154,10 @@ impl Hierarchy {
     /// (its `down` link is that of the line that left).
     #[inline(always)]
     fn llc_replaced(&mut self, tag: u32, line: Line) -> Option<Victim> {
-        let inner_dirty = self.drop_l2_copy(line.down);
+        let inner_dirty = self.drop_l2_copy(line.down());
         let block = BlockId((tag & !VERSION_BIT) as u64);
-        self.dirty_victim(line.dirty || inner_dirty, Victim { block, tag: line.aux, version: tag & VERSION_BIT != 0 })
+        let v = Victim { block, tag: line.up_or_aux(), version: tag & VERSION_BIT != 0 };
+        self.dirty_victim(line.dirty() || inner_dirty, v)
     }
 
     /// `v` if the line that left the LLC was dirty at some level (counted), else nothing.
@@ -215,8 +216,8 @@ impl Hierarchy {
     fn fill_l2(&mut self, b: BlockId, s3: usize) -> usize {
         let (s2, old) = self.l2.replace_lru(b, Line::fresh(s3 as u32, false));
         if let Some((_, e)) = old {
-            let d1 = e.down != NO_LINK && self.l1.invalidate_slot(Slot(e.down as usize)).0;
-            self.llc.unlink_down(e.up as usize, e.dirty || d1);
+            let d1 = e.down() != NO_LINK && self.l1.invalidate_slot(Slot(e.down() as usize)).0;
+            self.llc.unlink_down(e.up_or_aux() as usize, e.dirty() || d1);
         }
         self.llc.set_down(s3, s2 as u32);
         s2
@@ -227,7 +228,7 @@ impl Hierarchy {
     fn fill_l1(&mut self, b: BlockId, s2: usize, write: bool) {
         let (s1, old) = self.l1.replace_lru(b, Line::fresh(s2 as u32, write));
         if let Some((_, e)) = old {
-            self.l2.unlink_down(e.up as usize, e.dirty);
+            self.l2.unlink_down(e.up_or_aux() as usize, e.dirty());
         }
         self.l2.set_down(s2, s1 as u32);
     }

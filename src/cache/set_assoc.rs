@@ -1,9 +1,11 @@
 //! One set-associative cache level with true LRU, stored as dense arrays indexed by
 //! slot = set * ways + way: a u32 tag per line (the block number: the papers' ADDR is a 32-bit
 //! block number, so memory is at most 256 GB), and the rest of a line's state packed in one
-//! 16-byte record: a dirty bit, a u32 `aux` (the LLC's transaction tag) and the hierarchy's
-//! links to the line's copies in the neighbouring levels (one host cache miss per line touched
-//! instead of one per array). Up to 16 ways.
+//! 8-byte record ([`Line`]): a dirty bit, the hierarchy's links to the line's copies in the
+//! neighbouring levels, and a u32 `aux` (the LLC's transaction tag) sharing its place with the
+//! link out, which the LLC does not have (one host cache miss per line touched instead of one
+//! per array, and a small host footprint: the default hierarchy's state is about 260 KB, which
+//! stays in a 512 KB host L2 cache beside the program's data). Up to 16 ways.
 //!
 //! Recency is one u64 per set: sixteen 4-bit way numbers, most recently used first. The LRU
 //! victim is the last of them (O(1)); a hit moves its way to the front and an invalidation
@@ -53,6 +55,9 @@ pub struct Evicted {
 
 /// A set-associative, LRU cache level holding tags and state.
 pub struct SetAssoc {
+    /// The level keeps an auxiliary tag per line (the LLC; [`SetAssoc::new`]), or a link to the
+    /// line's copy in the next level out (L1, L2; [`SetAssoc::new_inner`]): they share a place.
+    keeps_aux: bool,
     ways: usize,
     way_shift: u32,
     /// `ways - 1` if `ways` is a power of two (a slot's set is then `s >> way_shift`, its way
@@ -75,27 +80,51 @@ pub struct SetAssoc {
     pub latency: Cycle,
 }
 
-/// A line's state besides its tag: the auxiliary tag (kept at 0 in levels that do not use
-/// it), the links the hierarchy keeps to the line's copies in the levels above and below
-/// ([`NO_LINK`] when there is none), and the dirty bit.
+/// A line's state besides its tag, in 8 bytes: `a` is the auxiliary tag in a level that keeps
+/// one (the LLC, kept at 0 until set) or else the `up` link (the slot of the line's copy in the
+/// next level out); `d` holds the `down` link (the slot of its copy in the next level in,
+/// [`NO_LINK`] when there is none) in bits 0-30 and the dirty bit in bit 31.
 #[derive(Copy, Clone, Debug)]
 pub(super) struct Line {
-    pub(super) aux: u32,
-    pub(super) up: u32,
-    pub(super) down: u32,
-    pub(super) dirty: bool,
+    a: u32,
+    d: u32,
 }
+
+const DIRTY_BIT: u32 = 1 << 31;
+
+/// "No linked slot" (see [`SetAssoc::up`]). Links are slots, below 2^31 - 1 (at most 2^30
+/// lines per level: `Config::validate` bounds the sizes).
+pub const NO_LINK: u32 = DIRTY_BIT - 1;
 
 impl Line {
-    /// A line just filled by the hierarchy: clean, aux 0, linked up to `up` (or [`NO_LINK`]).
+    /// A line just filled by the hierarchy: no down link, with `a` (its up link, or aux 0).
     #[inline(always)]
-    pub(super) fn fresh(up: u32, dirty: bool) -> Line {
-        Line { aux: 0, up, down: NO_LINK, dirty }
+    pub(super) fn fresh(a: u32, dirty: bool) -> Line {
+        Line { a, d: NO_LINK | (dirty as u32) << 31 }
+    }
+    #[inline(always)]
+    pub(super) fn dirty(&self) -> bool {
+        self.d & DIRTY_BIT != 0
+    }
+    #[inline(always)]
+    pub(super) fn down(&self) -> u32 {
+        self.d & NO_LINK
+    }
+    /// The up link of a line of an inner level, or the aux tag of an LLC line.
+    #[inline(always)]
+    pub(super) fn up_or_aux(&self) -> u32 {
+        self.a
+    }
+    #[inline(always)]
+    fn set_dirty(&mut self, v: bool) {
+        self.d = self.d & !DIRTY_BIT | (v as u32) << 31;
+    }
+    #[inline(always)]
+    fn set_down(&mut self, v: u32) {
+        debug_assert!(v <= NO_LINK, "link {v} out of range");
+        self.d = self.d & DIRTY_BIT | v;
     }
 }
-
-/// "No linked slot" (see [`SetAssoc::up`]).
-pub const NO_LINK: u32 = u32::MAX;
 
 /// Mask of the low `bits` bits (`bits` may be 64).
 #[inline(always)]
@@ -108,16 +137,27 @@ fn low_mask(bits: u32) -> u64 {
 }
 
 impl SetAssoc {
-    /// An empty level. Every line has a u32 auxiliary tag, initially 0 (the LLC's transaction
-    /// tag; the other levels leave it at 0).
+    /// An empty level whose lines have a u32 auxiliary tag, initially 0 (the LLC's transaction
+    /// tag), and no up link.
     pub fn new(cfg: &CacheConfig) -> SetAssoc {
+        SetAssoc::build(cfg, true)
+    }
+
+    /// An empty inner level (L1, L2): its lines have an up link, and no auxiliary tag.
+    pub fn new_inner(cfg: &CacheConfig) -> SetAssoc {
+        SetAssoc::build(cfg, false)
+    }
+
+    fn build(cfg: &CacheConfig, keeps_aux: bool) -> SetAssoc {
         let lines = (cfg.size_bytes / 64) as usize;
         let ways = cfg.ways as usize;
         let sets = lines / ways;
         assert!(sets.is_power_of_two() && (1..=16).contains(&ways), "validated by Config::validate");
+        assert!(lines <= 1 << 30, "validated by Config::validate: slots fit a link");
         // Never resized afterwards: the unchecked accesses below rely on these lengths.
         let entries = lines.next_power_of_two();
         SetAssoc {
+            keeps_aux,
             ways,
             way_shift: ways.next_power_of_two().trailing_zeros(),
             way_mask: if ways.is_power_of_two() { ways - 1 } else { usize::MAX },
@@ -127,7 +167,7 @@ impl SetAssoc {
             used: low_mask(4 * ways as u32),
             last_shift: 4 * (ways as u32 - 1),
             tags: vec![INVALID; entries],
-            lines: vec![Line { aux: 0, up: NO_LINK, down: NO_LINK, dirty: false }; entries],
+            lines: vec![Line::fresh(if keeps_aux { 0 } else { NO_LINK }, false); entries],
             order: vec![IDENTITY; sets],
             latency: cfg.latency_cycles,
         }
@@ -288,8 +328,9 @@ impl SetAssoc {
     pub fn insert_version(&mut self, b: BlockId, aux: u32) -> (Slot, Option<Evicted>) {
         debug_assert!(b.0 < VERSION_BIT as u64 - 1, "versioned block numbers are 31-bit");
         let (s, ev) = self.insert_tag(b, b.0 as u32 | VERSION_BIT);
+        debug_assert!(self.keeps_aux);
         let l = self.line_mut(s.0);
-        (l.dirty, l.aux) = (true, aux);
+        (l.a, l.d) = (aux, l.d | DIRTY_BIT);
         (s, ev)
     }
 
@@ -309,8 +350,11 @@ impl SetAssoc {
         let way = self.take_lru_way(set);
         let s = set * self.ways + way;
         let tag = std::mem::replace(self.tag_mut(s), b.0 as u32);
-        let old = std::mem::replace(self.line_mut(s), new);
-        (s, (tag != INVALID).then_some((tag, old)))
+        // A free way's state is not read (often the way an inclusion victim of this same miss
+        // just left).
+        let old = (tag != INVALID).then(|| (tag, *self.line(s)));
+        *self.line_mut(s) = new;
+        (s, old)
     }
 
     /// The least recently used way of `set`, made the most recently used.
@@ -332,8 +376,7 @@ impl SetAssoc {
     pub(super) fn unlink_down(&mut self, s: usize, dirty: bool) {
         debug_assert!(self.tag(s) != INVALID);
         let l = self.line_mut(s);
-        l.dirty |= dirty;
-        l.down = NO_LINK;
+        l.d = l.d & DIRTY_BIT | (dirty as u32) << 31 | NO_LINK;
     }
 
     #[inline(always)]
@@ -341,15 +384,17 @@ impl SetAssoc {
         let set = self.set_of(b);
         let way = self.take_lru_way(set);
         let s = set * self.ways + way;
+        debug_assert!(self.keeps_aux);
         let w = std::mem::replace(self.tag_mut(s), tag);
         let l = self.line_mut(s);
         let victim = (w != INVALID).then_some(Evicted {
             block: BlockId((w & !VERSION_BIT) as u64),
-            dirty: l.dirty,
-            aux: l.aux,
+            dirty: l.dirty(),
+            aux: l.a,
             version: w & VERSION_BIT != 0,
         });
-        (l.dirty, l.aux) = (false, 0);
+        l.set_dirty(false);
+        l.a = 0;
         (Slot(s), victim)
     }
 
@@ -357,9 +402,13 @@ impl SetAssoc {
     #[inline(always)]
     pub fn invalidate_slot(&mut self, s: Slot) -> (bool, u32) {
         debug_assert!(self.tag(s.0) != INVALID);
+        let keeps_aux = self.keeps_aux;
         let l = self.line_mut(s.0);
-        let (dirty, aux) = (l.dirty, l.aux);
-        (l.dirty, l.aux) = (false, 0);
+        let (dirty, aux) = (l.dirty(), if keeps_aux { l.a } else { 0 });
+        l.set_dirty(false);
+        if keeps_aux {
+            l.a = 0;
+        }
         *self.tag_mut(s.0) = INVALID;
         let (set, way) = self.set_of_slot(s.0);
         self.demote(set, way);
@@ -375,52 +424,53 @@ impl SetAssoc {
 
     #[inline(always)]
     pub fn dirty(&self, s: Slot) -> bool {
-        self.line(s.0).dirty
+        self.line(s.0).dirty()
     }
 
     #[inline(always)]
     pub fn set_dirty(&mut self, s: Slot, d: bool) {
         debug_assert!(self.tag(s.0) != INVALID);
-        self.line_mut(s.0).dirty = d;
+        self.line_mut(s.0).set_dirty(d);
     }
 
-    /// The auxiliary tag of a line (0 for levels built without aux).
+    /// The auxiliary tag of a line (a level built with [`SetAssoc::new`]).
     #[inline(always)]
     pub fn aux(&self, s: Slot) -> u32 {
-        self.line(s.0).aux
+        debug_assert!(self.keeps_aux, "an inner level keeps no aux tag");
+        self.line(s.0).a
     }
 
     #[inline(always)]
     pub fn set_aux(&mut self, s: Slot, v: u32) {
-        self.line_mut(s.0).aux = v;
+        debug_assert!(self.keeps_aux, "an inner level keeps no aux tag");
+        self.line_mut(s.0).a = v;
     }
 
     /// The slot of this line's copy in the next level out (towards memory), or [`NO_LINK`].
     #[inline(always)]
     pub fn up(&self, s: usize) -> u32 {
-        self.line(s).up
-    }
-
-    #[inline(always)]
-    pub fn set_up(&mut self, s: usize, v: u32) {
-        self.line_mut(s).up = v;
+        debug_assert!(!self.keeps_aux, "the outermost level has no up link");
+        self.line(s).a
     }
 
     /// The slot of this line's copy in the next level in (towards the core), or [`NO_LINK`].
     #[inline(always)]
     pub fn down(&self, s: usize) -> u32 {
-        self.line(s).down
+        self.line(s).down()
     }
 
     #[inline(always)]
     pub fn set_down(&mut self, s: usize, v: u32) {
-        self.line_mut(s).down = v;
+        self.line_mut(s).set_down(v);
     }
 
     /// The down link of a line, which is cleared.
     #[inline(always)]
     pub fn take_down(&mut self, s: usize) -> u32 {
-        std::mem::replace(&mut self.line_mut(s).down, NO_LINK)
+        let l = self.line_mut(s);
+        let down = l.down();
+        l.d |= NO_LINK;
+        down
     }
 
     /// Does slot `s` hold the current copy of `b`? (A look-up of `b` would find `s`.)
