@@ -203,6 +203,13 @@ impl<P: Protocol> Pm for Sim<P> {
         self.m.compute(cycles);
     }
 
+    #[inline]
+    fn will_access(&mut self, addr: Addr) {
+        if let Some(x) = self.m.arch.get(addr.0 as usize) {
+            crate::hostmem::prefetch(x);
+        }
+    }
+
     fn last_durable_tx(&self) -> u64 {
         // The protocol's acknowledgements are the only source (CheckMaxCommit).
         self.m.acked

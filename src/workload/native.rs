@@ -42,6 +42,12 @@ impl Pm for Native {
         self.mem[a..a + data.len()].copy_from_slice(data);
     }
     fn compute(&mut self, _cycles: u64) {}
+    #[inline]
+    fn will_access(&mut self, addr: Addr) {
+        if let Some(x) = self.mem.get(addr.0 as usize) {
+            crate::hostmem::prefetch(x);
+        }
+    }
     fn last_durable_tx(&self) -> u64 {
         self.committed
     }

@@ -16,11 +16,27 @@ pub struct Sps {
     entries: u64,
     swaps: u64,
     compute: u64,
+    /// The entries of the next `AHEAD` transactions, `2 * swaps` each, transaction `k` in block
+    /// `k % AHEAD` (see [`Sps::run_tx`]); empty until the first transaction.
+    drawn: Vec<u64>,
+    /// Block of the next transaction.
+    cur: usize,
 }
+
+/// A transaction's entries are drawn, and announced with [`Pm::will_access`], this many
+/// transactions before it runs: the host then fetches their bytes (random places in a large
+/// array, often from host DRAM) while it simulates the transactions before it.
+const AHEAD: usize = 2;
 
 impl Sps {
     pub fn new(cfg: &SpsConfig) -> Sps {
-        Sps { entries: cfg.entries, swaps: cfg.swaps_per_tx, compute: cfg.compute_cycles_per_swap }
+        Sps {
+            entries: cfg.entries,
+            swaps: cfg.swaps_per_tx,
+            compute: cfg.compute_cycles_per_swap,
+            drawn: Vec::new(),
+            cur: 0,
+        }
     }
 
     pub fn data_bytes(&self) -> u64 {
@@ -33,12 +49,26 @@ impl Sps {
         }
     }
 
+    /// One transaction: `swaps` swaps of two random entries. The entries are drawn from `rng`
+    /// in the same order as if each swap drew its two when it ran, but `AHEAD` transactions
+    /// early, so that the program announces them ([`Pm::will_access`]) before it needs them:
+    /// the same transactions, results and cycles, with the host's wait for the bytes hidden.
     #[inline]
     pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
+        let n = 2 * self.swaps as usize;
+        if self.drawn.is_empty() {
+            // The first transaction: draw the first `AHEAD` transactions' entries.
+            self.drawn = (0..n * AHEAD).map(|_| Sps::draw(self.entries, pm, rng)).collect();
+        }
+        let block = self.cur * n;
+        self.cur = (self.cur + 1) % AHEAD;
         pm.begin();
-        for _ in 0..self.swaps {
-            let i = rng.below(self.entries);
-            let j = rng.below(self.entries);
+        for t in 0..self.swaps as usize {
+            let k = block + 2 * t;
+            let (i, j) = (self.drawn[k], self.drawn[k + 1]);
+            // In their place, the entries of the transaction `AHEAD` after this one.
+            self.drawn[k] = Sps::draw(self.entries, pm, rng);
+            self.drawn[k + 1] = Sps::draw(self.entries, pm, rng);
             pm.compute(self.compute);
             let (ai, aj) = (Addr(i * 8), Addr(j * 8));
             let vi = pm.load_u64(ai);
@@ -51,6 +81,14 @@ impl Sps {
         } else {
             pm.commit();
         }
+    }
+
+    /// A random entry, announced to the back end.
+    #[inline(always)]
+    fn draw<P: Pm>(entries: u64, pm: &mut P, rng: &mut Rng) -> u64 {
+        let e = rng.below(entries);
+        pm.will_access(Addr(e * 8));
+        e
     }
 
     pub fn verify(&self, data: &[u8]) -> Result<(), String> {
