@@ -117,11 +117,12 @@ pub struct Recorder {
     pub acks: Vec<(Cycle, u64)>,
 }
 
+/// A write the controller receives later. Its payload, kept only with `keep_bytes`, is in
+/// `Machine::deferred_data` at the same position.
 struct Deferred {
     at: Cycle,
     block: BlockId,
     kind: WriteKind,
-    data: BlockData,
 }
 
 /// The simulated machine (everything but the protocol and the workload).
@@ -161,6 +162,7 @@ pub struct Machine {
     pub fatal: Option<String>,
     stats: MachineStats,
     deferred: std::collections::VecDeque<Deferred>,
+    deferred_data: std::collections::VecDeque<BlockData>,
     flush_pending: Cycle,
 }
 
@@ -207,6 +209,7 @@ impl Machine {
             fatal: None,
             stats: MachineStats::default(),
             deferred: std::collections::VecDeque::new(),
+            deferred_data: std::collections::VecDeque::new(),
             flush_pending: 0,
         }
     }
@@ -351,8 +354,12 @@ impl Machine {
 
     /// [`Machine::defer_write`] with a payload built only when payloads are kept.
     pub fn defer_encoded(&mut self, at: Cycle, b: BlockId, kind: WriteKind, encode: impl FnOnce() -> BlockData) {
-        let data = if self.keep_bytes { encode() } else { [0; 64] };
-        self.defer_write(at, b, kind, data);
+        if at <= self.now {
+            self.write_encoded(b, kind, encode);
+            return;
+        }
+        let data = self.keep_bytes.then(encode);
+        self.defer(at, b, kind, data);
     }
 
     /// Issue a write to block `dst` whose payload is the program's current content of `src`
@@ -515,12 +522,24 @@ impl Machine {
             self.write_block(b, kind, data);
             return;
         }
-        let d = Deferred { at, block: b, kind, data };
+        self.defer(at, b, kind, self.keep_bytes.then_some(data));
+    }
+
+    /// Queue a write for cycle `at` (after any queued for the same cycle); its payload is kept
+    /// only with `keep_bytes`.
+    fn defer(&mut self, at: Cycle, block: BlockId, kind: WriteKind, data: Option<BlockData>) {
+        let d = Deferred { at, block, kind };
         if self.deferred.back().is_none_or(|last| last.at <= at) {
             self.deferred.push_back(d);
+            if let Some(data) = data {
+                self.deferred_data.push_back(data);
+            }
         } else {
             let pos = self.deferred.partition_point(|d| d.at <= at);
             self.deferred.insert(pos, d);
+            if let Some(data) = data {
+                self.deferred_data.insert(pos, data);
+            }
         }
     }
 
@@ -536,7 +555,8 @@ impl Machine {
     fn issue_deferred_due(&mut self, upto: Cycle) {
         while self.deferred.front().is_some_and(|d| d.at <= upto) {
             let d = self.deferred.pop_front().expect("checked");
-            self.issue_write(d.at, d.block, d.kind, Some(&d.data));
+            let data = if self.keep_bytes { self.deferred_data.pop_front() } else { None };
+            self.issue_write(d.at, d.block, d.kind, data.as_ref());
         }
     }
 
