@@ -241,9 +241,11 @@ fn block_writes_equal_word_by_word_writes() {
 
 /// Model-based: block writes (the path of every run, with its ring of waiting counter updates)
 /// against a naive device: stored cells, flip states and one u64 count per cell, the
-/// Flip-N-Write choice made word by word from the definition. Random blocks, a hot block driven
-/// past 65 536 programs, counts read between writes (the ring applied early) and a reset of
-/// the counters half-way; every count and every figure must agree.
+/// Flip-N-Write choice made word by word from the definition. Random blocks changing every
+/// 64-bit word (counter lane) or only one or two, a hot block driven past 65 536 programs
+/// (through the high halves into the map of wraps), flip cells, counts read between writes
+/// (the ring applied early) and a reset of the counters half-way; every count and every figure
+/// must agree.
 #[test]
 fn block_writes_equal_a_naive_per_cell_model() {
     let seed = 0xB10C;
@@ -260,10 +262,18 @@ fn block_writes_equal_a_naive_per_cell_model() {
             cells.iter_mut().chain(&mut flip_cells).for_each(|c| *c = 0);
         }
         let b = if k % 8 != 0 { 9 } else { rng.below(bytes / 64) };
+        // The 64-bit words (counter lanes) the write may change: all of them (a log block), or
+        // one or two (a store); word 0 of the hot block always, so that its cells wrap.
+        let words = match rng.below(3) {
+            0 => 0xFF,
+            1 => 1u8 << rng.below(8),
+            _ => 1u8 << rng.below(8) | 1 << rng.below(8),
+        } | (b == 9) as u8;
         let mut new = [0u8; 64];
         for (i, x) in new.iter_mut().enumerate() {
             let old = logical[b as usize * 64 + i];
             *x = match rng.below(4) {
+                _ if words >> (i / 8) & 1 == 0 => old,
                 0 => rng.next_u64() as u8,
                 1 => !old,
                 _ => old ^ (rng.next_u64() & rng.next_u64()) as u8,
@@ -306,6 +316,7 @@ fn block_writes_equal_a_naive_per_cell_model() {
         assert_eq!(p.wear.count(word as u64 * 64, true), n, "flip of word {word}");
     }
     assert!(cells[9 * 512..10 * 512].iter().any(|&n| n > 65_536), "the hot block wrapped");
+    assert!(flip_cells[9 * 8] > 255, "the hot word's flip cell reached the high half");
     let regions = [("data", 0u64, 1u64 << 15), ("log", 1 << 15, 1 << 15)];
     for (r, (name, start, len)) in p.wear.regions().into_iter().zip(regions) {
         let mut want = RegionWear { name, histogram: vec![0; 40], ..Default::default() };
