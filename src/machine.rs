@@ -163,6 +163,9 @@ pub struct Machine {
     stats: MachineStats,
     deferred: std::collections::VecDeque<Deferred>,
     deferred_data: std::collections::VecDeque<BlockData>,
+    /// The cycle of the first deferred write (`Cycle::MAX` when there is none): checked before
+    /// every controller request.
+    deferred_next: Cycle,
     flush_pending: Cycle,
 }
 
@@ -210,6 +213,7 @@ impl Machine {
             stats: MachineStats::default(),
             deferred: std::collections::VecDeque::new(),
             deferred_data: std::collections::VecDeque::new(),
+            deferred_next: Cycle::MAX,
             flush_pending: 0,
         }
     }
@@ -529,6 +533,7 @@ impl Machine {
     /// only with `keep_bytes`.
     fn defer(&mut self, at: Cycle, block: BlockId, kind: WriteKind, data: Option<BlockData>) {
         let d = Deferred { at, block, kind };
+        self.deferred_next = self.deferred_next.min(at);
         if self.deferred.back().is_none_or(|last| last.at <= at) {
             self.deferred.push_back(d);
             if let Some(data) = data {
@@ -545,7 +550,8 @@ impl Machine {
 
     #[inline(always)]
     fn issue_deferred(&mut self, upto: Cycle) {
-        if self.deferred.front().is_some_and(|d| d.at <= upto) {
+        debug_assert_eq!(self.deferred_next, self.deferred.front().map_or(Cycle::MAX, |d| d.at));
+        if self.deferred_next <= upto {
             self.issue_deferred_due(upto);
         }
     }
@@ -556,6 +562,7 @@ impl Machine {
         while self.deferred.front().is_some_and(|d| d.at <= upto) {
             let d = self.deferred.pop_front().expect("checked");
             let data = if self.keep_bytes { self.deferred_data.pop_front() } else { None };
+            self.deferred_next = self.deferred.front().map_or(Cycle::MAX, |d| d.at);
             self.issue_write(d.at, d.block, d.kind, data.as_ref());
         }
     }

@@ -9,9 +9,11 @@
 //!
 //! The write queue holds accepted writes until they complete. When it is full, a new write is
 //! accepted only when the earliest one completes; the writer stalls until then. It is kept as a
-//! ring of completion cycles in increasing order: completed writes leave from the front, a new
-//! write is inserted from the back (where it almost always belongs: writes issued later tend to
-//! complete later), and a full queue's earliest write is the front.
+//! ring of completion cycles in increasing order: a new write is inserted from the back (where
+//! it almost always belongs: writes issued later tend to complete later), a full queue's
+//! earliest write is the front, and completed writes leave from the front when the ring holds
+//! `queue_cap` entries (before that, the queue cannot be full whatever has completed; a
+//! completed entry, earlier than any new write's completion, never moves a later one).
 //!
 //! Left out: row buffers, read-over-write priority, refresh. Reads and writes to one bank are
 //! served in issue order, which is what lets the model say that two writes to the same block
@@ -114,21 +116,23 @@ impl MemCtl {
     /// it per write, from the cells it programs).
     #[inline(always)]
     pub fn write_timed(&mut self, now: Cycle, b: BlockId, min_start: Cycle, cycles: Cycle) -> WriteTiming {
-        // Writes complete by `now` leave the queue (head and length kept in registers).
-        let (mut head, mut len) = (self.head, self.len);
-        while len > 0 && self.ring_at(head) <= now {
-            head = (head + 1) & self.ring_mask;
-            len -= 1;
-        }
         let mut accepted = now;
-        if len >= self.queue_cap {
-            // Full: wait for the earliest completion, which frees its entry.
-            accepted = self.ring_at(head);
-            head = (head + 1) & self.ring_mask;
-            len -= 1;
-            self.queue_full_stall_cycles += accepted - now;
+        if self.len >= self.queue_cap {
+            // Writes complete by `now` leave (head and length kept in registers); if the queue
+            // is still full, wait for the earliest completion, which frees its entry.
+            let (mut head, mut len) = (self.head, self.len);
+            while len > 0 && self.ring_at(head) <= now {
+                head = (head + 1) & self.ring_mask;
+                len -= 1;
+            }
+            if len >= self.queue_cap {
+                accepted = self.ring_at(head);
+                head = (head + 1) & self.ring_mask;
+                len -= 1;
+                self.queue_full_stall_cycles += accepted - now;
+            }
+            (self.head, self.len) = (head, len);
         }
-        (self.head, self.len) = (head, len);
         let bank = self.bank_mut(b);
         let start = accepted.max(*bank).max(min_start);
         let done = start + cycles;
@@ -174,7 +178,8 @@ impl MemCtl {
         unsafe { self.bank_free.get_unchecked_mut(bank) }
     }
 
-    /// The cycle at which every write issued so far has completed (0 if the queue is empty).
+    /// A cycle by which every write issued so far has completed: the latest completion among
+    /// those still in the ring (0 if none), which may lie in the past.
     pub fn all_writes_done(&self) -> Cycle {
         match self.len {
             0 => 0,
