@@ -330,7 +330,8 @@ impl SetAssoc {
         let (s, ev) = self.insert_tag(b, b.0 as u32 | VERSION_BIT);
         debug_assert!(self.keeps_aux);
         let l = self.line_mut(s.0);
-        (l.a, l.d) = (aux, l.d | DIRTY_BIT);
+        l.a = aux;
+        l.set_dirty(true);
         (s, ev)
     }
 
@@ -376,7 +377,9 @@ impl SetAssoc {
     pub(super) fn unlink_down(&mut self, s: usize, dirty: bool) {
         debug_assert!(self.tag(s) != INVALID);
         let l = self.line_mut(s);
-        l.d = l.d & DIRTY_BIT | (dirty as u32) << 31 | NO_LINK;
+        let was_dirty = l.dirty();
+        l.set_dirty(was_dirty || dirty);
+        l.set_down(NO_LINK);
     }
 
     #[inline(always)]
