@@ -21,6 +21,14 @@ pub struct BenchRow {
     pub native_seconds: f64,
     pub slowdown_vs_native: f64,
     pub repeat: u32,
+    /// Host core clock while this point ran (mean of [`host_clock_ghz`] before and after its
+    /// runs); `None` where it cannot be estimated.
+    #[serde(default)]
+    pub host_clock_ghz: Option<f64>,
+    /// `host_seconds` x the host clock / accesses: host cycles per simulated core access, the
+    /// figure to compare across hosts and moments (the clock of a shared machine moves).
+    #[serde(default)]
+    pub host_cycles_per_access: Option<f64>,
     pub version: String,
     pub git_rev: String,
 }
@@ -55,6 +63,7 @@ pub fn measure(
         let native = median((0..repeat).map(|_| runner::native_seconds(&base)).collect());
         for &p in protocols {
             let spec = RunSpec { protocol: p, ..base.clone() };
+            let clock_before = host_clock_ghz();
             let mut secs = Vec::new();
             let (mut accesses, mut requests) = (0, 0);
             for _ in 0..repeat {
@@ -63,6 +72,7 @@ pub fn measure(
                 secs.push(r.host_seconds);
             }
             let s = median(secs);
+            let clock = clock_before.zip(host_clock_ghz()).map(|(a, b)| (a + b) / 2.0);
             rows.push(BenchRow {
                 workload: w.name().into(),
                 protocol: p.name().into(),
@@ -75,10 +85,73 @@ pub fn measure(
                 native_seconds: native,
                 slowdown_vs_native: s / native.max(1e-12),
                 repeat,
+                host_clock_ghz: clock,
+                host_cycles_per_access: clock.map(|ghz| s * ghz * 1e9 / accesses.max(1) as f64),
                 version: runner::VERSION.into(),
                 git_rev: runner::GIT_REV.into(),
             });
         }
     }
     Ok(rows)
+}
+
+/// An optional host figure with `digits` decimals, or `-` (tables).
+pub fn show(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.digits$}"))
+}
+
+/// The host core's clock now, in GHz, from a chain of dependent integer additions: each waits
+/// for the one before, and an x86-64 core retires one such addition per cycle, whatever its
+/// width or memory. The best of a few short samples (about 5 ms each at 3 GHz), so that a
+/// sample the thread spent descheduled does not count. `None` on other architectures.
+///
+/// On a shared machine the clock moves with the load of the other tenants; dividing a host time
+/// by it gives host cycles, which move much less (as long as the core itself is not shared).
+pub fn host_clock_ghz() -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        const ITERS: u64 = 2_000_000;
+        const ADDS_PER_ITER: u64 = 8;
+        let mut best: f64 = 0.0;
+        for _ in 0..5 {
+            let (mut x, mut n) = (0u64, ITERS);
+            let t = std::time::Instant::now();
+            // SAFETY: registers only (no memory, no stack); the loop ends when `n` reaches 0.
+            unsafe {
+                std::arch::asm!(
+                    "2:",
+                    "add {x}, 1", "add {x}, 1", "add {x}, 1", "add {x}, 1",
+                    "add {x}, 1", "add {x}, 1", "add {x}, 1", "add {x}, 1",
+                    "dec {n}",
+                    "jnz 2b",
+                    x = inout(reg) x,
+                    n = inout(reg) n,
+                    options(nomem, nostack),
+                );
+            }
+            let secs = t.elapsed().as_secs_f64();
+            assert_eq!((x, n), (ITERS * ADDS_PER_ITER, 0), "the clock probe's chain ran whole");
+            if secs > 0.0 {
+                best = best.max((ITERS * ADDS_PER_ITER) as f64 / secs / 1e9);
+            }
+        }
+        (best > 0.0).then_some(best)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_clock_ghz;
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_clock_probe_runs_its_whole_chain_and_gives_a_clock_a_core_can_have() {
+        // A loop that did not run whole fails the probe's own check; one too fast to be real
+        // would give an absurd clock. A loaded host only lowers the figure, and the lower
+        // bound is far under any x86-64 core of this century.
+        let ghz = host_clock_ghz().expect("x86-64");
+        assert!((0.05..20.0).contains(&ghz), "host clock estimate {ghz} GHz");
+    }
 }

@@ -243,6 +243,12 @@ fn bench_json_reports_speed_and_slowdown_per_workload_and_protocol() {
         assert_eq!(r["workload"], "sps");
         assert!(r["sim_mem_accesses_per_second"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["slowdown_vs_native"].as_f64().unwrap() > 0.0, "{r}");
+        if cfg!(target_arch = "x86_64") {
+            // Host cycles per access are host seconds x clock / accesses.
+            let (ghz, cycles) = (r["host_clock_ghz"].as_f64().unwrap(), r["host_cycles_per_access"].as_f64().unwrap());
+            let expect = r["host_seconds"].as_f64().unwrap() * ghz * 1e9 / r["sim_mem_accesses"].as_f64().unwrap();
+            assert!(ghz > 0.0 && (cycles - expect).abs() <= 1e-9 * expect, "{r}");
+        }
     }
 }
 

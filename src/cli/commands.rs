@@ -257,29 +257,33 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
         outln!("{}", serde_json::to_string_pretty(&rows).expect("serializable"));
     } else {
         outln!(
-            "{:<10} {:<10} {:>12} {:>8} {:>12} {:>8} {:>9}",
+            "{:<10} {:<10} {:>12} {:>8} {:>12} {:>8} {:>9} {:>8} {:>6}",
             "workload",
             "protocol",
             "accesses",
             "Macc/s",
             "NVM reqs",
             "Mreq/s",
-            "slowdown"
+            "slowdown",
+            "cyc/acc",
+            "GHz"
         );
         for r in &rows {
             outln!(
-                "{:<10} {:<10} {:>12} {:>8.1} {:>12} {:>8.1} {:>9.1}",
+                "{:<10} {:<10} {:>12} {:>8.1} {:>12} {:>8.1} {:>9.1} {:>8} {:>6}",
                 r.workload,
                 r.protocol,
                 r.sim_mem_accesses,
                 r.sim_mem_accesses_per_second / 1e6,
                 r.sim_mem_requests,
                 r.sim_mem_requests_per_second / 1e6,
-                r.slowdown_vs_native
+                r.slowdown_vs_native,
+                crate::bench::show(r.host_cycles_per_access, 0),
+                crate::bench::show(r.host_clock_ghz, 2)
             );
         }
         outln!(
-            "median of {} runs of {} transactions | locsim {} ({})",
+            "median of {} runs of {} transactions; cyc/acc: host cycles per access at the host clock (GHz) measured around each point | locsim {} ({})",
             a.repeat,
             a.txs,
             runner::VERSION,

@@ -130,11 +130,11 @@ pub fn spec_json(spec: &Spec, t: &Table, fig: &Figure, prov: &Provenance) -> Str
 }
 
 pub fn bench_csv(rows: &[BenchRow]) -> String {
-    let mut s = String::from("workload,protocol,txs,sim_mem_accesses,host_seconds,sim_mem_accesses_per_second,native_seconds,slowdown_vs_native\n");
+    let mut s = String::from("workload,protocol,txs,sim_mem_accesses,host_seconds,sim_mem_accesses_per_second,native_seconds,slowdown_vs_native,host_clock_ghz,host_cycles_per_access\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{}",
             r.workload,
             r.protocol,
             r.txs,
@@ -142,7 +142,9 @@ pub fn bench_csv(rows: &[BenchRow]) -> String {
             r.host_seconds,
             r.sim_mem_accesses_per_second,
             r.native_seconds,
-            r.slowdown_vs_native
+            r.slowdown_vs_native,
+            r.host_clock_ghz.map_or(String::new(), |v| v.to_string()),
+            r.host_cycles_per_access.map_or(String::new(), |v| v.to_string())
         );
     }
     s
@@ -210,15 +212,16 @@ pub fn markdown(figs: &[Figure], pending: &[Spec], bench: Option<&[BenchRow]>, p
         }
     }
     if let Some(b) = bench {
-        s.push_str("\n## Simulator speed\n\nHost timings (they vary from run to run): simulated core accesses per host second and slowdown against the native back end.\n\n| workload | protocol | Macc/s | slowdown |\n|---|---|---|---|\n");
+        s.push_str("\n## Simulator speed\n\nHost timings (they vary from run to run): simulated core accesses per host second and slowdown against the native back end; host cycles per access at the host clock measured around each point.\n\n| workload | protocol | Macc/s | slowdown | host cycles / access |\n|---|---|---|---|---|\n");
         for r in b {
             let _ = writeln!(
                 s,
-                "| {} | {} | {:.1} | {:.1} |",
+                "| {} | {} | {:.1} | {:.1} | {} |",
                 r.workload,
                 r.protocol,
                 r.sim_mem_accesses_per_second / 1e6,
-                r.slowdown_vs_native
+                r.slowdown_vs_native,
+                crate::bench::show(r.host_cycles_per_access, 0)
             );
         }
     }
@@ -323,15 +326,16 @@ pub fn html(figs: &[Figure], pending: &[Spec], bench: Option<&[BenchRow]>, prov:
         s.push_str("</ul>\n");
     }
     if let Some(b) = bench {
-        s.push_str("<h2>Simulator speed</h2><p>Host timings (they vary from run to run).</p><table><tr><th>workload</th><th>protocol</th><th>M accesses/s</th><th>slowdown vs native</th></tr>");
+        s.push_str("<h2>Simulator speed</h2><p>Host timings (they vary from run to run).</p><table><tr><th>workload</th><th>protocol</th><th>M accesses/s</th><th>slowdown vs native</th><th>host cycles / access</th></tr>");
         for r in b {
             let _ = write!(
                 s,
-                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td></tr>",
                 r.workload,
                 r.protocol,
                 r.sim_mem_accesses_per_second / 1e6,
-                r.slowdown_vs_native
+                r.slowdown_vs_native,
+                crate::bench::show(r.host_cycles_per_access, 0)
             );
         }
         s.push_str("</table>\n");
