@@ -489,7 +489,8 @@ impl Machine {
     ) -> WriteTiming {
         let t = match (&mut self.pcm, data) {
             (Some(p), Some(d)) => {
-                let cost = p.write(b.addr().0, &self.nvm[b.range()], d);
+                let old: &BlockData = self.nvm[b.range()].try_into().expect("a block");
+                let cost = p.write_block_at(b.addr().0, old, d);
                 let cycles = (cost.latency_ns * self.freq_mhz).div_ceil(1000);
                 self.ctl.write_timed(at, b, min_start, cycles)
             }

@@ -191,6 +191,22 @@ impl Pcm {
         }
     }
 
+    /// [`Pcm::write`] of one aligned 64-byte block (the memory controller's writes): the block
+    /// path without the slice checks and the call of the general entry.
+    #[inline(always)]
+    pub fn write_block_at(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
+        debug_assert!(addr.is_multiple_of(64));
+        if self.cfg.fnw_word_bits != 64 {
+            return self.write_words(addr, old, new);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: as in `write`.
+            return unsafe { self.write_block_avx2(addr, old, new) };
+        }
+        self.write_block::<false>(addr, old, new)
+    }
+
     /// [`Pcm::write_block`] with AVX2 vectors and the population count instruction.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt,avx2")]
