@@ -178,21 +178,13 @@ impl Pcm {
     /// have the same length, a multiple of the word size, and `addr` is word-aligned.
     pub fn write(&mut self, addr: u64, old: &[u8], new: &[u8]) -> WriteCost {
         match (<&[u8; 64]>::try_from(old), <&[u8; 64]>::try_from(new)) {
-            (Ok(o), Ok(n)) if self.cfg.fnw_word_bits == 64 && addr.is_multiple_of(64) => {
-                #[cfg(target_arch = "x86_64")]
-                if self.avx2 {
-                    // SAFETY: the host has the features `write_block_avx2` is compiled for
-                    // (`Pcm::new` checked them).
-                    return unsafe { self.write_block_avx2(addr, o, n) };
-                }
-                self.write_block::<false>(addr, o, n)
-            }
+            (Ok(o), Ok(n)) if addr.is_multiple_of(64) => self.write_block_at(addr, o, n),
             _ => self.write_words(addr, old, new),
         }
     }
 
-    /// [`Pcm::write`] of one aligned 64-byte block (the memory controller's writes): the block
-    /// path without the slice checks and the call of the general entry.
+    /// [`Pcm::write`] of one aligned 64-byte block (every write of the memory controller, which
+    /// calls this directly): the block path with 64-bit words, else word by word.
     #[inline(always)]
     pub fn write_block_at(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
         debug_assert!(addr.is_multiple_of(64));
@@ -201,7 +193,8 @@ impl Pcm {
         }
         #[cfg(target_arch = "x86_64")]
         if self.avx2 {
-            // SAFETY: as in `write`.
+            // SAFETY: the host has the features `write_block_avx2` is compiled for (`Pcm::new`
+            // checked them).
             return unsafe { self.write_block_avx2(addr, old, new) };
         }
         self.write_block::<false>(addr, old, new)
