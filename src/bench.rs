@@ -100,10 +100,13 @@ pub fn show(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".to_string(), |v| format!("{v:.digits$}"))
 }
 
-/// The host core's clock now, in GHz, from a chain of dependent integer additions: each waits
-/// for the one before, and an x86-64 core retires one such addition per cycle, whatever its
-/// width or memory. The best of a few short samples (about 5 ms each at 3 GHz), so that a
-/// sample the thread spent descheduled does not count. `None` on other architectures.
+/// The host core's clock now, in GHz, from a chain of dependent register-to-register integer
+/// additions: each waits for the one before, and an x86-64 core retires one such addition per
+/// cycle, whatever its width or memory. The addend is a register, not an immediate: cores
+/// from Intel's Golden Cove on fold chains of immediate additions in the renamer (they ran
+/// about 5 per cycle here, which gave a "clock" of 19 GHz). The best of a few short samples
+/// (about 5 ms each at 3 GHz), so that a sample the thread spent descheduled does not count.
+/// `None` on other architectures.
 ///
 /// On a shared machine the clock moves with the load of the other tenants; dividing a host time
 /// by it gives host cycles, which move much less (as long as the core itself is not shared).
@@ -112,33 +115,73 @@ pub fn host_clock_ghz() -> Option<f64> {
     {
         const ITERS: u64 = 2_000_000;
         const ADDS_PER_ITER: u64 = 8;
-        let mut best: f64 = 0.0;
-        for _ in 0..5 {
-            let (mut x, mut n) = (0u64, ITERS);
+        best_rate(|| {
+            let (mut x, mut n, one) = (0u64, ITERS, 1u64);
             let t = std::time::Instant::now();
             // SAFETY: registers only (no memory, no stack); the loop ends when `n` reaches 0.
             unsafe {
                 std::arch::asm!(
                     "2:",
-                    "add {x}, 1", "add {x}, 1", "add {x}, 1", "add {x}, 1",
-                    "add {x}, 1", "add {x}, 1", "add {x}, 1", "add {x}, 1",
+                    "add {x}, {one}", "add {x}, {one}", "add {x}, {one}", "add {x}, {one}",
+                    "add {x}, {one}", "add {x}, {one}", "add {x}, {one}", "add {x}, {one}",
                     "dec {n}",
                     "jnz 2b",
                     x = inout(reg) x,
                     n = inout(reg) n,
+                    one = in(reg) one,
                     options(nomem, nostack),
                 );
             }
             let secs = t.elapsed().as_secs_f64();
             assert_eq!((x, n), (ITERS * ADDS_PER_ITER, 0), "the clock probe's chain ran whole");
-            if secs > 0.0 {
-                best = best.max((ITERS * ADDS_PER_ITER) as f64 / secs / 1e9);
-            }
-        }
-        (best > 0.0).then_some(best)
+            (ITERS * ADDS_PER_ITER, secs)
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
     None
+}
+
+/// The best of five samples of `sample` (cycles it took, seconds), in GHz.
+#[cfg(target_arch = "x86_64")]
+fn best_rate(mut sample: impl FnMut() -> (u64, f64)) -> Option<f64> {
+    let mut best: f64 = 0.0;
+    for _ in 0..5 {
+        let (cycles, secs) = sample();
+        if secs > 0.0 {
+            best = best.max(cycles as f64 / secs / 1e9);
+        }
+    }
+    (best > 0.0).then_some(best)
+}
+
+/// A second clock estimate for the probe's test, from a different unit: a chain of dependent
+/// 64-bit multiplications, 3 cycles each on every x86-64 core since 2008 (Intel Nehalem, AMD
+/// Zen and later).
+#[cfg(all(test, target_arch = "x86_64"))]
+fn multiply_clock_ghz() -> Option<f64> {
+    const ITERS: u64 = 1_000_000;
+    const MULS_PER_ITER: u64 = 8;
+    best_rate(|| {
+        let (mut x, mut n, k) = (1u64, ITERS, 3u64);
+        let t = std::time::Instant::now();
+        // SAFETY: registers only (no memory, no stack); the loop ends when `n` reaches 0.
+        unsafe {
+            std::arch::asm!(
+                "2:",
+                "imul {x}, {k}", "imul {x}, {k}", "imul {x}, {k}", "imul {x}, {k}",
+                "imul {x}, {k}", "imul {x}, {k}", "imul {x}, {k}", "imul {x}, {k}",
+                "dec {n}",
+                "jnz 2b",
+                x = inout(reg) x,
+                n = inout(reg) n,
+                k = in(reg) k,
+                options(nomem, nostack),
+            );
+        }
+        let secs = t.elapsed().as_secs_f64();
+        assert_eq!((x, n), (3u64.wrapping_pow((ITERS * MULS_PER_ITER) as u32), 0), "the multiply chain ran whole");
+        (3 * ITERS * MULS_PER_ITER, secs)
+    })
 }
 
 #[cfg(test)]
@@ -152,6 +195,21 @@ mod tests {
         // would give an absurd clock. A loaded host only lowers the figure, and the lower
         // bound is far under any x86-64 core of this century.
         let ghz = host_clock_ghz().expect("x86-64");
-        assert!((0.05..20.0).contains(&ghz), "host clock estimate {ghz} GHz");
+        assert!((0.05..8.0).contains(&ghz), "host clock estimate {ghz} GHz");
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_clock_probe_agrees_with_a_chain_of_multiplications() {
+        // Two execution units, two latencies: a core that shortcut one chain (as Golden Cove
+        // does with immediate additions, which made the probe read 19 GHz) would make them
+        // disagree. Interleaved, best of three pairs, so that a busy moment hits both.
+        let (mut add, mut mul): (f64, f64) = (0.0, 0.0);
+        for _ in 0..3 {
+            add = add.max(host_clock_ghz().expect("x86-64"));
+            mul = mul.max(super::multiply_clock_ghz().expect("x86-64"));
+        }
+        let ratio = add / mul;
+        assert!((0.75..1.33).contains(&ratio), "addition chain {add:.2} GHz, multiplication chain {mul:.2} GHz");
     }
 }
