@@ -130,13 +130,22 @@ fn energy_counts_programmed_cells_reads_and_background() {
 }
 
 #[test]
-fn counters_are_allocated_only_for_pages_written() {
+fn counters_hold_every_page_low_half_and_a_high_half_per_page_past_255_programs() {
     let mut p = pcm(WriteMode::Diff);
-    let empty = p.wear.host_bytes();
-    p.write(8192, &word_bytes(0), &word_bytes(1));
-    let one = p.wear.host_bytes();
-    // The low half only: one byte per cell (data and flip cells).
-    assert!(one > empty && one - empty == 4096 * 8 + 4096 * 8 / 64, "{empty} {one}");
+    // 16 device pages of 4 KiB: the low halves (one byte per data and flip cell) are all held
+    // from the start; the bookkeeping is 1 byte and one pointer per page.
+    let low = 16 * (4096 * 8 + 4096 * 8 / 64);
+    let bookkeeping = 16 * (1 + std::mem::size_of::<Option<Box<[u64]>>>() as u64);
+    assert_eq!(p.wear.host_bytes(), low + bookkeeping);
+    // One cell programmed 255 times stays in the low half; the 256th program carries into the
+    // page's high half, which is then allocated (as large as the low half).
+    for k in 0..255u64 {
+        p.write(8192, &word_bytes(k & 1), &word_bytes(!k & 1));
+    }
+    assert_eq!(p.wear.host_bytes(), low + bookkeeping);
+    p.write(8192, &word_bytes(1), &word_bytes(0));
+    assert_eq!(p.wear.count(8192 * 8, false), 256);
+    assert_eq!(p.wear.host_bytes(), low + low / 16 + bookkeeping);
 }
 
 /// Model-based: the bit-sliced counters against one plain u64 per cell, with random masks over

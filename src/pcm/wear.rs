@@ -5,9 +5,10 @@
 //!
 //! Layout: two halves of 8 planes each (bits 0-7 and 8-15 of every count).
 //! - The low half is one dense array over the whole device, 8 bytes of counters per data byte,
-//!   allocated zeroed and advised for huge host pages ([`crate::hostmem`]): the host commits it
-//!   as pages are first written, and a write finds its counters by address alone (no pointer to
-//!   chase, few host TLB misses). The block at byte `a` has its planes at words `a .. a + 64`,
+//!   allocated zeroed, advised for huge host pages and committed when the device is built
+//!   ([`crate::hostmem::committed`]: the host's first touch of fresh memory is not paid inside
+//!   the simulation), and a write finds its counters by address alone (no pointer to chase, few
+//!   host TLB misses). The block at byte `a` has its planes at words `a .. a + 64`,
 //!   plane-major: plane `p` of its 8 u64 lanes at `a + 8p`, one 64-byte host line per plane, and
 //!   most writes carry into planes 0 to 2 only. Flip cells (one per FNW word) in a second dense
 //!   array: lane `L` (flip cells `64L .. 64L + 63`) has its 8 planes at words `8L .. 8L + 8`, one
@@ -212,8 +213,8 @@ impl Wear {
         Wear {
             word_bits,
             flip_words,
-            low: crate::hostmem::zeroed(pages * DATA_WORDS),
-            flip_low: crate::hostmem::zeroed(pages * flip_words * HALF),
+            low: crate::hostmem::committed(pages * DATA_WORDS),
+            flip_low: crate::hostmem::committed(pages * flip_words * HALF),
             high: (0..pages).map(|_| None).collect(),
             pages: vec![UNTOUCHED; pages],
             wraps: BTreeMap::new(),
@@ -526,15 +527,14 @@ impl Wear {
         self.total_bit_updates = 0;
     }
 
-    /// Bytes of host memory the counters hold: the low half of every page ever written and
-    /// the high halves allocated, with the per-page bookkeeping. (With huge host pages the
-    /// kernel commits the dense low half in 2 MiB steps; the bound is the whole device.)
+    /// Bytes of host memory the counters hold: the low half of every page (committed when the
+    /// device is built, [`crate::hostmem::committed`]), the high halves allocated, and the
+    /// per-page bookkeeping. The bound is both halves of every page.
     pub fn host_bytes(&mut self) -> u64 {
         self.flush();
         let per_page = (self.page_words() * 8) as u64;
-        let written = self.pages.iter().filter(|&&s| s != UNTOUCHED).count() as u64;
         let high = self.high.iter().filter(|p| p.is_some()).count() as u64;
         let bookkeeping = self.pages.len() * (1 + std::mem::size_of::<Option<Box<[u64]>>>());
-        (written + high) * per_page + bookkeeping as u64
+        (self.pages.len() as u64 + high) * per_page + bookkeeping as u64
     }
 }
