@@ -308,7 +308,7 @@ impl Machine {
     #[inline(never)]
     fn prefetch_for_store(&self, b: BlockId) {
         if let Some(p) = &self.pcm {
-            p.prefetch_block(b.addr().0);
+            p.prefetch_block(b.addr().0, false);
             crate::hostmem::prefetch(&self.nvm[b.range().start]);
         }
     }
@@ -499,11 +499,12 @@ impl Machine {
                     let next = b.range().start + LOG_AHEAD * 64;
                     if let Some(x) = self.nvm.get(next) {
                         crate::hostmem::prefetch(x);
-                        p.prefetch_block(next as u64);
+                        p.prefetch_block(next as u64, true);
                     }
                 }
                 let old: &BlockData = self.nvm[b.range()].try_into().expect("a block");
-                let cost = p.write_block_at(b.addr().0, old, d);
+                // Log-area blocks are written in order, data blocks anywhere.
+                let cost = p.write_block_at(b.addr().0, old, d, !self.layout.is_data(b));
                 let cycles = (cost.latency_ns * self.freq_mhz).div_ceil(1000);
                 self.ctl.write_timed(at, b, min_start, cycles)
             }

@@ -178,15 +178,17 @@ impl Pcm {
     /// have the same length, a multiple of the word size, and `addr` is word-aligned.
     pub fn write(&mut self, addr: u64, old: &[u8], new: &[u8]) -> WriteCost {
         match (<&[u8; 64]>::try_from(old), <&[u8; 64]>::try_from(new)) {
-            (Ok(o), Ok(n)) if addr.is_multiple_of(64) => self.write_block_at(addr, o, n),
+            (Ok(o), Ok(n)) if addr.is_multiple_of(64) => self.write_block_at(addr, o, n, false),
             _ => self.write_words(addr, old, new),
         }
     }
 
     /// [`Pcm::write`] of one aligned 64-byte block (every write of the memory controller, which
-    /// calls this directly): the block path with 64-bit words, else word by word.
+    /// calls this directly): the block path with 64-bit words, else word by word. `in_order`: a
+    /// hint that the block is one of a run written in order, such as a log (it only changes
+    /// which host lines are prefetched).
     #[inline(always)]
-    pub fn write_block_at(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
+    pub fn write_block_at(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
         debug_assert!(addr.is_multiple_of(64));
         if self.cfg.fnw_word_bits != 64 {
             return self.write_words(addr, old, new);
@@ -195,16 +197,16 @@ impl Pcm {
         if self.avx2 {
             // SAFETY: the host has the features `write_block_avx2` is compiled for (`Pcm::new`
             // checked them).
-            return unsafe { self.write_block_avx2(addr, old, new) };
+            return unsafe { self.write_block_avx2(addr, old, new, in_order) };
         }
-        self.write_block::<false>(addr, old, new)
+        self.write_block::<false>(addr, old, new, in_order)
     }
 
     /// [`Pcm::write_block`] with AVX2 vectors and the population count instruction.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt,avx2")]
-    fn write_block_avx2(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
-        self.write_block::<true>(addr, old, new)
+    fn write_block_avx2(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
+        self.write_block::<true>(addr, old, new, in_order)
     }
 
     /// [`Pcm::write`] of one aligned 64-byte block with 64-bit words (every block write of a
@@ -213,7 +215,13 @@ impl Pcm {
     /// come from tables, and the counters are updated plane by plane. `AVX2`: the inner steps
     /// with vectors (only reached through [`Pcm::write_block_avx2`]).
     #[inline(always)]
-    fn write_block<const AVX2: bool>(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
+    fn write_block<const AVX2: bool>(
+        &mut self,
+        addr: u64,
+        old: &[u8; 64],
+        new: &[u8; 64],
+        in_order: bool,
+    ) -> WriteCost {
         let w0 = addr / 8;
         let (fi, fs) = ((w0 / 64) as usize, w0 % 64);
         let old_flips = (self.flips[fi] >> fs) as u8;
@@ -241,7 +249,7 @@ impl Pcm {
             latency_ns: self.block_latency_ns[chunks as usize],
         };
         self.flips[fi] = self.flips[fi] & !(0xFF << fs) | (new_flips as u64) << fs;
-        self.wear.program_block::<AVX2>(addr, &changed, flips_changed);
+        self.wear.program_block::<AVX2>(addr, &changed, flips_changed, in_order);
         self.totals(addr, 64, &cost);
         cost
     }
@@ -318,11 +326,12 @@ impl Pcm {
     }
 
     /// A hint that block `addr` is likely to be written soon: prefetch its flip states and
-    /// counters into the host cache (no effect on results).
+    /// counters into the host cache (no effect on results). `in_order`: as in
+    /// [`Pcm::write_block_at`].
     #[inline]
-    pub fn prefetch_block(&self, addr: u64) {
+    pub fn prefetch_block(&self, addr: u64, in_order: bool) {
         crate::hostmem::prefetch(&self.flips[(addr / 8 / 64) as usize]);
-        self.wear.prefetch(addr);
+        self.wear.prefetch(addr, in_order);
     }
 
     /// Account a read of `bytes`.
