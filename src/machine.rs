@@ -313,6 +313,19 @@ impl Machine {
         }
     }
 
+    /// The program announces that it will access `addr` soon (a hint; no effect on results): the
+    /// host fetches the program's bytes there and, with the PCM device, the device state a
+    /// later write of that block reads.
+    #[inline]
+    pub fn will_access(&self, addr: Addr) {
+        if let Some(x) = self.arch.get(addr.0 as usize) {
+            crate::hostmem::prefetch(x);
+            if self.pcm.is_some() {
+                self.prefetch_for_store(addr.block());
+            }
+        }
+    }
+
     /// Core accesses to every block of `[addr, addr+len)`.
     #[inline]
     pub fn access_range(&mut self, addr: Addr, len: usize, write: bool) {

@@ -205,9 +205,7 @@ impl<P: Protocol> Pm for Sim<P> {
 
     #[inline]
     fn will_access(&mut self, addr: Addr) {
-        if let Some(x) = self.m.arch.get(addr.0 as usize) {
-            crate::hostmem::prefetch(x);
-        }
+        self.m.will_access(addr);
     }
 
     fn last_durable_tx(&self) -> u64 {
