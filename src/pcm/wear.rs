@@ -267,16 +267,21 @@ impl Wear {
     /// Count the programs of one aligned 64-byte block with 64-bit words: data cells set in
     /// `changed` (one mask per word), flip cells set in `flips` (bit i: word i). No totals.
     ///
-    /// The update waits in a ring of `BATCH` blocks: its counter lines are requested from host
-    /// memory now and the carries run `BATCH` writes later, so the host's wait for those lines
-    /// overlaps other work. Counts are sums, so the order of application does not change them;
-    /// every reader applies the waiting updates first.
-    /// `in_order`: the block is one of a run written in order (fewer planes are prefetched).
+    /// A write to a random place waits in a ring of `BATCH` blocks: its counter lines are
+    /// requested from host memory now and the carries run `BATCH` writes later, so the host's
+    /// wait for those lines overlaps other work. Counts are sums, so the order of application
+    /// does not change them; every reader applies the waiting updates first. A write `in_order`
+    /// (one of a run of consecutive blocks, a log, whose lines the caller has the host fetch
+    /// some blocks ahead: [`Wear::prefetch`]) is applied at once, without the ring's copies.
     #[inline]
     pub fn program_block<const AVX2: bool>(&mut self, addr: u64, changed: &[u64; 8], flips: u8, in_order: bool) {
         debug_assert!(addr.is_multiple_of(64) && self.word_bits == 64);
+        if in_order {
+            self.apply_block::<AVX2>(addr, changed, flips);
+            return;
+        }
         let a = addr as usize;
-        prefetch_planes(&self.low[a..a + BLOCK_WORDS], in_order);
+        prefetch_planes(&self.low[a..a + BLOCK_WORDS], false);
         if flips != 0 {
             crate::hostmem::prefetch(&self.flip_low[a / 8 / 64 * HALF]);
         }
