@@ -146,7 +146,9 @@ pub struct Machine {
     /// Start-Gap translation of the log area (`startgap.enabled`): `nvm`, the device and the
     /// recorded writes use physical blocks; `arch` and the protocols logical ones.
     pub sg: Option<StartGap>,
-    freq_mhz: u64,
+    /// Core cycles of a PCM block write by its programmed chunks (the device's latency in ns,
+    /// rounded up to whole cycles), looked up once per write rather than converted.
+    pcm_write_cycles: [Cycle; 9],
     /// No payloads, no Start-Gap, no PCM device: a write is only timing and a byte count (the
     /// short path of [`Machine::issue`]).
     plain: bool,
@@ -189,6 +191,8 @@ impl Machine {
             crate::pcm::Pcm::new(&cfg.pcm, layout.total_bytes() + extra, &regions)
         });
         let keep_bytes = keep_bytes || pcm.is_some();
+        let pcm_write_cycles =
+            pcm.as_ref().map_or([0; 9], |p| p.block_latency_ns().map(|ns| (ns * cfg.core.freq_mhz).div_ceil(1000)));
         let nvm = match (&sg, keep_bytes) {
             (_, false) => Vec::new(),
             (Some(sg), true) => crate::startgap::physical_initial(&sg.geom, &initial),
@@ -198,7 +202,7 @@ impl Machine {
             plain: !keep_bytes && sg.is_none() && pcm.is_none(),
             pcm,
             sg,
-            freq_mhz: cfg.core.freq_mhz,
+            pcm_write_cycles,
             now: 0,
             layout,
             hier: Hierarchy::new(cfg),
@@ -518,7 +522,8 @@ impl Machine {
                 let old: &BlockData = self.nvm[b.range()].try_into().expect("a block");
                 // Log-area blocks are written in order, data blocks anywhere.
                 let cost = p.write_block_at(b.addr().0, old, d, !self.layout.is_data(b));
-                let cycles = (cost.latency_ns * self.freq_mhz).div_ceil(1000);
+                debug_assert_eq!(cost.latency_ns, p.block_latency_ns()[cost.chunks as usize]);
+                let cycles = self.pcm_write_cycles[cost.chunks as usize];
                 self.ctl.write_timed(at, b, min_start, cycles)
             }
             _ => self.ctl.write_after(at, b, min_start),

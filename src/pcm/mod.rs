@@ -114,8 +114,10 @@ pub struct Pcm {
     /// One bit per FNW word of the device: stored inverted.
     flips: Vec<u64>,
     pub wear: Wear,
-    pub program_pj: f64,
-    pub read_pj: f64,
+    /// Cells programmed and cells read since the last reset (energy is computed from them when
+    /// asked: integer sums, exact, and cheaper per write than adding picojoules).
+    programmed_cells: u64,
+    read_cells: u64,
     /// Chunks holding a programmed cell, by mask of the block's programmed 64-bit words.
     chunks_of_words: [u8; 256],
     /// Latency of a block write, ns, by programmed chunks (0 to 8).
@@ -143,8 +145,8 @@ impl Pcm {
             cfg: cfg.clone(),
             flips: crate::hostmem::zeroed(words.div_ceil(64) as usize),
             wear: Wear::new(bytes, cfg.fnw_word_bits, regions),
-            program_pj: 0.0,
-            read_pj: 0.0,
+            programmed_cells: 0,
+            read_cells: 0,
             chunks_of_words,
             block_latency_ns,
             avx2,
@@ -155,8 +157,8 @@ impl Pcm {
     /// contents and flip states.
     pub fn reset_stats(&mut self) {
         self.wear.clear();
-        self.program_pj = 0.0;
-        self.read_pj = 0.0;
+        self.programmed_cells = 0;
+        self.read_cells = 0;
     }
 
     #[inline]
@@ -267,10 +269,10 @@ impl Pcm {
     #[inline(always)]
     fn totals(&mut self, addr: u64, bytes: usize, cost: &WriteCost) {
         self.wear.account(addr, cost.data_bits + cost.flip_bits);
-        self.program_pj += (cost.data_bits + cost.flip_bits) as f64 * self.cfg.program_energy_pj_per_bit;
+        self.programmed_cells += cost.data_bits + cost.flip_bits;
         // Differential write reads the old contents first.
         if self.cfg.write_mode != WriteMode::WriteAll {
-            self.read_pj += (bytes * 8) as f64 * self.cfg.read_energy_pj_per_bit;
+            self.read_cells += bytes as u64 * 8;
         }
     }
 
@@ -336,12 +338,20 @@ impl Pcm {
 
     /// Account a read of `bytes`.
     pub fn read(&mut self, bytes: u64) {
-        self.read_pj += (bytes * 8) as f64 * self.cfg.read_energy_pj_per_bit;
+        self.read_cells += bytes * 8;
     }
 
     /// Total energy in nJ over `seconds` of device time (programming, reads, background).
     pub fn energy_nj(&self, seconds: f64) -> f64 {
-        (self.program_pj + self.read_pj) / 1000.0 + self.cfg.background_power_mw * seconds * 1e6
+        let pj = self.programmed_cells as f64 * self.cfg.program_energy_pj_per_bit
+            + self.read_cells as f64 * self.cfg.read_energy_pj_per_bit;
+        pj / 1000.0 + self.cfg.background_power_mw * seconds * 1e6
+    }
+
+    /// Device time of a block write by its programmed chunks (0 to 8), ns: what
+    /// [`WriteCost::latency_ns`] is for a 64-byte write.
+    pub fn block_latency_ns(&self) -> [u64; 9] {
+        self.block_latency_ns
     }
 
     pub fn config(&self) -> &PcmConfig {

@@ -46,6 +46,9 @@ const FLIP_ID: u64 = 1 << 63;
 const UNTOUCHED: u8 = 0;
 const CLEAN: u8 = 1;
 const DIRTY: u8 = 2;
+/// `Wear::page_region` values: no region holds the page; more than one may.
+const NO_REGION: u8 = u8::MAX;
+const MIXED_PAGE: u8 = u8::MAX - 1;
 
 /// Wear figures of one region.
 #[derive(Clone, Debug, Default, serde::Serialize, PartialEq)]
@@ -74,6 +77,9 @@ pub struct Wear {
     /// Cell id (data bit index, or `FLIP_ID | word index`) -> times its count wrapped 65 536.
     wraps: BTreeMap<u64, u64>,
     regions: Vec<(&'static str, u64, u64, u64)>,
+    /// Per page: the index of the region holding it whole, `NO_REGION` for none, or
+    /// `MIXED_PAGE` where regions start or end inside it (then they are searched).
+    page_region: Vec<u8>,
     pub total_bit_updates: u64,
     /// Block updates not yet applied to the planes, a ring (see [`Wear::program_block`]).
     pending: [PendingBlock; BATCH],
@@ -226,6 +232,24 @@ impl Wear {
             pages: vec![UNTOUCHED; pages],
             wraps: BTreeMap::new(),
             regions: regions.iter().map(|&(n, s, l)| (n, s, l, 0)).collect(),
+            page_region: (0..pages as u64)
+                .map(|p| {
+                    // The first region touching the page counts its bytes (as the search does)
+                    // if it holds the page whole.
+                    let (first, end) = (p * PAGE_BYTES, (p + 1) * PAGE_BYTES);
+                    match regions.iter().position(|&(_, s, l)| s < end && first < s + l) {
+                        None => NO_REGION,
+                        Some(i)
+                            if i < MIXED_PAGE as usize
+                                && regions[i].1 <= first
+                                && end <= regions[i].1 + regions[i].2 =>
+                        {
+                            i as u8
+                        }
+                        Some(_) => MIXED_PAGE,
+                    }
+                })
+                .collect(),
             total_bit_updates: 0,
             pending: [PendingBlock::default(); BATCH],
             next: 0,
@@ -249,8 +273,14 @@ impl Wear {
     #[inline]
     pub fn account(&mut self, byte: u64, n: u64) {
         self.total_bit_updates += n;
-        if let Some(r) = self.regions.iter_mut().find(|r| byte >= r.1 && byte < r.1 + r.2) {
-            r.3 += n;
+        match self.page_region.get((byte / PAGE_BYTES) as usize) {
+            Some(&i) if i < MIXED_PAGE => self.regions[i as usize].3 += n,
+            Some(&MIXED_PAGE) => {
+                if let Some(r) = self.regions.iter_mut().find(|r| byte >= r.1 && byte < r.1 + r.2) {
+                    r.3 += n;
+                }
+            }
+            _ => {}
         }
     }
 
