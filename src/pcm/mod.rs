@@ -16,11 +16,20 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod wear;
 
 pub use wear::{RegionWear, Wear};
 
 use serde::{Deserialize, Serialize};
+
+/// Which vector instructions the block path uses (a const parameter of its functions):
+/// portable code, AVX2 (only reached through `Pcm::write_block_avx2`) or AVX-512 (through
+/// `Pcm::write_block_avx512`), each entered only once `Pcm::new` found the host features.
+pub(crate) const PORTABLE: u8 = 0;
+pub(crate) const AVX2: u8 = 1;
+pub(crate) const AVX512: u8 = 2;
 
 /// How a write programs cells.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +133,9 @@ pub struct Pcm {
     block_latency_ns: [u64; 9],
     /// The host has AVX2 and a population count instruction: the block path with vectors.
     avx2: bool,
+    /// The host has AVX-512F and its vector population count: the block path with 512-bit
+    /// vectors (one register per block or counter plane).
+    avx512: bool,
 }
 
 impl Pcm {
@@ -141,6 +153,11 @@ impl Pcm {
         let avx2 = std::arch::is_x86_feature_detected!("popcnt") && std::arch::is_x86_feature_detected!("avx2");
         #[cfg(not(target_arch = "x86_64"))]
         let avx2 = false;
+        #[cfg(target_arch = "x86_64")]
+        let avx512 =
+            std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vpopcntdq");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx512 = false;
         Pcm {
             cfg: cfg.clone(),
             flips: crate::hostmem::zeroed(words.div_ceil(64) as usize),
@@ -150,6 +167,7 @@ impl Pcm {
             chunks_of_words,
             block_latency_ns,
             avx2,
+            avx512,
         }
     }
 
@@ -196,19 +214,32 @@ impl Pcm {
             return self.write_words(addr, old, new);
         }
         #[cfg(target_arch = "x86_64")]
+        if self.avx512 {
+            // SAFETY: the host has the features `write_block_avx512` is compiled for
+            // (`Pcm::new` checked them).
+            return unsafe { self.write_block_avx512(addr, old, new, in_order) };
+        }
+        #[cfg(target_arch = "x86_64")]
         if self.avx2 {
             // SAFETY: the host has the features `write_block_avx2` is compiled for (`Pcm::new`
             // checked them).
             return unsafe { self.write_block_avx2(addr, old, new, in_order) };
         }
-        self.write_block::<false>(addr, old, new, in_order)
+        self.write_block::<PORTABLE>(addr, old, new, in_order)
+    }
+
+    /// [`Pcm::write_block`] with AVX-512 vectors.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt,avx2,avx512f,avx512vpopcntdq")]
+    fn write_block_avx512(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
+        self.write_block::<AVX512>(addr, old, new, in_order)
     }
 
     /// [`Pcm::write_block`] with AVX2 vectors and the population count instruction.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt,avx2")]
     fn write_block_avx2(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
-        self.write_block::<true>(addr, old, new, in_order)
+        self.write_block::<AVX2>(addr, old, new, in_order)
     }
 
     /// [`Pcm::write`] of one aligned 64-byte block with 64-bit words (every block write of a
@@ -217,21 +248,17 @@ impl Pcm {
     /// come from tables, and the counters are updated plane by plane. `AVX2`: the inner steps
     /// with vectors (only reached through [`Pcm::write_block_avx2`]).
     #[inline(always)]
-    fn write_block<const AVX2: bool>(
-        &mut self,
-        addr: u64,
-        old: &[u8; 64],
-        new: &[u8; 64],
-        in_order: bool,
-    ) -> WriteCost {
+    fn write_block<const V: u8>(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
         let w0 = addr / 8;
         let (fi, fs) = ((w0 / 64) as usize, w0 % 64);
         let old_flips = (self.flips[fi] >> fs) as u8;
         let fnw = self.cfg.write_mode == WriteMode::Fnw;
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: with AVX2 set this runs inside `write_block_avx2`, whose caller checked that
-        // the host has the features.
-        let ch = if AVX2 {
+        // SAFETY: with `V` naming vectors this runs inside `write_block_avx2` or
+        // `write_block_avx512`, whose callers checked that the host has the features.
+        let ch = if V == AVX512 {
+            unsafe { avx512::choose_block(old, new, old_flips, fnw) }
+        } else if V == AVX2 {
             unsafe { avx2::choose_block(old, new, old_flips, fnw) }
         } else {
             choose_block(old, new, old_flips, fnw)
@@ -251,7 +278,7 @@ impl Pcm {
             latency_ns: self.block_latency_ns[chunks as usize],
         };
         self.flips[fi] = self.flips[fi] & !(0xFF << fs) | (new_flips as u64) << fs;
-        self.wear.program_block::<AVX2>(addr, &changed, flips_changed, in_order);
+        self.wear.program_block::<V>(addr, &changed, flips_changed, in_order);
         self.totals(addr, 64, &cost);
         cost
     }

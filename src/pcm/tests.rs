@@ -376,6 +376,9 @@ fn vector_block_steps_equal_the_portable_ones() {
         println!("host without AVX2: nothing to compare");
         return;
     }
+    let avx512 =
+        std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vpopcntdq");
+    println!("AVX-512 compared too: {avx512}");
     let seed = 0xA5A5;
     println!("seed {seed}");
     let mut rng = crate::rng::Rng::new(seed);
@@ -399,6 +402,11 @@ fn vector_block_steps_equal_the_portable_ones() {
             // SAFETY: the host has AVX2 and popcnt (checked above).
             let v = unsafe { avx2::choose_block(&old, &new, flips, fnw) };
             assert_eq!(v, choose_block(&old, &new, flips, fnw), "block {k} fnw {fnw}");
+            if avx512 {
+                // SAFETY: the host has AVX-512F and its population count (checked above).
+                let w = unsafe { avx512::choose_block(&old, &new, flips, fnw) };
+                assert_eq!(w, v, "AVX-512, block {k} fnw {fnw}");
+            }
         }
     }
     for k in 0..20_000u32 {
@@ -414,6 +422,15 @@ fn vector_block_steps_equal_the_portable_ones() {
         let (mut p1, mut c1) = (planes, carry);
         // SAFETY: the host has AVX2 (checked above).
         let v = unsafe { avx2::add_block(&mut p1, &mut c1) };
+        if avx512 {
+            let (mut p3, mut c3) = (planes, carry);
+            // SAFETY: the host has AVX-512F (checked above).
+            let w = unsafe { avx512::add_block(&mut p3, &mut c3) };
+            assert_eq!((w, p3), (v, p1), "AVX-512, planes {k}");
+            if w != 0 {
+                assert_eq!(c3, c1, "AVX-512, carries out of planes {k}");
+            }
+        }
         let (mut p2, mut c2) = (planes, carry);
         let s = wear::add_block(&mut p2, &mut c2);
         assert_eq!((v, p1), (s, p2), "planes {k}");

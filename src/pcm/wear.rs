@@ -304,10 +304,10 @@ impl Wear {
     /// (one of a run of consecutive blocks, a log, whose lines the caller has the host fetch
     /// some blocks ahead: [`Wear::prefetch`]) is applied at once, without the ring's copies.
     #[inline]
-    pub fn program_block<const AVX2: bool>(&mut self, addr: u64, changed: &[u64; 8], flips: u8, in_order: bool) {
+    pub fn program_block<const V: u8>(&mut self, addr: u64, changed: &[u64; 8], flips: u8, in_order: bool) {
         debug_assert!(addr.is_multiple_of(64) && self.word_bits == 64);
         if in_order {
-            self.apply_block::<AVX2>(addr, changed, flips);
+            self.apply_block::<V>(addr, changed, flips);
             return;
         }
         let a = addr as usize;
@@ -319,7 +319,7 @@ impl Wear {
         self.next = (slot + 1) % BATCH;
         if self.queued == BATCH {
             let p = self.pending[slot];
-            self.apply_block::<AVX2>(p.addr, &p.changed, p.flips);
+            self.apply_block::<V>(p.addr, &p.changed, p.flips);
         } else {
             self.queued += 1;
         }
@@ -330,22 +330,25 @@ impl Wear {
     pub fn flush(&mut self) {
         for k in 0..self.queued {
             let p = self.pending[(self.next + BATCH - self.queued + k) % BATCH];
-            self.apply_block::<false>(p.addr, &p.changed, p.flips);
+            self.apply_block::<{ super::PORTABLE }>(p.addr, &p.changed, p.flips);
         }
         self.queued = 0;
     }
 
     #[inline(always)]
-    fn apply_block<const AVX2: bool>(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
+    fn apply_block<const V: u8>(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
         let a = addr as usize;
         self.pages[a / PAGE_BYTES as usize] = DIRTY;
         let mut carry = *changed;
         let planes: &mut [u64; BLOCK_WORDS] = (&mut self.low[a..a + BLOCK_WORDS]).try_into().expect("one block");
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `AVX2` is set only on the path of `Pcm::write_block_avx2`, whose caller checked
-        // that the host has AVX2.
-        let out =
-            if AVX2 { unsafe { super::avx2::add_block(planes, &mut carry) } } else { add_block(planes, &mut carry) };
+        // SAFETY: `V` names vectors only on the paths of `Pcm::write_block_avx2` and
+        // `Pcm::write_block_avx512`, whose callers checked that the host has them.
+        let out = match V {
+            super::AVX512 => unsafe { super::avx512::add_block(planes, &mut carry) },
+            super::AVX2 => unsafe { super::avx2::add_block(planes, &mut carry) },
+            _ => add_block(planes, &mut carry),
+        };
         #[cfg(not(target_arch = "x86_64"))]
         let out = add_block(planes, &mut carry);
         if out != 0 {
