@@ -205,8 +205,10 @@ impl Pcm {
 
     /// [`Pcm::write`] of one aligned 64-byte block (every write of the memory controller, which
     /// calls this directly): the block path with 64-bit words, else word by word. `in_order`: a
-    /// hint that the block is one of a run written in order, such as a log (it only changes
-    /// which host lines are prefetched).
+    /// hint that the block is one of a run written in order, such as a log, whose device state
+    /// the caller had the host fetch ahead ([`Pcm::prefetch_block`]): its counters are updated
+    /// at once rather than through the ring ([`Wear::program_block`]). It changes host work
+    /// only, never a count.
     #[inline(always)]
     pub fn write_block_at(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
         debug_assert!(addr.is_multiple_of(64));

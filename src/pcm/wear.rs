@@ -41,11 +41,10 @@ const DATA_WORDS: usize = 64 * BLOCK_WORDS;
 const BATCH: usize = 16;
 /// Flip cells' ids are data-cell ids with this bit set (in the map of wraps).
 const FLIP_ID: u64 = 1 << 63;
-/// Page states: never written, written before the counters were last zeroed (all zero now),
-/// written since.
-const UNTOUCHED: u8 = 0;
-const CLEAN: u8 = 1;
-const DIRTY: u8 = 2;
+/// Page states: not written since the counters were last zeroed (all zero), written since.
+/// (Whether a page was ever written no longer matters: every low half is committed at build.)
+const CLEAN: u8 = 0;
+const DIRTY: u8 = 1;
 /// `Wear::page_region` values: no region holds the page; more than one may.
 const NO_REGION: u8 = u8::MAX;
 const MIXED_PAGE: u8 = u8::MAX - 1;
@@ -72,7 +71,7 @@ pub struct Wear {
     flip_low: Vec<u64>,
     /// Per page: planes 8-15 of its data and flip cells, once needed.
     high: Vec<Option<Box<[u64]>>>,
-    /// Per page: `UNTOUCHED`, `CLEAN` or `DIRTY`.
+    /// Per page: `CLEAN` or `DIRTY`.
     pages: Vec<u8>,
     /// Cell id (data bit index, or `FLIP_ID | word index`) -> times its count wrapped 65 536.
     wraps: BTreeMap<u64, u64>,
@@ -229,7 +228,7 @@ impl Wear {
             low: crate::hostmem::committed(pages * DATA_WORDS),
             flip_low: crate::hostmem::committed(pages * flip_words * HALF),
             high: (0..pages).map(|_| None).collect(),
-            pages: vec![UNTOUCHED; pages],
+            pages: vec![CLEAN; pages],
             wraps: BTreeMap::new(),
             regions: regions.iter().map(|&(n, s, l)| (n, s, l, 0)).collect(),
             page_region: (0..pages as u64)
