@@ -185,10 +185,11 @@ impl Machine {
         assert_eq!(initial.len() as u64, layout.total_bytes());
         assert!(keep_bytes || !record, "recording needs the payloads");
         let sg = Geometry::of(&cfg.startgap, &layout).map(|g| StartGap::new(g, cfg.startgap.psi_writes));
-        let extra = if sg.is_some() { Geometry::EXTRA_BYTES } else { 0 };
         let pcm = (cfg.memory.device == "pcm").then(|| {
-            let regions = [("data", 0, layout.data_bytes), ("log", layout.log_base, layout.log_bytes + extra)];
-            crate::pcm::Pcm::new(&cfg.pcm, layout.total_bytes() + extra, &regions)
+            // The log region includes Start-Gap's spare line and register block, if reserved.
+            let log = layout.log_bytes + layout.startgap_bytes;
+            let regions = [("data", 0, layout.data_bytes), ("log", layout.log_base, log)];
+            crate::pcm::Pcm::new(&cfg.pcm, layout.total_bytes(), &regions)
         });
         let keep_bytes = keep_bytes || pcm.is_some();
         let pcm_write_cycles =

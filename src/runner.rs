@@ -136,6 +136,7 @@ pub const GIT_REV: &str = env!("LOCSIM_GIT_REV");
 pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
     let wl = spec.workload.build(&spec.cfg);
     let layout = Layout::new(wl.data_bytes(), spec.cfg.log.size_bytes);
+    let layout = if spec.cfg.startgap.enabled { layout.with_startgap() } else { layout };
     match spec.protocol {
         ProtocolKind::Baseline => drive(spec, wl, layout, Baseline),
         ProtocolKind::HWal => drive(spec, wl, layout, HWal::new(&layout, spec.bug)),
@@ -153,14 +154,6 @@ pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
         }
         ProtocolKind::Kiln | ProtocolKind::LocKiln => {
             let loose = spec.protocol == ProtocolKind::LocKiln;
-            if spec.cfg.startgap.enabled {
-                // Start-Gap's spare line and registers sit right after the log area, where the
-                // NV-LLC state is kept in the durable image.
-                return Err(format!(
-                    "startgap.enabled = true: not supported with {}, allowed false",
-                    spec.protocol.name()
-                ));
-            }
             if loose && spec.cfg.llc.ways < 2 {
                 return Err(format!(
                     "llc.ways = {}: loc-kiln keeps versions in other ways, allowed 2..=16",

@@ -243,7 +243,7 @@ impl<'a> Sweep<'a> {
         while self.next_write < writes.len() && writes[self.next_write].durable <= t {
             let w = &writes[self.next_write];
             match &mut self.phys {
-                Some((geom, phys)) if !self.rec.layout.is_data(w.block) => {
+                Some((geom, phys)) if geom.holds(w.block) => {
                     phys[w.block.range()].copy_from_slice(&w.data);
                     self.log_stale = true;
                     if w.block != geom.regs_block() {
@@ -297,7 +297,8 @@ impl<'a> Sweep<'a> {
         self.view_regs = updated;
         if updated.is_some() && self.rebuilds.is_multiple_of(FULL_COMPARE_EVERY) {
             let full = recovery::startgap::logical_image(geom, phys).expect("registers decoded");
-            let log = self.rec.layout.log_base as usize..self.rec.layout.total_bytes() as usize;
+            let log =
+                self.rec.layout.log_base as usize..(self.rec.layout.log_base + self.rec.layout.log_bytes) as usize;
             assert!(full[log.clone()] == self.img[log], "crash checker: start-gap view bookkeeping");
         }
         if updated.is_none() {

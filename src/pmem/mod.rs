@@ -18,8 +18,12 @@ pub struct Layout {
     pub log_base: u64,
     /// Bytes in the memory log area.
     pub log_bytes: u64,
-    /// Bytes of the non-volatile LLC's persistent state, after the log area (Kiln and
-    /// LOC-Kiln only; 0 otherwise): not memory, but part of the durable image (MODEL.md 2).
+    /// Bytes right after the log area reserved for Start-Gap's spare line and register block
+    /// (`startgap::Geometry::EXTRA_BYTES` with Start-Gap on, else 0; docs/formats/startgap.md).
+    pub startgap_bytes: u64,
+    /// Bytes of the non-volatile LLC's persistent state, after the log area and the Start-Gap
+    /// reserve (Kiln and LOC-Kiln only; 0 otherwise): not memory, but part of the durable image
+    /// (MODEL.md 2).
     pub nvllc_bytes: u64,
 }
 
@@ -27,7 +31,7 @@ impl Layout {
     /// Data area of at least `data_bytes`, then a log area of `log_bytes`.
     pub fn new(data_bytes: u64, log_bytes: u64) -> Layout {
         let data_bytes = data_bytes.div_ceil(4096).max(1) * 4096;
-        let l = Layout { data_base: 0, data_bytes, log_base: data_bytes, log_bytes, nvllc_bytes: 0 };
+        let l = Layout { data_base: 0, data_bytes, log_base: data_bytes, log_bytes, startgap_bytes: 0, nvllc_bytes: 0 };
         // Block numbers are 32-bit (the papers' ADDR field, and the caches' tags).
         assert!(l.total_bytes() / 64 < u32::MAX as u64, "persistent memory above 256 GB");
         l
@@ -37,14 +41,21 @@ impl Layout {
         Layout { nvllc_bytes: bytes, ..self }
     }
 
-    /// Total bytes of the durable image (persistent memory, then the NV-LLC state if any).
+    /// The same layout with Start-Gap's spare line and register block reserved after the log
+    /// area (before any NV-LLC state).
+    pub fn with_startgap(self) -> Layout {
+        Layout { startgap_bytes: crate::startgap::Geometry::EXTRA_BYTES, ..self }
+    }
+
+    /// Total bytes of the durable image (persistent memory, the Start-Gap reserve if any, then
+    /// the NV-LLC state if any).
     pub fn total_bytes(&self) -> u64 {
-        self.log_base + self.log_bytes + self.nvllc_bytes
+        self.log_base + self.log_bytes + self.startgap_bytes + self.nvllc_bytes
     }
 
     /// First block of the NV-LLC state.
     pub fn nvllc_block0(&self) -> BlockId {
-        Addr(self.log_base + self.log_bytes).block()
+        Addr(self.log_base + self.log_bytes + self.startgap_bytes).block()
     }
     /// First block of the log area.
     pub fn log_block0(&self) -> BlockId {

@@ -18,10 +18,11 @@ pub fn logical_log(geom: &Geometry, phys: &[u8], logical: &mut [u8]) -> Result<R
     Ok(regs)
 }
 
-/// The whole logical image (data area as stored, log area through the registers).
+/// The whole logical image: the log area through the registers, every other byte as stored
+/// (the data area, any NV-LLC state; the reserve after the log area keeps the physical spare
+/// line and register block, which no protocol reads).
 pub fn logical_image(geom: &Geometry, phys: &[u8]) -> Result<Vec<u8>, String> {
-    let len = phys.len() - Geometry::EXTRA_BYTES as usize;
-    let mut logical = phys[..len].to_vec();
+    let mut logical = phys.to_vec();
     logical_log(geom, phys, &mut logical)?;
     Ok(logical)
 }

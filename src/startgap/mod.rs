@@ -68,8 +68,12 @@ pub struct Geometry {
 
 impl Geometry {
     /// The geometry over a layout's log area, or `None` when Start-Gap is off.
+    /// The layout must reserve the spare line and the register block ([`Layout::with_startgap`]).
     pub fn of(cfg: &StartGapConfig, layout: &Layout) -> Option<Geometry> {
-        cfg.enabled.then(|| Geometry::new(layout.log_block0().0, layout.log_blocks()))
+        cfg.enabled.then(|| {
+            assert_eq!(layout.startgap_bytes, Self::EXTRA_BYTES, "layout built with with_startgap");
+            Geometry::new(layout.log_block0().0, layout.log_blocks())
+        })
     }
 
     /// `lines` logical lines starting at block `line0`.
@@ -79,12 +83,20 @@ impl Geometry {
         Geometry { line0, lines, half_bits: bits.div_ceil(2) }
     }
 
-    /// Bytes the device needs beyond the layout: the spare line and the register block.
+    /// Bytes right after the log area that Start-Gap takes: the spare line and the register
+    /// block ([`Layout::startgap_bytes`]).
     pub const EXTRA_BYTES: u64 = 128;
 
     /// The register block.
     pub fn regs_block(&self) -> BlockId {
         BlockId(self.line0 + self.lines + 1)
+    }
+
+    /// Does `b` lie where Start-Gap places things: the `N + 1` physical lines or the register
+    /// block?
+    #[inline]
+    pub fn holds(&self, b: BlockId) -> bool {
+        b.0.wrapping_sub(self.line0) < self.lines + 2
     }
 
     /// Is `b` one of the logical lines?
@@ -215,18 +227,19 @@ impl StartGap {
     }
 }
 
-/// The physical image of a logical one: data area unchanged, each log line at its physical
-/// place under the initial registers, the spare line zero, the register block encoded.
+/// The physical image of a logical one (the same length: the layout reserves the spare line
+/// and the register block after the log area): each log line at its physical place under the
+/// initial registers, the spare line zero, the register block encoded, every other byte (data
+/// area, NV-LLC state) unchanged.
 pub fn physical_initial(geom: &Geometry, logical: &[u8]) -> Vec<u8> {
-    let mut phys = crate::hostmem::zeroed::<u8>(logical.len() + Geometry::EXTRA_BYTES as usize);
-    let log0 = BlockId(geom.line0).range().start;
-    phys[..log0].copy_from_slice(&logical[..log0]);
+    let mut phys = crate::hostmem::copy_of(logical);
     let regs = Registers::initial(geom);
     for l in 0..geom.lines {
         let src = BlockId(geom.line0 + l).range();
         let dst = geom.physical(&regs, BlockId(geom.line0 + l)).range();
         phys[dst].copy_from_slice(&logical[src]);
     }
+    phys[BlockId(geom.line0 + regs.gap).range()].fill(0);
     phys[geom.regs_block().range()].copy_from_slice(&regs.encode(geom));
     phys
 }
