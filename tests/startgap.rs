@@ -113,13 +113,19 @@ const MOVING_LOG: [&str; 10] = [
 #[test]
 fn every_logging_protocol_recovers_with_the_log_moving_under_it() {
     for p in ["s-wal", "h-wal", "ec-wal"] {
-        let mut args = vec!["crashtest", "--workload", "sps", "--protocol", p, "--txs", "400", "--crashes", "400"];
-        args.extend_from_slice(&["--abort-rate", "0.1", "--json"]);
-        args.extend_from_slice(&MOVING_LOG);
-        let (code, v, err) = locsim(&args);
-        assert_eq!((code, v["violations"].as_u64()), (Some(0), Some(0)), "{p}: {} {err}", v["first_violation"]);
-        assert_eq!(v["crash_points"].as_u64(), Some(400));
+        assert_recovers("sps", p, "400", &MOVING_LOG);
     }
+}
+
+/// `locsim crashtest` of `txs` transactions and as many crash points, 10 % aborted: no
+/// violation.
+fn assert_recovers(workload: &str, protocol: &str, txs: &str, settings: &[&str]) {
+    let mut args = vec!["crashtest", "--workload", workload, "--protocol", protocol, "--txs", txs, "--crashes", txs];
+    args.extend_from_slice(&["--abort-rate", "0.1", "--json"]);
+    args.extend_from_slice(settings);
+    let (code, v, err) = locsim(&args);
+    assert_eq!((code, v["violations"].as_u64()), (Some(0), Some(0)), "{protocol}: {} {err}", v["first_violation"]);
+    assert_eq!(v["crash_points"].as_u64(), txs.parse().ok());
 }
 
 /// Kiln and LOC-Kiln log only what does not fit in the non-volatile LLC: small caches send
@@ -145,12 +151,7 @@ const KILN_MOVING_LOG: [&str; 14] = [
 #[test]
 fn kiln_and_loc_kiln_recover_with_their_fallback_log_moving_under_them() {
     for p in ["kiln", "loc-kiln"] {
-        let mut args = vec!["crashtest", "--workload", "btree", "--protocol", p, "--txs", "300", "--crashes", "300"];
-        args.extend_from_slice(&["--abort-rate", "0.1", "--json"]);
-        args.extend_from_slice(&KILN_MOVING_LOG);
-        let (code, v, err) = locsim(&args);
-        assert_eq!((code, v["violations"].as_u64()), (Some(0), Some(0)), "{p}: {} {err}", v["first_violation"]);
-        assert_eq!(v["crash_points"].as_u64(), Some(300));
+        assert_recovers("btree", p, "300", &KILN_MOVING_LOG);
         // The log did move: the run wrote the fallback log and made gap moves.
         let mut run = vec!["run", "--workload", "btree", "--protocol", p, "--txs", "300", "--json"];
         run.extend_from_slice(&KILN_MOVING_LOG);
