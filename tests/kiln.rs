@@ -103,7 +103,7 @@ fn image(reg: Register, lines: &[(usize, u64, u64, u8)]) -> Vec<u8> {
 
 fn recovered(img: &[u8]) -> Vec<u8> {
     let mut img = img.to_vec();
-    let plan = recovery::recover(Kiln, &layout(), &img).unwrap();
+    let plan = recovery::recover(Kiln.log_format(), &layout(), &img).unwrap();
     recovery::apply(&mut img, &plan.writes);
     img[..(DATA_BLOCKS * 64) as usize].to_vec()
 }
@@ -130,11 +130,11 @@ fn the_newest_committed_version_of_a_block_wins() {
 fn recovering_again_after_recovery_changes_nothing() {
     let img = image(Register { committed: 5, applied: 0 }, &[(0, 3, 5, 0xAA), (1, 3, 2, 0x11)]);
     let mut once = img.clone();
-    let plan = recovery::recover(Kiln, &layout(), &once).unwrap();
+    let plan = recovery::recover(Kiln.log_format(), &layout(), &once).unwrap();
     recovery::apply(&mut once, &plan.writes);
     // Home changes after recovery (the system runs on); a second recovery must not undo it.
     once[3 * 64] = 0x77;
-    let again = recovery::recover(Kiln, &layout(), &once).unwrap();
+    let again = recovery::recover(Kiln.log_format(), &layout(), &once).unwrap();
     assert!(again.writes.iter().all(|(b, _)| b.0 >= DATA_BLOCKS), "no home writes: {:?}", again.redone_txs);
     for cut in 0..plan.writes.len() {
         let mut partial = img.clone();
@@ -148,5 +148,5 @@ fn an_image_without_a_commit_register_is_an_error() {
     let mut img = image(Register { committed: 1, applied: 0 }, &[]);
     let nv0 = layout().nvllc_block0();
     img[nv0.range()].fill(0);
-    assert!(recovery::recover(Kiln, &layout(), &img).is_err());
+    assert!(recovery::recover(Kiln.log_format(), &layout(), &img).is_err());
 }

@@ -140,7 +140,7 @@ fn pairs(ps: &[Pair]) -> (BlkTag, Vec<Pair>) {
 
 /// Home blocks recovery redoes, in order.
 fn redone(img: &[u8]) -> Vec<u64> {
-    let plan = recovery::recover(LocWal, &layout(), img).unwrap();
+    let plan = recovery::recover(LocWal.log_format(), &layout(), img).unwrap();
     plan.writes.iter().map(|(b, _)| b.0).filter(|&b| b < DATA_BLOCKS).collect()
 }
 
@@ -188,18 +188,21 @@ fn a_transaction_id_with_no_trace_in_the_log_cuts_the_rest() {
 fn transaction_ids_wrap_around_relative_to_the_head() {
     let g = vec![vec![data(255, 5, 1), data(0, 6, 1), data(1, 7, 1)]];
     assert_eq!(redone(&image(&g, 255)), vec![5, 6, 7]);
-    assert!(recovery::recover(LocWal, &layout(), &image(&g, 100)).is_err(), "TxIDs 155 away from the head");
+    assert!(
+        recovery::recover(LocWal.log_format(), &layout(), &image(&g, 100)).is_err(),
+        "TxIDs 155 away from the head"
+    );
 }
 
 #[test]
 fn recovering_twice_gives_the_same_image() {
     let g = vec![vec![data(1, 5, 2), data(2, 6, 0), data(2, 7, 2), pairs(&[Pair { tx: 1, ty: 2, n: 1 }])]];
     let mut img = image(&g, 1);
-    let plan = recovery::recover(LocWal, &layout(), &img).unwrap();
+    let plan = recovery::recover(LocWal.log_format(), &layout(), &img).unwrap();
     for cut in 0..=plan.writes.len() {
         let mut partial = img.clone();
         recovery::apply(&mut partial, &plan.writes[..cut]);
-        let again = recovery::recover(LocWal, &layout(), &partial).unwrap();
+        let again = recovery::recover(LocWal.log_format(), &layout(), &partial).unwrap();
         recovery::apply(&mut partial, &again.writes);
         recovery::apply(&mut img.clone(), &plan.writes);
         let mut full = img.clone();

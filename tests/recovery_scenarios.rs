@@ -92,14 +92,14 @@ fn crash_during_recovery_then_recovering_again_gives_the_same_image() {
         let rec = record(&spec(small_cfg(&[]), p, TXS, 16, None));
         for &c in commit_done(&rec).iter().step_by(41) {
             let img = rec.record.durable.image_at(&rec.initial, c);
-            let plan = recovery::recover(p, &rec.layout, &img).unwrap();
+            let plan = recovery::recover(p.log_format(), &rec.layout, &img).unwrap();
             let mut full = img.clone();
             recovery::apply(&mut full, &plan.writes);
             assert!(plan.writes.len() >= 2, "a durable commit record means redo writes");
             for cut in 0..=plan.writes.len() {
                 let mut partial = img.clone();
                 recovery::apply(&mut partial, &plan.writes[..cut]);
-                let again = recovery::recover(p, &rec.layout, &partial).unwrap();
+                let again = recovery::recover(p.log_format(), &rec.layout, &partial).unwrap();
                 recovery::apply(&mut partial, &again.writes);
                 assert_same(
                     &partial,
@@ -135,7 +135,7 @@ fn an_unreadable_log_head_is_a_recovery_error_not_a_guess() {
         let rec = record(&spec(small_cfg(&[]), p, 10, 18, None));
         let mut img = rec.initial.clone();
         img[rec.layout.log_block0().range()].fill(0xAB);
-        let e = recovery::recover(p, &rec.layout, &img).unwrap_err();
+        let e = recovery::recover(p.log_format(), &rec.layout, &img).unwrap_err();
         assert!(e.contains("head"), "{e}");
     });
 }

@@ -265,7 +265,7 @@ impl<'a> Sweep<'a> {
             return self.violation("recovery-error", t, a, i, e);
         }
         let proto = self.spec.run.protocol;
-        let plan = match recovery::recover(proto, &self.rec.layout, &self.img) {
+        let plan = match recovery::recover(proto.log_format(), &self.rec.layout, &self.img) {
             Ok(p) => p,
             Err(e) => return self.violation("recovery-error", t, a, i, e),
         };
@@ -386,7 +386,7 @@ impl<'a> Sweep<'a> {
         let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t).below(n as u64 + 1) as usize;
         let mut undo = Undo::default();
         undo.apply(&mut self.img, &plan.writes[..cut]);
-        let result = match recovery::recover(self.spec.run.protocol, &self.rec.layout, &self.img) {
+        let result = match recovery::recover(self.spec.run.protocol.log_format(), &self.rec.layout, &self.img) {
             Err(e) => Err(format!("second recovery after a crash at recovery write {cut} of {n} failed: {e}")),
             Ok(p2) => {
                 // Expected final content: the last write of the first plan, else D itself
@@ -435,7 +435,8 @@ impl<'a> Sweep<'a> {
 
     /// For the report: which S_k the recovered image is closest to, and where it differs.
     fn closest(&mut self, _t: Cycle, a: u64, i: u64) -> (u64, Option<u64>, u64) {
-        let plan = recovery::recover(self.spec.run.protocol, &self.rec.layout, &self.img).unwrap_or_default();
+        let plan =
+            recovery::recover(self.spec.run.protocol.log_format(), &self.rec.layout, &self.img).unwrap_or_default();
         let mut undo = Undo::default();
         undo.apply(&mut self.img, &plan.writes);
         let mut oracle = self.oracle.clone();

@@ -24,6 +24,10 @@ pub const PAIRS_PER_BLOCK: usize = BLOCK_BYTES / 4;
 /// `n` of a self-record marking an aborted transaction.
 pub const ABORTED: u16 = 0xFFFF;
 
+/// Transactions live at once (8-bit circular TxIDs, half the space): recovery reads a TxID
+/// relative to the log head's `start_seq`, so no live transaction may be 128 or more past it.
+pub const MAX_LIVE_TXS: u64 = 128;
+
 /// One entry `<tx, ty, n>`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Pair {

@@ -15,41 +15,25 @@
 //! Aborts rewind group allocation to the transaction's first group; TxIDs advance at every
 //! begin, so a stale group of an aborted transaction can never be counted for another one.
 
+use super::group::{self, Group, GroupRing};
 use super::redo::{RedoProtocol, RedoSet};
 use super::{Bug, Protocol};
-use crate::log::ec::{BlkTag, Meta, DATA_SLOTS, GROUP_BLOCKS};
+use crate::log::ec::BlkTag;
 use crate::log::head::{LogFormat, LogHead};
 use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{Addr, BlockId, Cycle};
 
-/// The block group being filled.
-struct Group {
-    sid: u64,
-    /// First block of the group.
-    at: BlockId,
-    tags: [Option<BlkTag>; DATA_SLOTS],
-    n: usize,
-    /// Latest completion cycle of the group's data writes: its META completes after it.
-    data_done: Cycle,
-    /// Tags changed since the META was last written.
-    meta_stale: bool,
-}
-
 pub struct EcWal {
     bug: Option<Bug>,
-    log0: BlockId,
-    groups: u64,
+    ring: GroupRing,
     write_cycles: Cycle,
     redo: RedoSet,
     open: Option<Group>,
-    next_sid: u64,
     tx_start_sid: u64,
     tx_id: u8,
     tx_blocks: u16,
     tx_log_done: Cycle,
-    /// Groups before this SID may be reused (their truncation is durable).
-    safe_sid: u64,
     trunc_issued: u64,
     /// Injected bug `meta-before-data`: data writes held back until after the acknowledgement.
     held: Vec<(BlockId, BlockId)>,
@@ -63,17 +47,14 @@ impl EcWal {
         assert!(layout.data_bytes / 64 <= u32::MAX as u64, "ADDR is a 32-bit block number");
         EcWal {
             bug,
-            log0: layout.log_block0(),
-            groups: (layout.log_blocks() - 1) / GROUP_BLOCKS,
+            ring: GroupRing::new(layout, "a transaction"),
             write_cycles,
             redo: RedoSet::default(),
             open: None,
-            next_sid: 0,
             tx_start_sid: 0,
             tx_id: 0,
             tx_blocks: 0,
             tx_log_done: 0,
-            safe_sid: 0,
             trunc_issued: 0,
             held: Vec::new(),
             committing: false,
@@ -81,62 +62,32 @@ impl EcWal {
         }
     }
 
-    fn open_group(&mut self, m: &mut Machine) -> Group {
-        if self.next_sid - self.safe_sid >= self.groups {
-            m.quiesce();
-            self.safe_sid = self.trunc_issued;
-            if self.next_sid - self.safe_sid >= self.groups {
-                m.fatal.get_or_insert_with(|| {
-                    format!("log.size_bytes too small: a transaction needs more than {} block groups", self.groups)
-                });
-            }
-        }
-        let sid = self.next_sid;
-        self.next_sid += 1;
-        let at = BlockId(self.log0.0 + 1 + GROUP_BLOCKS * (sid % self.groups));
-        Group { sid, at, tags: [None; DATA_SLOTS], n: 0, data_done: 0, meta_stale: false }
-    }
-
     /// Log block `b` into the next slot; `last` marks the transaction's final log block.
     fn log_block(&mut self, m: &mut Machine, b: BlockId, last: bool) -> BlockId {
         let mut g = match self.open.take() {
-            Some(g) if g.n < DATA_SLOTS => g,
-            _ => self.open_group(m),
+            Some(g) if !g.is_full() => g,
+            _ => self.ring.open(m, self.trunc_issued, true),
         };
-        let at = BlockId(g.at.0 + g.n as u64);
         self.tx_blocks += 1;
         let tx_cnt = if last { self.tx_blocks } else { 0 };
-        g.tags[g.n] = Some(BlkTag { addr: b.0 as u32, tx_cnt, tx_id: self.tx_id, tid: 0, cid: 0, pair: false });
-        g.n += 1;
-        g.meta_stale = true;
+        let (_, at) = g.push(BlkTag { addr: b.0 as u32, tx_cnt, tx_id: self.tx_id, tid: 0, cid: 0, pair: false });
         if self.bug == Some(Bug::MetaBeforeData) && self.committing {
             self.held.push((at, b));
         } else {
-            let t = m.write_from_arch(at, WriteKind::LogData, b);
-            m.wait_until(t.accepted);
+            let t = group::write_data(m, at, b, None);
             self.tx_log_done = self.tx_log_done.max(t.durable);
-            g.data_done = g.data_done.max(t.done);
+            g.note_data(t.done);
         }
-        if g.n == DATA_SLOTS {
+        if g.is_full() {
             self.write_meta(m, &mut g);
         }
         self.open = Some(g);
         at
     }
 
-    /// Write the group's META; the controller starts it after the group's data writes.
     fn write_meta(&mut self, m: &mut Machine, g: &mut Group) {
-        let meta = Meta { sid: g.sid, tags: g.tags };
-        // Started later than every data write's completion minus the shortest write latency, the
-        // META completes after all of them, whatever the device's latencies.
-        let after = match self.bug {
-            Some(Bug::MetaBeforeData) => 0,
-            _ => (g.data_done + 1).saturating_sub(self.write_cycles),
-        };
-        let t = m.write_encoded_after(BlockId(g.at.0 + DATA_SLOTS as u64), WriteKind::LogMeta, after, || meta.encode());
-        m.wait_until(t.accepted);
+        let t = g.write_meta(m, 0, self.write_cycles, self.bug);
         self.tx_log_done = self.tx_log_done.max(t.durable);
-        g.meta_stale = false;
     }
 
     /// Log the lines still cached, the last one carrying TxCnt, and close the last group.
@@ -155,9 +106,9 @@ impl EcWal {
             // Every block was evicted earlier: the last one's tag takes the count now.
             let last = g.tags[g.n - 1].as_mut().expect("filled slot");
             last.tx_cnt = self.tx_blocks;
-            g.meta_stale = true;
+            g.stale = true;
         }
-        if g.meta_stale {
+        if g.stale {
             self.write_meta(m, &mut g);
         }
     }
@@ -183,7 +134,7 @@ impl Protocol for EcWal {
     }
 
     fn begin(&mut self, _m: &mut Machine) {
-        self.tx_start_sid = self.next_sid;
+        self.tx_start_sid = self.ring.next_sid;
         self.tx_log_done = 0;
         self.tx_blocks = 0;
         self.tx_id = self.tx_id.wrapping_add(1);
@@ -213,9 +164,9 @@ impl Protocol for EcWal {
             m.wait_until(t.accepted);
         }
         let at = self.redo.checkpoint(m, false);
-        let head = LogHead { format: LogFormat::Ec, start: self.next_sid, start_seq: 0 };
-        m.defer_encoded(at, self.log0, WriteKind::LogHead, || head.encode());
-        self.trunc_issued = self.next_sid;
+        let head = LogHead { format: LogFormat::Ec, start: self.ring.next_sid, start_seq: 0 };
+        m.defer_encoded(at, self.ring.log0, WriteKind::LogHead, || head.encode());
+        self.trunc_issued = self.ring.next_sid;
         self.redo.clear();
     }
 
@@ -226,7 +177,7 @@ impl Protocol for EcWal {
     fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
         self.redo.discard(m);
         self.open = None;
-        self.next_sid = self.tx_start_sid;
+        self.ring.next_sid = self.tx_start_sid;
         self.held.clear();
     }
 }

@@ -26,35 +26,20 @@
 //! What recovery needs (`src/recovery/kiln.rs`): the register; the NV-LLC's committed lines
 //! (tag: home, seq), each valid until its data is durable elsewhere; the fallback log.
 
+use super::group::{self, Group, GroupRing};
+use super::window::{self, aux_of, Version, Versions, MAX_WINDOW_TXS};
 use super::{Bug, Protocol};
 use crate::cache::Slot;
-use crate::log::ec::{BlkTag, Meta, DATA_SLOTS, GROUP_BLOCKS};
+use crate::log::ec::BlkTag;
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::nvllc::{self, Register};
 use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
-/// LLC `aux` of a committed line whose transaction the register covers.
+/// LLC `aux` of a committed line whose transaction the register covers (a [`Version`]'s
+/// `aux` may be this, or a window transaction's [`aux_of`]).
 const REGISTERED: u32 = u32::MAX;
-/// A window closes after this many transactions even with fewer commits (aborts), so that
-/// the fallback log's 8-bit TxIDs stay unambiguous.
-const MAX_WINDOW_TXS: u64 = 64;
-
-/// LLC `aux` of lines of window transaction `seq` (pending, or committed but not registered).
-#[inline(always)]
-fn aux_of(seq: u64) -> u32 {
-    (seq & 0xFFFF) as u32 + 1
-}
-
-/// An older version of a block kept in another LLC way (LOC-Kiln).
-struct Version {
-    block: BlockId,
-    /// `aux` of the line it came from: REGISTERED or a window transaction's.
-    aux: u32,
-    slot: Slot,
-    data: BlockData,
-}
 
 #[derive(Default, Clone, Copy)]
 struct Counters {
@@ -71,22 +56,12 @@ struct Counters {
     windows: u64,
 }
 
-/// The fallback log's open block group.
-struct Group {
-    at: BlockId,
-    sid: u64,
-    tags: [Option<BlkTag>; DATA_SLOTS],
-    n: usize,
-    data_done: Cycle,
-}
-
 pub struct Kiln {
     bug: Option<Bug>,
     loose: bool,
     sd: u64,
     nv0: BlockId,
-    log0: BlockId,
-    groups: u64,
+    ring: GroupRing,
     write_cycles: Cycle,
     /// Sequence number of the running (or next) transaction; the register's 0 means none.
     seq: u64,
@@ -101,7 +76,6 @@ pub struct Kiln {
     /// elsewhere is durable); a new record waits for it.
     slot_free_at: Vec<Cycle>,
     group: Option<Group>,
-    next_sid: u64,
     trunc_sid: u64,
     /// `start_seq` of the durable log head.
     head_seq: u64,
@@ -110,10 +84,8 @@ pub struct Kiln {
     fallback_durable: Cycle,
     /// The running transaction's older versions, and the registered ones it superseded at
     /// commit (dropped once the register covers it).
-    versions: Vec<Version>,
+    versions: Versions,
     superseded: Vec<Version>,
-    /// Bytes of lines about to become older versions, copied before the store.
-    snaps: Vec<(BlockId, BlockData)>,
     c: Counters,
 }
 
@@ -126,8 +98,7 @@ impl Kiln {
             loose,
             sd: if loose { sd as u64 } else { 1 },
             nv0: layout.nvllc_block0(),
-            log0: layout.log_block0(),
-            groups: (layout.log_blocks() - 1) / GROUP_BLOCKS,
+            ring: GroupRing::new(layout, "the fallback log"),
             write_cycles,
             seq: 1,
             win_start: 1,
@@ -136,14 +107,12 @@ impl Kiln {
             run_start: 0,
             slot_free_at: vec![0; llc_slots],
             group: None,
-            next_sid: 0,
             trunc_sid: 0,
             head_seq: 1,
             fallback: Vec::new(),
             fallback_durable: 0,
-            versions: Vec::new(),
+            versions: Versions::default(),
             superseded: Vec::new(),
-            snaps: Vec::new(),
             c: Counters::default(),
         }
     }
@@ -180,44 +149,21 @@ impl Kiln {
     /// Append a block to the fallback log; returns the cycle from which it counts (its group's
     /// META, written after it, is durable).
     fn log_fallback(&mut self, m: &mut Machine, home: BlockId, seq: u64, data: Option<&BlockData>) -> Cycle {
-        if self.fallback.is_empty() && self.seq - self.head_seq >= MAX_WINDOW_TXS {
+        if self.fallback.is_empty() && self.seq - self.head_seq >= MAX_WINDOW_TXS as u64 {
             // TxIDs are read relative to the head's start_seq: bring it up to this window first.
             self.write_head(m, self.win_start);
         }
         let mut g = match self.group.take() {
-            Some(g) if g.n < DATA_SLOTS => g,
-            _ => {
-                if self.next_sid - self.trunc_sid >= self.groups {
-                    m.fatal.get_or_insert_with(|| {
-                        format!(
-                            "log.size_bytes too small: the fallback log needs more than {} block groups",
-                            self.groups
-                        )
-                    });
-                }
-                let sid = self.next_sid;
-                self.next_sid += 1;
-                let at = BlockId(self.log0.0 + 1 + GROUP_BLOCKS * (sid % self.groups));
-                Group { at, sid, tags: [None; DATA_SLOTS], n: 0, data_done: 0 }
-            }
+            Some(g) if !g.is_full() => g,
+            _ => self.ring.open(m, self.trunc_sid, false),
         };
-        let at = BlockId(g.at.0 + g.n as u64);
-        g.tags[g.n] = Some(BlkTag { addr: home.0 as u32, tx_id: seq as u8, ..Default::default() });
-        g.n += 1;
-        let t = match data {
-            Some(d) => m.write_encoded(at, WriteKind::LogData, || *d),
-            None => m.write_from_arch(at, WriteKind::LogData, home),
-        };
-        m.wait_until(t.accepted);
-        g.data_done = g.data_done.max(t.done);
+        let (_, at) = g.push(BlkTag { addr: home.0 as u32, tx_id: seq as u8, ..Default::default() });
+        let t = group::write_data(m, at, home, data);
+        g.note_data(t.done);
         self.c.fallback_log_blocks += 1;
         self.fallback.push((home, at, seq));
         // The META (rewritten as the group fills) completes after the group's data.
-        let after = (g.data_done + 1).saturating_sub(self.write_cycles);
-        let meta = Meta { sid: g.sid, tags: g.tags };
-        let mt =
-            m.write_encoded_after(BlockId(g.at.0 + DATA_SLOTS as u64), WriteKind::LogMeta, after, || meta.encode());
-        m.wait_until(mt.accepted);
+        let mt = g.write_meta(m, 0, self.write_cycles, None);
         self.fallback_durable = self.fallback_durable.max(mt.durable);
         self.group = Some(g);
         mt.durable
@@ -227,10 +173,10 @@ impl Kiln {
     /// `start_seq` logs after it.
     fn write_head(&mut self, m: &mut Machine, start_seq: u64) {
         self.group = None;
-        self.trunc_sid = self.next_sid;
+        self.trunc_sid = self.ring.next_sid;
         self.head_seq = start_seq;
-        let head = LogHead { format: LogFormat::Kiln, start: self.next_sid, start_seq: self.head_seq };
-        let t = m.write_encoded(self.log0, WriteKind::LogHead, || head.encode());
+        let head = LogHead { format: LogFormat::Kiln, start: self.ring.next_sid, start_seq: self.head_seq };
+        let t = m.write_encoded(self.ring.log0, WriteKind::LogHead, || head.encode());
         m.wait_until(t.durable);
     }
 
@@ -255,8 +201,8 @@ impl Kiln {
             if v.version {
                 self.c.version_overflows += 1;
                 let from = |xs: &Vec<Version>| xs.iter().position(|x| x.block == v.block && x.slot == s);
-                let x = match from(&self.versions) {
-                    Some(i) => self.versions.swap_remove(i),
+                let x = match from(&self.versions.kept) {
+                    Some(i) => self.versions.kept.swap_remove(i),
                     None => self.superseded.swap_remove(from(&self.superseded).expect("an evicted version is tracked")),
                 };
                 self.save_version(m, &x);
@@ -355,9 +301,7 @@ impl Protocol for Kiln {
                 continue;
             }
             if self.loose {
-                if m.keep_bytes && !self.snaps.iter().any(|x| x.0 == b) {
-                    self.snaps.push((b, m.arch_block(b)));
-                }
+                self.versions.snapshot(m, b);
             } else {
                 // Kiln: the committed version goes home, durably, before the line changes.
                 let before = m.now;
@@ -383,7 +327,7 @@ impl Protocol for Kiln {
             }
             if aux != 0 {
                 // LOC-Kiln: keep the committed version in another way; its record moves there.
-                let data = self.snaps.iter().find(|x| x.0 == b).map_or([0; 64], |x| x.1);
+                let data = self.versions.snapped(b);
                 let vs = m.keep_version(b, s, aux);
                 self.drain(m, vs);
                 // (Payloads and records exist only when kept; the timing is the same either way.)
@@ -394,7 +338,7 @@ impl Protocol for Kiln {
                 self.record_line(m, vs, b, seq, data);
                 let now = m.now;
                 self.forget_line(m, s, now);
-                self.versions.push(Version { block: b, aux, slot: vs, data });
+                self.versions.kept.push(Version { block: b, aux, slot: vs, data });
                 self.c.versions_kept += 1;
             }
             m.hier.llc.set_aux(s, mine);
@@ -421,8 +365,8 @@ impl Protocol for Kiln {
         }
         // Older versions it overwrote: from this window, coalesced now; registered ones once
         // the register covers this transaction.
-        for x in std::mem::take(&mut self.versions) {
-            if !(m.hier.llc.is_version_of(x.slot, x.block) && m.hier.llc.aux(x.slot) == x.aux) {
+        for x in std::mem::take(&mut self.versions.kept) {
+            if !x.present(m) {
                 continue;
             }
             if x.aux == REGISTERED {
@@ -434,11 +378,12 @@ impl Protocol for Kiln {
                 self.c.coalesced_blocks += 1;
             }
         }
-        self.snaps.clear();
+        self.versions.clear();
         self.win_txs.push((self.seq, self.run_start));
         self.run_start = self.ws.len();
         self.seq += 1;
-        if self.win_txs.len() as u64 >= self.sd || self.seq - self.win_start >= MAX_WINDOW_TXS {
+        let txs = (self.seq - self.win_start) as usize;
+        if window::is_complete(self.win_txs.len(), txs, self.sd as usize) {
             self.close_window(m);
         }
     }
@@ -446,8 +391,8 @@ impl Protocol for Kiln {
     fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
         let mine = aux_of(self.seq);
         // Rescue: older versions of blocks this transaction wrote go where they are safe.
-        for x in std::mem::take(&mut self.versions) {
-            if m.hier.llc.is_version_of(x.slot, x.block) && m.hier.llc.aux(x.slot) == x.aux {
+        for x in std::mem::take(&mut self.versions.kept) {
+            if x.present(m) {
                 m.hier.llc.invalidate_slot(x.slot);
                 self.save_version(m, &x);
                 self.c.rescued_blocks += 1;
@@ -460,11 +405,12 @@ impl Protocol for Kiln {
             }
         }
         self.ws.truncate(self.run_start);
-        self.snaps.clear();
+        self.versions.clear();
         let logged_own = self.fallback.iter().any(|f| f.2 == self.seq);
         self.seq += 1;
         // Its fallback entries must be behind the head before the register can pass its seq.
-        if logged_own || self.seq - self.win_start >= MAX_WINDOW_TXS {
+        if logged_own || window::is_complete(self.win_txs.len(), (self.seq - self.win_start) as usize, self.sd as usize)
+        {
             self.close_window(m);
         }
     }

@@ -31,20 +31,16 @@
 //! (one core, program-initiated aborts), so "succeeding transactions abort" never has work to
 //! do; the rescue writes happen at the abort, as in the paper.
 
+use super::group::{self, Group, GroupRing};
 use super::redo::RedoSet;
+use super::window::{self, aux_of, Version, Versions, MAX_WINDOW_TXS};
 use super::{Bug, Protocol};
-use crate::cache::Slot;
-use crate::log::ec::{BlkTag, Meta, DATA_SLOTS, GROUP_BLOCKS};
+use crate::log::ec::{BlkTag, DATA_SLOTS};
 use crate::log::head::{LogFormat, LogHead};
-use crate::log::loc::{self, Pair, PAIRS_PER_BLOCK};
+use crate::log::loc::{self, Pair, MAX_LIVE_TXS, PAIRS_PER_BLOCK};
 use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
-use crate::recovery::loc::MAX_LIVE_TXS;
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
-
-/// A window closes after this many transactions even if fewer than `sd` committed (aborts),
-/// so that the live TxIDs stay within [`MAX_LIVE_TXS`].
-const MAX_WINDOW_TXS: usize = 64;
 
 /// A Tx State Table entry.
 #[derive(Clone, Debug)]
@@ -62,27 +58,6 @@ struct TxSt {
     ws_end: usize,
 }
 
-/// A block group of the current window.
-struct Group {
-    sid: u64,
-    at: BlockId,
-    tags: [Option<BlkTag>; DATA_SLOTS],
-    n: usize,
-    data_done: Cycle,
-    /// The META has been written at least once (a TxCnt set later needs a rewrite).
-    written: bool,
-    stale: bool,
-}
-
-/// An older version kept for the running transaction's first store to a block.
-struct Version {
-    block: BlockId,
-    /// Window index of the transaction that wrote it.
-    owner: usize,
-    slot: Slot,
-    data: BlockData,
-}
-
 #[derive(Default, Clone, Copy)]
 struct Counters {
     coalesced_blocks: u64,
@@ -98,8 +73,7 @@ struct Counters {
 pub struct LocWal {
     bug: Option<Bug>,
     sd: usize,
-    log0: BlockId,
-    groups: u64,
+    ring: GroupRing,
     write_cycles: Cycle,
     win: Vec<TxSt>,
     committed_in_win: usize,
@@ -107,11 +81,10 @@ pub struct LocWal {
     ws: Vec<BlockId>,
     /// Where blocks of the window were logged (home, log block), for the checkpoint.
     logged_at: Vec<(BlockId, BlockId)>,
+    /// The window's block groups; the last one is open unless `open` is false.
     wgroups: Vec<Group>,
     open: bool,
-    next_sid: u64,
     next_seq: u64,
-    safe_sid: u64,
     safe_seq: u64,
     trunc_sid: u64,
     trunc_seq: u64,
@@ -120,9 +93,7 @@ pub struct LocWal {
     log_done: Cycle,
     /// The CRL's pair buffer: (Tx, Ty, n) by window index.
     deps: Vec<(usize, usize, u16)>,
-    versions: Vec<Version>,
-    /// Payloads of older versions copied before the running store changed them.
-    snaps: Vec<(BlockId, BlockData)>,
+    versions: Versions,
     /// Injected `meta-before-data`: data writes of the window's close held past the ack.
     held: Vec<(BlockId, BlockId)>,
     closing: bool,
@@ -131,21 +102,14 @@ pub struct LocWal {
     c: Counters,
 }
 
-/// LLC `aux` of a transaction's lines (non-zero; unique among the live transactions).
-#[inline(always)]
-fn aux_of(seq: u64) -> u32 {
-    (seq & 0xFFFF) as u32 + 1
-}
-
 impl LocWal {
     pub fn new(layout: &Layout, sd: u32, write_cycles: Cycle, bug: Option<Bug>) -> LocWal {
-        assert!((1..=32).contains(&sd), "validated by the CLI");
+        assert!(window::SD_RANGE.contains(&sd), "checked by Config::validate");
         assert!(layout.total_bytes() / 64 < (1 << 31) - 1, "versioned LLC tags hold 31-bit block numbers");
         LocWal {
             bug,
             sd: sd as usize,
-            log0: layout.log_block0(),
-            groups: (layout.log_blocks() - 1) / GROUP_BLOCKS,
+            ring: GroupRing::new(layout, "a speculation window"),
             write_cycles,
             win: Vec::with_capacity(MAX_WINDOW_TXS),
             committed_in_win: 0,
@@ -153,17 +117,14 @@ impl LocWal {
             logged_at: Vec::with_capacity(1024),
             wgroups: Vec::with_capacity(64),
             open: false,
-            next_sid: 0,
             next_seq: 0,
-            safe_sid: 0,
             safe_seq: 0,
             trunc_sid: 0,
             trunc_seq: 0,
             log_durable: 0,
             log_done: 0,
             deps: Vec::new(),
-            versions: Vec::with_capacity(64),
-            snaps: Vec::with_capacity(64),
+            versions: Versions::default(),
             held: Vec::new(),
             closing: false,
             checkpoint: RedoSet::default(),
@@ -185,65 +146,31 @@ impl LocWal {
         self.win.len() - 1
     }
 
-    fn open_group(&mut self, m: &mut Machine) {
-        if self.next_sid - self.safe_sid >= self.groups {
-            m.quiesce();
-            self.safe_sid = self.trunc_sid;
-            if self.next_sid - self.safe_sid >= self.groups {
-                m.fatal.get_or_insert_with(|| {
-                    format!(
-                        "log.size_bytes too small: a speculation window needs more than {} block groups",
-                        self.groups
-                    )
-                });
-            }
-        }
-        let sid = self.next_sid;
-        self.next_sid += 1;
-        let at = BlockId(self.log0.0 + 1 + GROUP_BLOCKS * (sid % self.groups));
-        self.wgroups.push(Group {
-            sid,
-            at,
-            tags: [None; DATA_SLOTS],
-            n: 0,
-            data_done: 0,
-            written: false,
-            stale: false,
-        });
-        self.open = true;
-    }
-
-    /// The next free slot of the open group (opening one if needed): (group index, slot, block).
-    fn next_slot(&mut self, m: &mut Machine) -> (usize, usize, BlockId) {
-        if !self.open || self.wgroups.last().is_none_or(|g| g.n == DATA_SLOTS) {
-            self.open_group(m);
+    /// Put `tag` into the next free slot of the open group (opening one if needed):
+    /// (group index, slot, block).
+    fn next_slot(&mut self, m: &mut Machine, tag: BlkTag) -> (usize, usize, BlockId) {
+        if !self.open || self.wgroups.last().is_none_or(|g| g.is_full()) {
+            let g = self.ring.open(m, self.trunc_sid, true);
+            self.wgroups.push(g);
+            self.open = true;
         }
         let gi = self.wgroups.len() - 1;
-        let g = &mut self.wgroups[gi];
-        let slot = g.n;
-        g.n += 1;
-        (gi, slot, BlockId(g.at.0 + slot as u64))
+        let (slot, at) = self.wgroups[gi].push(tag);
+        (gi, slot, at)
     }
 
     /// Log a version of `home` for window transaction `owner`: its bytes are `data`, or the
     /// program's current bytes. `last` gives the block its transaction's TxCnt.
     fn log_block(&mut self, m: &mut Machine, owner: usize, home: BlockId, data: Option<&BlockData>, last: bool) {
-        let (gi, slot, at) = self.next_slot(m);
-        let t = &mut self.win[owner];
-        t.logged += 1;
-        t.last = Some((gi, slot));
+        self.win[owner].logged += 1;
         let tx_cnt = if last { self.tx_cnt(owner) } else { 0 };
         let tag = BlkTag { addr: home.0 as u32, tx_cnt, tx_id: self.win[owner].seq as u8, ..Default::default() };
-        self.wgroups[gi].tags[slot] = Some(tag);
-        self.wgroups[gi].stale = true;
+        let (gi, slot, at) = self.next_slot(m, tag);
+        self.win[owner].last = Some((gi, slot));
         if self.bug == Some(Bug::MetaBeforeData) && self.closing && data.is_none() {
             self.held.push((at, home));
         } else {
-            let t = match data {
-                Some(d) => m.write_encoded(at, WriteKind::LogData, || *d),
-                None => m.write_from_arch(at, WriteKind::LogData, home),
-            };
-            m.wait_until(t.accepted);
+            let t = group::write_data(m, at, home, data);
             self.note_write(gi, t.done, t.durable);
         }
         self.logged_at.push((home, at));
@@ -253,8 +180,7 @@ impl LocWal {
     }
 
     fn note_write(&mut self, gi: usize, done: Cycle, durable: Cycle) {
-        let g = &mut self.wgroups[gi];
-        g.data_done = g.data_done.max(done);
+        self.wgroups[gi].note_data(done);
         self.log_done = self.log_done.max(done);
         self.log_durable = self.log_durable.max(durable);
     }
@@ -270,22 +196,11 @@ impl LocWal {
         }
     }
 
-    /// Write group `gi`'s META, started so that it completes after the group's data writes
-    /// and after `also_after` (the window's other writes, for its last group).
+    /// Write group `gi`'s META, completing after the group's data writes and `also_after`.
     fn write_meta(&mut self, m: &mut Machine, gi: usize, also_after: Cycle) {
-        let g = &self.wgroups[gi];
-        let meta = Meta { sid: g.sid, tags: g.tags };
-        let after = match self.bug {
-            Some(Bug::MetaBeforeData) => 0,
-            _ => (g.data_done.max(also_after) + 1).saturating_sub(self.write_cycles),
-        };
-        let t = m.write_encoded_after(BlockId(g.at.0 + DATA_SLOTS as u64), WriteKind::LogMeta, after, || meta.encode());
-        m.wait_until(t.accepted);
+        let t = self.wgroups[gi].write_meta(m, also_after, self.write_cycles, self.bug);
         self.log_done = self.log_done.max(t.done);
         self.log_durable = self.log_durable.max(t.durable);
-        let g = &mut self.wgroups[gi];
-        g.written = true;
-        g.stale = false;
     }
 
     /// Place the lines the last access pushed out of the LLC: a transaction's latest version
@@ -294,8 +209,9 @@ impl LocWal {
         while let Some(v) = m.tx_victims.pop() {
             let owner = self.owner_of(v.tag);
             if v.version {
-                let i = self.versions.iter().position(|x| x.block == v.block && x.owner == owner);
-                let x = self.versions.swap_remove(i.expect("an evicted version is kept"));
+                let kept = &mut self.versions.kept;
+                let i = kept.iter().position(|x| x.block == v.block && x.aux == v.tag);
+                let x = kept.swap_remove(i.expect("an evicted version is kept"));
                 self.c.version_overflows += 1;
                 self.log_block(m, owner, v.block, Some(&x.data), false);
             } else {
@@ -305,15 +221,24 @@ impl LocWal {
         }
     }
 
-    /// Is the version still in its slot (not pushed out)?
-    fn version_present(m: &Machine, x: &Version, aux: u32) -> bool {
-        m.hier.llc.is_version_of(x.slot, x.block) && m.hier.llc.aux(x.slot) == aux
-    }
-
-    /// The window is complete: log what remains, write its pairs, wait until it is durable,
-    /// acknowledge, checkpoint, truncate.
+    /// The window is complete: its named phases, in order. Windows are strictly ordered: the
+    /// next one begins only after this one is durable.
     fn close_window(&mut self, m: &mut Machine) {
         self.closing = true;
+        let mut records = self.log_rest(m);
+        self.add_pairs(&mut records);
+        let first_pair_group = self.write_pair_blocks(m, &records);
+        self.write_metas(m, first_pair_group);
+        self.closing = false;
+        self.acknowledge(m);
+        self.checkpoint_and_truncate(m);
+        self.reset_window();
+    }
+
+    /// Phase 1: log every still-cached latest version, the last block of each transaction
+    /// carrying its TxCnt. Returns the per-transaction records (aborted; TxCnt of a
+    /// transaction with no logged block to carry it).
+    fn log_rest(&mut self, m: &mut Machine) -> Vec<Pair> {
         let mut records: Vec<Pair> = Vec::new();
         let mut pending = std::mem::take(&mut self.pending);
         for i in 0..self.win.len() {
@@ -340,37 +265,49 @@ impl LocWal {
                 match self.win[i].last {
                     Some((gi, slot)) => {
                         let cnt = self.tx_cnt(i);
-                        let tag = self.wgroups[gi].tags[slot].as_mut().expect("a logged slot");
-                        tag.tx_cnt = cnt;
-                        self.wgroups[gi].stale = true;
+                        let g = &mut self.wgroups[gi];
+                        g.tags[slot].as_mut().expect("a logged slot").tx_cnt = cnt;
+                        g.stale = true;
                     }
                     None => records.push(Pair::count(tx_id, self.tx_cnt(i))),
                 }
             }
         }
         self.pending = pending;
-        if self.bug != Some(Bug::IgnoreDependencyPairs) {
-            for &(x, y, n) in &self.deps {
-                records.push(Pair { tx: self.win[x].seq as u8, ty: self.win[y].seq as u8, n });
-                self.c.dependency_pairs_written += 1;
-            }
+        records
+    }
+
+    /// Phase 2: the CRL's dependency pairs join the records.
+    fn add_pairs(&mut self, records: &mut Vec<Pair>) {
+        if self.bug == Some(Bug::IgnoreDependencyPairs) {
+            return;
         }
-        // Pair blocks; the METAs of their groups are written last.
+        for &(x, y, n) in &self.deps {
+            records.push(Pair { tx: self.win[x].seq as u8, ty: self.win[y].seq as u8, n });
+            self.c.dependency_pairs_written += 1;
+        }
+    }
+
+    /// Phase 3: the records go into pair blocks of the window's last groups. Returns the index
+    /// of the first group holding one (`usize::MAX` when there are none).
+    fn write_pair_blocks(&mut self, m: &mut Machine, records: &[Pair]) -> usize {
         let mut first_pair_group = usize::MAX;
         for chunk in records.chunks(PAIRS_PER_BLOCK) {
-            let (gi, slot, at) = self.next_slot(m);
-            first_pair_group = first_pair_group.min(gi);
             let tag = BlkTag { addr: chunk.len() as u32, pair: true, ..Default::default() };
-            self.wgroups[gi].tags[slot] = Some(tag);
-            self.wgroups[gi].stale = true;
+            let (gi, _, at) = self.next_slot(m, tag);
+            first_pair_group = first_pair_group.min(gi);
             let t = m.write_encoded(at, WriteKind::LogMeta, || loc::encode(chunk));
             m.wait_until(t.accepted);
             self.note_write(gi, t.done, t.durable);
             self.c.pair_blocks_written += 1;
         }
-        // The other METAs still to write (a TxCnt set late, the open group), each after its
-        // group's data; then the pair groups' METAs after every other log write of the window,
-        // so that recovery sees pairs only once everything they vouch for is durable.
+        first_pair_group
+    }
+
+    /// Phase 4: the METAs still to write (a TxCnt set late, the open group), each after its
+    /// group's data; then the pair groups' METAs after every other log write of the window,
+    /// so that recovery sees pairs only once everything they vouch for is durable.
+    fn write_metas(&mut self, m: &mut Machine, first_pair_group: usize) {
         for gi in 0..self.wgroups.len().min(first_pair_group) {
             if self.wgroups[gi].stale {
                 self.write_meta(m, gi, 0);
@@ -380,7 +317,11 @@ impl LocWal {
             let after = self.log_done;
             self.write_meta(m, gi, after);
         }
-        self.closing = false;
+    }
+
+    /// Phase 5: the core stalls until the window is durable; LastCommittedTxID moves to its
+    /// last transaction.
+    fn acknowledge(&mut self, m: &mut Machine) {
         let before = m.now;
         if self.bug != Some(Bug::AckBeforeDurable) {
             m.wait_until(self.log_durable);
@@ -391,7 +332,11 @@ impl LocWal {
             let t = m.write_from_arch(at, WriteKind::LogData, b);
             m.wait_until(t.accepted);
         }
-        // Checkpoint: every block of the window home, once.
+    }
+
+    /// Phase 6: every block of the window home, once; the head moves past the window once
+    /// those writes are durable.
+    fn checkpoint_and_truncate(&mut self, m: &mut Machine) {
         let cp = &mut self.checkpoint;
         cp.ws.clear();
         for t in self.win.iter().filter(|t| !t.aborted) {
@@ -402,9 +347,12 @@ impl LocWal {
         cp.evicted.clear();
         cp.evicted.extend_from_slice(&self.logged_at);
         let trunc_at = cp.checkpoint(m, false);
-        let head = LogHead { format: LogFormat::Loc, start: self.next_sid, start_seq: self.next_seq };
-        m.defer_encoded(trunc_at, self.log0, WriteKind::LogHead, || head.encode());
-        (self.trunc_sid, self.trunc_seq) = (self.next_sid, self.next_seq);
+        let head = LogHead { format: LogFormat::Loc, start: self.ring.next_sid, start_seq: self.next_seq };
+        m.defer_encoded(trunc_at, self.ring.log0, WriteKind::LogHead, || head.encode());
+        (self.trunc_sid, self.trunc_seq) = (self.ring.next_sid, self.next_seq);
+    }
+
+    fn reset_window(&mut self) {
         self.c.windows += 1;
         self.win.clear();
         self.ws.clear();
@@ -421,7 +369,6 @@ impl LocWal {
         let r = self.running();
         self.win[r].ws_end = self.ws.len();
         self.versions.clear();
-        self.snaps.clear();
     }
 }
 
@@ -455,8 +402,8 @@ impl Protocol for LocWal {
         for b in blocks_of(addr, len) {
             if let Some(s) = m.hier.llc.find(b) {
                 let aux = m.hier.llc.aux(s);
-                if aux != 0 && aux != mine && !self.snaps.iter().any(|&(x, _)| x == b) {
-                    self.snaps.push((b, m.arch_block(b)));
+                if aux != 0 && aux != mine {
+                    self.versions.snapshot(m, b);
                 }
             }
         }
@@ -474,10 +421,9 @@ impl Protocol for LocWal {
             }
             if aux != 0 {
                 // An earlier transaction's unlogged version: keep it in another way.
-                let owner = self.owner_of(aux);
-                let data = self.snaps.iter().find(|&&(x, _)| x == b).map_or([0; 64], |&(_, d)| d);
+                let data = self.versions.snapped(b);
                 let slot = m.keep_version(b, s, aux);
-                self.versions.push(Version { block: b, owner, slot, data });
+                self.versions.kept.push(Version { block: b, aux, slot, data });
                 self.drain_victims(m);
             }
             m.hier.llc.set_aux(s, mine);
@@ -489,13 +435,13 @@ impl Protocol for LocWal {
         self.drain_victims(m);
         let r = self.running();
         // The older versions this transaction overwrote are dead: coalesced into it.
-        for k in 0..self.versions.len() {
-            let x = &self.versions[k];
-            if !LocWal::version_present(m, x, aux_of(self.win[x.owner].seq)) {
+        for k in 0..self.versions.kept.len() {
+            let x = &self.versions.kept[k];
+            if !x.present(m) {
                 continue;
             }
             m.hier.llc.invalidate_slot(x.slot);
-            let owner = x.owner;
+            let owner = self.owner_of(x.aux);
             self.win[owner].coalesced += 1;
             self.c.coalesced_blocks += 1;
             match self.deps.iter_mut().find(|d| d.0 == owner && d.1 == r) {
@@ -505,7 +451,7 @@ impl Protocol for LocWal {
         }
         self.end_tx();
         self.committed_in_win += 1;
-        if self.committed_in_win >= self.sd || self.win.len() >= MAX_WINDOW_TXS {
+        if window::is_complete(self.committed_in_win, self.win.len(), self.sd) {
             self.close_window(m);
         }
     }
@@ -514,11 +460,12 @@ impl Protocol for LocWal {
         self.drain_victims(m);
         let r = self.running();
         // Rescue: earlier transactions' versions of the blocks this one wrote go to the log.
-        for x in std::mem::take(&mut self.versions) {
-            if LocWal::version_present(m, &x, aux_of(self.win[x.owner].seq)) {
+        for x in std::mem::take(&mut self.versions.kept) {
+            if x.present(m) {
                 m.hier.llc.invalidate_slot(x.slot);
                 self.c.rescued_blocks += 1;
-                self.log_block(m, x.owner, x.block, Some(&x.data), false);
+                let owner = self.owner_of(x.aux);
+                self.log_block(m, owner, x.block, Some(&x.data), false);
             }
         }
         let mine = aux_of(self.win[r].seq);
@@ -530,7 +477,7 @@ impl Protocol for LocWal {
         }
         self.win[r].aborted = true;
         self.end_tx();
-        if self.win.len() >= MAX_WINDOW_TXS {
+        if window::is_complete(self.committed_in_win, self.win.len(), self.sd) {
             self.close_window(m);
         }
     }

@@ -8,12 +8,15 @@
 
 pub mod baseline;
 pub mod ec_wal;
+pub mod group;
 pub mod h_wal;
 pub mod kiln;
 pub mod loc_wal;
 pub mod redo;
 pub mod s_wal;
+pub mod window;
 
+use crate::log::head::LogFormat;
 use crate::machine::Machine;
 use crate::pmem::Layout;
 use crate::types::Addr;
@@ -75,6 +78,18 @@ impl ProtocolKind {
             ProtocolKind::LocWal => "loc-wal",
             ProtocolKind::Kiln => "kiln",
             ProtocolKind::LocKiln => "loc-kiln",
+        }
+    }
+
+    /// The format of the protocol's memory log, which recovery reads (`None`: no log).
+    pub fn log_format(self) -> Option<LogFormat> {
+        match self {
+            ProtocolKind::Baseline => None,
+            ProtocolKind::SWal => Some(LogFormat::SWal),
+            ProtocolKind::HWal => Some(LogFormat::HWal),
+            ProtocolKind::EcWal => Some(LogFormat::Ec),
+            ProtocolKind::LocWal => Some(LogFormat::Loc),
+            ProtocolKind::Kiln | ProtocolKind::LocKiln => Some(LogFormat::Kiln),
         }
     }
 

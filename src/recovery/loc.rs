@@ -18,12 +18,9 @@
 use super::Plan;
 use crate::log::ec::{valid_groups, GROUP_BLOCKS};
 use crate::log::head::{LogFormat, LogHead};
-use crate::log::loc::{self, ABORTED};
+use crate::log::loc::{self, ABORTED, MAX_LIVE_TXS};
 use crate::pmem::{read_block, Layout};
 use crate::types::BlockId;
-
-/// Transactions live at once (8-bit circular TxIDs, half the space).
-pub const MAX_LIVE_TXS: u64 = 128;
 
 /// One logged data block: distance of its TxID from `start_seq`, home block, position.
 struct Entry {

@@ -12,8 +12,8 @@ pub mod startgap;
 pub mod swal;
 pub mod wal;
 
+use crate::log::head::LogFormat;
 use crate::pmem::Layout;
-use crate::protocol::ProtocolKind;
 use crate::types::{BlockData, BlockId};
 
 /// The writes recovery makes, in order.
@@ -24,16 +24,17 @@ pub struct Plan {
     pub redone_txs: u64,
 }
 
-/// Recover an image written by `proto`. `Err` means the image is not recoverable (for example
-/// a log head that does not decode), which the crash checker reports as a violation.
-pub fn recover(proto: ProtocolKind, layout: &Layout, image: &[u8]) -> Result<Plan, String> {
-    match proto {
-        ProtocolKind::Baseline => Ok(Plan::default()),
-        ProtocolKind::HWal => wal::recover(layout, image),
-        ProtocolKind::EcWal => ec::recover(layout, image),
-        ProtocolKind::LocWal => loc::recover(layout, image),
-        ProtocolKind::Kiln | ProtocolKind::LocKiln => kiln::recover(layout, image),
-        ProtocolKind::SWal => swal::recover(layout, image),
+/// Recover an image whose log area has `format` (static configuration: the protocol's log
+/// format, `None` for a protocol without a log). `Err` means the image is not recoverable (for
+/// example a log head that does not decode), which the crash checker reports as a violation.
+pub fn recover(format: Option<LogFormat>, layout: &Layout, image: &[u8]) -> Result<Plan, String> {
+    match format {
+        None => Ok(Plan::default()),
+        Some(LogFormat::HWal) => wal::recover(layout, image),
+        Some(LogFormat::Ec) => ec::recover(layout, image),
+        Some(LogFormat::Loc) => loc::recover(layout, image),
+        Some(LogFormat::Kiln) => kiln::recover(layout, image),
+        Some(LogFormat::SWal) => swal::recover(layout, image),
     }
 }
 

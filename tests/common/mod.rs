@@ -36,7 +36,7 @@ pub fn s_k(rec: &Recorded, k: usize) -> Vec<u8> {
 /// The durable image at crash cycle t, recovered; returns the data area.
 pub fn recovered_at(rec: &Recorded, proto: ProtocolKind, t: u64) -> Vec<u8> {
     let mut img = rec.record.durable.image_at(&rec.initial, t);
-    let plan = recovery::recover(proto, &rec.layout, &img).expect("recovery succeeds");
+    let plan = recovery::recover(proto.log_format(), &rec.layout, &img).expect("recovery succeeds");
     recovery::apply(&mut img, &plan.writes);
     img[..rec.layout.data_bytes as usize].to_vec()
 }

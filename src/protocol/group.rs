@@ -1,0 +1,133 @@
+//! The Eager Commit block group as the hardware fills it (`loc-extended.txt` 3.2, the log
+//! format in [`crate::log::ec`]): what EC-WAL, LOC-WAL and Kiln's fallback log share.
+//!
+//! The log area after its head block is a ring of groups of [`GROUP_BLOCKS`] blocks: seven
+//! data slots, then the META block that names them. A group is identified by its SID, which
+//! only grows; SID `s` lives at ring position `s % groups`. A group may be reused once the
+//! truncation past it is durable.
+//!
+//! The ordering rule every user keeps: a group's META is started so late that it completes
+//! after every data write of the group (and after whatever else the caller names), whatever
+//! the device's latencies ([`Group::write_meta`]). Recovery trusts a slot only if the META
+//! names it, so a durable META always vouches for durable data.
+
+use super::Bug;
+use crate::log::ec::{BlkTag, Meta, DATA_SLOTS, GROUP_BLOCKS};
+use crate::machine::Machine;
+use crate::memctl::WriteTiming;
+use crate::pmem::{Layout, WriteKind};
+use crate::types::{BlockData, BlockId, Cycle};
+
+/// A block group being filled.
+pub struct Group {
+    pub sid: u64,
+    /// First block of the group.
+    pub at: BlockId,
+    pub tags: [Option<BlkTag>; DATA_SLOTS],
+    /// Slots filled.
+    pub n: usize,
+    /// Latest completion cycle of the group's data writes: its META completes after it.
+    pub data_done: Cycle,
+    /// Tags changed since the META was last written.
+    pub stale: bool,
+}
+
+impl Group {
+    pub fn is_full(&self) -> bool {
+        self.n == DATA_SLOTS
+    }
+
+    /// Take the next slot for `tag`: (slot index, log block).
+    pub fn push(&mut self, tag: BlkTag) -> (usize, BlockId) {
+        assert!(self.n < DATA_SLOTS, "a full group takes no block");
+        let slot = self.n;
+        self.tags[slot] = Some(tag);
+        self.n += 1;
+        self.stale = true;
+        (slot, BlockId(self.at.0 + slot as u64))
+    }
+
+    /// A data write of the group completes at `done`.
+    pub fn note_data(&mut self, done: Cycle) {
+        self.data_done = self.data_done.max(done);
+    }
+
+    /// Write the group's META, started so that it completes after the group's data writes and
+    /// after `also_after`: a write started later than another's completion minus the shortest
+    /// write latency (`min_write_cycles`) completes after it. Under the injected
+    /// `meta-before-data` it starts at once. Waits until the controller accepts it.
+    pub fn write_meta(
+        &mut self,
+        m: &mut Machine,
+        also_after: Cycle,
+        min_write_cycles: Cycle,
+        bug: Option<Bug>,
+    ) -> WriteTiming {
+        let after = match bug {
+            Some(Bug::MetaBeforeData) => 0,
+            _ => (self.data_done.max(also_after) + 1).saturating_sub(min_write_cycles),
+        };
+        let meta = Meta { sid: self.sid, tags: self.tags };
+        let t =
+            m.write_encoded_after(BlockId(self.at.0 + DATA_SLOTS as u64), WriteKind::LogMeta, after, || meta.encode());
+        m.wait_until(t.accepted);
+        self.stale = false;
+        t
+    }
+}
+
+/// Write a data block into log block `at`: `data`, or the program's current bytes of `home`.
+/// Waits until the controller accepts it.
+pub fn write_data(m: &mut Machine, at: BlockId, home: BlockId, data: Option<&BlockData>) -> WriteTiming {
+    let t = match data {
+        Some(d) => m.write_encoded(at, WriteKind::LogData, || *d),
+        None => m.write_from_arch(at, WriteKind::LogData, home),
+    };
+    m.wait_until(t.accepted);
+    t
+}
+
+/// The ring of block groups in the log area, and which of them may be reused.
+pub struct GroupRing {
+    /// The log head block (the ring starts one block after it).
+    pub log0: BlockId,
+    /// Groups in the ring.
+    pub groups: u64,
+    /// SID of the next group to open.
+    pub next_sid: u64,
+    /// Groups before this SID are known free (their truncation is durable).
+    safe_sid: u64,
+    /// What fills the ring, for the error when it overflows ("a transaction", ...).
+    what: &'static str,
+}
+
+impl GroupRing {
+    pub fn new(layout: &Layout, what: &'static str) -> GroupRing {
+        let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
+        assert!(groups > 0, "the log area holds at least one block group");
+        GroupRing { log0: layout.log_block0(), groups, next_sid: 0, safe_sid: 0, what }
+    }
+
+    /// Open the next group. `truncated`: the SID past which truncations have been issued;
+    /// when the ring is full, the controller first drains (`drain`: every issued write becomes
+    /// durable, so those truncations are) or, without it, `truncated` must already be durable.
+    /// A ring too small for what must stay in it is a fatal configuration error of the run.
+    pub fn open(&mut self, m: &mut Machine, truncated: u64, drain: bool) -> Group {
+        if self.next_sid - self.safe_sid >= self.groups {
+            if drain {
+                m.quiesce();
+            }
+            self.safe_sid = truncated;
+            if self.next_sid - self.safe_sid >= self.groups {
+                let (what, groups) = (self.what, self.groups);
+                m.fatal.get_or_insert_with(|| {
+                    format!("log.size_bytes too small: {what} needs more than {groups} block groups")
+                });
+            }
+        }
+        let sid = self.next_sid;
+        self.next_sid += 1;
+        let at = BlockId(self.log0.0 + 1 + GROUP_BLOCKS * (sid % self.groups));
+        Group { sid, at, tags: [None; DATA_SLOTS], n: 0, data_done: 0, stale: false }
+    }
+}
