@@ -21,7 +21,7 @@ pub struct Config {
     pub startgap: crate::startgap::StartGapConfig,
     pub swal: SwalConfig,
     pub loc: LocConfig,
-    pub workload: WorkloadConfig,
+    pub workload: crate::workload::WorkloadConfig,
 }
 
 /// LOC's Speculative Persistence (`loc-wal`).
@@ -94,33 +94,6 @@ pub struct SwalConfig {
     pub apply_instructions: u64,
 }
 
-/// Per-workload parameters (`--set workload.sps.entries=...`).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct WorkloadConfig {
-    /// Transactions run before the measured region to bring caches to a steady state; their
-    /// cycles and writes are excluded from the figures (they still run through the protocol).
-    pub warmup_txs: u64,
-    pub sps: SpsConfig,
-    pub btree: crate::workload::btree::BTreeConfig,
-    pub hash: crate::workload::hash::HashTableConfig,
-    pub rbtree: crate::workload::rbtree::RbTreeConfig,
-    pub sdg: crate::workload::sdg::SdgConfig,
-    pub sqlite: crate::workload::sqlite::SqliteConfig,
-}
-
-/// SPS: random swaps of entries of a persistent array of u64.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SpsConfig {
-    /// Number of 8-byte array entries (default 2^21 = 16 MiB, 16x the LLC).
-    pub entries: u64,
-    /// Swaps per transaction.
-    pub swaps_per_tx: u64,
-    /// Non-memory instructions per swap (see docs/workloads.md for the count).
-    pub compute_cycles_per_swap: u64,
-}
-
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -141,15 +114,7 @@ impl Default for Config {
             startgap: Default::default(),
             swal: SwalConfig { append_instructions: 6, lookup_instructions: 10, apply_instructions: 4 },
             loc: LocConfig { speculation_degree: 16 },
-            workload: WorkloadConfig {
-                warmup_txs: 20_000,
-                sps: SpsConfig { entries: 1 << 21, swaps_per_tx: 1, compute_cycles_per_swap: 24 },
-                btree: Default::default(),
-                hash: Default::default(),
-                rbtree: Default::default(),
-                sdg: Default::default(),
-                sqlite: Default::default(),
-            },
+            workload: Default::default(),
         }
     }
 }
@@ -251,23 +216,12 @@ impl Config {
         if !(1..=32).contains(&self.loc.speculation_degree) {
             return err("loc.speculation_degree", self.loc.speculation_degree as u64, "1..=32");
         }
-        let s = &self.workload.sps;
-        if !(16..=(1 << 28)).contains(&s.entries) {
-            return err("workload.sps.entries", s.entries, "16..=268435456");
-        }
-        if !(1..=4096).contains(&s.swaps_per_tx) {
-            return err("workload.sps.swaps_per_tx", s.swaps_per_tx, "1..=4096");
-        }
         if !["ideal", "pcm"].contains(&self.memory.device.as_str()) {
             return Err(ConfigError(format!("memory.device = {}: allowed ideal, pcm", self.memory.device)));
         }
         self.pcm.validate().map_err(ConfigError)?;
         self.startgap.validate().map_err(ConfigError)?;
-        self.workload.btree.validate().map_err(ConfigError)?;
-        self.workload.hash.validate().map_err(ConfigError)?;
-        self.workload.rbtree.validate().map_err(ConfigError)?;
-        self.workload.sdg.validate().map_err(ConfigError)?;
-        self.workload.sqlite.validate().map_err(ConfigError)?;
+        self.workload.validate().map_err(ConfigError)?;
         Ok(())
     }
 

@@ -134,9 +134,10 @@ pub const GIT_REV: &str = env!("LOCSIM_GIT_REV");
 
 /// Run `spec`. `Err` is a one-line message (e.g. the log area is too small).
 pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
-    let wl = spec.workload.build(&spec.cfg);
+    let wl = spec.workload.build(&spec.cfg.workload);
     let layout = Layout::new(wl.data_bytes(), spec.cfg.log.size_bytes);
-    let layout = if spec.cfg.startgap.enabled { layout.with_startgap() } else { layout };
+    let layout =
+        if spec.cfg.startgap.enabled { layout.with_startgap(crate::startgap::Geometry::EXTRA_BYTES) } else { layout };
     match spec.protocol {
         ProtocolKind::Baseline => drive(spec, wl, layout, Baseline),
         ProtocolKind::HWal => drive(spec, wl, layout, HWal::new(&layout, spec.bug)),
@@ -165,6 +166,8 @@ pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
             let (sd, w) = (spec.cfg.loc.speculation_degree, spec.cfg.min_write_cycles());
             drive(spec, wl, layout, Kiln::new(&layout, loose, sd, w, slots, spec.bug))
         }
+        #[cfg(test)]
+        ProtocolKind::Trivial => drive(spec, wl, layout, crate::protocol::trivial::Trivial::new(&layout, spec.bug)),
     }
 }
 
@@ -294,7 +297,7 @@ fn figures(spec: &RunSpec, d: &MachineStats, f: &crate::sim::FrontStats, cycles:
 
 /// Host seconds for the same transactions on the plain native back end (for slowdown).
 pub fn native_seconds(spec: &RunSpec) -> f64 {
-    let mut wl = spec.workload.build(&spec.cfg);
+    let mut wl = spec.workload.build(&spec.cfg.workload);
     let mut mem = vec![0u8; wl.data_bytes() as usize];
     wl.populate(&mut mem);
     let mut pm = Native::new(mem);

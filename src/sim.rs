@@ -7,9 +7,9 @@
 //! protocol sees them: the crash checker's oracle never depends on the protocol under test.
 
 use crate::machine::Machine;
+use crate::pmem::Pm;
 use crate::protocol::Protocol;
 use crate::types::{blocks_of, Addr};
-use crate::workload::Pm;
 
 /// The stores of every committed transaction, in commit order (the oracle's input).
 #[derive(Default, Clone)]

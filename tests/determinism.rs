@@ -15,7 +15,7 @@ fn figures(r: &locsim::runner::RunResult) -> String {
 
 #[test]
 fn recording_payloads_does_not_change_any_figure() {
-    for p in ProtocolKind::ALL {
+    for &p in ProtocolKind::ALL {
         let mut s = spec(small_cfg(&["workload.sps.entries=262144"]), p, 3000, 5, None);
         s.warmup_txs = 1000;
         s.record = false;
@@ -28,7 +28,7 @@ fn recording_payloads_does_not_change_any_figure() {
 
 #[test]
 fn same_seed_gives_byte_identical_durable_writes_and_acknowledgements() {
-    for p in ProtocolKind::ALL {
+    for &p in ProtocolKind::ALL {
         let s = spec(small_cfg(&[]), p, 500, 9, None);
         let (a, b) = (record(&s), record(&s));
         assert_eq!(a.record.durable.writes.len(), b.record.durable.writes.len(), "{}", p.name());

@@ -17,7 +17,8 @@ fn config(sets: &[&str]) -> Config {
 /// layout reserves the spare line 80 and the register block 81.
 fn small_machine(cfg: &Config, record: bool) -> Machine {
     let layout = Layout::new(4096, 16 * 64);
-    let layout = if cfg.startgap.enabled { layout.with_startgap() } else { layout };
+    let layout =
+        if cfg.startgap.enabled { layout.with_startgap(locsim::startgap::Geometry::EXTRA_BYTES) } else { layout };
     Machine::new(cfg, layout, vec![0; layout.total_bytes() as usize], record)
 }
 

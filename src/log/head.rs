@@ -41,6 +41,11 @@ pub struct LogHead {
 }
 
 impl LogHead {
+    /// Write this head into the log head block of an image (a protocol's `format`).
+    pub fn write_initial(&self, layout: &crate::pmem::Layout, image: &mut [u8]) {
+        image[layout.log_block0().range()].copy_from_slice(&self.encode());
+    }
+
     pub fn encode(&self) -> BlockData {
         let mut b = [0u8; BLOCK_BYTES];
         b[0..8].copy_from_slice(MAGIC);

@@ -41,10 +41,10 @@ impl Layout {
         Layout { nvllc_bytes: bytes, ..self }
     }
 
-    /// The same layout with Start-Gap's spare line and register block reserved after the log
-    /// area (before any NV-LLC state).
-    pub fn with_startgap(self) -> Layout {
-        Layout { startgap_bytes: crate::startgap::Geometry::EXTRA_BYTES, ..self }
+    /// The same layout with `bytes` reserved after the log area (before any NV-LLC state):
+    /// Start-Gap's spare line and register block (`startgap::Geometry::EXTRA_BYTES`).
+    pub fn with_startgap(self, bytes: u64) -> Layout {
+        Layout { startgap_bytes: bytes, ..self }
     }
 
     /// Total bytes of the durable image (persistent memory, the Start-Gap reserve if any, then
@@ -153,4 +153,46 @@ impl DurableRecord {
 #[inline]
 pub fn read_block(img: &[u8], b: BlockId) -> BlockData {
     img[b.range()].try_into().expect("64 bytes")
+}
+
+/// The workload interface (transactions on persistent memory).
+pub trait Pm {
+    /// TxBegin.
+    fn begin(&mut self);
+    /// TxCommit: returns when the protocol lets the program continue.
+    fn commit(&mut self);
+    /// TxAbort: the transaction's stores are undone.
+    fn abort(&mut self);
+    /// Load `buf.len()` bytes at `addr`.
+    fn load(&mut self, addr: Addr, buf: &mut [u8]);
+    /// Store `data` at `addr` (inside a transaction).
+    fn store(&mut self, addr: Addr, data: &[u8]);
+    /// Charge `cycles` of non-memory instructions.
+    fn compute(&mut self, cycles: u64);
+    /// CheckMaxCommit: how many transactions (in commit order) are guaranteed durable.
+    fn last_durable_tx(&self) -> u64;
+    /// The program will access the bytes at `addr` soon (a transaction or two ahead): a hint
+    /// that lets the back end start fetching them into the host's caches. It changes no result
+    /// and no simulated cycle; back ends may ignore it.
+    #[inline]
+    fn will_access(&mut self, addr: Addr) {
+        let _ = addr;
+    }
+
+    fn load_u64(&mut self, addr: Addr) -> u64 {
+        let mut b = [0u8; 8];
+        self.load(addr, &mut b);
+        u64::from_le_bytes(b)
+    }
+    fn store_u64(&mut self, addr: Addr, v: u64) {
+        self.store(addr, &v.to_le_bytes());
+    }
+    fn load_u32(&mut self, addr: Addr) -> u32 {
+        let mut b = [0u8; 4];
+        self.load(addr, &mut b);
+        u32::from_le_bytes(b)
+    }
+    fn store_u32(&mut self, addr: Addr, v: u32) {
+        self.store(addr, &v.to_le_bytes());
+    }
 }

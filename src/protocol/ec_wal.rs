@@ -16,7 +16,7 @@
 //! begin, so a stale group of an aborted transaction can never be counted for another one.
 
 use super::group::{self, Group, GroupRing};
-use super::redo::{RedoProtocol, RedoSet};
+use super::redo::{redo_load_store, RedoProtocol, RedoSet};
 use super::{Bug, Protocol};
 use crate::log::ec::BlkTag;
 use crate::log::head::{LogFormat, LogHead};
@@ -114,23 +114,9 @@ impl EcWal {
     }
 }
 
-impl RedoProtocol for EcWal {
-    fn drain_victims(&mut self, m: &mut Machine) {
-        while let Some(v) = m.tx_victims.pop() {
-            let at = self.log_block(m, v.block, false);
-            self.redo.note_evicted(v.block, at);
-        }
-    }
-
-    fn redo(&mut self) -> &mut RedoSet {
-        &mut self.redo
-    }
-}
-
 impl Protocol for EcWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        let head = LogHead { format: LogFormat::Ec, start: 0, start_seq: 0 };
-        image[layout.log_block0().range()].copy_from_slice(&head.encode());
+        LogHead { format: LogFormat::Ec, start: 0, start_seq: 0 }.write_initial(layout, image);
     }
 
     fn begin(&mut self, _m: &mut Machine) {
@@ -140,13 +126,7 @@ impl Protocol for EcWal {
         self.tx_id = self.tx_id.wrapping_add(1);
     }
 
-    fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        self.redo_load(m, addr, len);
-    }
-
-    fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        self.redo_store(m, addr, len);
-    }
+    redo_load_store!();
 
     fn commit(&mut self, m: &mut Machine) {
         self.drain_victims(m);
@@ -179,5 +159,15 @@ impl Protocol for EcWal {
         self.open = None;
         self.ring.next_sid = self.tx_start_sid;
         self.held.clear();
+    }
+}
+
+impl RedoProtocol for EcWal {
+    fn log_victim(&mut self, m: &mut Machine, b: BlockId) -> BlockId {
+        self.log_block(m, b, false)
+    }
+
+    fn redo(&mut self) -> &mut RedoSet {
+        &mut self.redo
     }
 }

@@ -11,7 +11,7 @@
 //! The next transaction starts only after the acknowledgement (strict inter-tx ordering).
 //! Log format: [`crate::log::wal`]; recovery: [`crate::recovery::wal`].
 
-use super::redo::{RedoProtocol, RedoSet};
+use super::redo::{redo_load_store, RedoProtocol, RedoSet};
 use super::{Bug, Protocol};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::wal::{CommitRecord, Descriptor, ADDRS_PER_DESC};
@@ -170,11 +170,8 @@ impl HWal {
 }
 
 impl RedoProtocol for HWal {
-    fn drain_victims(&mut self, m: &mut Machine) {
-        while let Some(v) = m.tx_victims.pop() {
-            let at = self.log_data(m, v.block);
-            self.redo.note_evicted(v.block, at);
-        }
+    fn log_victim(&mut self, m: &mut Machine, b: BlockId) -> BlockId {
+        self.log_data(m, b)
     }
 
     fn redo(&mut self) -> &mut RedoSet {
@@ -184,8 +181,7 @@ impl RedoProtocol for HWal {
 
 impl Protocol for HWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        let head = LogHead { format: LogFormat::HWal, start: 0, start_seq: 1 };
-        image[layout.log_block0().range()].copy_from_slice(&head.encode());
+        LogHead { format: LogFormat::HWal, start: 0, start_seq: 1 }.write_initial(layout, image);
     }
 
     fn begin(&mut self, _m: &mut Machine) {
@@ -194,13 +190,7 @@ impl Protocol for HWal {
         self.tx_log_done = 0;
     }
 
-    fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        self.redo_load(m, addr, len);
-    }
-
-    fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        self.redo_store(m, addr, len);
-    }
+    redo_load_store!();
 
     fn commit(&mut self, m: &mut Machine) {
         self.drain_victims(m);

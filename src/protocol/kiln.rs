@@ -41,19 +41,20 @@ use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 /// `aux` may be this, or a window transaction's [`aux_of`]).
 const REGISTERED: u32 = u32::MAX;
 
-#[derive(Default, Clone, Copy)]
-struct Counters {
-    flushed_lines: u64,
-    fallback_log_blocks: u64,
-    old_version_writebacks: u64,
-    old_version_stall_cycles: u64,
-    versions_kept: u64,
-    coalesced_blocks: u64,
-    version_overflows: u64,
-    rescued_blocks: u64,
-    window_stall_cycles: u64,
-    slot_reuse_stall_cycles: u64,
-    windows: u64,
+counters! {
+    Counters {
+        flushed_lines,
+        fallback_log_blocks,
+        old_version_writebacks,
+        old_version_stall_cycles,
+        versions_kept,
+        coalesced_blocks,
+        version_overflows,
+        rescued_blocks,
+        window_stall_cycles,
+        slot_reuse_stall_cycles,
+        windows,
+    }
 }
 
 pub struct Kiln {
@@ -278,8 +279,7 @@ impl Kiln {
 
 impl Protocol for Kiln {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        let head = LogHead { format: LogFormat::Kiln, start: 0, start_seq: 1 };
-        image[layout.log_block0().range()].copy_from_slice(&head.encode());
+        LogHead { format: LogFormat::Kiln, start: 0, start_seq: 1 }.write_initial(layout, image);
         image[layout.nvllc_block0().range()].copy_from_slice(&Register { committed: 0, applied: 0 }.encode());
     }
 
@@ -416,19 +416,6 @@ impl Protocol for Kiln {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let c = &self.c;
-        vec![
-            ("flushed_lines", c.flushed_lines),
-            ("fallback_log_blocks", c.fallback_log_blocks),
-            ("old_version_writebacks", c.old_version_writebacks),
-            ("old_version_stall_cycles", c.old_version_stall_cycles),
-            ("versions_kept", c.versions_kept),
-            ("coalesced_blocks", c.coalesced_blocks),
-            ("version_overflows", c.version_overflows),
-            ("rescued_blocks", c.rescued_blocks),
-            ("window_stall_cycles", c.window_stall_cycles),
-            ("slot_reuse_stall_cycles", c.slot_reuse_stall_cycles),
-            ("windows", c.windows),
-        ]
+        self.c.list()
     }
 }

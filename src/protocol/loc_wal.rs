@@ -58,16 +58,17 @@ struct TxSt {
     ws_end: usize,
 }
 
-#[derive(Default, Clone, Copy)]
-struct Counters {
-    coalesced_blocks: u64,
-    version_overflows: u64,
-    rescued_blocks: u64,
-    dependency_pairs_written: u64,
-    pair_blocks_written: u64,
-    window_stall_cycles: u64,
-    windows: u64,
-    evicted_to_log: u64,
+counters! {
+    Counters {
+        coalesced_blocks,
+        version_overflows,
+        rescued_blocks,
+        dependency_pairs_written,
+        pair_blocks_written,
+        window_stall_cycles,
+        windows,
+        evicted_to_log,
+    }
 }
 
 pub struct LocWal {
@@ -374,8 +375,7 @@ impl LocWal {
 
 impl Protocol for LocWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        let head = LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 };
-        image[layout.log_block0().range()].copy_from_slice(&head.encode());
+        LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 }.write_initial(layout, image);
     }
 
     fn begin(&mut self, m: &mut Machine) {
@@ -415,16 +415,16 @@ impl Protocol for LocWal {
         for b in blocks_of(addr, len) {
             let s = m.access_block(b, true).llc_slot;
             self.drain_victims(m);
-            let aux = m.hier.llc.aux(s);
-            if aux == mine {
-                continue;
-            }
-            if aux != 0 {
-                // An earlier transaction's unlogged version: keep it in another way.
-                let data = self.versions.snapped(b);
-                let slot = m.keep_version(b, s, aux);
-                self.versions.kept.push(Version { block: b, aux, slot, data });
-                self.drain_victims(m);
+            match m.hier.llc.aux(s) {
+                aux if aux == mine => continue,
+                0 => {}
+                aux => {
+                    // An earlier transaction's unlogged version: keep it in another way.
+                    let data = self.versions.snapped(b);
+                    let slot = m.keep_version(b, s, aux);
+                    self.versions.kept.push(Version { block: b, aux, slot, data });
+                    self.drain_victims(m);
+                }
             }
             m.hier.llc.set_aux(s, mine);
             self.ws.push(b);
@@ -483,16 +483,6 @@ impl Protocol for LocWal {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let c = &self.c;
-        vec![
-            ("coalesced_blocks", c.coalesced_blocks),
-            ("version_overflows", c.version_overflows),
-            ("rescued_blocks", c.rescued_blocks),
-            ("dependency_pairs_written", c.dependency_pairs_written),
-            ("pair_blocks_written", c.pair_blocks_written),
-            ("window_stall_cycles", c.window_stall_cycles),
-            ("windows", c.windows),
-            ("evicted_to_log", c.evicted_to_log),
-        ]
+        self.c.list()
     }
 }

@@ -6,6 +6,23 @@
 //! data goes, and what commit writes and waits for. It acknowledges durability with
 //! [`Machine::ack_through`].
 
+/// Declares a protocol's event counters: a struct of `u64` fields, all zero at first, and
+/// `list`, the (name, count) pairs the run report prints, in declaration order.
+macro_rules! counters {
+    ($name:ident { $($field:ident),* $(,)? }) => {
+        #[derive(Default, Clone, Copy)]
+        struct $name {
+            $($field: u64,)*
+        }
+
+        impl $name {
+            fn list(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($field), self.$field),)*]
+            }
+        }
+    };
+}
+
 pub mod baseline;
 pub mod ec_wal;
 pub mod group;
@@ -14,6 +31,8 @@ pub mod kiln;
 pub mod loc_wal;
 pub mod redo;
 pub mod s_wal;
+#[cfg(test)]
+pub mod trivial;
 pub mod window;
 
 use crate::log::head::LogFormat;
@@ -56,10 +75,13 @@ pub enum ProtocolKind {
     LocWal,
     Kiln,
     LocKiln,
+    /// The recipe's test protocol (`trivial.rs`), in unit tests only.
+    #[cfg(test)]
+    Trivial,
 }
 
 impl ProtocolKind {
-    pub const ALL: [ProtocolKind; 7] = [
+    pub const ALL: &'static [ProtocolKind] = &[
         ProtocolKind::Baseline,
         ProtocolKind::SWal,
         ProtocolKind::HWal,
@@ -67,6 +89,8 @@ impl ProtocolKind {
         ProtocolKind::LocWal,
         ProtocolKind::Kiln,
         ProtocolKind::LocKiln,
+        #[cfg(test)]
+        ProtocolKind::Trivial,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +102,8 @@ impl ProtocolKind {
             ProtocolKind::LocWal => "loc-wal",
             ProtocolKind::Kiln => "kiln",
             ProtocolKind::LocKiln => "loc-kiln",
+            #[cfg(test)]
+            ProtocolKind::Trivial => "trivial",
         }
     }
 
@@ -90,6 +116,8 @@ impl ProtocolKind {
             ProtocolKind::EcWal => Some(LogFormat::Ec),
             ProtocolKind::LocWal => Some(LogFormat::Loc),
             ProtocolKind::Kiln | ProtocolKind::LocKiln => Some(LogFormat::Kiln),
+            #[cfg(test)]
+            ProtocolKind::Trivial => Some(LogFormat::HWal),
         }
     }
 
@@ -99,8 +127,9 @@ impl ProtocolKind {
     }
 
     pub fn parse(s: &str) -> Result<ProtocolKind, String> {
-        ProtocolKind::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
-            format!("unknown protocol `{s}`: allowed {}", ProtocolKind::ALL.map(|p| p.name()).join(", "))
+        ProtocolKind::ALL.iter().copied().find(|p| p.name() == s).ok_or_else(|| {
+            let names: Vec<_> = ProtocolKind::ALL.iter().map(|p| p.name()).collect();
+            format!("unknown protocol `{s}`: allowed {}", names.join(", "))
         })
     }
 
@@ -113,6 +142,8 @@ impl ProtocolKind {
             ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData],
             ProtocolKind::LocWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs],
             ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
+            #[cfg(test)]
+            ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog],
         }
     }
 

@@ -11,9 +11,17 @@ use crate::types::{blocks_of, Addr, BlockId, Cycle};
 /// A single-copy hardware redo protocol: it says where a tagged victim goes; the load and store
 /// paths, the same for all of them, are provided.
 pub trait RedoProtocol {
-    /// Place every tagged line the last access evicted from the LLC (into the log).
-    fn drain_victims(&mut self, m: &mut Machine);
+    /// Write block `b`, a tagged line evicted from the LLC, into the log; returns where.
+    fn log_victim(&mut self, m: &mut Machine, b: BlockId) -> BlockId;
     fn redo(&mut self) -> &mut RedoSet;
+
+    /// Place every tagged line the last access evicted from the LLC (into the log).
+    fn drain_victims(&mut self, m: &mut Machine) {
+        while let Some(v) = m.tx_victims.pop() {
+            let at = self.log_victim(m, v.block);
+            self.redo().note_evicted(v.block, at);
+        }
+    }
 
     /// A transactional load: cache accesses, then the victims they caused.
     fn redo_load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
@@ -30,6 +38,21 @@ pub trait RedoProtocol {
         }
     }
 }
+
+/// The [`super::Protocol`] load and store of a [`RedoProtocol`] (inside its `impl Protocol`):
+/// the shared paths, so each protocol states only what differs.
+macro_rules! redo_load_store {
+    () => {
+        fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+            self.redo_load(m, addr, len);
+        }
+
+        fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+            self.redo_store(m, addr, len);
+        }
+    };
+}
+pub(crate) use redo_load_store;
 
 /// LLC tag of lines written by the running transaction (one runs at a time).
 pub const TAG: u32 = 1;

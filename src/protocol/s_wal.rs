@@ -121,8 +121,7 @@ impl SWal {
 
 impl Protocol for SWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        let head = LogHead { format: LogFormat::SWal, start: 0, start_seq: 1 };
-        image[layout.log_block0().range()].copy_from_slice(&head.encode());
+        LogHead { format: LogFormat::SWal, start: 0, start_seq: 1 }.write_initial(layout, image);
     }
 
     fn begin(&mut self, _m: &mut Machine) {

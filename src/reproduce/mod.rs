@@ -194,7 +194,7 @@ fn measure_speed(quick: bool) -> Result<Vec<BenchRow>, String> {
     let mut cfg = crate::config::Config::default();
     cfg.workload.warmup_txs = if quick { 200 } else { 2_000 };
     let (txs, repeat) = if quick { (2_000, 1) } else { (20_000, 3) };
-    crate::bench::measure(&cfg, crate::workload::WorkloadKind::ALL, &crate::protocol::ProtocolKind::ALL, txs, repeat)
+    crate::bench::measure(&cfg, crate::workload::WorkloadKind::ALL, crate::protocol::ProtocolKind::ALL, txs, repeat)
 }
 
 /// Write every runnable spec's CSV, JSON and SVG, then REPORT.md and report.html. Returns the

@@ -94,8 +94,8 @@ pub fn open(region: Region, read_only: bool) -> Result<Connection, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pmem::Pm;
     use crate::workload::native::Native;
-    use crate::workload::Pm;
 
     const R: Region = Region { base: 128, capacity_bytes: 64 * 1024 };
 

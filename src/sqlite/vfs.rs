@@ -22,8 +22,8 @@
 //! SQLite, and [`with_pm`] resumes the panic once SQLite has returned.
 
 use super::Region;
+use crate::pmem::Pm;
 use crate::types::Addr;
-use crate::workload::Pm;
 use rusqlite::ffi;
 use std::any::Any;
 use std::cell::{Cell, RefCell};

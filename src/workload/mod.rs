@@ -15,49 +15,51 @@ pub mod slab;
 pub mod sps;
 pub mod sqlite;
 
-use crate::config::Config;
 use crate::rng::Rng;
-use crate::types::Addr;
+use serde::{Deserialize, Serialize};
 
-/// The workload interface (transactions on persistent memory).
-pub trait Pm {
-    /// TxBegin.
-    fn begin(&mut self);
-    /// TxCommit: returns when the protocol lets the program continue.
-    fn commit(&mut self);
-    /// TxAbort: the transaction's stores are undone.
-    fn abort(&mut self);
-    /// Load `buf.len()` bytes at `addr`.
-    fn load(&mut self, addr: Addr, buf: &mut [u8]);
-    /// Store `data` at `addr` (inside a transaction).
-    fn store(&mut self, addr: Addr, data: &[u8]);
-    /// Charge `cycles` of non-memory instructions.
-    fn compute(&mut self, cycles: u64);
-    /// CheckMaxCommit: how many transactions (in commit order) are guaranteed durable.
-    fn last_durable_tx(&self) -> u64;
-    /// The program will access the bytes at `addr` soon (a transaction or two ahead): a hint
-    /// that lets the back end start fetching them into the host's caches. It changes no result
-    /// and no simulated cycle; back ends may ignore it.
-    #[inline]
-    fn will_access(&mut self, addr: Addr) {
-        let _ = addr;
-    }
+/// The interface workloads are written against (its home is [`crate::pmem`], beside the
+/// persistent-memory layout; re-exported here, where workloads look for it).
+pub use crate::pmem::Pm;
 
-    fn load_u64(&mut self, addr: Addr) -> u64 {
-        let mut b = [0u8; 8];
-        self.load(addr, &mut b);
-        u64::from_le_bytes(b)
+/// Per-workload parameters (`--set workload.sps.entries=...`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadConfig {
+    /// Transactions run before the measured region to bring caches to a steady state; their
+    /// cycles and writes are excluded from the figures (they still run through the protocol).
+    pub warmup_txs: u64,
+    pub sps: sps::SpsConfig,
+    pub btree: btree::BTreeConfig,
+    pub hash: hash::HashTableConfig,
+    pub rbtree: rbtree::RbTreeConfig,
+    pub sdg: sdg::SdgConfig,
+    pub sqlite: sqlite::SqliteConfig,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            warmup_txs: 20_000,
+            sps: Default::default(),
+            btree: Default::default(),
+            hash: Default::default(),
+            rbtree: Default::default(),
+            sdg: Default::default(),
+            sqlite: Default::default(),
+        }
     }
-    fn store_u64(&mut self, addr: Addr, v: u64) {
-        self.store(addr, &v.to_le_bytes());
-    }
-    fn load_u32(&mut self, addr: Addr) -> u32 {
-        let mut b = [0u8; 4];
-        self.load(addr, &mut b);
-        u32::from_le_bytes(b)
-    }
-    fn store_u32(&mut self, addr: Addr, v: u32) {
-        self.store(addr, &v.to_le_bytes());
+}
+
+impl WorkloadConfig {
+    /// Range checks of every workload's parameters (called by `Config::validate`).
+    pub fn validate(&self) -> Result<(), String> {
+        self.sps.validate()?;
+        self.btree.validate()?;
+        self.hash.validate()?;
+        self.rbtree.validate()?;
+        self.sdg.validate()?;
+        self.sqlite.validate()
     }
 }
 
@@ -81,9 +83,9 @@ macro_rules! workloads {
             }
 
             /// Build the workload from its configuration.
-            pub fn build(self, cfg: &Config) -> Workload {
+            pub fn build(self, cfg: &WorkloadConfig) -> Workload {
                 match self {
-                    $(WorkloadKind::$variant => Workload::$variant($module::$ty::new(&cfg.workload.$cfg)),)*
+                    $(WorkloadKind::$variant => Workload::$variant($module::$ty::new(&cfg.$cfg)),)*
                 }
             }
         }

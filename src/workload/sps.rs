@@ -8,9 +8,40 @@
 //! `0..entries`, i.e. every value appears exactly once.
 
 use super::Pm;
-use crate::config::SpsConfig;
 use crate::rng::Rng;
 use crate::types::Addr;
+use serde::{Deserialize, Serialize};
+
+/// SPS: random swaps of entries of a persistent array of u64.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SpsConfig {
+    /// Number of 8-byte array entries (default 2^21 = 16 MiB, 16x the LLC).
+    pub entries: u64,
+    /// Swaps per transaction.
+    pub swaps_per_tx: u64,
+    /// Non-memory instructions per swap (see docs/workloads.md for the count).
+    pub compute_cycles_per_swap: u64,
+}
+
+impl Default for SpsConfig {
+    fn default() -> Self {
+        SpsConfig { entries: 1 << 21, swaps_per_tx: 1, compute_cycles_per_swap: 24 }
+    }
+}
+
+impl SpsConfig {
+    /// Range checks; one-line errors naming the key, the value and what is allowed.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(16..=(1 << 28)).contains(&self.entries) {
+            return Err(format!("workload.sps.entries = {}: allowed 16..=268435456", self.entries));
+        }
+        if !(1..=4096).contains(&self.swaps_per_tx) {
+            return Err(format!("workload.sps.swaps_per_tx = {}: allowed 1..=4096", self.swaps_per_tx));
+        }
+        Ok(())
+    }
+}
 
 pub struct Sps {
     entries: u64,
