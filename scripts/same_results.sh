@@ -25,10 +25,13 @@ dump() { # BIN OUT
   done
   # Host timings and provenance differ between builds by design.
   python3 - "$out" <<'PY'
-import json, re, sys
+import json, os, re, sys
 path = sys.argv[1]
 text = open(path).read()
 drop = {"host_seconds", "sim_mem_accesses_per_second", "git_rev", "states_per_second", "check_seconds", "version"}
+# Keys a change adds on purpose (e.g. IGNORE="config_hash ordering" when a config section is
+# added): say so in the commit that uses it.
+drop |= set(os.environ.get("IGNORE", "").split())
 def strip(v):
     if isinstance(v, dict):
         return {k: strip(x) for k, x in v.items() if k not in drop}

@@ -21,6 +21,8 @@ pub struct Config {
     pub startgap: crate::startgap::StartGapConfig,
     pub swal: SwalConfig,
     pub loc: LocConfig,
+    /// Which of the papers' strict-ordering mechanisms the machine enforces (docs/ordering.md).
+    pub ordering: crate::ordering::OrderingConfig,
     pub workload: crate::workload::WorkloadConfig,
 }
 
@@ -114,6 +116,7 @@ impl Default for Config {
             startgap: Default::default(),
             swal: SwalConfig { append_instructions: 6, lookup_instructions: 10, apply_instructions: 4 },
             loc: LocConfig { speculation_degree: 16 },
+            ordering: Default::default(),
             workload: Default::default(),
         }
     }

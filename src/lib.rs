@@ -34,6 +34,7 @@ pub mod journal;
 pub mod log;
 pub mod machine;
 pub mod memctl;
+pub mod ordering;
 pub mod pcm;
 pub mod pmem;
 pub mod protocol;

@@ -22,6 +22,7 @@
 use crate::cache::{Access, Hierarchy, HitLevel, Slot, Victim};
 use crate::config::Config;
 use crate::memctl::{MemCtl, WriteTiming};
+use crate::ordering::{CommitFlush, FlushCost, Ordering, WriteOrder};
 use crate::pmem::{read_block, DurableRecord, DurableWrite, Layout, WriteKind};
 use crate::startgap::{Geometry, StartGap};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
@@ -40,6 +41,10 @@ pub struct MachineStats {
     pub l2_hits: u64,
     pub llc_hits: u64,
     pub llc_misses: u64,
+    /// Core cycles spent moving dirty lines out of the inner levels at commit (`[ordering]`).
+    pub commit_flush_cycles: u64,
+    /// Core cycles waiting at the phase barrier for the previous transaction's writes.
+    pub barrier_stall_cycles: u64,
 }
 
 impl MachineStats {
@@ -56,6 +61,8 @@ impl MachineStats {
         d.mem_reads -= start.mem_reads;
         d.flushes -= start.flushes;
         d.fence_stall_cycles -= start.fence_stall_cycles;
+        d.commit_flush_cycles -= start.commit_flush_cycles;
+        d.barrier_stall_cycles -= start.barrier_stall_cycles;
         d.l1_hits -= start.l1_hits;
         d.l2_hits -= start.l2_hits;
         d.llc_hits -= start.llc_hits;
@@ -172,6 +179,11 @@ pub struct Machine {
     /// every controller request.
     deferred_next: Cycle,
     flush_pending: Cycle,
+    /// The ordering mechanisms enforced (`[ordering]`, resolved).
+    pub ord: Ordering,
+    /// An ordered sequence of writes under way ([`Machine::begin_ordered`]): the acceptance
+    /// and durability of its latest write.
+    chain: Option<(Cycle, Cycle)>,
 }
 
 impl Machine {
@@ -223,6 +235,8 @@ impl Machine {
             deferred_data: std::collections::VecDeque::new(),
             deferred_next: Cycle::MAX,
             flush_pending: 0,
+            ord: cfg.ordering.resolve(),
+            chain: None,
         }
     }
 
@@ -440,6 +454,9 @@ impl Machine {
         data: Option<&BlockData>,
         min_start: Cycle,
     ) -> WriteTiming {
+        if let Some((accepted, durable)) = self.chain {
+            return self.issue_ordered(at, b, kind, data, min_start, accepted, durable);
+        }
         if self.plain {
             self.stats.write_bytes_by_kind[kind as usize] += 64;
             return self.ctl.write_after(at, b, min_start);
@@ -448,6 +465,89 @@ impl Machine {
             return self.issue_phys(at, b, kind, data, min_start);
         }
         self.issue_start_gap(at, b, kind, data, min_start)
+    }
+
+    /// [`Machine::issue`] inside an ordered sequence: the write is issued no earlier than the
+    /// previous one's acceptance (`write_order = accepted`) or durability (`durable`).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn issue_ordered(
+        &mut self,
+        at: Cycle,
+        b: BlockId,
+        kind: WriteKind,
+        data: Option<&BlockData>,
+        min_start: Cycle,
+        prev_accepted: Cycle,
+        prev_durable: Cycle,
+    ) -> WriteTiming {
+        let at = match self.ord.write_order {
+            WriteOrder::Durable => at.max(prev_durable),
+            _ => at.max(prev_accepted),
+        };
+        self.chain = None;
+        let t = self.issue(at, b, kind, data, min_start);
+        self.chain = Some((t.accepted, t.durable));
+        t
+    }
+
+    /// From now until [`Machine::end_ordered`], the writes issued form one ordered sequence
+    /// (a transaction's commit-time writes), if `ordering.write_order` asks for one.
+    #[inline]
+    pub fn begin_ordered(&mut self) {
+        if matches!(self.ord.write_order, WriteOrder::Accepted | WriteOrder::Durable) {
+            self.chain = Some((0, 0));
+        }
+    }
+
+    /// End of the ordered sequence.
+    #[inline]
+    pub fn end_ordered(&mut self) {
+        self.chain = None;
+    }
+
+    /// The phase barrier: stall until every write issued so far (deferred truncations
+    /// included) is complete. The stall is counted in `barrier_stall_cycles`.
+    pub fn phase_barrier(&mut self) {
+        let before = self.now;
+        self.quiesce();
+        self.stats.barrier_stall_cycles += self.now - before;
+    }
+
+    /// Core cycles to move LLC slot `s3`'s dirty inner copies down to the LLC, by
+    /// `ordering.flush_cost`: one LLC write, or the latency of each level the copy is written
+    /// into (L2 if L1 holds it dirty, then the LLC).
+    pub fn flush_cycles(&self, s3: Slot) -> Cycle {
+        let (l1_dirty, l2_dirty) = self.hier.inner_dirty(s3);
+        match self.ord.flush_cost {
+            FlushCost::PerLevel if l1_dirty => self.hier.l2.latency + self.hier.llc.latency,
+            _ if l1_dirty || l2_dirty => self.hier.llc.latency,
+            _ => 0,
+        }
+    }
+
+    /// Commit-time flush of a transaction's line in LLC slot `s3` (`ordering.commit_flush`
+    /// other than `none`): the core pays [`Machine::flush_cycles`] and the inner copies become
+    /// clean. The line leaves the cache later, with [`Machine::commit_flush_done`].
+    #[inline]
+    pub fn commit_flush(&mut self, s3: Slot) {
+        if self.ord.commit_flush == CommitFlush::None {
+            return;
+        }
+        let c = self.flush_cycles(s3);
+        self.now += c;
+        self.stats.commit_flush_cycles += c;
+        self.hier.flush_inner(s3);
+    }
+
+    /// After the flushed line `b` is written where it goes: under `commit_flush = invalidate`
+    /// it leaves every level (it must be clean by then: nothing is written back).
+    #[inline]
+    pub fn commit_flush_done(&mut self, b: BlockId) {
+        if self.ord.commit_flush == CommitFlush::Invalidate {
+            let (_, dirty) = self.hier.invalidate(b);
+            debug_assert!(!dirty, "a flushed line is clean before it leaves the cache");
+        }
     }
 
     /// [`Machine::issue`] with Start-Gap on (kept out of line: the path without it stays short).
@@ -622,6 +722,14 @@ impl Machine {
     pub fn clflush(&mut self, b: BlockId, kind: WriteKind) {
         self.stats.flushes += 1;
         self.now += self.hier.l1.latency;
+        if self.ord.flush_cost == FlushCost::PerLevel {
+            if let Some(s3) = self.hier.llc.find(b) {
+                // Beyond the L1 look-up: the dirty copy is written into each level below it.
+                let c = self.flush_cycles(s3);
+                self.now += c;
+                self.stats.commit_flush_cycles += c;
+            }
+        }
         let (_, dirty) = self.hier.invalidate(b);
         if dirty {
             let t = self.write_from_arch(b, kind, b);

@@ -54,6 +54,10 @@ pub struct RunResult {
     pub program_write_bytes: u64,
     pub mem_write_bytes: u64,
     pub write_traffic: f64,
+    /// Write-traffic overhead over the baseline: memory bytes written per committed transaction
+    /// over the baseline's, minus one (null unless `baseline` ran in the same invocation or its
+    /// bytes are 0; docs/ordering.md).
+    pub write_overhead: Option<f64>,
     pub mem_write_bytes_by_kind: BTreeMap<&'static str, u64>,
     /// Protocol-specific event counts over the measured region.
     pub protocol_counters: BTreeMap<&'static str, u64>,
@@ -69,6 +73,8 @@ pub struct RunResult {
     pub llc_miss_rate: f64,
     pub flushes: u64,
     pub fence_stall_cycles: u64,
+    /// The ordering the machine enforced (`[ordering]`) and what it cost the core.
+    pub ordering: OrderingFigures,
     /// Core accesses (loads and stores, per block touched) in the measured region: the
     /// denominator of the speed figure.
     pub sim_mem_accesses: u64,
@@ -79,6 +85,19 @@ pub struct RunResult {
     pub version: &'static str,
     pub git_rev: &'static str,
     pub config_hash: String,
+}
+
+/// The ordering mechanisms of a run (docs/ordering.md).
+#[derive(Clone, Debug, Serialize)]
+pub struct OrderingFigures {
+    /// `overlapped` or `paper`.
+    pub preset: String,
+    /// Knobs whose resolved value differs from `overlapped`, as `knob=value`.
+    pub knobs: Vec<String>,
+    /// Core cycles moving dirty lines out of L1/L2 at commit (`commit_flush`, `flush_cost`).
+    pub commit_flush_cycles: u64,
+    /// Core cycles waiting at the phase barrier.
+    pub barrier_stall_cycles: u64,
 }
 
 /// Endurance and energy of a run on the PCM device, over the measured region.
@@ -274,6 +293,7 @@ fn figures(spec: &RunSpec, d: &MachineStats, f: &crate::sim::FrontStats, cycles:
         program_write_bytes: f.program_write_bytes,
         mem_write_bytes: d.mem_write_bytes(),
         write_traffic: ratio(d.mem_write_bytes() as f64, f.program_write_bytes as f64),
+        write_overhead: None,
         mem_write_bytes_by_kind: by_kind,
         protocol_counters: BTreeMap::new(),
         pcm: None,
@@ -285,6 +305,12 @@ fn figures(spec: &RunSpec, d: &MachineStats, f: &crate::sim::FrontStats, cycles:
         llc_miss_rate: ratio(d.llc_misses as f64, llc_refs as f64),
         flushes: d.flushes,
         fence_stall_cycles: d.fence_stall_cycles,
+        ordering: OrderingFigures {
+            preset: crate::ordering::word(&spec.cfg.ordering.preset),
+            knobs: spec.cfg.ordering.differences(),
+            commit_flush_cycles: d.commit_flush_cycles,
+            barrier_stall_cycles: d.barrier_stall_cycles,
+        },
         sim_mem_accesses: d.mem_accesses,
         sim_mem_requests: d.mem_reads + d.mem_write_bytes() / 64,
         host_seconds,
@@ -293,6 +319,21 @@ fn figures(spec: &RunSpec, d: &MachineStats, f: &crate::sim::FrontStats, cycles:
         git_rev: GIT_REV,
         config_hash: spec.cfg.hash_hex(),
     }
+}
+
+/// Fill the figures relative to the baseline's run (normalized throughput, write overhead) in
+/// every run of `rs`, if one of them is the baseline.
+pub fn relate_to_baseline(rs: &mut [RunResult]) {
+    let Some(base) = rs.iter().find(|r| r.protocol == "baseline") else { return };
+    let (tput, bytes) = (base.throughput_tx_per_mcycle, per_tx_bytes(base));
+    for r in rs {
+        r.normalized_throughput = Some(if tput > 0.0 { r.throughput_tx_per_mcycle / tput } else { 0.0 });
+        r.write_overhead = (bytes > 0.0).then(|| per_tx_bytes(r) / bytes - 1.0);
+    }
+}
+
+fn per_tx_bytes(r: &RunResult) -> f64 {
+    ratio(r.mem_write_bytes as f64, r.txs_committed as f64)
 }
 
 /// Host seconds for the same transactions on the plain native back end (for slowdown).

@@ -272,7 +272,13 @@ impl Hierarchy {
         }
     }
 
-    /// Write the inner (L1, L2) copies of the line in LLC slot `s3` back into it (Kiln's commit
+    /// Whether the inner copies (L1, L2) of the line in LLC slot `s3` are dirty.
+    pub fn inner_dirty(&self, s3: Slot) -> (bool, bool) {
+        let (s2, s1) = self.inner(s3);
+        (s1.is_some_and(|s| self.l1.dirty(s)), s2.is_some_and(|s| self.l2.dirty(s)))
+    }
+
+    /// Write the inner (L1, L2) copies of the line in LLC slot `s3` back into it (a commit
     /// flush): they become clean, the LLC line dirty if any was. Returns whether any was dirty.
     pub fn flush_inner(&mut self, s3: Slot) -> bool {
         let (s2, s1) = self.inner(s3);

@@ -92,11 +92,7 @@ fn run(a: RunArgs) -> Result<i32, String> {
         };
         results.push(runner::execute(&spec)?.result);
     }
-    if let Some(base) = results.iter().find(|r| r.protocol == "baseline").map(|r| r.throughput_tx_per_mcycle) {
-        for r in &mut results {
-            r.normalized_throughput = Some(if base > 0.0 { r.throughput_tx_per_mcycle / base } else { 0.0 });
-        }
-    }
+    runner::relate_to_baseline(&mut results);
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&results).expect("serializable"));
     } else {

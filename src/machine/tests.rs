@@ -311,3 +311,75 @@ fn commit_latency_runs_from_the_commit_call_to_the_acknowledgement() {
     m.ack_through(1);
     assert_eq!((m.commit_latency.mean(), m.acked), (330.0, 1));
 }
+
+// The ordering model (`[ordering]`, docs/ordering.md).
+
+#[test]
+fn ordered_writes_wait_for_the_previous_ones_durability_under_write_order_durable() {
+    // Two log writes to different banks: overlapped they complete together; in program order
+    // with `durable`, the second starts when the first is durable.
+    for (order, second_done) in [("as-issued", 168), ("accepted", 168), ("durable", 2 * 168)] {
+        let mut m = machine_with(&config(&[&format!("ordering.write_order={order}")]));
+        m.begin_ordered();
+        let a = m.write_block(BlockId(65537), WriteKind::LogData, [1; 64]);
+        let b = m.write_block(BlockId(65538), WriteKind::LogData, [2; 64]);
+        m.end_ordered();
+        assert_eq!((a.durable, b.durable), (168, second_done), "{order}");
+        // Outside the ordered section writes overlap again.
+        let c = m.write_block(BlockId(65539), WriteKind::LogData, [3; 64]);
+        assert_eq!(c.durable, 168, "{order}");
+    }
+}
+
+#[test]
+fn the_phase_barrier_waits_for_every_write_deferred_ones_included() {
+    let mut m = machine();
+    m.write_block(BlockId(1), WriteKind::Home, [1; 64]);
+    m.defer_encoded(400, BlockId(65536), WriteKind::LogHead, || [9; 64]);
+    m.phase_barrier();
+    assert_eq!(m.now, 400 + 168, "the deferred truncation is issued at 400 and done 168 later");
+    assert_eq!(m.stats().barrier_stall_cycles, 568);
+    m.phase_barrier();
+    assert_eq!(m.stats().barrier_stall_cycles, 568, "nothing left to wait for");
+}
+
+#[test]
+fn the_flush_cost_is_one_llc_write_or_each_level_the_dirty_copy_passes() {
+    for (cost, expected) in [("llc-write", 21), ("per-level", 8 + 21)] {
+        let mut m = machine_with(&config(&[&format!("ordering.flush_cost={cost}"), "ordering.commit_flush=clean"]));
+        let s = m.access_block(BlockId(5), true).llc_slot;
+        assert_eq!(m.flush_cycles(s), expected, "{cost}: dirty in L1");
+        let before = m.now;
+        m.commit_flush(s);
+        assert_eq!(m.now - before, expected, "{cost}");
+        assert_eq!(m.hier.inner_dirty(s), (false, false), "the inner copies are clean");
+        assert!(m.hier.is_dirty(BlockId(5)), "the LLC copy holds the data");
+        assert_eq!(m.flush_cycles(s), 0, "{cost}: nothing left to move");
+        assert_eq!(m.stats().commit_flush_cycles, expected);
+    }
+}
+
+#[test]
+fn commit_flush_none_costs_nothing_and_invalidate_drops_the_clean_line() {
+    let mut m = machine();
+    let s = m.access_block(BlockId(5), true).llc_slot;
+    let before = m.now;
+    m.commit_flush(s);
+    m.commit_flush_done(BlockId(5));
+    assert_eq!(m.now, before);
+    assert!(m.hier.llc.find(BlockId(5)).is_some(), "overlapped: the line stays");
+    let mut m = machine_with(&config(&["ordering.commit_flush=invalidate"]));
+    let s = m.access_block(BlockId(5), true).llc_slot;
+    m.commit_flush(s);
+    m.hier.clean_slot(s);
+    m.commit_flush_done(BlockId(5));
+    assert!(m.hier.llc.find(BlockId(5)).is_none() && m.hier.l1.find(BlockId(5)).is_none());
+}
+
+#[test]
+fn clflush_pays_the_per_level_transit_of_a_dirty_l1_copy() {
+    let mut m = machine_with(&config(&["ordering.flush_cost=per-level"]));
+    m.access_block(BlockId(5), true);
+    m.clflush(BlockId(5), WriteKind::Home);
+    assert_eq!(m.now, MISS + 1 + 8 + 21, "L1 look-up, then written into L2 and the LLC");
+}

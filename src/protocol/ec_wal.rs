@@ -15,6 +15,7 @@
 //! Aborts rewind group allocation to the transaction's first group; TxIDs advance at every
 //! begin, so a stale group of an aborted transaction can never be counted for another one.
 
+use super::barrier::Barrier;
 use super::group::{self, Group, GroupRing};
 use super::redo::{redo_load_store, RedoProtocol, RedoSet};
 use super::{Bug, Protocol};
@@ -40,6 +41,8 @@ pub struct EcWal {
     committing: bool,
     /// Reused buffer of the blocks to log at commit.
     pending: Vec<BlockId>,
+    /// The strict-ordering phase barrier, kept between transactions (`ordering.phase_barrier`).
+    barrier: Barrier,
 }
 
 impl EcWal {
@@ -59,11 +62,13 @@ impl EcWal {
             held: Vec::new(),
             committing: false,
             pending: Vec::with_capacity(1024),
+            barrier: Barrier::default(),
         }
     }
 
     /// Log block `b` into the next slot; `last` marks the transaction's final log block.
     fn log_block(&mut self, m: &mut Machine, b: BlockId, last: bool) -> BlockId {
+        self.barrier.before_write(m);
         let mut g = match self.open.take() {
             Some(g) if !g.is_full() => g,
             _ => self.ring.open(m, self.trunc_issued, true),
@@ -119,7 +124,8 @@ impl Protocol for EcWal {
         LogHead { format: LogFormat::Ec, start: 0, start_seq: 0 }.write_initial(layout, image);
     }
 
-    fn begin(&mut self, _m: &mut Machine) {
+    fn begin(&mut self, m: &mut Machine) {
+        self.barrier.at_begin(m);
         self.tx_start_sid = self.ring.next_sid;
         self.tx_log_done = 0;
         self.tx_blocks = 0;
@@ -131,6 +137,7 @@ impl Protocol for EcWal {
     fn commit(&mut self, m: &mut Machine) {
         self.drain_victims(m);
         self.committing = true;
+        self.redo.flush_lines(m);
         self.log_remaining(m);
         self.committing = false;
         // No commit record: durable once the log blocks and METAs are.
@@ -143,10 +150,15 @@ impl Protocol for EcWal {
             let t = m.write_from_arch(at, WriteKind::LogData, b);
             m.wait_until(t.accepted);
         }
+        // The in-place updates are ordered like H-WAL's (`ordering.write_order`); the log writes
+        // are not: Eager Commit removed the intra-transaction ordering.
+        m.begin_ordered();
         let at = self.redo.checkpoint(m, false);
         let head = LogHead { format: LogFormat::Ec, start: self.ring.next_sid, start_seq: 0 };
         m.defer_encoded(at, self.ring.log0, WriteKind::LogHead, || head.encode());
         self.trunc_issued = self.ring.next_sid;
+        m.end_ordered();
+        self.barrier.arm(m);
         self.redo.clear();
     }
 

@@ -11,6 +11,7 @@
 //! The next transaction starts only after the acknowledgement (strict inter-tx ordering).
 //! Log format: [`crate::log::wal`]; recovery: [`crate::recovery::wal`].
 
+use super::barrier::Barrier;
 use super::redo::{redo_load_store, RedoProtocol, RedoSet};
 use super::{Bug, Protocol};
 use crate::log::head::{LogFormat, LogHead};
@@ -46,6 +47,8 @@ pub struct HWal {
     /// record is durable and acknowledged (the worst case of a missing intra-tx ordering).
     held: Vec<(BlockId, WriteKind, Payload)>,
     holding: bool,
+    /// The strict-ordering phase barrier to the next transaction (`ordering.phase_barrier`).
+    barrier: Barrier,
 }
 
 /// The content of a log write: a data block's current bytes, or a descriptor (encoded only
@@ -78,6 +81,7 @@ impl HWal {
             redo: RedoSet::default(),
             held: Vec::new(),
             holding: false,
+            barrier: Barrier::default(),
         }
     }
 
@@ -108,6 +112,7 @@ impl HWal {
     }
 
     fn log_data(&mut self, m: &mut Machine, b: BlockId) -> BlockId {
+        self.barrier.before_write(m);
         if self.desc_n == 0 {
             self.desc_pos = self.alloc(m);
         }
@@ -184,7 +189,8 @@ impl Protocol for HWal {
         LogHead { format: LogFormat::HWal, start: 0, start_seq: 1 }.write_initial(layout, image);
     }
 
-    fn begin(&mut self, _m: &mut Machine) {
+    fn begin(&mut self, m: &mut Machine) {
+        self.barrier.at_begin(m);
         self.tx_start = self.tail;
         self.tx_start_pos = self.tail_pos;
         self.tx_log_done = 0;
@@ -195,7 +201,10 @@ impl Protocol for HWal {
     fn commit(&mut self, m: &mut Machine) {
         self.drain_victims(m);
         self.holding = self.bug == Some(Bug::CommitBeforeLog);
-        // 1. Log the transaction's lines still in the cache.
+        m.begin_ordered();
+        // 1. Flush the transaction's lines out of the inner levels (`ordering.commit_flush`)
+        // and log those still in the cache.
+        self.redo.flush_lines(m);
         for i in 0..self.redo.ws.len() {
             let b = self.redo.ws[i];
             if self.redo.take_tagged(m, i) {
@@ -210,6 +219,7 @@ impl Protocol for HWal {
             m.wait_until(self.tx_log_done);
         }
         // 3. Commit record, then acknowledge.
+        self.barrier.before_write(m);
         let at = self.alloc(m);
         let rec = CommitRecord { seq: self.seq, blocks: self.tx_blocks };
         let t = m.write_encoded(at, WriteKind::Commit, || rec.encode());
@@ -226,8 +236,11 @@ impl Protocol for HWal {
                 self.emit(m, at, kind, p);
             }
         }
-        // 4-5. Checkpoint and truncation proceed in the background.
+        // 4-5. Checkpoint and truncation proceed in the background (the next transaction's
+        // writes wait for them under the phase barrier).
         self.checkpoint_and_truncate(m);
+        m.end_ordered();
+        self.barrier.arm(m);
         self.seq += 1;
         self.redo.clear();
         self.tx_blocks = 0;

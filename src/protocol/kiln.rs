@@ -356,8 +356,10 @@ impl Protocol for Kiln {
         for i in self.run_start..self.ws.len() {
             let b = self.ws[i];
             let Some(s) = m.hier.llc.find(b).filter(|&s| m.hier.llc.aux(s) == mine) else { continue };
+            // Priced by the ordering model's flush cost (`ordering.flush_cost`).
+            let cost = m.flush_cycles(s);
             if m.hier.flush_inner(s) {
-                m.compute(m.hier.llc.latency);
+                m.compute(cost);
                 self.c.flushed_lines += 1;
             }
             let data = if m.keep_bytes { m.arch_block(b) } else { [0; 64] };

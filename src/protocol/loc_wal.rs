@@ -31,6 +31,7 @@
 //! (one core, program-initiated aborts), so "succeeding transactions abort" never has work to
 //! do; the rescue writes happen at the abort, as in the paper.
 
+use super::barrier::Barrier;
 use super::group::{self, Group, GroupRing};
 use super::redo::RedoSet;
 use super::window::{self, aux_of, Version, Versions, MAX_WINDOW_TXS};
@@ -100,6 +101,8 @@ pub struct LocWal {
     closing: bool,
     checkpoint: RedoSet,
     pending: Vec<BlockId>,
+    /// The strict-ordering phase barrier, kept only between windows (`ordering.phase_barrier`).
+    barrier: Barrier,
     c: Counters,
 }
 
@@ -130,6 +133,7 @@ impl LocWal {
             closing: false,
             checkpoint: RedoSet::default(),
             pending: Vec::with_capacity(1024),
+            barrier: Barrier::default(),
             c: Counters::default(),
         }
     }
@@ -163,6 +167,7 @@ impl LocWal {
     /// Log a version of `home` for window transaction `owner`: its bytes are `data`, or the
     /// program's current bytes. `last` gives the block its transaction's TxCnt.
     fn log_block(&mut self, m: &mut Machine, owner: usize, home: BlockId, data: Option<&BlockData>, last: bool) {
+        self.barrier.before_write(m);
         self.win[owner].logged += 1;
         let tx_cnt = if last { self.tx_cnt(owner) } else { 0 };
         let tag = BlkTag { addr: home.0 as u32, tx_cnt, tx_id: self.win[owner].seq as u8, ..Default::default() };
@@ -255,6 +260,7 @@ impl LocWal {
                 if let Some(s) = m.hier.llc.find(b) {
                     if m.hier.llc.aux(s) == aux {
                         m.hier.llc.set_aux(s, 0);
+                        m.commit_flush(s);
                         pending.push(b);
                     }
                 }
@@ -294,6 +300,7 @@ impl LocWal {
     fn write_pair_blocks(&mut self, m: &mut Machine, records: &[Pair]) -> usize {
         let mut first_pair_group = usize::MAX;
         for chunk in records.chunks(PAIRS_PER_BLOCK) {
+            self.barrier.before_write(m);
             let tag = BlkTag { addr: chunk.len() as u32, pair: true, ..Default::default() };
             let (gi, _, at) = self.next_slot(m, tag);
             first_pair_group = first_pair_group.min(gi);
@@ -347,9 +354,12 @@ impl LocWal {
         cp.ws.dedup();
         cp.evicted.clear();
         cp.evicted.extend_from_slice(&self.logged_at);
+        m.begin_ordered();
         let trunc_at = cp.checkpoint(m, false);
+        m.end_ordered();
         let head = LogHead { format: LogFormat::Loc, start: self.ring.next_sid, start_seq: self.next_seq };
         m.defer_encoded(trunc_at, self.ring.log0, WriteKind::LogHead, || head.encode());
+        self.barrier.arm(m);
         (self.trunc_sid, self.trunc_seq) = (self.ring.next_sid, self.next_seq);
     }
 
@@ -379,6 +389,7 @@ impl Protocol for LocWal {
     }
 
     fn begin(&mut self, m: &mut Machine) {
+        self.barrier.at_begin(m);
         if self.next_seq - self.safe_seq >= MAX_LIVE_TXS - 1 {
             m.quiesce();
             self.safe_seq = self.trunc_seq;

@@ -23,6 +23,7 @@ macro_rules! counters {
     };
 }
 
+pub mod barrier;
 pub mod baseline;
 pub mod ec_wal;
 pub mod group;

@@ -5,6 +5,7 @@
 
 use crate::cache::Slot;
 use crate::machine::Machine;
+use crate::ordering::{CommitFlush, Conflict};
 use crate::pmem::WriteKind;
 use crate::types::{blocks_of, Addr, BlockId, Cycle};
 
@@ -15,11 +16,35 @@ pub trait RedoProtocol {
     fn log_victim(&mut self, m: &mut Machine, b: BlockId) -> BlockId;
     fn redo(&mut self) -> &mut RedoSet;
 
-    /// Place every tagged line the last access evicted from the LLC (into the log).
+    /// Place every tagged line the last access evicted from the LLC (into the log). Under
+    /// `ordering.conflict = transaction` the eviction forces every other line of the running
+    /// transaction into the log and out of the cache.
     fn drain_victims(&mut self, m: &mut Machine) {
+        let mut evicted = false;
         while let Some(v) = m.tx_victims.pop() {
             let at = self.log_victim(m, v.block);
             self.redo().note_evicted(v.block, at);
+            evicted = true;
+        }
+        if evicted && m.ord.conflict == Conflict::Transaction {
+            self.force_out(m);
+        }
+    }
+
+    /// The conflict rule of strict ordering: every still-cached line of the running
+    /// transaction goes to the log and leaves the cache (its data is not written home).
+    #[cold]
+    fn force_out(&mut self, m: &mut Machine) {
+        let mut i = 0;
+        while i < self.redo().ws.len() {
+            if self.redo().take_tagged(m, i) {
+                let b = self.redo().ws[i];
+                m.hier.invalidate(b);
+                let at = self.log_victim(m, b);
+                self.redo().note_evicted(b, at);
+                self.redo().forced_to_log += 1;
+            }
+            i += 1;
         }
     }
 
@@ -70,6 +95,8 @@ pub struct RedoSet {
     /// Cycle at which the latest truncation was issued: truncations are issued in order.
     trunc_at: Cycle,
     evicted_to_log: u64,
+    /// Lines forced to the log by the conflict rule (`ordering.conflict = transaction`).
+    forced_to_log: u64,
     checkpoint_log_reads: u64,
 }
 
@@ -107,6 +134,18 @@ impl RedoSet {
         }
     }
 
+    /// The commit-time flush (`ordering.commit_flush`) of every write-set line still cached.
+    pub fn flush_lines(&self, m: &mut Machine) {
+        if m.ord.commit_flush == CommitFlush::None {
+            return;
+        }
+        for i in 0..self.ws.len() {
+            if let Some(s) = self.cached(m, i) {
+                m.commit_flush(s);
+            }
+        }
+    }
+
     /// A tagged line evicted during the transaction was logged at `at`.
     pub fn note_evicted(&mut self, b: BlockId, at: BlockId) {
         self.evicted.push((b, at));
@@ -135,6 +174,11 @@ impl RedoSet {
             }
             home_done = home_done.max(t.durable);
         }
+        if m.ord.commit_flush == CommitFlush::Invalidate {
+            for &b in &self.ws {
+                m.commit_flush_done(b);
+            }
+        }
         self.trunc_at = if truncate_early { m.now } else { home_done.max(self.trunc_at) };
         self.trunc_at
     }
@@ -157,6 +201,10 @@ impl RedoSet {
     }
 
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
-        vec![("evicted_to_log", self.evicted_to_log), ("checkpoint_log_reads", self.checkpoint_log_reads)]
+        vec![
+            ("evicted_to_log", self.evicted_to_log),
+            ("checkpoint_log_reads", self.checkpoint_log_reads),
+            ("forced_to_log", self.forced_to_log),
+        ]
     }
 }

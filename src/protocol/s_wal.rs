@@ -148,6 +148,9 @@ impl Protocol for SWal {
     }
 
     fn commit(&mut self, m: &mut Machine) {
+        // Every write-back of the commit in program order (`ordering.write_order`). The phase
+        // barrier holds by construction: the library fences the truncation before returning.
+        m.begin_ordered();
         // 1. The log entries are durable before the commit entry is written.
         self.flush_log(m, self.tx_start, self.tail, WriteKind::LogData);
         self.fence(m);
@@ -171,6 +174,7 @@ impl Protocol for SWal {
             self.write_in_place(m);
             self.truncate(m);
         }
+        m.end_ordered();
         m.ack_through(m.txs_committed);
         self.seq += 1;
         self.tx_start = self.tail;

@@ -1,0 +1,273 @@
+//! The persistence-ordering model (`[ordering]`, docs/ordering.md): which of the LOC papers'
+//! strict-ordering mechanisms the machine enforces, one knob per mechanism.
+//!
+//! Two presets: `overlapped`, locsim's own machine (log writes overlap across banks, the
+//! checkpoint runs in the background, the core never waits for it), and `paper`, the machine the
+//! papers' text describes. Each knob may also be set alone (`--set ordering.<knob>=<value>`); its
+//! default value `preset` takes the preset's value. The sentence each knob comes from is quoted
+//! on its type; docs/ordering.md gives both readings where the text is ambiguous.
+
+use serde::{Deserialize, Serialize};
+
+/// `ordering.preset`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    /// locsim's machine: every knob at the value that reproduces the results before the
+    /// ordering model existed.
+    Overlapped,
+    /// The papers' strict-ordering machine.
+    Paper,
+}
+
+/// `ordering.commit_flush`: what happens to a transaction's dirty lines when it commits (for
+/// LOC-WAL, when its speculation window completes). `loc-extended.txt` 1: strict ordering
+/// "requires 1) flushing dirty data blocks from each cache level to memory".
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CommitFlush {
+    /// The preset's value.
+    Preset,
+    /// The log write copies the line; the core pays nothing to move it out of L1/L2 and the
+    /// line keeps its place (locsim's machine).
+    None,
+    /// The line is flushed down every level (the core pays [`FlushCost`] per line) and stays
+    /// cached, clean (a `clwb`-like flush).
+    Clean,
+    /// As `clean`, and the line then leaves every level (a `clflush`: the papers' "cache flush",
+    /// which costs cache efficiency, `loc-extended.txt` 5.2: "The elimination of intra-tx
+    /// ordering leads to fewer cache flushes and improves cache efficiency").
+    Invalidate,
+}
+
+/// `ordering.flush_cost`: what moving one dirty line out of the inner levels costs the core.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlushCost {
+    /// The preset's value.
+    Preset,
+    /// One LLC write (`llc.latency_cycles`) per line dirty in L1 or L2 (locsim's Kiln flush);
+    /// `clflush` costs one L1 look-up.
+    LlcWrite,
+    /// Per level the dirty copy passes: the latency of each level it is written into (L2, then
+    /// the LLC), from "flushing dirty data blocks from each cache level".
+    PerLevel,
+}
+
+/// `ordering.write_order`: how a transaction's commit-time writes (log, commit record, in-place
+/// updates) reach the controller. `loc-extended.txt` 1: "2) writing them back to main memory in
+/// the order specified by the transaction at transaction commit time".
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteOrder {
+    /// The preset's value.
+    Preset,
+    /// Each protocol's own waits (locsim's machine: log writes wait for acceptance, the
+    /// checkpoint's writes are issued back to back).
+    AsIssued,
+    /// Each write is issued only after the previous one is accepted (program order at the
+    /// controller's door).
+    Accepted,
+    /// Each write is issued only after the previous one is durable (program order in memory).
+    Durable,
+}
+
+/// `ordering.phase_barrier`: when the next transaction may write. `loc-extended.txt` 1: "3)
+/// waiting for the completion of all memory writes within the transaction before a single write
+/// for the next transaction can be performed"; 2: "one phase cannot be started before the
+/// previous phase is complete". EC-WAL keeps it between transactions, LOC-WAL only between
+/// speculation windows.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PhaseBarrier {
+    /// The preset's value.
+    Preset,
+    /// The checkpoint and truncation run in the background; nothing waits for them.
+    None,
+    /// The next transaction's first persistent write waits until every write of the previous
+    /// transaction (window), in-place updates and truncation included, is durable.
+    FirstWrite,
+    /// The next transaction does not begin before that (the program waits at `begin`).
+    Begin,
+}
+
+/// `ordering.conflict`: what the eviction of an uncommitted transactional line does.
+/// `loc-extended.txt` 3.3: "a cache conflict in the CPU cache that causes a block of a later
+/// transaction to be evicted must force the eviction of all data blocks of itself and previous
+/// transactions"; with Speculative Persistence "cache conflict of one data block does not force
+/// eviction of all blocks of its and all previous transactions".
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Conflict {
+    /// The preset's value.
+    Preset,
+    /// Only the evicted line goes to the log.
+    Line,
+    /// Every dirty line of the transaction goes to the log and leaves the cache (H-WAL, EC-WAL;
+    /// never inside a LOC speculation window).
+    Transaction,
+}
+
+/// The `[ordering]` section as configured (knobs may say `preset`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OrderingConfig {
+    /// `overlapped` (locsim's machine) or `paper` (the papers' strict ordering).
+    pub preset: Preset,
+    pub commit_flush: CommitFlush,
+    pub flush_cost: FlushCost,
+    pub write_order: WriteOrder,
+    pub phase_barrier: PhaseBarrier,
+    pub conflict: Conflict,
+}
+
+impl Default for OrderingConfig {
+    fn default() -> Self {
+        OrderingConfig {
+            preset: Preset::Overlapped,
+            commit_flush: CommitFlush::Preset,
+            flush_cost: FlushCost::Preset,
+            write_order: WriteOrder::Preset,
+            phase_barrier: PhaseBarrier::Preset,
+            conflict: Conflict::Preset,
+        }
+    }
+}
+
+/// The ordering the machine enforces: every knob resolved (none says `Preset`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Ordering {
+    pub commit_flush: CommitFlush,
+    pub flush_cost: FlushCost,
+    pub write_order: WriteOrder,
+    pub phase_barrier: PhaseBarrier,
+    pub conflict: Conflict,
+}
+
+impl Ordering {
+    /// The values of a preset.
+    pub const fn of(p: Preset) -> Ordering {
+        match p {
+            Preset::Overlapped => Ordering {
+                commit_flush: CommitFlush::None,
+                flush_cost: FlushCost::LlcWrite,
+                write_order: WriteOrder::AsIssued,
+                phase_barrier: PhaseBarrier::None,
+                conflict: Conflict::Line,
+            },
+            Preset::Paper => Ordering {
+                commit_flush: CommitFlush::Invalidate,
+                flush_cost: FlushCost::PerLevel,
+                write_order: WriteOrder::Accepted,
+                phase_barrier: PhaseBarrier::FirstWrite,
+                conflict: Conflict::Transaction,
+            },
+        }
+    }
+}
+
+impl Default for Ordering {
+    fn default() -> Self {
+        Ordering::of(Preset::Overlapped)
+    }
+}
+
+impl OrderingConfig {
+    /// Every knob at its own value, or the preset's.
+    pub fn resolve(&self) -> Ordering {
+        let p = Ordering::of(self.preset);
+        Ordering {
+            commit_flush: match self.commit_flush {
+                CommitFlush::Preset => p.commit_flush,
+                v => v,
+            },
+            flush_cost: match self.flush_cost {
+                FlushCost::Preset => p.flush_cost,
+                v => v,
+            },
+            write_order: match self.write_order {
+                WriteOrder::Preset => p.write_order,
+                v => v,
+            },
+            phase_barrier: match self.phase_barrier {
+                PhaseBarrier::Preset => p.phase_barrier,
+                v => v,
+            },
+            conflict: match self.conflict {
+                Conflict::Preset => p.conflict,
+                v => v,
+            },
+        }
+    }
+
+    /// The knobs that differ from `overlapped` once resolved, as `knob=value` (for labels).
+    pub fn differences(&self) -> Vec<String> {
+        let (r, o) = (self.resolve(), Ordering::of(Preset::Overlapped));
+        let mut out = Vec::new();
+        let mut note = |differs: bool, knob: &str, value: String| {
+            if differs {
+                out.push(format!("{knob}={value}"));
+            }
+        };
+        note(r.commit_flush != o.commit_flush, "commit_flush", word(&r.commit_flush));
+        note(r.flush_cost != o.flush_cost, "flush_cost", word(&r.flush_cost));
+        note(r.write_order != o.write_order, "write_order", word(&r.write_order));
+        note(r.phase_barrier != o.phase_barrier, "phase_barrier", word(&r.phase_barrier));
+        note(r.conflict != o.conflict, "conflict", word(&r.conflict));
+        out
+    }
+}
+
+/// A knob value's word as written in the configuration.
+pub fn word<T: Serialize>(v: &T) -> String {
+    toml::Value::try_from(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn the_default_is_overlapped_and_knobs_follow_the_preset() {
+        let c = Config::default();
+        assert_eq!(c.ordering.resolve(), Ordering::of(Preset::Overlapped));
+        let c = Config::build(None, &["ordering.preset=paper".into()]).unwrap();
+        assert_eq!(c.ordering.resolve(), Ordering::of(Preset::Paper));
+        let c = Config::build(None, &["ordering.preset=paper".into(), "ordering.conflict=line".into()]).unwrap();
+        assert_eq!(c.ordering.resolve().conflict, Conflict::Line);
+        assert_eq!(c.ordering.resolve().phase_barrier, PhaseBarrier::FirstWrite);
+    }
+
+    #[test]
+    fn each_knob_is_settable_alone() {
+        let c = Config::build(None, &["ordering.write_order=durable".into()]).unwrap();
+        let r = c.ordering.resolve();
+        assert_eq!(r.write_order, WriteOrder::Durable);
+        assert_eq!(Ordering { write_order: WriteOrder::AsIssued, ..r }, Ordering::of(Preset::Overlapped));
+        assert_eq!(c.ordering.differences(), vec!["write_order=durable".to_string()]);
+        for (k, v) in [
+            ("commit_flush", "clean"),
+            ("commit_flush", "invalidate"),
+            ("flush_cost", "per-level"),
+            ("write_order", "accepted"),
+            ("phase_barrier", "first-write"),
+            ("phase_barrier", "begin"),
+            ("conflict", "transaction"),
+        ] {
+            let c = Config::build(None, &[format!("ordering.{k}={v}")]).unwrap();
+            assert_eq!(c.ordering.differences(), vec![format!("{k}={v}")]);
+        }
+    }
+
+    #[test]
+    fn a_bad_value_names_the_allowed_ones() {
+        let e = Config::build(None, &["ordering.preset=strict".into()]).unwrap_err();
+        assert!(e.0.contains("unknown variant `strict`") && e.0.contains("paper"), "{e}");
+        assert!(!e.0.contains('\n'));
+        let e = Config::build(None, &["ordering.write_order=sometimes".into()]).unwrap_err();
+        assert!(e.0.contains("accepted") && e.0.contains("durable"), "{e}");
+        let e = Config::build(None, &["ordering.speed=1".into()]).unwrap_err();
+        assert!(e.0.contains("unknown config key `ordering.speed`") && e.0.contains("phase_barrier"), "{e}");
+    }
+}
