@@ -218,6 +218,37 @@ impl OrderingConfig {
     }
 }
 
+/// The knobs in the order the ablation switches them on, each with its `paper` value.
+pub const KNOBS: [(&str, &str); 5] = [
+    ("commit_flush", "invalidate"),
+    ("flush_cost", "per-level"),
+    ("write_order", "accepted"),
+    ("phase_barrier", "first-write"),
+    ("conflict", "transaction"),
+];
+
+/// The configuration overrides of an ablation step (the `ordering` axis of an experiment):
+/// `overlapped`, `paper`, a knob name (that knob alone at its `paper` value, the others as in
+/// `overlapped`) or `+knob` (that knob and every knob before it in [`KNOBS`]: cumulative steps,
+/// the last one being `paper`). An unknown step names the allowed ones.
+pub fn step_sets(step: &str) -> Result<Vec<String>, String> {
+    let set = |(k, v): &(&str, &str)| format!("ordering.{k}={v}");
+    if step == "overlapped" || step == "paper" {
+        return Ok(vec![format!("ordering.preset={step}")]);
+    }
+    if let Some(i) = KNOBS.iter().position(|(k, _)| *k == step) {
+        return Ok(vec![set(&KNOBS[i])]);
+    }
+    if let Some(i) = step.strip_prefix('+').and_then(|k| KNOBS.iter().position(|(n, _)| *n == k)) {
+        return Ok(KNOBS[..=i].iter().map(set).collect());
+    }
+    let knobs: Vec<&str> = KNOBS.iter().map(|(k, _)| *k).collect();
+    Err(format!(
+        "ordering step `{step}`: allowed overlapped, paper, a knob ({}) or +knob (cumulative)",
+        knobs.join(", ")
+    ))
+}
+
 /// A knob value's word as written in the configuration.
 pub fn word<T: Serialize>(v: &T) -> String {
     toml::Value::try_from(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
@@ -258,6 +289,21 @@ mod tests {
             let c = Config::build(None, &[format!("ordering.{k}={v}")]).unwrap();
             assert_eq!(c.ordering.differences(), vec![format!("{k}={v}")]);
         }
+    }
+
+    #[test]
+    fn the_cumulative_ablation_ends_at_paper() {
+        let last = format!("+{}", KNOBS[KNOBS.len() - 1].0);
+        let c = Config::build(None, &step_sets(&last).unwrap()).unwrap();
+        assert_eq!(c.ordering.resolve(), Ordering::of(Preset::Paper));
+        let c = Config::build(None, &step_sets("overlapped").unwrap()).unwrap();
+        assert_eq!(c.ordering.resolve(), Ordering::of(Preset::Overlapped));
+        for (k, v) in KNOBS {
+            let c = Config::build(None, &step_sets(k).unwrap()).unwrap();
+            assert_eq!(c.ordering.differences(), vec![format!("{k}={v}")]);
+        }
+        let e = step_sets("+speed").unwrap_err();
+        assert!(e.contains("allowed overlapped, paper") && e.contains("phase_barrier"), "{e}");
     }
 
     #[test]

@@ -90,7 +90,7 @@ impl Kind {
 }
 
 /// Axes of `sim` specs besides configuration keys (any `section.key` that `locsim config` prints).
-const SIM_AXES: &[&str] = &["workload", "protocol", "mem_latency_ns", "sd"];
+const SIM_AXES: &[&str] = &["workload", "protocol", "mem_latency_ns", "sd", "ordering"];
 
 /// Runs the cycle-level simulator.
 pub struct SimExec;
@@ -147,6 +147,7 @@ impl SimExec {
             match axis.as_str() {
                 "workload" | "protocol" => {}
                 "sd" => sets.push(format!("loc.speculation_degree={v}")),
+                "ordering" => sets.extend(crate::ordering::step_sets(v)?),
                 "mem_latency_ns" => {
                     sets.push(format!("memory.read_latency_ns={v}"));
                     sets.push(format!("memory.write_latency_ns={v}"));
@@ -185,6 +186,7 @@ impl Executor for SimExec {
                 _ => Err(format!("sd = {value}: allowed 1..=32")),
             },
             "mem_latency_ns" => self.check_set(&format!("memory.read_latency_ns={value}")).map(|_| Check::Ok),
+            "ordering" => crate::ordering::step_sets(value).map(|_| Check::Ok),
             key if key.contains('.') => self.check_set(&format!("{key}={value}")).map(|_| Check::Ok),
             other => Err(format!(
                 "unknown axis `{other}`: allowed {} or a configuration key (section.key)",

@@ -33,6 +33,9 @@ impl Provenance {
 /// A spec's figure: grids per metric, the SVG, the claims' verdicts.
 pub struct Figure {
     pub name: String,
+    /// The spec's file stem, and its machine when it runs under several (`machines`).
+    pub base: String,
+    pub machine: Option<String>,
     pub title: String,
     pub figure: String,
     pub note: String,
@@ -73,6 +76,8 @@ impl Figure {
             .collect();
         Figure {
             name: spec.name.clone(),
+            base: spec.base.clone(),
+            machine: spec.machine.clone(),
             title: spec.title.clone(),
             figure: spec.figure.clone(),
             note: spec.note.clone(),
@@ -179,6 +184,29 @@ fn summary_rows(figs: &[Figure]) -> Vec<[String; 4]> {
     rows
 }
 
+/// The claims of specs that run under several machines, side by side: (experiment, claim,
+/// verdict per machine of [`super::spec::MACHINES`], "-" where a machine did not run).
+fn machine_rows(figs: &[Figure]) -> Vec<(String, String, Vec<String>)> {
+    let mut rows: Vec<(String, String, Vec<String>)> = Vec::new();
+    for f in figs {
+        let Some(m) = &f.machine else { continue };
+        let col = super::spec::MACHINES.iter().position(|x| x == m).expect("a known machine");
+        for (text, _, v) in &f.claims {
+            let i = match rows.iter().position(|r| r.0 == f.base && r.1 == *text) {
+                Some(i) => i,
+                None => {
+                    rows.push((f.base.clone(), text.clone(), vec!["-".into(); super::spec::MACHINES.len()]));
+                    rows.len() - 1
+                }
+            };
+            rows[i].2[col] = v.word().to_string();
+        }
+    }
+    rows
+}
+
+const MACHINES_INTRO: &str = "Each claim of the LOC evaluation on the papers' strict-ordering machine (`ordering.preset = paper`) and on locsim's overlapped machine (docs/ordering.md).";
+
 fn provenance_line(prov: &Provenance) -> String {
     format!("locsim {} (git {}), {} run lengths", prov.version, prov.git_rev, prov.mode())
 }
@@ -191,6 +219,19 @@ pub fn markdown(figs: &[Figure], pending: &[Spec], bench: Option<&[BenchRow]>, p
     s.push_str("## Summary\n\n| experiment | claim | verdict | detail |\n|---|---|---|---|\n");
     for r in summary_rows(figs) {
         let _ = writeln!(s, "| {} | {} | {} | {} |", r[0], r[1], r[2], r[3].replace('|', "/"));
+    }
+    let rows = machine_rows(figs);
+    if !rows.is_empty() {
+        let _ = write!(s, "\n## Claims on both machines\n\n{MACHINES_INTRO}\n\n| experiment | claim |");
+        for m in super::spec::MACHINES {
+            let _ = write!(s, " {m} |");
+        }
+        s.push_str("\n|---|---|");
+        s.push_str(&"---|".repeat(super::spec::MACHINES.len()));
+        s.push('\n');
+        for (e, c, v) in rows {
+            let _ = writeln!(s, "| {e} | {c} | {} |", v.join(" | "));
+        }
     }
     for f in figs {
         let _ = write!(s, "\n## {}: {} ({})\n\n![{}]({}.svg)\n\n", f.name, f.title, f.figure, f.name, f.name);
@@ -283,6 +324,26 @@ pub fn html(figs: &[Figure], pending: &[Spec], bench: Option<&[BenchRow]>, prov:
         );
     }
     s.push_str("</table>\n");
+    let rows = machine_rows(figs);
+    if !rows.is_empty() {
+        let _ = write!(
+            s,
+            "<h2>Claims on both machines</h2><p>{}</p><table class=\"summary\"><tr><th>experiment</th><th>claim</th>",
+            escape(MACHINES_INTRO)
+        );
+        for m in super::spec::MACHINES {
+            let _ = write!(s, "<th>{m}</th>");
+        }
+        s.push_str("</tr>");
+        for (e, c, v) in rows {
+            let _ = write!(s, "<tr><td>{}</td><td>{}</td>", escape(&e), escape(&c));
+            for w in v {
+                let _ = write!(s, "<td class=\"{}\">{}</td>", verdict_class(&w), escape(&w));
+            }
+            s.push_str("</tr>");
+        }
+        s.push_str("</table>\n");
+    }
     for f in figs {
         let _ = write!(
             s,

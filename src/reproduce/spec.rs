@@ -74,6 +74,10 @@ struct RawSpec {
     derive: Vec<Derive>,
     #[serde(default)]
     claim: Vec<super::claim::RawClaim>,
+    /// The machines (`ordering.preset` values) the spec runs under, each its own figure: the
+    /// first keeps the file's name, the others are named `NAME@MACHINE`.
+    #[serde(default)]
+    machines: Vec<String>,
     quick: RunLen,
     full: RunLen,
 }
@@ -110,7 +114,14 @@ pub struct Spec {
     pub pending: Option<String>,
     /// The file's text (kept for shard files, so `merge` is self-contained).
     pub source: String,
+    /// The machine (`ordering.preset`) of a spec that runs under several; `None` otherwise.
+    pub machine: Option<String>,
+    /// The file stem (`name` without its `@MACHINE`).
+    pub base: String,
 }
+
+/// The machines a spec's `machines` key may name (`ordering.preset` values).
+pub const MACHINES: [&str; 2] = ["paper", "overlapped"];
 
 /// One simulation: coordinates (axis name, value), sorted by axis name, and a seed.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -160,9 +171,25 @@ fn axis_values(axes: &BTreeMap<String, Vec<toml::Value>>) -> Result<BTreeMap<Str
 }
 
 /// Parse and validate the text of spec `name`; `quick` chooses the run lengths.
+/// A spec with `machines` stands for one spec per machine: `NAME` (the first machine) and
+/// `NAME@MACHINE` (the others).
 pub fn parse(name: &str, text: &str, quick: bool) -> Result<Spec, String> {
     let e = |m: String| format!("experiment {name}: {m}");
     let raw: RawSpec = toml::from_str(text).map_err(|err| e(one_line(&err.to_string())))?;
+    let (base, asked) = match name.split_once('@') {
+        Some((b, m)) => (b, Some(m)),
+        None => (name, None),
+    };
+    for m in &raw.machines {
+        if !MACHINES.contains(&m.as_str()) {
+            return Err(e(format!("machines: unknown machine `{m}`: allowed {}", MACHINES.join(", "))));
+        }
+    }
+    let machine = match (asked, raw.machines.first()) {
+        (Some(m), _) if raw.machines.iter().any(|x| x == m) => Some(m.to_string()),
+        (Some(m), _) => return Err(e(format!("machine `{m}` is not in the spec's machines {:?}", raw.machines))),
+        (None, first) => first.cloned(),
+    };
     let kind = Kind::parse(&raw.kind).map_err(e)?;
     let chart = match raw.chart.as_str() {
         "bar" => Chart::Bar,
@@ -180,11 +207,16 @@ pub fn parse(name: &str, text: &str, quick: bool) -> Result<Spec, String> {
         }
         axes.insert(axis, values);
     }
-    let set: Vec<String> =
+    let mut set: Vec<String> =
         raw.set.iter().map(|(k, v)| value_text(v).map(|t| format!("{k}={t}"))).collect::<Result<_, _>>().map_err(e)?;
+    let mut title = raw.title;
+    if let Some(m) = &machine {
+        set.push(format!("ordering.preset={m}"));
+        title = format!("{title} ({m} machine)");
+    }
     let mut spec = Spec {
         name: name.to_string(),
-        title: raw.title,
+        title,
         figure: raw.figure,
         note: raw.note,
         kind,
@@ -200,6 +232,8 @@ pub fn parse(name: &str, text: &str, quick: bool) -> Result<Spec, String> {
         run,
         pending: None,
         source: text.to_string(),
+        machine,
+        base: base.to_string(),
     };
     spec.claims = raw.claim.into_iter().map(|c| Claim::from_raw(c, &spec)).collect::<Result<_, _>>().map_err(e)?;
     validate(&mut spec).map_err(e)?;
@@ -339,6 +373,11 @@ impl Spec {
     }
 }
 
+/// The `machines` list of a spec's text (empty when it has none or does not parse).
+fn machines_of(text: &str) -> Vec<String> {
+    toml::from_str::<RawSpec>(text).map(|r| r.machines).unwrap_or_default()
+}
+
 /// Read every `*.toml` in `dir` (sorted by name); `only` keeps the named specs (each must exist).
 pub fn load_dir(dir: &std::path::Path, only: &[String], quick: bool) -> Result<Vec<Spec>, String> {
     let rd = std::fs::read_dir(dir).map_err(|e| format!("experiments directory {}: {e}", dir.display()))?;
@@ -360,7 +399,12 @@ pub fn load_dir(dir: &std::path::Path, only: &[String], quick: bool) -> Result<V
             continue;
         }
         let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        specs.push(parse(&name, &text, quick)?);
+        let first = parse(&name, &text, quick)?;
+        let others: Vec<String> = machines_of(&text).into_iter().skip(1).collect();
+        specs.push(first);
+        for m in others {
+            specs.push(parse(&format!("{name}@{m}"), &text, quick)?);
+        }
     }
     Ok(specs)
 }
