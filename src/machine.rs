@@ -197,15 +197,14 @@ impl Machine {
         assert_eq!(initial.len() as u64, layout.total_bytes());
         assert!(keep_bytes || !record, "recording needs the payloads");
         let sg = Geometry::of(&cfg.startgap, &layout).map(|g| StartGap::new(g, cfg.startgap.psi_writes));
-        let pcm = (cfg.memory.device == "pcm").then(|| {
+        let pcm = (cfg.memory.device == crate::config::Device::Pcm).then(|| {
             // The log region includes Start-Gap's spare line and register block, if reserved.
             let log = layout.log_bytes + layout.startgap_bytes;
             let regions = [("data", 0, layout.data_bytes), ("log", layout.log_base, log)];
             crate::pcm::Pcm::new(&cfg.pcm, layout.total_bytes(), &regions)
         });
         let keep_bytes = keep_bytes || pcm.is_some();
-        let pcm_write_cycles =
-            pcm.as_ref().map_or([0; 9], |p| p.block_latency_ns().map(|ns| (ns * cfg.core.freq_mhz).div_ceil(1000)));
+        let pcm_write_cycles = pcm.as_ref().map_or([0; 9], |p| p.block_latency_ns().map(|ns| cfg.ns_to_cycles(ns)));
         let nvm = match (&sg, keep_bytes) {
             (_, false) => Vec::new(),
             (Some(sg), true) => crate::startgap::physical_initial(&sg.geom, &initial),

@@ -43,15 +43,20 @@ fn build_config(a: &MachineArgs, sd: Option<u32>) -> Result<Config, String> {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|e| format!("--config {path}: {e}"))?),
         None => None,
     };
-    let mut sets = a.sets.clone();
+    let mut cfg = Config::build(text.as_deref(), &a.sets).map_err(|e| e.0)?;
+    // The shortcuts set their fields directly; `validate` checks them like any other value.
     if let Some(ns) = a.mem_latency_ns {
-        sets.push(format!("memory.read_latency_ns={ns}"));
-        sets.push(format!("memory.write_latency_ns={ns}"));
+        (cfg.memory.read_latency_ns, cfg.memory.write_latency_ns) = (ns, ns);
     }
     if let Some(sd) = sd {
-        sets.push(format!("loc.speculation_degree={sd}"));
+        cfg.loc.speculation_degree = sd;
     }
-    Config::build(text.as_deref(), &sets).map_err(|e| e.0)
+    cfg.validate().map_err(|e| match (a.mem_latency_ns, sd) {
+        (Some(_), _) if e.0.starts_with("memory.") => format!("--mem-latency-ns: {e}"),
+        (_, Some(_)) if e.0.starts_with("loc.speculation_degree") => format!("--sd: {e}"),
+        _ => e.0,
+    })?;
+    Ok(cfg)
 }
 
 fn parse_list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
@@ -62,10 +67,7 @@ fn parse_list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T, String>)
     Ok(items)
 }
 
-fn check_common(sd: Option<u32>, abort_rate: f64) -> Result<(), String> {
-    if let Some(sd) = sd.filter(|sd| !(1..=32).contains(sd)) {
-        return Err(format!("--sd {sd}: allowed 1..=32"));
-    }
+fn check_common(abort_rate: f64) -> Result<(), String> {
     if !(0.0..=1.0).contains(&abort_rate) {
         return Err(format!("--abort-rate {abort_rate}: allowed 0..=1"));
     }
@@ -73,7 +75,7 @@ fn check_common(sd: Option<u32>, abort_rate: f64) -> Result<(), String> {
 }
 
 fn run(a: RunArgs) -> Result<i32, String> {
-    check_common(a.sd, a.abort_rate)?;
+    check_common(a.abort_rate)?;
     let cfg = build_config(&a.machine, a.sd)?;
     let workload = WorkloadKind::parse(&a.workload)?;
     let protocols = parse_list(&a.protocol, "protocol", ProtocolKind::parse)?;
@@ -148,7 +150,7 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
         }
         return Ok(0);
     }
-    check_common(a.sd, a.abort_rate)?;
+    check_common(a.abort_rate)?;
     let cfg = build_config(&a.machine, a.sd)?;
     let workload = WorkloadKind::parse(a.workload.as_deref().expect("clap requires it"))?;
     let protocol = ProtocolKind::parse(a.protocol.as_deref().expect("clap requires it"))?;

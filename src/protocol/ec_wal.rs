@@ -144,6 +144,7 @@ impl Protocol for EcWal {
         if self.bug != Some(Bug::AckBeforeDurable) {
             m.wait_until(self.tx_log_done);
         }
+        super::assert_durable_at_ack(m.now, self.tx_log_done, self.bug);
         m.ack_through(m.txs_committed);
         for (at, b) in std::mem::take(&mut self.held) {
             // Injected bug: the data reaches the controller behind the META that counts it.
@@ -156,6 +157,7 @@ impl Protocol for EcWal {
         let at = self.redo.checkpoint(m, false);
         let head = LogHead { format: LogFormat::Ec, start: self.ring.next_sid, start_seq: 0 };
         m.defer_encoded(at, self.ring.log0, WriteKind::LogHead, || head.encode());
+        super::assert_head_advances((self.trunc_issued, 0), (self.ring.next_sid, 0));
         self.trunc_issued = self.ring.next_sid;
         m.end_ordered();
         self.barrier.arm(m);

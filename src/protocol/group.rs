@@ -70,6 +70,14 @@ impl Group {
         let meta = Meta { sid: self.sid, tags: self.tags };
         let t =
             m.write_encoded_after(BlockId(self.at.0 + DATA_SLOTS as u64), WriteKind::LogMeta, after, || meta.encode());
+        // The rule every user relies on: the META completes after every data write it names.
+        assert!(
+            t.done > self.data_done.max(also_after) || bug == Some(Bug::MetaBeforeData),
+            "META of group {} done at {} before its data ({})",
+            self.sid,
+            t.done,
+            self.data_done.max(also_after)
+        );
         m.wait_until(t.accepted);
         self.stale = false;
         t
@@ -129,5 +137,44 @@ impl GroupRing {
         self.next_sid += 1;
         let at = BlockId(self.log0.0 + 1 + GROUP_BLOCKS * (sid % self.groups));
         Group { sid, at, tags: [None; DATA_SLOTS], n: 0, data_done: 0, stale: false }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn machine() -> Machine {
+        let layout = Layout::new(64 * 1024, 64 * 1024);
+        Machine::new(&Config::default(), layout, vec![0; layout.total_bytes() as usize], false)
+    }
+
+    /// A group whose data write queues behind two writes on its bank, then its META.
+    fn meta_after_busy_data(min_write_cycles: Cycle) -> WriteTiming {
+        let mut m = machine();
+        let mut ring = GroupRing::new(&m.layout, "a test");
+        let mut g = ring.open(&mut m, 0, true);
+        let (_, at) = g.push(BlkTag::default());
+        for _ in 0..2 {
+            m.write_block(at, WriteKind::LogData, [0; 64]);
+        }
+        let t = write_data(&mut m, at, BlockId(0), None);
+        g.note_data(t.done);
+        g.write_meta(&mut m, 0, min_write_cycles, None)
+    }
+
+    #[test]
+    fn the_meta_completes_after_its_data() {
+        let t = meta_after_busy_data(168);
+        assert_eq!(t.done, 3 * 168 + 1, "started one cycle after the data's start");
+    }
+
+    #[test]
+    #[should_panic(expected = "before its data")]
+    fn a_meta_started_too_early_is_caught() {
+        // Breaking the rule on purpose: a shortest write latency longer than the device's
+        // lets the META start (and complete) before the data it names.
+        meta_after_busy_data(3 * 168);
     }
 }

@@ -170,6 +170,7 @@ impl HWal {
         let at = self.redo.checkpoint(m, early);
         let head = LogHead { format: LogFormat::HWal, start: self.tail, start_seq: self.seq + 1 };
         m.defer_encoded(at, self.log0, WriteKind::LogHead, || head.encode());
+        super::assert_head_advances((self.trunc_issued, 0), (self.tail, 0));
         self.trunc_issued = self.tail;
     }
 }
@@ -227,6 +228,8 @@ impl Protocol for HWal {
             Some(Bug::AckBeforeDurable) => m.wait_until(t.accepted),
             _ => m.wait_until(t.durable),
         }
+        let log_durable = if self.holding { 0 } else { self.tx_log_done };
+        super::assert_durable_at_ack(m.now, t.durable.max(log_durable), self.bug);
         m.ack_through(m.txs_committed);
         if self.holding {
             // Injected bug: the log blocks reach the controller only now, behind the commit

@@ -335,6 +335,7 @@ impl LocWal {
             m.wait_until(self.log_durable);
         }
         self.c.window_stall_cycles += m.now - before;
+        super::assert_durable_at_ack(m.now, self.log_durable, self.bug);
         m.ack_through(m.txs_committed);
         for (at, b) in std::mem::take(&mut self.held) {
             let t = m.write_from_arch(at, WriteKind::LogData, b);
@@ -360,6 +361,7 @@ impl LocWal {
         let head = LogHead { format: LogFormat::Loc, start: self.ring.next_sid, start_seq: self.next_seq };
         m.defer_encoded(trunc_at, self.ring.log0, WriteKind::LogHead, || head.encode());
         self.barrier.arm(m);
+        super::assert_head_advances((self.trunc_sid, self.trunc_seq), (self.ring.next_sid, self.next_seq));
         (self.trunc_sid, self.trunc_seq) = (self.ring.next_sid, self.next_seq);
     }
 
@@ -397,6 +399,9 @@ impl Protocol for LocWal {
         let seq = self.next_seq;
         self.next_seq += 1;
         let n = self.ws.len();
+        // Window sizes: at most SD committed transactions, and the aborted ones, in a window.
+        assert!(self.win.len() < MAX_WINDOW_TXS, "a speculation window holds at most {MAX_WINDOW_TXS} transactions");
+        assert!(self.committed_in_win < self.sd, "a full window was not closed");
         self.win.push(TxSt { seq, aborted: false, logged: 0, coalesced: 0, last: None, ws_start: n, ws_end: n });
     }
 

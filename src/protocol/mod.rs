@@ -39,7 +39,7 @@ pub mod window;
 use crate::log::head::LogFormat;
 use crate::machine::Machine;
 use crate::pmem::Layout;
-use crate::types::Addr;
+use crate::types::{Addr, Cycle};
 
 /// What every protocol implements.
 pub trait Protocol {
@@ -156,6 +156,24 @@ impl ProtocolKind {
     }
 }
 
+/// Invariant: a transaction (window) is acknowledged only once the writes recovery needs to
+/// find it committed are durable (`durable`), unless a bug that breaks exactly this is
+/// injected on purpose.
+#[inline]
+pub fn assert_durable_at_ack(now: Cycle, durable: Cycle, bug: Option<Bug>) {
+    assert!(
+        now >= durable || bug == Some(Bug::AckBeforeDurable),
+        "acknowledged at cycle {now}, before its log is durable at {durable}"
+    );
+}
+
+/// Invariant: the log head only moves forward (a truncation never brings back what an earlier
+/// one released). Positions are (group or record, sequence) pairs, compared in order.
+#[inline]
+pub fn assert_head_advances(previous: (u64, u64), next: (u64, u64)) {
+    assert!(next >= previous, "the log head moves back from {previous:?} to {next:?}");
+}
+
 /// Deliberate defects, for showing that the crash checker catches them.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Bug {
@@ -231,5 +249,25 @@ impl Bug {
             }
             None => Err(format!("unknown bug `{s}` for protocol `{}`: allowed {}", proto.name(), names())),
         }
+    }
+}
+
+#[cfg(test)]
+mod invariant_tests {
+    use super::*;
+
+    #[test]
+    fn an_acknowledgement_before_durability_is_caught_unless_injected() {
+        assert_durable_at_ack(200, 200, None);
+        assert!(std::panic::catch_unwind(|| assert_durable_at_ack(199, 200, None)).is_err());
+        assert_durable_at_ack(199, 200, Some(Bug::AckBeforeDurable));
+    }
+
+    #[test]
+    fn a_log_head_moving_back_is_caught() {
+        assert_head_advances((3, 7), (3, 8));
+        assert_head_advances((3, 7), (4, 0));
+        assert!(std::panic::catch_unwind(|| assert_head_advances((3, 7), (3, 6))).is_err());
+        assert!(std::panic::catch_unwind(|| assert_head_advances((3, 7), (2, 9))).is_err());
     }
 }

@@ -17,7 +17,7 @@ use crate::types::{BlockData, BlockId};
 pub const MAX_WINDOW_TXS: usize = 64;
 
 /// The speculation degree's range (committed transactions per window).
-pub const SD_RANGE: std::ops::RangeInclusive<u32> = 1..=32;
+pub const SD_RANGE: std::ops::RangeInclusive<u32> = crate::config::LocConfig::SD_RANGE;
 
 /// LLC `aux` of the lines of window transaction `seq` (non-zero; unique among the live
 /// transactions, which span fewer than 2^16 sequence numbers).

@@ -28,13 +28,34 @@ pub struct Plan {
 /// format, `None` for a protocol without a log). `Err` means the image is not recoverable (for
 /// example a log head that does not decode), which the crash checker reports as a violation.
 pub fn recover(format: Option<LogFormat>, layout: &Layout, image: &[u8]) -> Result<Plan, String> {
-    match format {
+    let plan = match format {
         None => Ok(Plan::default()),
         Some(LogFormat::HWal) => wal::recover(layout, image),
         Some(LogFormat::Ec) => ec::recover(layout, image),
         Some(LogFormat::Loc) => loc::recover(layout, image),
         Some(LogFormat::Kiln) => kiln::recover(layout, image),
         Some(LogFormat::SWal) => swal::recover(layout, image),
+    }?;
+    plan.assert_well_formed(layout);
+    Ok(plan)
+}
+
+impl Plan {
+    /// The shape every recovery keeps: each write lies in the image, and the redo writes (to
+    /// the data area) all come before any write outside it (the log head, Kiln's NV-LLC
+    /// state), so that a crash during recovery never leaves the log marked empty with data
+    /// still to redo.
+    pub fn assert_well_formed(&self, layout: &Layout) {
+        let blocks = layout.total_bytes() / 64;
+        let mut past_data = false;
+        for (b, _) in &self.writes {
+            assert!(b.0 < blocks, "recovery writes block {} outside the image ({blocks} blocks)", b.0);
+            if layout.is_data(*b) {
+                assert!(!past_data, "recovery redoes block {} after writing outside the data area", b.0);
+            } else {
+                past_data = true;
+            }
+        }
     }
 }
 
@@ -42,5 +63,24 @@ pub fn recover(format: Option<LogFormat>, layout: &Layout, image: &[u8]) -> Resu
 pub fn apply(image: &mut [u8], writes: &[(BlockId, BlockData)]) {
     for (b, d) in writes {
         image[b.range()].copy_from_slice(d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(blocks: &[u64]) -> Plan {
+        Plan { writes: blocks.iter().map(|&b| (BlockId(b), [0; 64])).collect(), redone_txs: 0 }
+    }
+
+    #[test]
+    fn a_plan_redoes_data_before_it_touches_the_log() {
+        let layout = Layout::new(64 * 64, 64 * 1024);
+        plan(&[3, 5, 64]).assert_well_formed(&layout);
+        let r = std::panic::catch_unwind(|| plan(&[3, 64, 5]).assert_well_formed(&layout));
+        assert!(r.is_err(), "a redo write after the log head is caught");
+        let r = std::panic::catch_unwind(|| plan(&[3, 1 << 30]).assert_well_formed(&layout));
+        assert!(r.is_err(), "a write outside the image is caught");
     }
 }

@@ -181,10 +181,7 @@ impl Executor for SimExec {
         match axis {
             "workload" => WorkloadKind::parse(value).map(|_| Check::Ok),
             "protocol" => ProtocolKind::parse(value).map(|_| Check::Ok),
-            "sd" => match value.parse::<u32>() {
-                Ok(1..=32) => Ok(Check::Ok),
-                _ => Err(format!("sd = {value}: allowed 1..=32")),
-            },
+            "sd" => self.check_set(&format!("loc.speculation_degree={value}")).map(|_| Check::Ok),
             "mem_latency_ns" => self.check_set(&format!("memory.read_latency_ns={value}")).map(|_| Check::Ok),
             "ordering" => crate::ordering::step_sets(value).map(|_| Check::Ok),
             key if key.contains('.') => self.check_set(&format!("{key}={value}")).map(|_| Check::Ok),
