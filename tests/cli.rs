@@ -192,6 +192,14 @@ fn bad_arguments_get_one_line_naming_the_allowed_values_and_exit_2() {
     assert_usage_error(&["run", "--workload", "sps", "--sd", "0"], &["--sd", "1..=32"]);
     assert_usage_error(&["crashtest", "--workload", "sps", "--protocol", "loc-wal", "--sd", "40"], &["--sd", "1..=32"]);
     assert_usage_error(&["run", "--workload", "sps", "--abort-rate", "2"], &["--abort-rate", "0..=1"]);
+    assert_usage_error(
+        &["run", "--workload", "sps", "--set", "ordering.preset=strict"],
+        &["ordering.preset", "overlapped", "paper"],
+    );
+    assert_usage_error(
+        &["crashtest", "--workload", "sps", "--protocol", "h-wal", "--set", "ordering.write_order=sometimes"],
+        &["ordering.write_order", "accepted", "durable"],
+    );
     assert_usage_error(&["run", "--workload", "sps", "--txs", "many"], &["many"]);
     assert_usage_error(&["run", "--workload", "sps", "--config", "/nonexistent.toml"], &["/nonexistent.toml"]);
     assert_usage_error(
