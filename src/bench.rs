@@ -1,4 +1,4 @@
-//! Simulator speed (MODEL.md section 6): simulated core accesses per host second and slowdown
+//! Simulator speed (docs/model.md section 6): simulated core accesses per host second and slowdown
 //! against the plain native back end, per workload and protocol. Used by `locsim bench` and by
 //! the report of `locsim reproduce`. Host timings: these figures vary from run to run.
 

@@ -1,7 +1,7 @@
 //! Deterministic pseudo-random numbers (xoshiro256** seeded by SplitMix64).
 //!
 //! Written here rather than taken from a crate so that a seed gives the same stream in every
-//! future version of locsim: results must replay byte for byte (MODEL.md section 7).
+//! future version of locsim: results must replay byte for byte (docs/model.md section 7).
 
 /// xoshiro256** generator. Not cryptographic; fast and well distributed.
 #[derive(Clone, Debug)]

@@ -1,5 +1,5 @@
 //! Running one workload under one protocol: set-up (populate, format), warm-up, the measured
-//! region, and the figures of MODEL.md section 6. With recording on, the run also returns what
+//! region, and the figures of docs/model.md section 6. With recording on, the run also returns what
 //! the crash checker needs (initial image, durable writes, acknowledgements, oracle log).
 
 use crate::config::Config;

@@ -2,7 +2,7 @@
 //!
 //! Addresses are physical byte addresses in the simulated persistent memory (data area and
 //! memory log area share one address space, see [`crate::pmem::Layout`]). A block is the
-//! 64-byte unit of caching and of atomic persistence (MODEL.md section 2).
+//! 64-byte unit of caching and of atomic persistence (docs/model.md section 2).
 
 /// A point in simulated time or a duration, in core cycles (1 GHz by default: 1 cycle = 1 ns).
 pub type Cycle = u64;

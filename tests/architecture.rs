@@ -182,3 +182,47 @@ fn the_repetition_check_sees_a_copied_block() {
     let files = vec![("a.rs".to_string(), body.to_string()), ("b.rs".to_string(), body.replace("m.w", "m.q"))];
     assert!(shared_runs(&files, 6).is_empty());
 }
+
+/// The tracked files (`git ls-files`) that mention a path outside the repository: a user who
+/// clones it has only what is tracked, so the model contract is `docs/model.md`.
+fn references_outside(root: &Path, needles: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new("git").arg("ls-files").current_dir(root).output().expect("git runs");
+    let mut found = Vec::new();
+    for f in String::from_utf8_lossy(&out.stdout).lines() {
+        // This file names what it looks for.
+        if f == "tests/architecture.rs" {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(root.join(f)) else { continue }; // binary or gone
+        for n in needles {
+            if text.contains(n) {
+                found.push(format!("{f}: {n}"));
+            }
+        }
+    }
+    found
+}
+
+const OUTSIDE: [&str; 2] = ["../shared", "MODEL.md"];
+
+#[test]
+fn no_tracked_file_refers_outside_the_repository() {
+    let found = references_outside(&root(), &OUTSIDE);
+    assert!(found.is_empty(), "tracked files refer outside the repository (use docs/model.md): {found:?}");
+    assert!(root().join("docs/model.md").exists());
+}
+
+#[test]
+fn the_outside_reference_check_finds_one() {
+    let d = std::env::temp_dir().join(format!("locsim-outside-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git").args(args).current_dir(&d).output().expect("git runs");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(d.join("a.md"), "the contract is ../shared/MODEL.md\n").unwrap();
+    std::fs::write(d.join("b.md"), "nothing here\n").unwrap();
+    git(&["add", "a.md", "b.md"]);
+    assert_eq!(references_outside(&d, &OUTSIDE), ["a.md: ../shared", "a.md: MODEL.md"]);
+}

@@ -1,4 +1,4 @@
-//! Determinism (MODEL.md section 7) and the claim that payload bytes do not affect timing.
+//! Determinism (docs/model.md section 7) and the claim that payload bytes do not affect timing.
 
 mod common;
 use common::*;

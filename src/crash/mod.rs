@@ -1,4 +1,4 @@
-//! The crash checker (MODEL.md section 5).
+//! The crash checker (docs/model.md section 5).
 //!
 //! One recorded run gives the initial image, every NVM write with the cycle it became durable,
 //! the cycle each commit was called and the acknowledgement timeline, and the oracle log (the

@@ -1,5 +1,5 @@
 //! The persistent state of Kiln's non-volatile LLC, as it appears in the durable image after the
-//! memory log area (`Layout::nvllc_block0`). MODEL.md section 2: under Kiln and LOC-Kiln the LLC,
+//! memory log area (`Layout::nvllc_block0`). docs/model.md section 2: under Kiln and LOC-Kiln the LLC,
 //! with its tags and transaction state, survives a crash. docs/formats/kiln.md.
 //!
 //! Block 0: the commit register (the LLC's LastCommittedTxID). Then two blocks per LLC line

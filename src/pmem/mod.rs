@@ -1,7 +1,7 @@
 //! Persistent memory with real bytes: the physical layout (data area, memory log area), the
 //! byte image, and the record of every write with the cycle it became durable.
 //!
-//! The durable image at a crash cycle `t` (MODEL.md section 2) is the initial image plus every
+//! The durable image at a crash cycle `t` (docs/model.md section 2) is the initial image plus every
 //! recorded write whose `durable` cycle is at or before `t`, applied in durability order; see
 //! [`DurableRecord::image_at`]. The crash checker advances such an image incrementally.
 
@@ -23,7 +23,7 @@ pub struct Layout {
     pub startgap_bytes: u64,
     /// Bytes of the non-volatile LLC's persistent state, after the log area and the Start-Gap
     /// reserve (Kiln and LOC-Kiln only; 0 otherwise): not memory, but part of the durable image
-    /// (MODEL.md 2).
+    /// (docs/model.md section 2).
     pub nvllc_bytes: u64,
 }
 

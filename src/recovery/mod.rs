@@ -1,4 +1,4 @@
-//! Recovery: a pure function of the durable image and the static layout (MODEL.md section 3).
+//! Recovery: a pure function of the durable image and the static layout (docs/model.md section 3).
 //!
 //! It never sees simulator state. It returns a [`Plan`]: the block writes recovery performs, in
 //! the order it performs them (redo writes first, the log head last). Applying the plan to the

@@ -27,7 +27,7 @@
 //! files are refused (`SQLITE_CANTOPEN`), so the caller runs with `journal_mode=OFF` and
 //! `temp_store=MEMORY`, which keep SQLite's statement journal in volatile host memory. The
 //! existence test for a journal always answers "absent", so SQLite never looks for a hot journal.
-//! Randomness and the clock of this VFS are constants (determinism, MODEL.md section 7).
+//! Randomness and the clock of this VFS are constants (determinism, docs/model.md section 7).
 //!
 //! # Reaching the back end
 //!

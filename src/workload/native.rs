@@ -1,5 +1,5 @@
 //! Plain-memory back end of [`Pm`]: loads and stores on a byte vector, no timing. Used by
-//! model-based tests and to measure the simulator's slowdown (MODEL.md section 6).
+//! model-based tests and to measure the simulator's slowdown (docs/model.md section 6).
 
 use super::Pm;
 use crate::types::Addr;
