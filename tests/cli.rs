@@ -135,8 +135,10 @@ fn every_injected_bug_is_caught_and_its_replay_reproduces_it() {
         ("s-wal", "truncate-before-checkpoint"),
         ("ec-wal", "ack-before-durable"),
         ("ec-wal", "meta-before-data"),
+        ("loc-wal", "ack-before-durable"),
     ] {
-        let (code, r) = crashtest(p, &["--crashes", "1500", "--inject-bug", bug]);
+        // A non-default speculation degree must be part of the replay command.
+        let (code, r) = crashtest(p, &["--crashes", "1500", "--inject-bug", bug, "--sd", "4"]);
         assert_eq!(code, Some(1), "{p} {bug}: exit status");
         assert!(r["violations"].as_u64().unwrap() > 0, "{p} {bug} not caught");
         let v = &r["first_violation"];
@@ -144,6 +146,7 @@ fn every_injected_bug_is_caught_and_its_replay_reproduces_it() {
             assert!(v.get(f).is_some(), "{p} {bug}: violation lacks {f}");
         }
         let replay: Vec<String> = v["replay"].as_str().unwrap().split_whitespace().skip(1).map(String::from).collect();
+        assert!(replay.windows(2).any(|w| w == ["--sd", "4"]), "{p} {bug}: {replay:?}");
         let mut args: Vec<&str> = replay.iter().map(String::as_str).collect();
         args.push("--json");
         let out = locsim(&args);

@@ -31,14 +31,15 @@ pub fn dispatch(cmd: Cmd) -> Result<i32, String> {
         Cmd::Reproduce(a) => reproduce(a),
         Cmd::Merge(a) => merge(a),
         Cmd::Config(a) => {
-            emit(&build_config(&a, None)?.to_toml());
+            emit(&build_config(&a)?.to_toml());
             Ok(0)
         }
     }
 }
 
 /// The configuration from `--config`, `--set`, and the shortcuts `--mem-latency-ns` and `--sd`.
-fn build_config(a: &MachineArgs, sd: Option<u32>) -> Result<Config, String> {
+fn build_config(a: &MachineArgs) -> Result<Config, String> {
+    let sd = a.sd;
     let text = match &a.config {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|e| format!("--config {path}: {e}"))?),
         None => None,
@@ -75,8 +76,8 @@ fn check_common(abort_rate: f64) -> Result<(), String> {
 }
 
 fn run(a: RunArgs) -> Result<i32, String> {
-    check_common(a.abort_rate)?;
-    let cfg = build_config(&a.machine, a.sd)?;
+    check_common(a.tx.abort_rate)?;
+    let cfg = build_config(&a.machine)?;
     let workload = WorkloadKind::parse(&a.workload)?;
     let protocols = parse_list(&a.protocol, "protocol", ProtocolKind::parse)?;
     let mut results: Vec<RunResult> = Vec::new();
@@ -87,8 +88,8 @@ fn run(a: RunArgs) -> Result<i32, String> {
             protocol: p,
             txs: a.txs,
             warmup_txs: a.warmup_txs.unwrap_or(cfg.workload.warmup_txs),
-            seed: a.seed,
-            abort_rate: a.abort_rate,
+            seed: a.tx.seed,
+            abort_rate: a.tx.abort_rate,
             bug: None,
             record: false,
         };
@@ -150,8 +151,8 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
         }
         return Ok(0);
     }
-    check_common(a.abort_rate)?;
-    let cfg = build_config(&a.machine, a.sd)?;
+    check_common(a.tx.abort_rate)?;
+    let cfg = build_config(&a.machine)?;
     let workload = WorkloadKind::parse(a.workload.as_deref().expect("clap requires it"))?;
     let protocol = ProtocolKind::parse(a.protocol.as_deref().expect("clap requires it"))?;
     let bug = a.inject_bug.as_deref().map(|b| Bug::parse(b, protocol)).transpose()?;
@@ -165,8 +166,8 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
             protocol,
             txs: a.txs,
             warmup_txs: a.warmup_txs,
-            seed: a.seed,
-            abort_rate: a.abort_rate,
+            seed: a.tx.seed,
+            abort_rate: a.tx.abort_rate,
             bug,
             record: true,
         },
@@ -214,13 +215,16 @@ fn replay_base(a: &CrashArgs) -> String {
         a.workload.as_deref().unwrap_or(""),
         a.protocol.as_deref().unwrap_or(""),
         a.txs,
-        a.seed
+        a.tx.seed
     );
     if a.warmup_txs > 0 {
         s += &format!(" --warmup-txs {}", a.warmup_txs);
     }
-    if a.abort_rate > 0.0 {
-        s += &format!(" --abort-rate {}", a.abort_rate);
+    if a.tx.abort_rate > 0.0 {
+        s += &format!(" --abort-rate {}", a.tx.abort_rate);
+    }
+    if let Some(sd) = a.machine.sd {
+        s += &format!(" --sd {sd}");
     }
     if let Some(b) = &a.inject_bug {
         s += &format!(" --inject-bug {b}");
@@ -238,7 +242,7 @@ fn replay_base(a: &CrashArgs) -> String {
 }
 
 fn bench(a: BenchArgs) -> Result<i32, String> {
-    let cfg = build_config(&a.machine, None)?;
+    let cfg = build_config(&a.machine)?;
     let workloads = match &a.workload {
         Some(s) => parse_list(s, "workload", WorkloadKind::parse)?,
         None => WorkloadKind::ALL.to_vec(),
@@ -301,7 +305,7 @@ struct WorkloadRow {
 }
 
 fn workloads(a: WorkloadsArgs) -> Result<i32, String> {
-    let cfg = build_config(&a.machine, None)?;
+    let cfg = build_config(&a.machine)?;
     let tree = toml::Value::try_from(&cfg.workload).expect("config serializes");
     let mut rows = Vec::new();
     for &w in WorkloadKind::ALL {

@@ -98,6 +98,21 @@ pub struct MachineArgs {
     /// Shortcut: set both memory read and write latency, in ns (the papers sweep 35, 95, 168, 1000).
     #[arg(long, value_name = "N")]
     pub mem_latency_ns: Option<u64>,
+    /// Shortcut: speculation degree of loc-wal and loc-kiln, 1..=32 (loc.speculation_degree,
+    /// default 16).
+    #[arg(long)]
+    pub sd: Option<u32>,
+}
+
+/// What the workload does, shared by `run` and `crashtest`.
+#[derive(Args, Debug, Clone)]
+pub struct TxArgs {
+    /// Seed of the workload's random operations (and of crashtest's crash-point draw).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Fraction of transactions the workload aborts, 0..=1.
+    #[arg(long, default_value_t = 0.0)]
+    pub abort_rate: f64,
 }
 
 #[derive(Args, Debug)]
@@ -114,15 +129,8 @@ pub struct RunArgs {
     /// Transactions before the measured region (default: workload.warmup_txs).
     #[arg(long)]
     pub warmup_txs: Option<u64>,
-    /// Seed of the workload's random operations.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Speculation degree of loc-wal, 1..=32 (default loc.speculation_degree = 16).
-    #[arg(long)]
-    pub sd: Option<u32>,
-    /// Fraction of transactions the workload aborts, 0..=1.
-    #[arg(long, default_value_t = 0.0)]
-    pub abort_rate: f64,
+    #[command(flatten)]
+    pub tx: TxArgs,
     /// Print one JSON array (one object per protocol) instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -160,15 +168,8 @@ pub struct CrashArgs {
     /// List the injectable bugs of every protocol and exit.
     #[arg(long)]
     pub list_bugs: bool,
-    /// Seed of the workload and of the crash-point draw.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Speculation degree of loc-wal, 1..=32 (default loc.speculation_degree = 16).
-    #[arg(long)]
-    pub sd: Option<u32>,
-    /// Fraction of transactions the workload aborts, 0..=1.
-    #[arg(long, default_value_t = 0.0)]
-    pub abort_rate: f64,
+    #[command(flatten)]
+    pub tx: TxArgs,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
