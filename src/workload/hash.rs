@@ -71,10 +71,9 @@
 //! the chains reach every live key exactly once. It does not check values (the crash checker's
 //! prefix comparison covers contents).
 
-use super::kv::{self, rd, KvStore, Mix};
+use super::kv::{self, rd, KvStore};
 use super::slab::Slab;
 use super::Pm;
-use crate::rng::Rng;
 use crate::types::Addr;
 
 /// Bytes of one entry (one slab slot, one block).
@@ -167,11 +166,13 @@ pub struct HashTable {
 }
 
 impl KvStore for HashTable {
-    fn mix(&self) -> Mix {
-        HashTable::mix(self)
+    const POPULATE_SEED: u64 = POPULATE_SEED;
+    fn shape(&self) -> (u64, u64, u64) {
+        (self.cfg.ops_per_tx, self.cfg.insert_percent, self.cfg.key_space)
     }
+    /// Bytes of data area: header, bucket array, entry slab.
     fn data_bytes(&self) -> u64 {
-        HashTable::data_bytes(self)
+        self.slab.base.0 + self.slab.bytes()
     }
     fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64) {
         HashTable::insert(self, pm, key, seed)
@@ -189,32 +190,6 @@ impl HashTable {
             slab: Slab::new(Addr(0), Addr(slab_base), ENTRY_BYTES, cfg.key_space),
             bucket_bits: cfg.buckets.trailing_zeros(),
         }
-    }
-
-    /// The operation mix of this workload.
-    fn mix(&self) -> Mix {
-        Mix {
-            ops_per_tx: self.cfg.ops_per_tx,
-            insert_percent: self.cfg.insert_percent,
-            key_space: self.cfg.key_space,
-            populate_seed: POPULATE_SEED,
-        }
-    }
-
-    /// Write the initial structure: `insert_percent`% of the key space, through the workload's
-    /// own insert code on a native back end.
-    pub fn populate(&mut self, data: &mut [u8]) {
-        kv::populate(self, &self.mix(), data, self.data_bytes() as usize);
-    }
-
-    /// Exactly one transaction of `ops_per_tx` operations; aborted at the end if `abort`.
-    pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
-        kv::run_tx(self, &self.mix(), pm, rng, abort);
-    }
-
-    /// Bytes of data area: header, bucket array, entry slab.
-    pub fn data_bytes(&self) -> u64 {
-        self.slab.base.0 + self.slab.bytes()
     }
 
     /// Address of the head pointer of `key`'s bucket.
@@ -373,6 +348,7 @@ struct Seen {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::Rng;
     use crate::workload::native::Native;
     use std::collections::HashMap;
 

@@ -11,15 +11,34 @@ use crate::rng::Rng;
 const POPULATE_BATCH: usize = 4096;
 
 /// A persistent key-value structure driven by [`run_tx`] and [`populate`].
-pub trait KvStore {
-    /// Its operation mix.
-    fn mix(&self) -> Mix;
+pub trait KvStore: Sized {
+    /// Seeds the populate order and the populated values (distinct per workload).
+    const POPULATE_SEED: u64;
+    /// Operations per transaction, percentage of inserts, key space (from its configuration).
+    fn shape(&self) -> (u64, u64, u64);
     /// Bytes of data area it needs.
     fn data_bytes(&self) -> u64;
     /// Insert `key` (or overwrite its value) with the value expanded from `seed`.
     fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64);
     /// Delete `key` if present.
     fn delete<P: Pm>(&self, pm: &mut P, key: u64);
+
+    /// Its operation mix.
+    fn mix(&self) -> Mix {
+        let (ops_per_tx, insert_percent, key_space) = self.shape();
+        Mix { ops_per_tx, insert_percent, key_space, populate_seed: Self::POPULATE_SEED }
+    }
+
+    /// Write the initial structure: `insert_percent`% of the key space, through the store's own
+    /// insert code on a native back end.
+    fn populate(&mut self, data: &mut [u8]) {
+        populate(self, &self.mix(), data, self.data_bytes() as usize);
+    }
+
+    /// Exactly one transaction of `ops_per_tx` operations; aborted at the end if `abort`.
+    fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
+        run_tx(self, &self.mix(), pm, rng, abort);
+    }
 }
 
 /// The mix: operations per transaction, share of inserts, key space, populate seed.

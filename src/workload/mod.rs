@@ -16,6 +16,8 @@ pub mod sps;
 pub mod sqlite;
 
 use crate::rng::Rng;
+/// The key-value workloads' populate, run_tx and data_bytes come from this trait.
+use kv::KvStore as _;
 use serde::{Deserialize, Serialize};
 
 /// The interface workloads are written against (its home is [`crate::pmem`], beside the

@@ -75,10 +75,9 @@
 //! nodes; the reachable node count equals the slab's slots in use, and no free slot is
 //! reachable. It does not check values (the crash checker's prefix comparison covers them).
 
-use super::kv::{self, rd, KvStore, Mix};
+use super::kv::{self, rd, KvStore};
 use super::slab::Slab;
 use super::Pm;
-use crate::rng::Rng;
 use crate::types::Addr;
 
 /// Bytes of one node (one slab slot, one block).
@@ -189,11 +188,13 @@ pub struct RbTree {
 }
 
 impl KvStore for RbTree {
-    fn mix(&self) -> Mix {
-        RbTree::mix(self)
+    const POPULATE_SEED: u64 = POPULATE_SEED;
+    fn shape(&self) -> (u64, u64, u64) {
+        (self.cfg.ops_per_tx, self.cfg.insert_percent, self.cfg.key_space)
     }
+    /// Bytes of data area: header, root pointer, node slab.
     fn data_bytes(&self) -> u64 {
-        RbTree::data_bytes(self)
+        self.slab.base.0 + self.slab.bytes()
     }
     fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64) {
         RbTree::insert(self, pm, key, seed)
@@ -206,32 +207,6 @@ impl KvStore for RbTree {
 impl RbTree {
     pub fn new(cfg: &RbTreeConfig) -> Self {
         RbTree { cfg: cfg.clone(), slab: Slab::new(Addr(0), Addr(NODES_AT), NODE_BYTES, cfg.key_space) }
-    }
-
-    /// The operation mix of this workload.
-    fn mix(&self) -> Mix {
-        Mix {
-            ops_per_tx: self.cfg.ops_per_tx,
-            insert_percent: self.cfg.insert_percent,
-            key_space: self.cfg.key_space,
-            populate_seed: POPULATE_SEED,
-        }
-    }
-
-    /// Write the initial structure: `insert_percent`% of the key space, through the workload's
-    /// own insert code on a native back end.
-    pub fn populate(&mut self, data: &mut [u8]) {
-        kv::populate(self, &self.mix(), data, self.data_bytes() as usize);
-    }
-
-    /// Exactly one transaction of `ops_per_tx` operations; aborted at the end if `abort`.
-    pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
-        kv::run_tx(self, &self.mix(), pm, rng, abort);
-    }
-
-    /// Bytes of data area: header, root pointer, node slab.
-    pub fn data_bytes(&self) -> u64 {
-        self.slab.base.0 + self.slab.bytes()
     }
 
     /// Descend from the root toward `key`: `(node holding key or 0, last node visited or 0,
@@ -586,6 +561,7 @@ impl Walk {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::Rng;
     use crate::workload::native::Native;
     use std::collections::BTreeMap;
 
