@@ -600,7 +600,7 @@ impl Journal {
     pub fn stream_size(&self, s: usize) -> u64 {
         let sl = &self.slots[s];
         if sl.open {
-            super::vfs::HDR_SECTOR + sl.records.len() as u64 * super::vfs::RECORD_BYTES
+            super::format::HDR_SECTOR + sl.records.len() as u64 * super::format::RECORD_BYTES
         } else {
             0
         }

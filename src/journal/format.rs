@@ -10,6 +10,12 @@
 pub const FRAME_BYTES: u64 = 65_536;
 /// Bytes of a database page and of a portion (the paper's 1 KB pages).
 pub const PAGE_BYTES: u64 = 1024;
+
+/// Bytes of the header sector that starts the journal byte stream SQLite writes through the
+/// VFS (the sector size the VFS reports); records follow it.
+pub const HDR_SECTOR: u64 = 512;
+/// Bytes of one journal record: page number, page, checksum.
+pub const RECORD_BYTES: u64 = 4 + PAGE_BYTES + 4;
 /// Portions per data frame.
 pub const PORTIONS: u64 = FRAME_BYTES / PAGE_BYTES;
 /// Most frames an area may have (presence and reusable bits are one u64 each).

@@ -18,7 +18,7 @@
 
 use super::alloc::{JErr, Journal};
 use super::media::Media;
-use crate::sqlite::vfs::deterministic_vfs;
+use crate::sqlite::vfs::{deterministic_vfs, io_methods, register_once};
 use rusqlite::ffi;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -29,10 +29,7 @@ use std::sync::OnceLock;
 /// Name under which the VFS is registered (not as the default VFS).
 pub const VFS_NAME: &str = "locsim-journal";
 const VFS_NAME_C: &CStr = c"locsim-journal";
-/// Bytes of the journal header sector (the sector size this VFS reports).
-pub const HDR_SECTOR: u64 = 512;
-/// Bytes of one journal record: page number, page, checksum.
-pub const RECORD_BYTES: u64 = 4 + super::format::PAGE_BYTES + 4;
+use super::format::{HDR_SECTOR, RECORD_BYTES};
 const SUFFIX: &str = "-journal";
 
 /// A defect that can be switched on to show the crash checker catches it.
@@ -320,19 +317,6 @@ unsafe extern "C" fn x_file_size(f: *mut ffi::sqlite3_file, out: *mut ffi::sqlit
     })
 }
 
-unsafe extern "C" fn x_lock(_f: *mut ffi::sqlite3_file, _level: c_int) -> c_int {
-    ffi::SQLITE_OK
-}
-
-unsafe extern "C" fn x_check_reserved_lock(_f: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
-    *out = 0;
-    ffi::SQLITE_OK
-}
-
-unsafe extern "C" fn x_file_control(_f: *mut ffi::sqlite3_file, _op: c_int, _arg: *mut c_void) -> c_int {
-    ffi::SQLITE_NOTFOUND
-}
-
 unsafe extern "C" fn x_sector_size(_f: *mut ffi::sqlite3_file) -> c_int {
     HDR_SECTOR as c_int
 }
@@ -341,27 +325,7 @@ unsafe extern "C" fn x_device_characteristics(_f: *mut ffi::sqlite3_file) -> c_i
     0
 }
 
-static IO_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
-    iVersion: 1,
-    xClose: Some(x_close),
-    xRead: Some(x_read),
-    xWrite: Some(x_write),
-    xTruncate: Some(x_truncate),
-    xSync: Some(x_sync),
-    xFileSize: Some(x_file_size),
-    xLock: Some(x_lock),
-    xUnlock: Some(x_lock),
-    xCheckReservedLock: Some(x_check_reserved_lock),
-    xFileControl: Some(x_file_control),
-    xSectorSize: Some(x_sector_size),
-    xDeviceCharacteristics: Some(x_device_characteristics),
-    xShmMap: None,
-    xShmLock: None,
-    xShmBarrier: None,
-    xShmUnmap: None,
-    xFetch: None,
-    xUnfetch: None,
-};
+static IO_METHODS: ffi::sqlite3_io_methods = io_methods!();
 
 fn db_index(w: &World, name: &str) -> Option<usize> {
     w.media.dbs.iter().position(|d| d.name == name)
@@ -445,21 +409,13 @@ unsafe extern "C" fn x_access(
 /// Register the VFS once per process.
 pub fn register() -> Result<(), String> {
     static DONE: OnceLock<c_int> = OnceLock::new();
-    let rc = *DONE.get_or_init(|| {
-        let vfs = Box::new(ffi::sqlite3_vfs {
-            xOpen: Some(x_open),
-            xDelete: Some(x_delete),
-            xAccess: Some(x_access),
-            ..deterministic_vfs(VFS_NAME_C.as_ptr(), std::mem::size_of::<JFile>(), 512)
-        });
-        // SAFETY: leaked, so valid for the life of the process; registered once.
-        unsafe { ffi::sqlite3_vfs_register(Box::into_raw(vfs), 0) }
-    });
-    if rc == ffi::SQLITE_OK {
-        Ok(())
-    } else {
-        Err(format!("sqlite: registering the journal VFS failed with code {rc}"))
-    }
+    let make = || ffi::sqlite3_vfs {
+        xOpen: Some(x_open),
+        xDelete: Some(x_delete),
+        xAccess: Some(x_access),
+        ..deterministic_vfs(VFS_NAME_C.as_ptr(), std::mem::size_of::<JFile>(), 512)
+    };
+    register_once(&DONE, make, "the journal VFS")
 }
 
 /// Seed SQLite's process-wide generator (the journal nonce comes from it).

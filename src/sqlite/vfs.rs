@@ -235,16 +235,18 @@ unsafe extern "C" fn x_file_size(f: *mut ffi::sqlite3_file, out: *mut ffi::sqlit
     })
 }
 
-unsafe extern "C" fn x_lock(_f: *mut ffi::sqlite3_file, _level: c_int) -> c_int {
+/// Locks always succeed: one connection at a time uses a file (shared by both VFSes, as the two
+/// functions after it).
+pub(crate) unsafe extern "C" fn x_lock(_f: *mut ffi::sqlite3_file, _level: c_int) -> c_int {
     ffi::SQLITE_OK
 }
 
-unsafe extern "C" fn x_check_reserved_lock(_f: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
+pub(crate) unsafe extern "C" fn x_check_reserved_lock(_f: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
     *out = 0;
     ffi::SQLITE_OK
 }
 
-unsafe extern "C" fn x_file_control(_f: *mut ffi::sqlite3_file, _op: c_int, _arg: *mut c_void) -> c_int {
+pub(crate) unsafe extern "C" fn x_file_control(_f: *mut ffi::sqlite3_file, _op: c_int, _arg: *mut c_void) -> c_int {
     ffi::SQLITE_NOTFOUND
 }
 
@@ -259,27 +261,54 @@ unsafe extern "C" fn x_device_characteristics(_f: *mut ffi::sqlite3_file) -> c_i
     ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE
 }
 
-static IO_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
-    iVersion: 1,
-    xClose: Some(x_close),
-    xRead: Some(x_read),
-    xWrite: Some(x_write),
-    xTruncate: Some(x_truncate),
-    xSync: Some(x_sync),
-    xFileSize: Some(x_file_size),
-    xLock: Some(x_lock),
-    xUnlock: Some(x_lock),
-    xCheckReservedLock: Some(x_check_reserved_lock),
-    xFileControl: Some(x_file_control),
-    xSectorSize: Some(x_sector_size),
-    xDeviceCharacteristics: Some(x_device_characteristics),
-    xShmMap: None,
-    xShmLock: None,
-    xShmBarrier: None,
-    xShmUnmap: None,
-    xFetch: None,
-    xUnfetch: None,
-};
+/// The io-methods table (version 1: no shared memory, no memory mapping) of a VFS whose file
+/// functions are `x_close`, `x_read`, `x_write`, `x_truncate`, `x_sync`, `x_file_size`,
+/// `x_sector_size` and `x_device_characteristics` in the module that expands it (this VFS and
+/// the journal's); locking and file control are this module's for both.
+macro_rules! io_methods {
+    () => {
+        ffi::sqlite3_io_methods {
+            iVersion: 1,
+            xClose: Some(x_close),
+            xRead: Some(x_read),
+            xWrite: Some(x_write),
+            xTruncate: Some(x_truncate),
+            xSync: Some(x_sync),
+            xFileSize: Some(x_file_size),
+            xLock: Some($crate::sqlite::vfs::x_lock),
+            xUnlock: Some($crate::sqlite::vfs::x_lock),
+            xCheckReservedLock: Some($crate::sqlite::vfs::x_check_reserved_lock),
+            xFileControl: Some($crate::sqlite::vfs::x_file_control),
+            xSectorSize: Some(x_sector_size),
+            xDeviceCharacteristics: Some(x_device_characteristics),
+            xShmMap: None,
+            xShmLock: None,
+            xShmBarrier: None,
+            xShmUnmap: None,
+            xFetch: None,
+            xUnfetch: None,
+        }
+    };
+}
+pub(crate) use io_methods;
+
+/// Register a VFS once per process: `make` builds it the first time; it is leaked, so it stays
+/// valid for the life of the process as SQLite requires. `what` names it in the error.
+pub fn register_once(
+    done: &'static OnceLock<c_int>,
+    make: impl FnOnce() -> ffi::sqlite3_vfs,
+    what: &str,
+) -> Result<(), String> {
+    // SAFETY: the struct is leaked and registered at most once (OnceLock).
+    let rc = *done.get_or_init(|| unsafe { ffi::sqlite3_vfs_register(Box::into_raw(Box::new(make())), 0) });
+    if rc == ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(format!("sqlite: registering {what} failed with code {rc}"))
+    }
+}
+
+static IO_METHODS: ffi::sqlite3_io_methods = io_methods!();
 
 /// Parse `locsim-pm:<base>:<capacity_bytes>`.
 fn parse_name(name: &CStr) -> Option<Region> {
@@ -394,22 +423,13 @@ pub(crate) fn deterministic_vfs(name: *const c_char, os_file_bytes: usize, max_p
 /// Register the VFS once per process (SQLite keeps the pointer for the life of the process).
 pub fn register() -> Result<(), String> {
     static DONE: OnceLock<c_int> = OnceLock::new();
-    let rc = *DONE.get_or_init(|| {
-        let vfs = Box::new(ffi::sqlite3_vfs {
-            xOpen: Some(x_open),
-            xDelete: Some(x_delete),
-            xAccess: Some(x_access),
-            ..deterministic_vfs(VFS_NAME_C.as_ptr(), std::mem::size_of::<PmFile>(), MAX_PATHNAME)
-        });
-        // SAFETY: the struct is leaked, so it stays valid for the life of the process as
-        // SQLite requires; it is registered once (OnceLock).
-        unsafe { ffi::sqlite3_vfs_register(Box::into_raw(vfs), 0) }
-    });
-    if rc == ffi::SQLITE_OK {
-        Ok(())
-    } else {
-        Err(format!("sqlite: registering the VFS failed with code {rc}"))
-    }
+    let make = || ffi::sqlite3_vfs {
+        xOpen: Some(x_open),
+        xDelete: Some(x_delete),
+        xAccess: Some(x_access),
+        ..deterministic_vfs(VFS_NAME_C.as_ptr(), std::mem::size_of::<PmFile>(), MAX_PATHNAME)
+    };
+    register_once(&DONE, make, "the VFS")
 }
 
 #[cfg(test)]
