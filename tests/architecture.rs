@@ -189,10 +189,6 @@ fn references_outside(root: &Path, needles: &[&str]) -> Vec<String> {
     let out = std::process::Command::new("git").arg("ls-files").current_dir(root).output().expect("git runs");
     let mut found = Vec::new();
     for f in String::from_utf8_lossy(&out.stdout).lines() {
-        // This file names what it looks for.
-        if f == "tests/architecture.rs" {
-            continue;
-        }
         let Ok(text) = std::fs::read_to_string(root.join(f)) else { continue }; // binary or gone
         for n in needles {
             if text.contains(n) {
@@ -203,7 +199,9 @@ fn references_outside(root: &Path, needles: &[&str]) -> Vec<String> {
     found
 }
 
-const OUTSIDE: [&str; 2] = ["../shared", "MODEL.md"];
+/// What a reference outside the repository looks like (spelled in pieces, so that this file
+/// does not contain them itself).
+const OUTSIDE: [&str; 2] = [concat!("..", "/shared"), concat!("MODEL", ".md")];
 
 #[test]
 fn no_tracked_file_refers_outside_the_repository() {
@@ -221,8 +219,9 @@ fn the_outside_reference_check_finds_one() {
         std::process::Command::new("git").args(args).current_dir(&d).output().expect("git runs");
     };
     git(&["init", "-q"]);
-    std::fs::write(d.join("a.md"), "the contract is ../shared/MODEL.md\n").unwrap();
+    std::fs::write(d.join("a.md"), format!("the contract is {}/{}\n", OUTSIDE[0], OUTSIDE[1])).unwrap();
     std::fs::write(d.join("b.md"), "nothing here\n").unwrap();
     git(&["add", "a.md", "b.md"]);
-    assert_eq!(references_outside(&d, &OUTSIDE), ["a.md: ../shared", "a.md: MODEL.md"]);
+    let want: Vec<String> = OUTSIDE.iter().map(|n| format!("a.md: {n}")).collect();
+    assert_eq!(references_outside(&d, &OUTSIDE), want);
 }

@@ -10,14 +10,10 @@ use locsim::protocol::{Bug, ProtocolKind};
 use locsim::runner::execute;
 use locsim::workload::WorkloadKind;
 
-const PROTOCOLS: [ProtocolKind; 6] = [
-    ProtocolKind::SWal,
-    ProtocolKind::HWal,
-    ProtocolKind::EcWal,
-    ProtocolKind::LocWal,
-    ProtocolKind::Kiln,
-    ProtocolKind::LocKiln,
-];
+/// Every protocol that promises durability (all but the baseline).
+fn protocols() -> impl Iterator<Item = ProtocolKind> {
+    ProtocolKind::ALL.iter().copied().filter(|p| !p.bugs().is_empty())
+}
 
 /// Caches small enough that transactions overflow the LLC: tagged lines are evicted, so the
 /// conflict rule and the fallback paths run.
@@ -36,7 +32,7 @@ fn crash(w: WorkloadKind, p: ProtocolKind, sets: &[&str], crashes: u64, bug: Opt
 #[test]
 fn every_protocol_recovers_on_the_papers_machine() {
     for w in [WorkloadKind::Sps, WorkloadKind::BTree] {
-        for p in PROTOCOLS {
+        for p in protocols() {
             for caches in [&[][..], &SMALL_CACHES[..]] {
                 let mut sets = vec!["ordering.preset=paper"];
                 sets.extend_from_slice(caches);
@@ -61,7 +57,7 @@ fn every_knob_alone_keeps_every_protocol_recoverable() {
         "ordering.conflict=transaction",
     ];
     for knob in knobs {
-        for p in PROTOCOLS {
+        for p in protocols() {
             let mut sets = vec![knob];
             sets.extend_from_slice(&SMALL_CACHES);
             let r = crash(WorkloadKind::BTree, p, &sets, 80, None);
@@ -72,7 +68,7 @@ fn every_knob_alone_keeps_every_protocol_recoverable() {
 
 #[test]
 fn every_injected_bug_is_still_caught_on_the_papers_machine() {
-    for p in PROTOCOLS {
+    for p in protocols() {
         for &bug in p.bugs() {
             // Kiln's evict-uncommitted-home needs a transaction larger than the LLC.
             let caught = [WorkloadKind::Sps, WorkloadKind::BTree].iter().any(|&w| {
@@ -105,7 +101,7 @@ fn overlapped_spelled_out_knob_by_knob_is_the_default_machine() {
         "ordering.phase_barrier=none",
         "ordering.conflict=line",
     ];
-    for p in PROTOCOLS {
+    for p in protocols() {
         let (a, b) = (run(p, &[]), run(p, &spelled));
         assert_eq!((a.cycles, a.mem_write_bytes, a.mem_reads), (b.cycles, b.mem_write_bytes, b.mem_reads), "{p:?}");
         assert_eq!(b.ordering.preset, "paper");
