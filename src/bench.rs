@@ -38,6 +38,84 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// One crash-checking point of `locsim bench --crash` (median of `repeat` checks).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CrashBenchRow {
+    pub workload: String,
+    pub protocol: String,
+    pub txs: u64,
+    pub crash_points: u64,
+    pub candidate_crash_cycles: u64,
+    pub threads: usize,
+    pub violations: u64,
+    /// Median over the repeats: crash states checked per host second (the recorded run before
+    /// the sweep is not counted).
+    pub states_per_second: f64,
+    pub check_seconds: f64,
+    pub repeat: u32,
+    pub cpu: String,
+    pub version: String,
+    pub git_rev: String,
+}
+
+/// Crash-check every workload under every protocol: `txs` transactions, `crashes` points,
+/// `threads` workers, `repeat` (>= 1) times each, seed 1.
+pub fn measure_crash(
+    cfg: &Config,
+    workloads: &[WorkloadKind],
+    protocols: &[ProtocolKind],
+    (txs, crashes, threads, repeat): (u64, u64, usize, u32),
+) -> Result<Vec<CrashBenchRow>, String> {
+    let mut rows = Vec::new();
+    for &w in workloads {
+        for &p in protocols {
+            let run = RunSpec {
+                cfg: cfg.clone(),
+                workload: w,
+                protocol: p,
+                txs,
+                warmup_txs: cfg.workload.warmup_txs,
+                seed: 1,
+                abort_rate: 0.0,
+                bug: None,
+                record: true,
+            };
+            let spec = crate::crash::CrashSpec { threads, ..crate::crash::CrashSpec::new(run, crashes) };
+            let reports = (0..repeat).map(|_| crate::crash::check(&spec)).collect::<Result<Vec<_>, _>>()?;
+            let r = &reports[0];
+            rows.push(CrashBenchRow {
+                workload: w.name().into(),
+                protocol: p.name().into(),
+                txs,
+                crash_points: r.crash_points,
+                candidate_crash_cycles: r.candidate_crash_cycles,
+                threads,
+                violations: r.violations,
+                states_per_second: median(reports.iter().map(|r| r.states_per_second).collect()),
+                check_seconds: median(reports.iter().map(|r| r.check_seconds).collect()),
+                repeat,
+                cpu: cpu_model(),
+                version: runner::VERSION.into(),
+                git_rev: runner::GIT_REV.into(),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// The host CPU's model name (from /proc/cpuinfo on Linux), to quote beside a speed figure.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
 /// Measure every workload under every protocol: `txs` transactions after the configured
 /// warm-up, `repeat` (>= 1) times each, seed 1.
 pub fn measure(

@@ -138,7 +138,6 @@ pub struct Recorded {
     pub initial: Vec<u8>,
     pub record: Recorder,
     pub oracle: OracleLog,
-    pub workload: Workload,
     /// Cycle at which the last transaction's commit returned.
     pub end_cycle: u64,
 }
@@ -257,7 +256,6 @@ fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) ->
             initial: initial.expect("recording"),
             record,
             oracle: sim.oracle.take().expect("recording"),
-            workload: wl,
             end_cycle,
         })
     } else {

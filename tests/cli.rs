@@ -157,6 +157,44 @@ fn every_injected_bug_is_caught_and_its_replay_reproduces_it() {
     }
 }
 
+/// The report without its host-timing fields.
+fn without_timing(mut v: Value) -> Value {
+    for f in ["states_per_second", "check_seconds"] {
+        v.as_object_mut().expect("object").remove(f);
+    }
+    v
+}
+
+#[test]
+fn crashtest_report_is_the_same_for_any_thread_count() {
+    for (w, p, bug) in [
+        ("sps", "h-wal", None),
+        ("btree", "loc-kiln", None),
+        ("hash", "ec-wal", Some("meta-before-data")),
+        ("btree", "loc-wal", Some("ignore-dependency-pairs")),
+    ] {
+        let mut base = vec!["crashtest", "-w", w, "-p", p, "--txs", "300", "--crashes", "400", "--json"];
+        if let Some(b) = bug {
+            base.extend(["--inject-bug", b]);
+        }
+        let reports: Vec<Value> = ["1", "2", "3"]
+            .iter()
+            .map(|n| {
+                let mut args = base.clone();
+                args.extend(["--threads", n]);
+                let out = locsim(&args);
+                assert_eq!(out.status.code(), Some(bug.map_or(0, |_| 1)), "{args:?}");
+                without_timing(serde_json::from_slice(&out.stdout).expect("JSON"))
+            })
+            .collect();
+        assert_eq!(reports[0], reports[1], "{w} {p} {bug:?}: 1 vs 2 threads");
+        assert_eq!(reports[0], reports[2], "{w} {p} {bug:?}: 1 vs 3 threads");
+        if bug.is_some() {
+            assert!(reports[0]["violations"].as_u64().unwrap() > 0, "{w} {p} {bug:?} not caught");
+        }
+    }
+}
+
 #[test]
 fn baseline_makes_no_promise_and_the_checker_says_so() {
     let (code, r) = crashtest("baseline", &["--crashes", "200", "--set", "workload.sps.entries=1048576"]);
@@ -212,6 +250,10 @@ fn bad_arguments_get_one_line_naming_the_allowed_values_and_exit_2() {
     assert_usage_error(
         &["crashtest", "--workload", "sps", "--protocol", "baseline", "--inject-bug", "ack-before-durable"],
         &["baseline"],
+    );
+    assert_usage_error(
+        &["crashtest", "--workload", "sps", "--protocol", "h-wal", "--threads", "0"],
+        &["--threads", "1 or more"],
     );
     assert_usage_error(&["frobnicate"], &["frobnicate"]);
 }

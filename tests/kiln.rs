@@ -25,7 +25,7 @@ fn crash(p: ProtocolKind, w: WorkloadKind, extra: &[&str], txs: u64, ar: f64, bu
     let mut run = spec(small_cfg(&sets), p, txs, 11, bug);
     run.workload = w;
     run.abort_rate = ar;
-    check(&CrashSpec { run, crashes: 500, exhaustive: false, crash_at: None, replay_base: String::new() }).unwrap()
+    check(&CrashSpec::new(run, 500)).unwrap()
 }
 
 #[test]

@@ -28,7 +28,7 @@ fn crash(
         spec(small_cfg(&[&sdset, "workload.hash.buckets=4096", "workload.hash.key_space=8192"]), LocWal, 300, 7, bug);
     run.workload = workload;
     run.abort_rate = abort_rate;
-    check(&CrashSpec { run, crashes, exhaustive: crashes == 0, crash_at: None, replay_base: String::new() }).unwrap()
+    check(&CrashSpec { exhaustive: crashes == 0, ..CrashSpec::new(run, crashes) }).unwrap()
 }
 
 #[test]
@@ -85,8 +85,7 @@ fn coalescing_versions_and_rescues_happen_and_are_counted() {
     let c = execute(&s).unwrap().result.protocol_counters;
     assert!(c["version_overflows"] > 0, "{c:?}");
     s.record = true;
-    let r = check(&CrashSpec { run: s, crashes: 600, exhaustive: false, crash_at: None, replay_base: String::new() })
-        .unwrap();
+    let r = check(&CrashSpec::new(s, 600)).unwrap();
     assert_eq!(r.violations, 0, "overflowing versions: {:?}", r.first_violation);
 }
 

@@ -26,7 +26,7 @@ fn crash(w: WorkloadKind, p: ProtocolKind, sets: &[&str], crashes: u64, bug: Opt
     let sets: Vec<&str> = sets.iter().copied().chain([SMALL_BTREE]).collect();
     let mut run = spec(small_cfg(&sets), p, 200, 11, bug);
     run.workload = w;
-    check(&CrashSpec { run, crashes, exhaustive: false, crash_at: None, replay_base: String::new() }).unwrap()
+    check(&CrashSpec { threads: 2, ..CrashSpec::new(run, crashes) }).unwrap()
 }
 
 #[test]

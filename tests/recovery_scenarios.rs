@@ -157,13 +157,7 @@ fn transactions_larger_than_the_cache_recover_from_lines_evicted_to_the_log() {
     for p in [HWal, SWal, EcWal] {
         let mut run = spec(small_cfg(&tiny), p, 60, 23, None);
         run.abort_rate = 0.25;
-        let r = execute_checked(CrashSpec {
-            run,
-            crashes: 1500,
-            exhaustive: false,
-            crash_at: None,
-            replay_base: String::new(),
-        });
+        let r = execute_checked(CrashSpec::new(run, 1500));
         assert_eq!(r.violations, 0, "{}: {:?}", p.name(), r.first_violation);
         let evicting = locsim::runner::execute(&spec(small_cfg(&tiny), p, 20, 23, None)).unwrap().result;
         if p != SWal {

@@ -175,6 +175,8 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
         exhaustive: a.exhaustive,
         crash_at: a.crash_at,
         replay_base: replay_base(&a),
+        threads: a.threads.resolve()?,
+        progress: true,
     };
     let report = crash::check(&spec)?;
     if a.json {
@@ -241,6 +243,54 @@ fn replay_base(a: &CrashArgs) -> String {
     s
 }
 
+/// `locsim bench --crash`: crash states per second per workload and protocol.
+fn bench_crash(a: &BenchArgs, cfg: &crate::config::Config, workloads: &[WorkloadKind]) -> Result<i32, String> {
+    let protocols = match &a.protocol {
+        Some(s) => parse_list(s, "protocol", ProtocolKind::parse)?,
+        None => ProtocolKind::ALL.iter().copied().filter(|p| !p.bugs().is_empty()).collect(),
+    };
+    let threads = a.threads.resolve()?;
+    let shape = (a.txs.unwrap_or(2_000), a.crashes, threads, a.repeat);
+    let rows = crate::bench::measure_crash(cfg, workloads, &protocols, shape)?;
+    if a.json {
+        outln!("{}", serde_json::to_string_pretty(&rows).expect("serializable"));
+        return Ok(0);
+    }
+    outln!(
+        "{:<10} {:<10} {:>7} {:>8} {:>11} {:>10} {:>8}",
+        "workload",
+        "protocol",
+        "txs",
+        "points",
+        "candidates",
+        "states/s",
+        "threads"
+    );
+    for r in &rows {
+        outln!(
+            "{:<10} {:<10} {:>7} {:>8} {:>11} {:>10.0} {:>8}",
+            r.workload,
+            r.protocol,
+            r.txs,
+            r.crash_points,
+            r.candidate_crash_cycles,
+            r.states_per_second,
+            r.threads
+        );
+    }
+    let mut rates: Vec<f64> = rows.iter().map(|r| r.states_per_second).collect();
+    rates.sort_by(|x, y| x.total_cmp(y));
+    if let (Some(lo), Some(mid)) = (rates.first(), rates.get(rates.len() / 2)) {
+        outln!(
+            "median {mid:.0} states/s, lowest {lo:.0} | {} | locsim {} ({})",
+            crate::bench::cpu_model(),
+            crate::runner::VERSION,
+            crate::runner::GIT_REV
+        );
+    }
+    Ok(0)
+}
+
 fn bench(a: BenchArgs) -> Result<i32, String> {
     let cfg = build_config(&a.machine)?;
     let workloads = match &a.workload {
@@ -251,10 +301,13 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
         Some(s) => parse_list(s, "protocol", ProtocolKind::parse)?,
         None => ProtocolKind::ALL.to_vec(),
     };
-    if a.repeat == 0 || a.txs == 0 {
-        return Err("--repeat and --txs: allowed 1 or more".into());
+    if a.repeat == 0 || a.txs == Some(0) || a.crashes == 0 {
+        return Err("--repeat, --txs and --crashes: allowed 1 or more".into());
     }
-    let rows = crate::bench::measure(&cfg, &workloads, &protocols, a.txs, a.repeat)?;
+    if a.crash {
+        return bench_crash(&a, &cfg, &workloads);
+    }
+    let rows = crate::bench::measure(&cfg, &workloads, &protocols, a.txs.unwrap_or(300_000), a.repeat)?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&rows).expect("serializable"));
     } else {
@@ -287,7 +340,7 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
         outln!(
             "median of {} runs of {} transactions; cyc/acc: host cycles per access at the host clock (GHz) measured around each point | locsim {} ({})",
             a.repeat,
-            a.txs,
+            a.txs.unwrap_or(300_000),
             runner::VERSION,
             runner::GIT_REV
         );

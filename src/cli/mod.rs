@@ -170,11 +170,32 @@ pub struct CrashArgs {
     pub list_bugs: bool,
     #[command(flatten)]
     pub tx: TxArgs,
+    #[command(flatten)]
+    pub threads: ThreadsArg,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
     pub machine: MachineArgs,
+}
+
+/// Worker threads of a crash check, shared by `crashtest` and `journal-crashtest`.
+#[derive(Args, Debug)]
+pub struct ThreadsArg {
+    /// Worker threads (default: the number of cores); the report is the same for any number.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+impl ThreadsArg {
+    /// The number of workers: given (1 or more), else the host's cores.
+    pub fn resolve(&self) -> Result<usize, String> {
+        match self.threads {
+            Some(0) => Err("--threads 0: allowed 1 or more".into()),
+            Some(n) => Ok(n),
+            None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -185,12 +206,22 @@ pub struct BenchArgs {
     /// Comma-separated protocols (default: all).
     #[arg(long, short)]
     pub protocol: Option<String>,
-    /// Transactions per measurement.
-    #[arg(long, default_value_t = 300_000)]
-    pub txs: u64,
+    /// Transactions per measurement (default: 300000; with --crash 2000).
+    #[arg(long)]
+    pub txs: Option<u64>,
     /// Measurements per point; the median is reported.
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
+    /// Measure crash checking instead: crash states per second of `crashtest` per workload and
+    /// protocol (default protocols: every one that promises durability).
+    #[arg(long)]
+    pub crash: bool,
+    /// With --crash: crash points per check.
+    #[arg(long, default_value_t = 1000)]
+    pub crashes: u64,
+    /// With --crash: worker threads of each check (default: the number of cores).
+    #[command(flatten)]
+    pub threads: ThreadsArg,
     /// Print one JSON array.
     #[arg(long)]
     pub json: bool,

@@ -74,8 +74,7 @@ mod tests {
         let out = execute(&spec(None)).expect("runs");
         assert_eq!(out.result.protocol, "trivial");
         assert!(out.result.txs_committed > 150 && out.result.log_write_bytes > 0, "{:?}", out.result);
-        let crash =
-            |run| CrashSpec { run, crashes: 300, exhaustive: false, crash_at: None, replay_base: String::new() };
+        let crash = |run| CrashSpec::new(run, 300);
         let report = check(&crash(spec(None))).expect("checks");
         assert!(report.crash_points >= 300 && report.violations == 0, "{report:?}");
         let bug = super::Bug::parse("commit-before-log", ProtocolKind::Trivial).expect("its bugs");
