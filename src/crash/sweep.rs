@@ -5,6 +5,7 @@ use crate::rng::Rng;
 use crate::runner::{execute, Recorded, RunSpec, GIT_REV, VERSION};
 use crate::startgap::Geometry;
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
+use crate::workload::follow::Follow;
 use crate::workload::Workload;
 
 use serde::Serialize;
@@ -161,23 +162,28 @@ pub fn check(spec: &CrashSpec) -> Result<CrashReport, String> {
     run.record = true;
     let out = execute(&run)?;
     let rec = out.recorded.expect("recording was on");
-    let cands = candidate_cycles(&rec);
+    Ok(check_recorded(spec, &run, &rec))
+}
+
+/// Check the chosen crash points of a recorded run (`run` is `spec.run` with recording on).
+fn check_recorded(spec: &CrashSpec, run: &RunSpec, rec: &Recorded) -> CrashReport {
+    let cands = candidate_cycles(rec);
     let points = choose_points(spec, &cands);
     let started = Instant::now();
-    let parts = sweep_all(spec, &rec, &points);
+    let parts = sweep_all(spec, rec, &points);
     let secs = started.elapsed().as_secs_f64();
     let mut by_kind = std::collections::BTreeMap::new();
     for (kind, n) in parts.iter().flat_map(|p| &p.by_kind) {
         *by_kind.entry(kind.clone()).or_default() += n;
     }
-    Ok(CrashReport {
+    CrashReport {
         workload: run.workload.name().into(),
         protocol: run.protocol.name().into(),
         inject_bug: run.bug.map(|b| b.name().to_string()),
         seed: run.seed,
         txs_committed: rec.oracle.txs() as u64,
         durable_writes: rec.record.durable.writes.len() as u64,
-        durable_states: durable_states(&rec),
+        durable_states: durable_states(rec),
         candidate_crash_cycles: cands.len() as u64,
         crash_points: points.len() as u64,
         violations: parts.iter().map(|p| p.violations).sum(),
@@ -189,7 +195,7 @@ pub fn check(spec: &CrashSpec) -> Result<CrashReport, String> {
         version: VERSION,
         git_rev: GIT_REV,
         config_hash: run.cfg.hash_hex(),
-    })
+    }
 }
 
 /// What one worker found over its chunk of crash points.
@@ -301,6 +307,17 @@ struct Sweep<'a> {
     /// recovered data area equals S_k byte for byte, so the verifier's verdict depends on k
     /// alone: each distinct recovered image is verified once.
     verdicts: Vec<Option<Result<(), String>>>,
+    /// The incremental verifier, where the workload has one ([`crate::workload::follow`]): it
+    /// follows its own copy of the data area, `vdata` = S_`vk`, forward through the oracle's
+    /// transactions and records the verdict on every S_k it passes.
+    follower: Option<Box<dyn Follow>>,
+    vdata: Vec<u8>,
+    vk: usize,
+    vold: Vec<(usize, BlockData)>,
+    vmark: Vec<u32>,
+    vstamp: u32,
+    /// Verdicts the follower gave; a whole check confirms them at the 1st, 8th, 64th, ...
+    followed: u64,
     /// Reused buffers: the undo of tentative oracle transactions, of a plan, of a second plan.
     oracle_undo: Vec<(u64, u32, usize)>,
     oracle_undo_bytes: Vec<u8>,
@@ -334,6 +351,13 @@ impl<'a> Sweep<'a> {
             plan_last: vec![(0, 0); logical_len / 64],
             plan_gen: 0,
             verdicts: vec![None; rec.oracle.txs() + 1],
+            follower: verifier.follower(),
+            vdata: Vec::new(),
+            vk: 0,
+            vold: Vec::new(),
+            vmark: vec![0; data_len.div_ceil(64)],
+            vstamp: 0,
+            followed: 0,
             oracle_undo: Vec::new(),
             oracle_undo_bytes: Vec::new(),
             violations: 0,
@@ -461,12 +485,83 @@ impl<'a> Sweep<'a> {
         let Some(k) = self.matching_k(a, i) else {
             return Err(("prefix", format!("recovered data equals no S_k with {a} <= k <= {i}")));
         };
-        let (workload, data) = (self.verifier, &self.img[..self.data_len]);
-        let verdict = match self.verdicts.get_mut(k as usize) {
-            Some(v) => v.get_or_insert_with(|| workload.verify(data)).clone(),
-            None => workload.verify(data),
+        let k = k as usize;
+        if self.verdicts.get(k).is_some_and(|v| v.is_none()) {
+            if self.follower.is_some() && k >= self.vk {
+                self.follow_to(k);
+            } else {
+                self.verdicts[k] = Some(self.verifier.verify(&self.img[..self.data_len]));
+            }
+        }
+        let verdict = match self.verdicts.get(k) {
+            Some(v) => v.clone().expect("verdict recorded"),
+            None => self.verifier.verify(&self.img[..self.data_len]),
         };
         verdict.map_err(|e| ("structure", e))
+    }
+
+    /// Move the follower's copy from S_vk to S_k (k >= vk), recording the verdict on each S_j
+    /// passed. A "broken" verdict takes its message from the whole verifier, which must agree;
+    /// a "sound" one is confirmed by the whole verifier at the 1st, 8th, 64th, ... time.
+    fn follow_to(&mut self, k: usize) {
+        let rec = self.rec;
+        let mut f = self.follower.take().expect("a follower");
+        if self.vdata.is_empty() {
+            self.vdata = rec.initial[..self.data_len].to_vec();
+            let sound = f.reset(&self.vdata);
+            self.record(0, sound);
+        }
+        while self.vk < k {
+            self.vstamp = self.vstamp.wrapping_add(1);
+            if self.vstamp == 0 {
+                self.vmark.fill(0);
+                self.vstamp = 1;
+            }
+            self.vold.clear();
+            for (addr, bytes) in rec.oracle.tx_stores(self.vk) {
+                for b in blocks_of(Addr(addr), bytes.len()) {
+                    let b = b.0 as usize;
+                    if self.vmark[b] != self.vstamp {
+                        self.vmark[b] = self.vstamp;
+                        let mut before = [0u8; 64];
+                        let r = b * 64..(b * 64 + 64).min(self.data_len);
+                        before[..r.len()].copy_from_slice(&self.vdata[r]);
+                        self.vold.push((b, before));
+                    }
+                }
+                self.vdata[addr as usize..addr as usize + bytes.len()].copy_from_slice(bytes);
+            }
+            self.vk += 1;
+            let sound = f.changed(&self.vdata, &self.vold);
+            self.record(self.vk, sound);
+        }
+        self.follower = Some(f);
+    }
+
+    /// Record the follower's verdict on S_j (`vdata`).
+    fn record(&mut self, j: usize, sound: bool) {
+        if self.verdicts[j].is_some() {
+            return;
+        }
+        let verdict = if sound {
+            self.followed += 1;
+            if self.followed.is_power_of_two() && self.followed.trailing_zeros().is_multiple_of(3) {
+                assert_eq!(
+                    self.verifier.verify(&self.vdata),
+                    Ok(()),
+                    "crash checker: the incremental verifier missed a fault in S_{j}"
+                );
+            }
+            Ok(())
+        } else {
+            let whole = self.verifier.verify(&self.vdata);
+            assert!(
+                whole.is_err(),
+                "crash checker: the incremental verifier rejects S_{j}, the whole verifier does not"
+            );
+            whole
+        };
+        self.verdicts[j] = Some(verdict);
     }
 
     /// The smallest k in a..=i with recovered data == S_k.
@@ -604,5 +699,91 @@ impl<'a> Sweep<'a> {
         }
         undo.rollback(&mut self.img);
         best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::protocol::ProtocolKind;
+    use crate::workload::WorkloadKind;
+
+    /// Data blocks no committed transaction writes.
+    fn untouched(rec: &Recorded) -> impl Fn(u64) -> bool {
+        let mut touched = vec![false; rec.layout.data_bytes as usize / 64 + 1];
+        for k in 0..rec.oracle.txs() {
+            for (addr, bytes) in rec.oracle.tx_stores(k) {
+                blocks_of(Addr(addr), bytes.len()).for_each(|b| touched[b.0 as usize] = true);
+            }
+        }
+        move |addr| !touched[addr as usize / 64]
+    }
+
+    fn rd(d: &[u8], at: u64) -> u64 {
+        u64::from_le_bytes(d[at as usize..at as usize + 8].try_into().unwrap())
+    }
+
+    /// A structural defect that the prefix rule cannot see: the same damage, in a part of the
+    /// structure no transaction writes, in the initial image of both the durable image and the
+    /// oracle, so every recovered image equals some S_k and every S_k is broken. The
+    /// structural verifier must report it at every crash point, through the incremental
+    /// verifier (sdg: a degree off by one; hash: an entry's key moved to another bucket) and
+    /// through the whole one (btree: two keys of a leaf swapped); without the damage, none.
+    #[test]
+    fn a_structural_defect_the_prefix_rule_misses_is_caught_at_every_point() {
+        for workload in [WorkloadKind::Sdg, WorkloadKind::Hash, WorkloadKind::BTree] {
+            let mut cfg = Config::default();
+            cfg.workload.sdg.vertices = 16384;
+            cfg.workload.sdg.initial_edges = 32768;
+            cfg.workload.sdg.max_edges = 65536;
+            (cfg.workload.hash.key_space, cfg.workload.hash.buckets) = (8192, 2048);
+            let run = RunSpec {
+                cfg,
+                workload,
+                protocol: ProtocolKind::HWal,
+                txs: 150,
+                warmup_txs: 0,
+                seed: 3,
+                abort_rate: 0.1,
+                bug: None,
+                record: true,
+            };
+            let mut spec = CrashSpec::new(run.clone(), 60);
+            spec.threads = 2;
+            let mut rec = execute(&run).unwrap().recorded.unwrap();
+            assert_eq!(check_recorded(&spec, &run, &rec).violations, 0, "{workload:?}: sound run");
+            let free = untouched(&rec);
+            let d = &mut rec.initial;
+            let (at, value) = match workload {
+                // The degree of a vertex whose table entry no transaction writes.
+                WorkloadKind::Sdg => {
+                    let v = (0..16384u64).rev().find(|v| free(64 + 16 * v)).unwrap();
+                    (64 + 16 * v + 8, rd(d, 64 + 16 * v + 8) + 1)
+                }
+                // The key of an untouched first entry of an untouched bucket: the next key.
+                WorkloadKind::Hash => {
+                    let b = (0..2048u64)
+                        .rev()
+                        .find(|b| free(64 + 8 * b) && rd(d, 64 + 8 * b) != 0 && free(rd(d, 64 + 8 * b)));
+                    let e = rd(d, 64 + 8 * b.unwrap());
+                    (e, rd(d, e) ^ 1)
+                }
+                // Two keys of an untouched leaf swapped (keys at +16, +24; the kind at +0).
+                _ => {
+                    let leaf = (0..rec.layout.data_bytes / 4096 - 1)
+                        .map(|i| 4096 + 4096 * i)
+                        .find(|&n| (n..n + 4096).step_by(64).all(&free) && rd(d, n) as u32 == 1 && rd(d, n) >> 32 >= 2)
+                        .unwrap();
+                    let (k0, k1) = (rd(d, leaf + 16), rd(d, leaf + 24));
+                    d[leaf as usize + 24..leaf as usize + 32].copy_from_slice(&k0.to_le_bytes());
+                    (leaf + 16, k1)
+                }
+            };
+            d[at as usize..at as usize + 8].copy_from_slice(&value.to_le_bytes());
+            let r = check_recorded(&spec, &run, &rec);
+            assert_eq!(r.violations, r.crash_points, "{workload:?}: every point");
+            assert_eq!(r.violations_by_kind.get("structure"), Some(&r.violations), "{workload:?}: {r:?}");
+        }
     }
 }

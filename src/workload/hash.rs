@@ -71,10 +71,11 @@
 //! the chains reach every live key exactly once. It does not check values (the crash checker's
 //! prefix comparison covers contents).
 
+use super::follow::{Follow, Rewalk, SlabLists};
 use super::kv::{self, rd, KvStore};
 use super::slab::Slab;
 use super::Pm;
-use crate::types::Addr;
+use crate::types::{Addr, BlockData};
 
 /// Bytes of one entry (one slab slot, one block).
 pub const ENTRY_BYTES: u64 = 64;
@@ -328,6 +329,92 @@ impl HashTable {
     }
 }
 
+/// The incremental form of [`HashTable::verify`] ([`Follow`]): the buckets are the roots of
+/// [`SlabLists`] (which keeps the slot and free-list checks); beside it, each chain's keys and
+/// how many chains hold each key (`dups`, the excess: no key twice in the table when 0).
+pub struct HashFollow {
+    table: HashTable,
+    lists: SlabLists,
+    keys: Vec<Vec<u64>>,
+    count: Vec<u32>,
+    dups: u64,
+}
+
+impl HashTable {
+    pub fn follower(&self) -> HashFollow {
+        let lists = SlabLists::new(self.slab, self.cfg.buckets, BUCKETS_AT, 8);
+        HashFollow {
+            table: HashTable::new(&self.cfg),
+            lists,
+            keys: vec![Vec::new(); self.cfg.buckets as usize],
+            count: vec![0; self.cfg.key_space as usize],
+            dups: 0,
+        }
+    }
+}
+
+impl HashFollow {
+    /// Walk bucket `b`'s chain again, as [`HashTable::check_entry`] does.
+    fn rewalk(&mut self, data: &[u8], b: u32) {
+        for key in std::mem::take(&mut self.keys[b as usize]) {
+            let c = &mut self.count[key as usize];
+            *c -= 1;
+            self.dups -= u64::from(*c >= 1);
+        }
+        self.lists.begin(b);
+        let (mut keys, mut ok) = (Vec::new(), true);
+        let mut at = rd(data, BUCKETS_AT + 8 * b as u64);
+        while at != 0 {
+            if !self.lists.step(at) {
+                ok = false;
+                break;
+            }
+            let key = rd(data, at + KEY);
+            if key >= self.table.cfg.key_space || self.table.bucket_of(key).0 != BUCKETS_AT + 8 * b as u64 {
+                ok = false;
+                break;
+            }
+            keys.push(key);
+            at = rd(data, at + NEXT);
+        }
+        for &key in &keys {
+            let c = &mut self.count[key as usize];
+            self.dups += u64::from(*c >= 1);
+            *c += 1;
+        }
+        self.keys[b as usize] = keys;
+        self.lists.end(b, ok);
+    }
+}
+
+impl Follow for HashFollow {
+    fn reset(&mut self, data: &[u8]) -> bool {
+        self.keys.iter_mut().for_each(Vec::clear);
+        self.count.fill(0);
+        self.dups = 0;
+        if (data.len() as u64) < self.table.data_bytes() {
+            return false;
+        }
+        self.lists.reset(data);
+        for b in 0..self.table.cfg.buckets as u32 {
+            self.rewalk(data, b);
+        }
+        self.lists.sound() && self.dups == 0
+    }
+
+    fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> bool {
+        match self.lists.changed(data, old) {
+            Rewalk::Reset => self.reset(data),
+            Rewalk::Roots(todo) => {
+                for b in todo {
+                    self.rewalk(data, b);
+                }
+                self.lists.sound() && self.dups == 0
+            }
+        }
+    }
+}
+
 /// The result of a chain walk ([`HashTable::find`]).
 struct Found {
     /// The link (bucket head or an entry's `next`) that points at `entry`.
@@ -496,5 +583,15 @@ mod tests {
     fn validate_names_the_key_and_the_allowed_range() {
         let cfg = HashTableConfig { buckets: 100, ..HashTableConfig::default() };
         assert_eq!(cfg.validate().unwrap_err(), "workload.hash.buckets = 100: allowed a power of two in 2..=268435456");
+    }
+
+    #[test]
+    fn the_follower_agrees_with_the_verifier_on_a_run_and_on_damage() {
+        for (insert_percent, seed) in [(50, 3), (90, 4), (10, 5)] {
+            let hash = HashTableConfig { insert_percent, ..small() };
+            let cfg = crate::workload::WorkloadConfig { hash, ..Default::default() };
+            let rejected = crate::workload::follow::check::agrees(crate::workload::WorkloadKind::Hash, &cfg, 400, seed);
+            assert!(rejected > 50, "the damage must matter: {rejected} of 400 damaged states rejected");
+        }
     }
 }

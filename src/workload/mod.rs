@@ -6,6 +6,7 @@
 //! ends implement it: the simulator ([`crate::sim::Sim`]) and plain memory ([`native::Native`]).
 
 pub mod btree;
+pub mod follow;
 pub mod hash;
 pub mod kv;
 pub mod native;
@@ -128,6 +129,19 @@ macro_rules! workloads {
             }
         }
     };
+}
+
+impl Workload {
+    /// An incremental structural verifier ([`follow`]), for the workloads that have one; the
+    /// crash checker verifies whole images for the others.
+    pub fn follower(&self) -> Option<Box<dyn follow::Follow>> {
+        match self {
+            Workload::Sps(w) => Some(Box::new(w.follower())),
+            Workload::Sdg(w) => Some(Box::new(w.follower())),
+            Workload::Hash(w) => Some(Box::new(w.follower())),
+            _ => None,
+        }
+    }
 }
 
 workloads! {

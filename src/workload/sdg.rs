@@ -92,11 +92,12 @@
 //! `ops_per_tx = 13` puts the P-Set near Table II's 52.85 blocks per transaction (measured:
 //! 53.67 at the defaults, seed 1; 12 operations would give about 49.6).
 
+use super::follow::{Follow, Rewalk, SlabLists};
 use super::native::Native;
 use super::slab::Slab;
 use super::Pm;
 use crate::rng::Rng;
-use crate::types::Addr;
+use crate::types::{Addr, BlockData};
 
 /// SDG parameters (`--set workload.sdg.<key>=v`).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
@@ -543,6 +544,126 @@ impl Sdg {
     }
 }
 
+/// The incremental form of [`Sdg::verify`] ([`Follow`]): the vertices are the roots of
+/// [`SlabLists`] (which keeps the chunk and free-list checks); beside it, each vertex's
+/// neighbour set (sorted, without duplicates, self-loops or out-of-range ids), the directed
+/// edges whose reverse is missing (`asym`: the adjacency is symmetric when it is 0) and the ids
+/// listed in total (twice the header's edge count when sound).
+pub struct SdgFollow {
+    lists: SlabLists,
+    data_bytes: u64,
+    adj: Vec<Vec<u32>>,
+    asym: u64,
+    listed: u64,
+}
+
+impl Sdg {
+    pub fn follower(&self) -> SdgFollow {
+        let lists = SlabLists::new(self.slab, self.cfg.vertices, VERTEX_TABLE_AT, VERTEX_BYTES);
+        SdgFollow {
+            lists,
+            data_bytes: self.data_bytes(),
+            adj: vec![Vec::new(); self.cfg.vertices as usize],
+            asym: 0,
+            listed: 0,
+        }
+    }
+}
+
+impl SdgFollow {
+    fn sound(&self, data: &[u8]) -> bool {
+        let header = rd64(data, MAGIC_AT) == MAGIC && rd64(data, VERTICES_AT) == self.lists.roots;
+        header
+            && self.lists.sound()
+            && self.asym == 0
+            && self.listed.is_multiple_of(2)
+            && self.listed / 2 == rd64(data, EDGES_AT)
+    }
+
+    /// Walk `adj(v)` again, as [`Sdg::check_vertex`] and [`Sdg::check_ids`] do.
+    fn rewalk(&mut self, data: &[u8], v: u32) {
+        let va = vertex_addr(v).0;
+        let (head, degree) = (rd64(data, va + HEAD), rd64(data, va + DEGREE));
+        self.lists.begin(v);
+        let (mut ids, mut ok, mut at) = (Vec::new(), true, head);
+        while at != 0 {
+            if !self.lists.step(at) {
+                ok = false;
+                break;
+            }
+            let n = rd32(data, at + COUNT) as u64;
+            if n == 0 || n > CHUNK_IDS || (at != head && n != CHUNK_IDS) {
+                ok = false;
+                break;
+            }
+            ids.extend((0..n).map(|i| rd32(data, at + IDS + 4 * i)));
+            at = rd64(data, at + NEXT);
+        }
+        ok &= ids.len() as u64 == degree;
+        ids.sort_unstable();
+        let len = ids.len();
+        ids.dedup();
+        ids.retain(|&w| (w as u64) < self.lists.roots && w != v);
+        ok &= ids.len() == len;
+        self.lists.end(v, ok);
+        self.set_adj(v, ids);
+    }
+
+    /// Replace `adj(v)`, keeping `asym` (directed edges without their reverse) and `listed`.
+    fn set_adj(&mut self, v: u32, new: Vec<u32>) {
+        let old = std::mem::take(&mut self.adj[v as usize]);
+        self.listed = self.listed - old.len() as u64 + new.len() as u64;
+        let (mut i, mut j) = (0, 0);
+        while i < old.len() || j < new.len() {
+            let (a, b) = (old.get(i).copied().unwrap_or(u32::MAX), new.get(j).copied().unwrap_or(u32::MAX));
+            if a == b {
+                (i, j) = (i + 1, j + 1);
+                continue;
+            }
+            // (v, w) leaves (a < b) or joins the edge set; its reverse (w, v) is there or not.
+            let (w, joins) = if a < b { (a, false) } else { (b, true) };
+            if joins == self.adj[w as usize].binary_search(&v).is_ok() {
+                self.asym -= 1;
+            } else {
+                self.asym += 1;
+            }
+            if a < b {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        self.adj[v as usize] = new;
+    }
+}
+
+impl Follow for SdgFollow {
+    fn reset(&mut self, data: &[u8]) -> bool {
+        (self.asym, self.listed) = (0, 0);
+        self.adj.iter_mut().for_each(Vec::clear);
+        if (data.len() as u64) < self.data_bytes {
+            return false;
+        }
+        self.lists.reset(data);
+        for v in 0..self.lists.roots as u32 {
+            self.rewalk(data, v);
+        }
+        self.sound(data)
+    }
+
+    fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> bool {
+        match self.lists.changed(data, old) {
+            Rewalk::Reset => self.reset(data),
+            Rewalk::Roots(todo) => {
+                for v in todo {
+                    self.rewalk(data, v);
+                }
+                self.sound(data)
+            }
+        }
+    }
+}
+
 /// Every edge must be listed from both ends (the lists in `walk` are sorted and in range);
 /// returns the edges, sorted.
 ///
@@ -809,5 +930,14 @@ mod tests {
         let mut c = small(50);
         c.max_edges = 249;
         assert_eq!(c.validate().unwrap_err(), "workload.sdg.max_edges = 249: allowed 1..=248");
+    }
+
+    #[test]
+    fn the_follower_agrees_with_the_verifier_on_a_run_and_on_damage() {
+        for (insert_percent, seed) in [(50, 3), (90, 4), (10, 5)] {
+            let cfg = crate::workload::WorkloadConfig { sdg: small(insert_percent), ..Default::default() };
+            let rejected = crate::workload::follow::check::agrees(crate::workload::WorkloadKind::Sdg, &cfg, 400, seed);
+            assert!(rejected > 50, "the damage must matter: {rejected} of 400 damaged states rejected");
+        }
     }
 }

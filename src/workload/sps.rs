@@ -7,9 +7,10 @@
 //! Structural invariant (checked on every recovered image): the array is a permutation of
 //! `0..entries`, i.e. every value appears exactly once.
 
+use super::follow::{le64, Follow};
 use super::Pm;
 use crate::rng::Rng;
-use crate::types::Addr;
+use crate::types::{Addr, BlockData};
 use serde::{Deserialize, Serialize};
 
 /// SPS: random swaps of entries of a persistent array of u64.
@@ -135,6 +136,73 @@ impl Sps {
     }
 }
 
+/// The incremental form of [`Sps::verify`] ([`Follow`]): how many entries hold each value, how
+/// many values are held more than once (`dups`, the excess) and how many entries are out of
+/// range. The area is a permutation exactly when both are 0 (n entries, all below n, none
+/// repeated).
+pub struct SpsFollow {
+    entries: u64,
+    count: Vec<u32>,
+    dups: u64,
+    out: u64,
+}
+
+impl Sps {
+    pub fn follower(&self) -> SpsFollow {
+        SpsFollow { entries: self.entries, count: Vec::new(), dups: 0, out: 0 }
+    }
+}
+
+impl SpsFollow {
+    fn add(&mut self, v: u64) {
+        if v >= self.entries {
+            self.out += 1;
+        } else {
+            let c = &mut self.count[v as usize];
+            self.dups += u64::from(*c >= 1);
+            *c += 1;
+        }
+    }
+    fn remove(&mut self, v: u64) {
+        if v >= self.entries {
+            self.out -= 1;
+        } else {
+            let c = &mut self.count[v as usize];
+            *c -= 1;
+            self.dups -= u64::from(*c >= 1);
+        }
+    }
+    fn sound(&self) -> bool {
+        self.dups == 0 && self.out == 0
+    }
+}
+
+impl Follow for SpsFollow {
+    fn reset(&mut self, data: &[u8]) -> bool {
+        (self.count, self.dups, self.out) = (vec![0; self.entries as usize], 0, 0);
+        for i in 0..self.entries as usize {
+            self.add(le64(data, i * 8));
+        }
+        self.sound()
+    }
+    fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> bool {
+        for (b, before) in old {
+            for j in 0..8 {
+                let i = b * 8 + j;
+                if i as u64 >= self.entries {
+                    break;
+                }
+                let (was, now) = (le64(before, j * 8), le64(data, i * 8));
+                if was != now {
+                    self.remove(was);
+                    self.add(now);
+                }
+            }
+        }
+        self.sound()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +247,13 @@ mod tests {
         w2.populate(&mut mem);
         mem[8..16].copy_from_slice(&0u64.to_le_bytes());
         assert!(w.verify(&mem).unwrap_err().contains("entry 1 holds 0"));
+    }
+
+    #[test]
+    fn the_follower_agrees_with_the_verifier_on_a_run_and_on_damage() {
+        let mut cfg = crate::workload::WorkloadConfig::default();
+        (cfg.sps.entries, cfg.sps.swaps_per_tx) = (300, 3);
+        let rejected = crate::workload::follow::check::agrees(crate::workload::WorkloadKind::Sps, &cfg, 400, 5);
+        assert!(rejected > 100, "the damage must matter: {rejected} of 400 damaged states rejected");
     }
 }

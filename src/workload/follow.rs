@@ -1,0 +1,406 @@
+//! Incremental structural verification: a verifier that follows a data area through the blocks
+//! each transaction changes, instead of walking the whole structure again.
+//!
+//! The crash checker needs the workload's structural verdict on S_k for many k (every distinct
+//! k a crash point recovers to). S_k and S_{k+1} differ in the few blocks transaction k+1
+//! wrote, so a [`Follow`] keeps what a whole check would compute (counts, per-vertex lists,
+//! ...) and updates only what those blocks affect. Its contract: after [`Follow::reset`] on a
+//! data area and any sequence of [`Follow::changed`] calls, the verdict equals
+//! `verify(data).is_ok()` of the workload's whole verifier on the same bytes. Only the verdict
+//! is incremental: when it says "broken", the crash checker runs the whole verifier for the
+//! message (and asserts that it agrees), and it compares the two on a doubling schedule when
+//! the verdict is "sound" (docs/performance.md, "Crash checking").
+
+use crate::types::{Addr, BlockData};
+use crate::workload::slab::Slab;
+
+/// A structural verifier that follows a data area (see the module documentation).
+pub trait Follow {
+    /// Take `data` whole; returns the verdict on it.
+    fn reset(&mut self, data: &[u8]) -> bool;
+    /// `old` lists each data-area block that changed since the previous call, once, with its
+    /// content before the change; `data` is the area after. Returns the verdict on `data`.
+    fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> bool;
+}
+
+/// The part of a follower shared by the workloads whose structure is a table of roots (SDG's
+/// vertices, the hash table's buckets), each heading a list of slab slots: the free list as
+/// [`Slab::used_in`] walks it, which slots each root's list reaches, and the counts the whole
+/// verifiers derive from them. A workload's follower walks a root's list through
+/// [`SlabLists::begin`], [`SlabLists::step`] and [`SlabLists::end`], and keeps its own
+/// per-root payload (neighbour sets, keys) beside.
+pub(crate) struct SlabLists {
+    pub slab: Slab,
+    /// Roots: `roots` entries of `root_bytes` bytes from `table_at` (one block holds whole
+    /// entries).
+    pub roots: u64,
+    table_at: u64,
+    root_bytes: u64,
+    pub bump: u64,
+    /// The free list as walked: well formed, its slots (also those before a fault), length.
+    free_ok: bool,
+    free: Vec<bool>,
+    free_walked: Vec<u32>,
+    free_len: u64,
+    /// Per root: the slots its walk reached, and whether its own checks fail.
+    slots: Vec<Vec<u32>>,
+    bad: Vec<bool>,
+    bad_list: Vec<u32>,
+    nbad: u64,
+    /// Per slot: how many lists reach it, and one of them.
+    claims: Vec<u32>,
+    owner: Vec<u32>,
+    /// Slots reached by a second list; slots both reached and free; slots reached in total.
+    shared: u64,
+    overlap: u64,
+    reached: u64,
+    /// The walk in progress: its slots, and stamps to find a slot reached twice.
+    walk: Vec<u32>,
+    mark: Vec<u32>,
+    stamp: u32,
+    /// Roots queued for a walk in this call.
+    qmark: Vec<u32>,
+    qstamp: u32,
+    todo: Vec<u32>,
+}
+
+/// What [`SlabLists::changed`] asks of the caller.
+pub(crate) enum Rewalk {
+    /// Walk these roots again.
+    Roots(Vec<u32>),
+    /// The bump moved back: start again from the whole area.
+    Reset,
+}
+
+impl SlabLists {
+    pub fn new(slab: Slab, roots: u64, table_at: u64, root_bytes: u64) -> SlabLists {
+        let (r, c) = (roots as usize, slab.capacity as usize);
+        assert!(64 % root_bytes == 0 && table_at.is_multiple_of(64), "a block holds whole root entries");
+        SlabLists {
+            slab,
+            roots,
+            table_at,
+            root_bytes,
+            bump: 0,
+            free_ok: true,
+            free: vec![false; c],
+            free_walked: Vec::new(),
+            free_len: 0,
+            slots: vec![Vec::new(); r],
+            bad: vec![false; r],
+            bad_list: Vec::new(),
+            nbad: 0,
+            claims: vec![0; c],
+            owner: vec![0; c],
+            shared: 0,
+            overlap: 0,
+            reached: 0,
+            walk: Vec::new(),
+            mark: vec![0; c],
+            stamp: 0,
+            qmark: vec![0; r],
+            qstamp: 0,
+            todo: Vec::new(),
+        }
+    }
+
+    /// Take `data` whole: the free list now; the caller then walks every root.
+    pub fn reset(&mut self, data: &[u8]) {
+        *self = SlabLists::new(self.slab, self.roots, self.table_at, self.root_bytes);
+        self.bump = le64(data, self.slab.meta.0 as usize + 8);
+        self.walk_free(data);
+    }
+
+    /// The checks every such verifier makes: the free list is well formed, every list passes
+    /// its own checks, no slot is reached twice or both reached and free, and the slots
+    /// reached are exactly those in use.
+    pub fn sound(&self) -> bool {
+        self.free_ok
+            && self.nbad == 0
+            && self.shared == 0
+            && self.overlap == 0
+            && self.reached == self.bump - self.free_len
+    }
+
+    /// The slab slot at byte address `at`, if it is the first byte of a handed-out slot.
+    pub fn handed_out(&self, at: u64) -> Option<usize> {
+        let slot = (at.wrapping_sub(self.slab.base.0) / self.slab.slot_bytes) as usize;
+        (self.slab.contains(Addr(at)) && (slot as u64) < self.bump).then_some(slot)
+    }
+
+    fn set_free(&mut self, slot: usize, on: bool) {
+        if self.free[slot] != on {
+            self.free[slot] = on;
+            if self.claims[slot] > 0 {
+                if on {
+                    self.overlap += 1;
+                } else {
+                    self.overlap -= 1;
+                }
+            }
+        }
+    }
+
+    /// Walk the free list again, as [`Slab::used_in`] does.
+    fn walk_free(&mut self, data: &[u8]) {
+        for i in 0..self.free_walked.len() {
+            let slot = self.free_walked[i] as usize;
+            self.set_free(slot, false);
+        }
+        self.free_walked.clear();
+        (self.free_ok, self.free_len) = (self.bump <= self.slab.capacity, 0);
+        let mut at = le64(data, self.slab.meta.0 as usize);
+        while self.free_ok && at != 0 {
+            match self.handed_out(at) {
+                Some(slot) if self.free_len < self.bump => {
+                    self.free_len += 1;
+                    self.free_walked.push(slot as u32);
+                    self.set_free(slot, true);
+                    at = le64(data, at as usize);
+                }
+                _ => self.free_ok = false,
+            }
+        }
+    }
+
+    /// Start walking root `r` again: forget what its last walk reached.
+    pub fn begin(&mut self, r: u32) {
+        for slot in std::mem::take(&mut self.slots[r as usize]) {
+            let slot = slot as usize;
+            self.claims[slot] -= 1;
+            match self.claims[slot] {
+                0 => self.overlap -= u64::from(self.free[slot]),
+                n => {
+                    self.shared -= 1;
+                    if n == 1 && self.owner[slot] == r {
+                        // Only in a broken image: find the list that still reaches it.
+                        let rest = (0..self.roots as u32).find(|&u| self.slots[u as usize].contains(&(slot as u32)));
+                        self.owner[slot] = rest.expect("a claimed slot is in some list");
+                    }
+                }
+            }
+            self.reached -= 1;
+        }
+        self.walk.clear();
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.mark.fill(0);
+            self.stamp = 1;
+        }
+    }
+
+    /// The walk follows a link to `at`: false if it is not a handed-out slot or the walk had
+    /// reached it already (a cycle).
+    pub fn step(&mut self, at: u64) -> bool {
+        self.handed_out(at).is_some_and(|slot| self.visit(slot))
+    }
+
+    /// The walk reaches `slot`; false if it had already (a cycle).
+    fn visit(&mut self, slot: usize) -> bool {
+        if self.mark[slot] == self.stamp {
+            return false;
+        }
+        self.mark[slot] = self.stamp;
+        self.walk.push(slot as u32);
+        true
+    }
+
+    /// The walk of root `r` is over; `ok`: its own checks pass.
+    pub fn end(&mut self, r: u32, ok: bool) {
+        let walk = std::mem::take(&mut self.walk);
+        for &slot in &walk {
+            let slot = slot as usize;
+            self.claims[slot] += 1;
+            if self.claims[slot] == 1 {
+                self.owner[slot] = r;
+                self.overlap += u64::from(self.free[slot]);
+            } else {
+                self.shared += 1;
+            }
+        }
+        self.reached += walk.len() as u64;
+        self.slots[r as usize] = walk;
+        let ri = r as usize;
+        if ok == self.bad[ri] {
+            self.bad[ri] = !ok;
+            if ok {
+                self.nbad -= 1;
+            } else {
+                self.nbad += 1;
+                self.bad_list.push(r);
+            }
+        }
+    }
+
+    fn queue(&mut self, r: u32) {
+        if self.qmark[r as usize] != self.qstamp {
+            self.qmark[r as usize] = self.qstamp;
+            self.todo.push(r);
+        }
+    }
+
+    /// The roots whose walk reads one of the changed blocks (an entry of the root table, a
+    /// slot its list reaches), and the failing roots a larger bump may repair; walks the free
+    /// list again when a block it reads changed. Block 0 holds the slab's metadata.
+    pub fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> Rewalk {
+        self.qstamp = self.qstamp.wrapping_add(1);
+        if self.qstamp == 0 {
+            self.qmark.fill(0);
+            self.qstamp = 1;
+        }
+        let mut free_again = false;
+        let meta_block = self.slab.meta.0 / 64;
+        let table_end = self.table_at + self.root_bytes * self.roots;
+        let slab_end = self.slab.base.0 + self.slab.bytes();
+        for &(b, _) in old {
+            let at = b as u64 * 64;
+            if b as u64 == meta_block {
+                free_again = true;
+                let bump = le64(data, self.slab.meta.0 as usize + 8);
+                if bump < self.bump {
+                    return Rewalk::Reset;
+                }
+                if bump > self.bump {
+                    self.bump = bump;
+                    for i in 0..self.bad_list.len() {
+                        let r = self.bad_list[i];
+                        if self.bad[r as usize] {
+                            self.queue(r);
+                        }
+                    }
+                }
+            }
+            if at >= self.table_at && at < table_end {
+                let first = (at - self.table_at) / self.root_bytes;
+                for r in first..(first + 64 / self.root_bytes).min(self.roots) {
+                    self.queue(r as u32);
+                }
+            } else if at >= self.slab.base.0 && at < slab_end {
+                let slot = ((at - self.slab.base.0) / self.slab.slot_bytes) as usize;
+                free_again |= self.free[slot];
+                match self.claims[slot] {
+                    0 => {}
+                    1 => self.queue(self.owner[slot]),
+                    _ => {
+                        for r in 0..self.roots as u32 {
+                            if self.slots[r as usize].contains(&(slot as u32)) {
+                                self.queue(r);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if free_again {
+            self.walk_free(data);
+        }
+        if !self.bad_list.is_empty() {
+            let bad = &self.bad;
+            self.bad_list.retain(|&r| bad[r as usize]);
+            self.bad_list.sort_unstable();
+            self.bad_list.dedup();
+        }
+        Rewalk::Roots(std::mem::take(&mut self.todo))
+    }
+}
+
+/// A little-endian u64 of a data area.
+#[inline]
+pub(crate) fn le64(data: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(data[at..at + 8].try_into().unwrap())
+}
+
+#[cfg(test)]
+pub(crate) mod check {
+    //! Model-based test helper: a follower against the whole verifier over a real run's
+    //! states and over random damage.
+    use super::Follow;
+    use crate::rng::Rng;
+    use crate::types::BlockData;
+    use crate::workload::native::Native;
+    use crate::workload::{WorkloadConfig, WorkloadKind};
+
+    /// Run `txs` transactions of `kind` natively; after each, and after random damage to a
+    /// few blocks (undone again), the follower's verdict must equal the whole verifier's.
+    /// Returns how many damaged states the verifier rejected (the damage must matter).
+    pub fn agrees(kind: WorkloadKind, cfg: &WorkloadConfig, txs: usize, seed: u64) -> usize {
+        let mut w = kind.build(cfg);
+        let mut data = vec![0u8; w.data_bytes() as usize];
+        w.populate(&mut data);
+        let verifier = kind.build(cfg);
+        let mut f = verifier.follower().expect("the workload has a follower");
+        assert!(f.reset(&data));
+        let mut pm = Native::new(data);
+        let mut rng = Rng::new(seed);
+        let mut damage = Rng::new(seed ^ 0xDA);
+        let mut prev = pm.mem.clone();
+        let mut rejected = 0;
+        for t in 0..txs {
+            w.run_tx(&mut pm, &mut rng, t % 7 == 3);
+            let now = pm.mem.clone();
+            let old = diff(&prev, &now);
+            let got = f.changed(&now, &old);
+            assert_eq!(got, verifier.verify(&now).is_ok(), "tx {t}: follower and verifier disagree");
+            // Damage: a few bytes of blocks the transaction touched, or of random blocks.
+            let mut bad = now.clone();
+            for _ in 0..1 + damage.below(3) {
+                let b = if !old.is_empty() && damage.chance(0.7) {
+                    old[damage.below(old.len() as u64) as usize].0
+                } else {
+                    damage.below(bad.len() as u64 / 64) as usize
+                };
+                let at = (b * 64 + damage.below(64) as usize).min(bad.len() - 1);
+                bad[at] ^= 1 << damage.below(8);
+            }
+            let old_bad = diff(&now, &bad);
+            let verdict = verifier.verify(&bad).is_ok();
+            rejected += usize::from(!verdict);
+            assert_eq!(f.changed(&bad, &old_bad), verdict, "tx {t}: damaged state, follower and verifier disagree");
+            assert!(f.changed(&now, &diff(&bad, &now)), "tx {t}: undoing the damage");
+            prev = now;
+        }
+        rejected
+    }
+
+    /// The blocks that differ between `a` and `b`, with `a`'s content.
+    fn diff(a: &[u8], b: &[u8]) -> Vec<(usize, BlockData)> {
+        a.chunks(64)
+            .zip(b.chunks(64))
+            .enumerate()
+            .filter(|(_, (x, y))| x != y)
+            .map(|(i, (x, _))| {
+                let mut block = [0u8; 64];
+                block[..x.len()].copy_from_slice(x);
+                (i, block)
+            })
+            .collect()
+    }
+
+    /// Keep the helper honest: a follower that ignores changes is caught.
+    #[test]
+    #[should_panic(expected = "disagree")]
+    fn a_follower_that_ignores_changes_is_caught() {
+        struct Lazy(Box<dyn Follow>);
+        impl Follow for Lazy {
+            fn reset(&mut self, data: &[u8]) -> bool {
+                self.0.reset(data)
+            }
+            fn changed(&mut self, _: &[u8], _: &[(usize, BlockData)]) -> bool {
+                true
+            }
+        }
+        let mut cfg = WorkloadConfig::default();
+        cfg.sps.entries = 256;
+        let kind = WorkloadKind::Sps;
+        let verifier = kind.build(&cfg);
+        let mut w = kind.build(&cfg);
+        let mut data = vec![0u8; w.data_bytes() as usize];
+        w.populate(&mut data);
+        let mut f = Lazy(verifier.follower().unwrap());
+        f.reset(&data);
+        let mut bad = data.clone();
+        bad[8] = bad[0];
+        let old = diff(&data, &bad);
+        assert_eq!(f.changed(&bad, &old), verifier.verify(&bad).is_ok(), "disagree");
+    }
+}
