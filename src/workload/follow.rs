@@ -23,6 +23,46 @@ pub trait Follow {
     fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> bool;
 }
 
+/// A slab's free list as [`Slab::used_in`] walks it, kept by a follower: well formed or not,
+/// which slots are on it (also those walked before a fault), how many.
+pub(crate) struct FreeList {
+    pub ok: bool,
+    pub on: Vec<bool>,
+    walked: Vec<u32>,
+    pub len: u64,
+}
+
+impl FreeList {
+    pub fn new(slab: &Slab) -> FreeList {
+        FreeList { ok: true, on: vec![false; slab.capacity as usize], walked: Vec::new(), len: 0 }
+    }
+
+    /// Walk the list again; `flip(slot, now_on)` hears of every slot whose membership changes.
+    pub fn walk(&mut self, data: &[u8], slab: &Slab, bump: u64, mut flip: impl FnMut(usize, bool)) {
+        for &slot in &self.walked {
+            if std::mem::replace(&mut self.on[slot as usize], false) {
+                flip(slot as usize, false);
+            }
+        }
+        self.walked.clear();
+        (self.ok, self.len) = (bump <= slab.capacity, 0);
+        let mut at = le64(data, slab.meta.0 as usize);
+        while self.ok && at != 0 {
+            let slot = (at.wrapping_sub(slab.base.0) / slab.slot_bytes) as usize;
+            if !slab.contains(Addr(at)) || slot as u64 >= bump || self.len >= bump {
+                self.ok = false;
+                break;
+            }
+            self.len += 1;
+            self.walked.push(slot as u32);
+            if !std::mem::replace(&mut self.on[slot], true) {
+                flip(slot, true);
+            }
+            at = le64(data, at as usize);
+        }
+    }
+}
+
 /// The part of a follower shared by the workloads whose structure is a table of roots (SDG's
 /// vertices, the hash table's buckets), each heading a list of slab slots: the free list as
 /// [`Slab::used_in`] walks it, which slots each root's list reaches, and the counts the whole
@@ -37,11 +77,7 @@ pub(crate) struct SlabLists {
     table_at: u64,
     root_bytes: u64,
     pub bump: u64,
-    /// The free list as walked: well formed, its slots (also those before a fault), length.
-    free_ok: bool,
-    free: Vec<bool>,
-    free_walked: Vec<u32>,
-    free_len: u64,
+    free: FreeList,
     /// Per root: the slots its walk reached, and whether its own checks fail.
     slots: Vec<Vec<u32>>,
     bad: Vec<bool>,
@@ -82,10 +118,7 @@ impl SlabLists {
             table_at,
             root_bytes,
             bump: 0,
-            free_ok: true,
-            free: vec![false; c],
-            free_walked: Vec::new(),
-            free_len: 0,
+            free: FreeList::new(&slab),
             slots: vec![Vec::new(); r],
             bad: vec![false; r],
             bad_list: Vec::new(),
@@ -115,11 +148,11 @@ impl SlabLists {
     /// its own checks, no slot is reached twice or both reached and free, and the slots
     /// reached are exactly those in use.
     pub fn sound(&self) -> bool {
-        self.free_ok
+        self.free.ok
             && self.nbad == 0
             && self.shared == 0
             && self.overlap == 0
-            && self.reached == self.bump - self.free_len
+            && self.reached == self.bump - self.free.len
     }
 
     /// The slab slot at byte address `at`, if it is the first byte of a handed-out slot.
@@ -128,39 +161,18 @@ impl SlabLists {
         (self.slab.contains(Addr(at)) && (slot as u64) < self.bump).then_some(slot)
     }
 
-    fn set_free(&mut self, slot: usize, on: bool) {
-        if self.free[slot] != on {
-            self.free[slot] = on;
-            if self.claims[slot] > 0 {
-                if on {
-                    self.overlap += 1;
-                } else {
-                    self.overlap -= 1;
-                }
-            }
-        }
-    }
-
-    /// Walk the free list again, as [`Slab::used_in`] does.
+    /// Walk the free list again, keeping `overlap` (slots both reached and free).
     fn walk_free(&mut self, data: &[u8]) {
-        for i in 0..self.free_walked.len() {
-            let slot = self.free_walked[i] as usize;
-            self.set_free(slot, false);
-        }
-        self.free_walked.clear();
-        (self.free_ok, self.free_len) = (self.bump <= self.slab.capacity, 0);
-        let mut at = le64(data, self.slab.meta.0 as usize);
-        while self.free_ok && at != 0 {
-            match self.handed_out(at) {
-                Some(slot) if self.free_len < self.bump => {
-                    self.free_len += 1;
-                    self.free_walked.push(slot as u32);
-                    self.set_free(slot, true);
-                    at = le64(data, at as usize);
+        let (claims, overlap) = (&self.claims, &mut self.overlap);
+        self.free.walk(data, &self.slab, self.bump, |slot, on| {
+            if claims[slot] > 0 {
+                if on {
+                    *overlap += 1;
+                } else {
+                    *overlap -= 1;
                 }
-                _ => self.free_ok = false,
             }
-        }
+        });
     }
 
     /// Start walking root `r` again: forget what its last walk reached.
@@ -169,7 +181,7 @@ impl SlabLists {
             let slot = slot as usize;
             self.claims[slot] -= 1;
             match self.claims[slot] {
-                0 => self.overlap -= u64::from(self.free[slot]),
+                0 => self.overlap -= u64::from(self.free.on[slot]),
                 n => {
                     self.shared -= 1;
                     if n == 1 && self.owner[slot] == r {
@@ -213,7 +225,7 @@ impl SlabLists {
             self.claims[slot] += 1;
             if self.claims[slot] == 1 {
                 self.owner[slot] = r;
-                self.overlap += u64::from(self.free[slot]);
+                self.overlap += u64::from(self.free.on[slot]);
             } else {
                 self.shared += 1;
             }
@@ -277,7 +289,7 @@ impl SlabLists {
                 }
             } else if at >= self.slab.base.0 && at < slab_end {
                 let slot = ((at - self.slab.base.0) / self.slab.slot_bytes) as usize;
-                free_again |= self.free[slot];
+                free_again |= self.free.on[slot];
                 match self.claims[slot] {
                     0 => {}
                     1 => self.queue(self.owner[slot]),
@@ -349,8 +361,14 @@ pub(crate) mod check {
                 } else {
                     damage.below(bad.len() as u64 / 64) as usize
                 };
-                let at = (b * 64 + damage.below(64) as usize).min(bad.len() - 1);
-                bad[at] ^= 1 << damage.below(8);
+                // Half the time the low bits of an 8-byte word: small fields (colours,
+                // counts, degrees, the slab's bump) as well as pointers and keys.
+                let (at, bit) = match damage.chance(0.5) {
+                    true => (b * 64 + 8 * damage.below(8) as usize, damage.below(2)),
+                    false => (b * 64 + damage.below(64) as usize, damage.below(8)),
+                };
+                let at = at.min(bad.len() - 1);
+                bad[at] ^= 1 << bit;
             }
             let old_bad = diff(&now, &bad);
             let verdict = verifier.verify(&bad).is_ok();

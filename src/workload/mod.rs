@@ -139,6 +139,7 @@ impl Workload {
             Workload::Sps(w) => Some(Box::new(w.follower())),
             Workload::Sdg(w) => Some(Box::new(w.follower())),
             Workload::Hash(w) => Some(Box::new(w.follower())),
+            Workload::RbTree(w) => Some(Box::new(w.follower())),
             _ => None,
         }
     }

@@ -75,10 +75,11 @@
 //! nodes; the reachable node count equals the slab's slots in use, and no free slot is
 //! reachable. It does not check values (the crash checker's prefix comparison covers them).
 
+use super::follow::{Follow, FreeList};
 use super::kv::{self, rd, KvStore};
 use super::slab::Slab;
 use super::Pm;
-use crate::types::Addr;
+use crate::types::{Addr, BlockData};
 
 /// Bytes of one node (one slab slot, one block).
 pub const NODE_BYTES: u64 = 64;
@@ -526,6 +527,219 @@ struct Frame {
     parent_red: bool,
 }
 
+/// The incremental form of [`RbTree::verify`] ([`Follow`]): a summary per node of the subtree
+/// it heads (its own checks and its children's, size, smallest and largest key, black height,
+/// colour), kept until a block of that subtree changes. A changed node marks itself and the
+/// nodes above it (as last evaluated) stale; an evaluation from the root recomputes only stale
+/// summaries. The subtree checks are those of the whole verifier, phrased bottom-up: every
+/// child's parent pointer names its parent, the left subtree's keys are below the node's and
+/// the right's above, both children have one black height, a red node has no red child. A
+/// node reached from two places fails a parent check (or, under one parent twice, the order),
+/// and a cycle fails a parent check, so "reached twice" needs no check of its own; depth is
+/// bounded by 128 (no red-black tree is deeper: its height is at most 2 log2(n + 1)).
+pub struct RbFollow {
+    tree: RbTree,
+    bump: u64,
+    free: FreeList,
+    /// Per node slot: its summary (None: stale), the parent it was last evaluated under (slot
+    /// + 1; 0 = the root pointer), whether its evaluation met a child beyond the bump.
+    sums: Vec<Option<Sum>>,
+    up: Vec<u32>,
+    beyond_bump: Vec<u32>,
+    /// This evaluation met the depth bound.
+    deep: bool,
+}
+
+/// A subtree's summary (see [`RbFollow`]).
+#[derive(Clone, Copy)]
+struct Sum {
+    ok: bool,
+    size: u64,
+    min: u64,
+    max: u64,
+    black_height: u32,
+    red: bool,
+}
+
+const MAX_HEIGHT: u32 = 128;
+
+impl RbTree {
+    pub fn follower(&self) -> RbFollow {
+        let n = self.cfg.key_space as usize;
+        RbFollow {
+            tree: RbTree::new(&self.cfg),
+            bump: 0,
+            free: FreeList::new(&self.slab),
+            sums: vec![None; n],
+            up: vec![0; n],
+            beyond_bump: Vec::new(),
+            deep: false,
+        }
+    }
+}
+
+impl RbFollow {
+    fn slot(n: u64) -> usize {
+        ((n - NODES_AT) / NODE_BYTES) as usize
+    }
+
+    /// Mark `slot` and every node above it (as last adopted) stale. The whole chain: a node
+    /// may be stale while one above it, evaluated on in the same pass, holds a summary. A
+    /// chain longer than any red-black tree's height (possible only through stale `up` links
+    /// of a broken image) drops every summary.
+    fn stale(&mut self, mut slot: usize) {
+        for _ in 0..4 * MAX_HEIGHT {
+            self.sums[slot] = None;
+            match self.up[slot] {
+                0 => return,
+                p => slot = p as usize - 1,
+            }
+        }
+        self.sums.fill(None);
+    }
+
+    /// `parent` (slot + 1, 0 for the root pointer) reads the node at `slot`: if another node
+    /// read it last, that node's summary (and those above) may no longer hold.
+    fn adopt(&mut self, slot: usize, parent: u32) {
+        if self.up[slot] != parent {
+            if self.up[slot] != 0 {
+                self.stale(self.up[slot] as usize - 1);
+            }
+            self.up[slot] = parent;
+        }
+    }
+
+    /// The summary of the subtree at `n` (a handed-out node, adopted by its parent).
+    /// Invariant: every node inside a kept summary, and every node whose parent pointer it
+    /// read, has its `up` leading inside that subtree to the summary's node; so marking from a
+    /// changed node upwards reaches every summary that read it.
+    fn eval(&mut self, data: &[u8], n: u64, depth: u32) -> Sum {
+        let slot = Self::slot(n);
+        if let Some(sum) = self.sums[slot] {
+            return sum;
+        }
+        let fail = Sum { ok: false, size: 0, min: 0, max: 0, black_height: 0, red: false };
+        let node = self.tree.node_at(data, n, u64::MAX).expect("a handed-out node");
+        let mut ok = node.key < self.tree.cfg.key_space && node.colour <= RED && !self.free.on[slot];
+        let red = node.colour == RED;
+        let mut kids = [None; 2];
+        for (i, child) in [node.left, node.right].into_iter().enumerate() {
+            if child == 0 || !ok {
+                continue;
+            }
+            if self.tree.node_at(data, child, self.bump).is_none() {
+                if self.tree.node_at(data, child, u64::MAX).is_some() {
+                    self.beyond_bump.push(slot as u32);
+                }
+                ok = false;
+                continue;
+            }
+            self.adopt(Self::slot(child), slot as u32 + 1);
+            if rd(data, child + PARENT) != n {
+                ok = false;
+                continue;
+            }
+            if depth >= MAX_HEIGHT {
+                (self.deep, ok) = (true, false);
+                continue;
+            }
+            let sum = self.eval(data, child, depth + 1);
+            ok &= sum.ok && !(red && sum.red);
+            kids[i] = Some(sum);
+        }
+        let bh = |k: Option<Sum>| k.map_or(0, |s| s.black_height);
+        let (l, r) = (kids[0], kids[1]);
+        ok &= l.is_none_or(|l| l.max < node.key) && r.is_none_or(|r| node.key < r.min) && bh(l) == bh(r);
+        let sum = if ok {
+            Sum {
+                ok,
+                size: 1 + l.map_or(0, |s| s.size) + r.map_or(0, |s| s.size),
+                min: l.map_or(node.key, |s| s.min),
+                max: r.map_or(node.key, |s| s.max),
+                black_height: bh(l) + u32::from(!red),
+                red,
+            }
+        } else {
+            fail
+        };
+        self.sums[slot] = Some(sum);
+        sum
+    }
+
+    fn sound(&mut self, data: &[u8]) -> bool {
+        if !self.free.ok {
+            return false;
+        }
+        let root = rd(data, ROOT.0);
+        if root == 0 {
+            return self.bump == self.free.len;
+        }
+        if self.tree.node_at(data, root, self.bump).is_none() {
+            return false;
+        }
+        self.adopt(Self::slot(root), 0);
+        if rd(data, root + PARENT) != 0 {
+            return false;
+        }
+        let sum = self.eval(data, root, 0);
+        if std::mem::take(&mut self.deep) {
+            // A summary cut at the depth bound depends on its depth: keep none of this pass.
+            self.sums.fill(None);
+            return false;
+        }
+        sum.ok && !sum.red && sum.size == self.bump - self.free.len
+    }
+
+    fn walk_free(&mut self, data: &[u8]) {
+        let mut flipped = Vec::new();
+        self.free.walk(data, &self.tree.slab, self.bump, |slot, _| flipped.push(slot));
+        for slot in flipped {
+            self.stale(slot);
+        }
+    }
+}
+
+impl Follow for RbFollow {
+    fn reset(&mut self, data: &[u8]) -> bool {
+        *self = self.tree.follower();
+        if (data.len() as u64) < self.tree.data_bytes() {
+            return false;
+        }
+        self.bump = rd(data, self.tree.slab.meta.0 + 8);
+        self.walk_free(data);
+        self.sound(data)
+    }
+
+    fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> bool {
+        let mut free_again = false;
+        for &(b, _) in old {
+            let at = b as u64 * 64;
+            if at == self.tree.slab.meta.0 {
+                free_again = true;
+                let bump = rd(data, self.tree.slab.meta.0 + 8);
+                if bump < self.bump {
+                    return self.reset(data);
+                }
+                if bump > self.bump {
+                    self.bump = bump;
+                    // A child beyond the old bump may be handed out now.
+                    for s in std::mem::take(&mut self.beyond_bump) {
+                        self.stale(s as usize);
+                    }
+                }
+            } else if at >= NODES_AT && at < self.tree.data_bytes() {
+                let slot = Self::slot(at);
+                free_again |= self.free.on[slot];
+                self.stale(slot);
+            }
+        }
+        if free_again {
+            self.walk_free(data);
+        }
+        self.sound(data)
+    }
+}
+
 /// What the verifier's walk has reached so far.
 struct Walk {
     bump: u64,
@@ -771,5 +985,16 @@ mod tests {
     fn validate_names_the_key_and_the_allowed_range() {
         let cfg = RbTreeConfig { ops_per_tx: 0, ..RbTreeConfig::default() };
         assert_eq!(cfg.validate().unwrap_err(), "workload.rbtree.ops_per_tx = 0: allowed 1..=4096");
+    }
+
+    #[test]
+    fn the_follower_agrees_with_the_verifier_on_a_run_and_on_damage() {
+        for (insert_percent, seed) in [(50, 3), (90, 4), (10, 5)] {
+            let rbtree = RbTreeConfig { insert_percent, ..small() };
+            let cfg = crate::workload::WorkloadConfig { rbtree, ..Default::default() };
+            let rejected =
+                crate::workload::follow::check::agrees(crate::workload::WorkloadKind::RbTree, &cfg, 400, seed);
+            assert!(rejected > 50, "the damage must matter: {rejected} of 400 damaged states rejected");
+        }
     }
 }
