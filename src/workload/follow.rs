@@ -24,42 +24,104 @@ pub trait Follow {
 }
 
 /// A slab's free list as [`Slab::used_in`] walks it, kept by a follower: well formed or not,
-/// which slots are on it (also those walked before a fault), how many.
+/// which slots are on it, how many. Kept tail first, so that a change near the head (the
+/// list is LIFO: an allocation pops, a free pushes) re-walks only up to the first slot whose
+/// rest of the list no changed block touches, and splices the rest.
 pub(crate) struct FreeList {
     pub ok: bool,
     pub on: Vec<bool>,
-    walked: Vec<u32>,
     pub len: u64,
+    /// The walked slots, tail first, and each slot's index there (`u32::MAX`: not listed).
+    rev: Vec<u32>,
+    pos: Vec<u32>,
+    /// The bump the list was walked under (validity depends on it).
+    bump: u64,
+    fresh: Vec<u32>,
 }
 
 impl FreeList {
     pub fn new(slab: &Slab) -> FreeList {
-        FreeList { ok: true, on: vec![false; slab.capacity as usize], walked: Vec::new(), len: 0 }
+        let c = slab.capacity as usize;
+        FreeList {
+            ok: true,
+            on: vec![false; c],
+            len: 0,
+            rev: Vec::new(),
+            pos: vec![u32::MAX; c],
+            bump: u64::MAX,
+            fresh: Vec::new(),
+        }
     }
 
-    /// Walk the list again; `flip(slot, now_on)` hears of every slot whose membership changes.
-    pub fn walk(&mut self, data: &[u8], slab: &Slab, bump: u64, mut flip: impl FnMut(usize, bool)) {
-        for &slot in &self.walked {
-            if std::mem::replace(&mut self.on[slot as usize], false) {
-                flip(slot as usize, false);
+    /// Bring the list up to `data` after the blocks in `old` changed (all of it when `old` is
+    /// `None`); `flip(slot, now_on)` hears of every slot whose membership changes.
+    pub fn update(
+        &mut self,
+        data: &[u8],
+        slab: &Slab,
+        bump: u64,
+        old: Option<&[(usize, BlockData)]>,
+        mut flip: impl FnMut(usize, bool),
+    ) {
+        let meta = slab.meta.0 as usize;
+        let slot_of = |at: u64| (at.wrapping_sub(slab.base.0) / slab.slot_bytes) as usize;
+        // The smallest tail index of a listed slot whose block changed: the list from the
+        // head down to it must be walked again, the rest is kept.
+        let mut keep = match old {
+            Some(_) if self.ok && bump == self.bump => self.rev.len() as u32,
+            _ => 0,
+        };
+        let mut head_moved = keep == 0;
+        for (b, before) in old.unwrap_or(&[]) {
+            let at = *b as u64 * 64;
+            if *b == meta / 64 && before[meta % 64..meta % 64 + 8] != data[meta..meta + 8] {
+                head_moved = true;
+            }
+            if at >= slab.base.0 && at < slab.base.0 + slab.bytes() {
+                keep = keep.min(self.pos[slot_of(at)]);
             }
         }
-        self.walked.clear();
-        (self.ok, self.len) = (bump <= slab.capacity, 0);
-        let mut at = le64(data, slab.meta.0 as usize);
+        if !head_moved && keep == self.rev.len() as u32 {
+            return;
+        }
+        self.bump = bump;
+        // Walk from the head to a slot of the kept part (splice) or the end.
+        (self.ok, self.fresh) = (bump <= slab.capacity, std::mem::take(&mut self.fresh));
+        self.fresh.clear();
+        let mut at = le64(data, meta);
+        let mut splice = 0;
         while self.ok && at != 0 {
-            let slot = (at.wrapping_sub(slab.base.0) / slab.slot_bytes) as usize;
-            if !slab.contains(Addr(at)) || slot as u64 >= bump || self.len >= bump {
+            let slot = slot_of(at);
+            if !slab.contains(Addr(at)) || slot as u64 >= bump || self.fresh.len() as u64 + splice as u64 >= bump {
                 self.ok = false;
                 break;
             }
-            self.len += 1;
-            self.walked.push(slot as u32);
-            if !std::mem::replace(&mut self.on[slot], true) {
-                flip(slot, true);
+            if self.pos[slot] < keep {
+                splice = self.pos[slot] + 1;
+                break;
             }
+            self.fresh.push(slot as u32);
             at = le64(data, at as usize);
         }
+        let dropped = self.rev.split_off(splice as usize);
+        for &s in &dropped {
+            self.pos[s as usize] = u32::MAX;
+        }
+        for &s in self.fresh.iter().rev() {
+            self.pos[s as usize] = self.rev.len() as u32;
+            self.rev.push(s);
+        }
+        for &s in &self.fresh {
+            if !std::mem::replace(&mut self.on[s as usize], true) {
+                flip(s as usize, true);
+            }
+        }
+        for &s in &dropped {
+            if self.pos[s as usize] == u32::MAX && std::mem::replace(&mut self.on[s as usize], false) {
+                flip(s as usize, false);
+            }
+        }
+        self.len = self.rev.len() as u64;
     }
 }
 
@@ -141,7 +203,7 @@ impl SlabLists {
     pub fn reset(&mut self, data: &[u8]) {
         *self = SlabLists::new(self.slab, self.roots, self.table_at, self.root_bytes);
         self.bump = le64(data, self.slab.meta.0 as usize + 8);
-        self.walk_free(data);
+        self.walk_free(data, None);
     }
 
     /// The checks every such verifier makes: the free list is well formed, every list passes
@@ -161,10 +223,11 @@ impl SlabLists {
         (self.slab.contains(Addr(at)) && (slot as u64) < self.bump).then_some(slot)
     }
 
-    /// Walk the free list again, keeping `overlap` (slots both reached and free).
-    fn walk_free(&mut self, data: &[u8]) {
+    /// Bring the free list up to `data` (`old`: the blocks changed; `None`: walk it whole),
+    /// keeping `overlap` (slots both reached and free).
+    fn walk_free(&mut self, data: &[u8], old: Option<&[(usize, BlockData)]>) {
         let (claims, overlap) = (&self.claims, &mut self.overlap);
-        self.free.walk(data, &self.slab, self.bump, |slot, on| {
+        self.free.update(data, &self.slab, self.bump, old, |slot, on| {
             if claims[slot] > 0 {
                 if on {
                     *overlap += 1;
@@ -260,14 +323,12 @@ impl SlabLists {
             self.qmark.fill(0);
             self.qstamp = 1;
         }
-        let mut free_again = false;
         let meta_block = self.slab.meta.0 / 64;
         let table_end = self.table_at + self.root_bytes * self.roots;
         let slab_end = self.slab.base.0 + self.slab.bytes();
         for &(b, _) in old {
             let at = b as u64 * 64;
             if b as u64 == meta_block {
-                free_again = true;
                 let bump = le64(data, self.slab.meta.0 as usize + 8);
                 if bump < self.bump {
                     return Rewalk::Reset;
@@ -289,7 +350,6 @@ impl SlabLists {
                 }
             } else if at >= self.slab.base.0 && at < slab_end {
                 let slot = ((at - self.slab.base.0) / self.slab.slot_bytes) as usize;
-                free_again |= self.free.on[slot];
                 match self.claims[slot] {
                     0 => {}
                     1 => self.queue(self.owner[slot]),
@@ -303,9 +363,7 @@ impl SlabLists {
                 }
             }
         }
-        if free_again {
-            self.walk_free(data);
-        }
+        self.walk_free(data, Some(old));
         if !self.bad_list.is_empty() {
             let bad = &self.bad;
             self.bad_list.retain(|&r| bad[r as usize]);

@@ -690,9 +690,9 @@ impl RbFollow {
         sum.ok && !sum.red && sum.size == self.bump - self.free.len
     }
 
-    fn walk_free(&mut self, data: &[u8]) {
+    fn walk_free(&mut self, data: &[u8], old: Option<&[(usize, BlockData)]>) {
         let mut flipped = Vec::new();
-        self.free.walk(data, &self.tree.slab, self.bump, |slot, _| flipped.push(slot));
+        self.free.update(data, &self.tree.slab, self.bump, old, |slot, _| flipped.push(slot));
         for slot in flipped {
             self.stale(slot);
         }
@@ -706,16 +706,14 @@ impl Follow for RbFollow {
             return false;
         }
         self.bump = rd(data, self.tree.slab.meta.0 + 8);
-        self.walk_free(data);
+        self.walk_free(data, None);
         self.sound(data)
     }
 
     fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> bool {
-        let mut free_again = false;
         for &(b, _) in old {
             let at = b as u64 * 64;
             if at == self.tree.slab.meta.0 {
-                free_again = true;
                 let bump = rd(data, self.tree.slab.meta.0 + 8);
                 if bump < self.bump {
                     return self.reset(data);
@@ -728,14 +726,10 @@ impl Follow for RbFollow {
                     }
                 }
             } else if at >= NODES_AT && at < self.tree.data_bytes() {
-                let slot = Self::slot(at);
-                free_again |= self.free.on[slot];
-                self.stale(slot);
+                self.stale(Self::slot(at));
             }
         }
-        if free_again {
-            self.walk_free(data);
-        }
+        self.walk_free(data, Some(old));
         self.sound(data)
     }
 }
