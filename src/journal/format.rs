@@ -36,6 +36,10 @@ pub const MGR_REUSABLE: u64 = 128;
 pub const MGR_COUNTS: u64 = 192;
 pub const MGR_SLOTS: u64 = 1024;
 pub const SLOT_BYTES: u64 = 64;
+/// Per-portion reuse counters, u16 each, frame-major (without S2; one row of 64 per frame).
+pub const MGR_PORTION_COUNTS: u64 = 8192;
+/// End of what the manager frame holds.
+pub const MGR_END: u64 = MGR_PORTION_COUNTS + 2 * MAX_FRAMES * PORTIONS;
 
 // Header frame.
 pub const HDR_HOT: u64 = 0;
@@ -50,6 +54,7 @@ pub const DESC_BYTES: u64 = 16;
 const _: () = assert!(HDR_DESCS + DESCS * DESC_BYTES <= FRAME_BYTES);
 const _: () = assert!(MGR_SLOTS + SLOTS as u64 * SLOT_BYTES <= FRAME_BYTES);
 const _: () = assert!(MGR_COUNTS + 2 * MAX_FRAMES <= MGR_SLOTS);
+const _: () = assert!(MGR_SLOTS + SLOTS as u64 * SLOT_BYTES <= MGR_PORTION_COUNTS && MGR_END <= FRAME_BYTES);
 
 /// Byte address of frame `f`.
 pub fn frame_addr(f: usize) -> u64 {
@@ -59,6 +64,11 @@ pub fn frame_addr(f: usize) -> u64 {
 /// Byte address of the header frame descriptor `s` in the manager frame.
 pub fn slot_addr(s: usize) -> u64 {
     MGR_SLOTS + s as u64 * SLOT_BYTES
+}
+
+/// Byte address of the reuse counter of portion `q` of data frame `f` (manager frame).
+pub fn portion_count_addr(f: usize, q: usize) -> u64 {
+    MGR_PORTION_COUNTS + 2 * (f as u64 * PORTIONS + q as u64)
 }
 
 /// Byte address of journal header copy `i` of header frame `h`.
