@@ -373,14 +373,13 @@ impl Journal {
         Ok(())
     }
 
-    /// Make the header frame of slot `s` ready for a new journal.
+    /// Make the header frame of slot `s` ready for a new journal: its old one (RU), or a
+    /// fresh one in rotation (RR, or no header frame yet), which the slot is switched to in one
+    /// block write once it is initialised.
     fn header_for(&mut self, m: &mut Media, s: usize) -> R<()> {
         let sl = &self.slots[s];
-        if sl.valid {
+        if sl.valid && self.pol.reuse {
             let h = sl.frame;
-            if !self.pol.reuse {
-                return Err(JErr::Protocol("RR header frame still valid at journal start".into()));
-            }
             if self.frames[h].stale() {
                 self.stats.reclaimed_after_gc += 1;
             }
@@ -391,7 +390,10 @@ impl Journal {
             self.write_count(m, h)?;
             return self.set_state(m, h, FState::Active);
         }
+        // Under RR the slot may still name the header frame of its last journal (deleted through
+        // the presence bits); taking that very frame frees the slot first (`drop_stale`).
         let h = self.alloc_frame(m)?;
+        let old = self.slots[s].valid.then_some(self.slots[s].frame);
         self.frames[h] = new_frame(true, s, 1, 0);
         let sl = &mut self.slots[s];
         sl.frame = h;
@@ -411,7 +413,11 @@ impl Journal {
         let sl = &mut self.slots[s];
         sl.valid = true;
         sl.slot_v = flag::set(sl.slot_v, true, self.pol.xor);
-        self.write_slot(m, s)
+        self.write_slot(m, s)?;
+        match old {
+            Some(o) => self.release(m, o),
+            None => Ok(()),
+        }
     }
 
     /// Copy the header frame of slot `s`, at its reuse limit, to a fresh frame and switch the
@@ -728,15 +734,15 @@ impl Journal {
             self.write_hot(m, s, false)?;
         }
         self.slots[s].open = false;
-        let xor = self.xor();
         let records = std::mem::take(&mut self.slots[s].records);
+        if !self.pol.reuse {
+            return self.end_rr(m, s);
+        }
+        let xor = self.xor();
         for &d in &records {
             let ds = &mut self.slots[s].descs[d as usize];
             ds.v = flag::set(ds.v, false, xor);
             self.write_desc(m, s, d as usize)?;
-        }
-        if !self.pol.reuse {
-            return self.free_header(m, s);
         }
         for f in 1..self.frames.len() {
             let fr = &self.frames[f];
@@ -745,6 +751,25 @@ impl Journal {
             }
         }
         Ok(())
+    }
+
+    /// RR's journal end: the deletion is marked through the presence bits only (the frames go
+    /// invalid; nothing in the header frame or the slot is written): the slot keeps naming the
+    /// header frame, no longer hot, until the next journal switches it to a fresh frame or
+    /// another use takes the frame (`drop_stale` frees the slot first). Its descriptors are
+    /// never read again (the rebuild ignores the descriptors of a header frame that is not hot
+    /// under RR), so the data frames are free at once.
+    fn end_rr(&mut self, m: &mut Media, s: usize) -> R<()> {
+        let h = self.slots[s].frame;
+        for f in 1..self.frames.len() {
+            if self.frames[f].owner == s && f != h {
+                self.release(m, f)?;
+            }
+        }
+        let sl = &mut self.slots[s];
+        sl.descs.clear();
+        sl.by_pg.clear();
+        self.set_state(m, h, FState::Invalid)
     }
 
     /// Journal byte stream size of slot `s` (0 when no journal exists).
@@ -818,13 +843,23 @@ impl Journal {
             })
             .max_by_key(|(i, c)| (c.generation, usize::MAX - i))
             .expect("at least one copy");
-        let mut raw = vec![0u8; nd * format::DESC_BYTES as usize];
+        let hot = flag::get(hot_byte, xor);
+        // RR never reuses: the descriptors of a deleted journal (not hot) mean nothing, and its
+        // header frame is free for any use (`end_rr`).
+        let live = hot || self.pol.reuse;
+        let mut raw = vec![0u8; if live { nd * format::DESC_BYTES as usize } else { 0 }];
         m.pcm_read(format::desc_addr(h, 0), &mut raw);
         let descs: Vec<Desc> = raw.chunks(format::DESC_BYTES as usize).map(Desc::decode).collect();
-        let hot = flag::get(hot_byte, xor);
         let uses = if self.pol.s2 { 1 } else { count(format::HDR_REUSE_COUNT, 4) as u32 };
         self.frames[h] = new_frame(true, s, uses, 0);
-        self.set_state_dram(h, if hot { FState::Active } else { FState::Reuse });
+        self.set_state_dram(
+            h,
+            match (hot, live) {
+                (true, _) => FState::Active,
+                (false, true) => FState::Reuse,
+                (false, false) => FState::Invalid,
+            },
+        );
         let mut by_pg = Vec::new();
         let mut records: Vec<(u16, u16)> = Vec::new();
         for (d, ds) in descs.iter().enumerate() {
@@ -901,9 +936,6 @@ impl Journal {
                 ds.v = flag::set(ds.v, false, xor);
                 self.write_desc(m, s, d)?;
             }
-        }
-        if !self.pol.reuse {
-            self.free_header(m, s)?;
         }
         Ok(())
     }
