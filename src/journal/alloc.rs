@@ -122,6 +122,10 @@ pub enum JErr {
 
 type R<T> = Result<T, JErr>;
 
+fn bad_header() -> JErr {
+    JErr::Protocol("journal header: sector or page size not a power of two".into())
+}
+
 macro_rules! w {
     ($e:expr) => {
         if !$e {
@@ -401,13 +405,23 @@ impl Journal {
         sl.descs.clear();
         sl.by_pg.clear();
         sl.copy = self.pol.header_copies as usize - 1;
-        sl.hdr = HeaderCopy::default();
         sl.persisted_count = 0;
         sl.next_fit = 0;
         w!(m.pcm_write(format::frame_addr(h) + format::HDR_HOT, &[0]));
         w!(m.pcm_write(format::frame_addr(h) + format::HDR_DESC_COUNT, &0u16.to_le_bytes()));
-        let zeros = vec![0u8; (self.pol.header_copies as u64 * format::COPY_BYTES) as usize];
-        w!(m.pcm_write(format::copy_addr(h, 0), &zeros));
+        // The header copies are not zeroed: the new journal's generations start above every
+        // valid copy the frame still holds (read, not written).
+        let mut copies = vec![0u8; (self.pol.header_copies as u64 * format::COPY_BYTES) as usize];
+        m.pcm_read(format::copy_addr(h, 0), &mut copies);
+        let generation = match format::first_generation(&copies) {
+            Some(g) => g,
+            None => {
+                copies.fill(0);
+                w!(m.pcm_write(format::copy_addr(h, 0), &copies));
+                0
+            }
+        };
+        self.slots[s].hdr = HeaderCopy { generation, ..HeaderCopy::default() };
         self.write_count(m, h)?;
         self.set_state(m, h, FState::Active)?;
         let sl = &mut self.slots[s];
@@ -449,7 +463,7 @@ impl Journal {
         let n = self.pol.header_copies as usize;
         let sl = &mut self.slots[s];
         sl.copy = (sl.copy + 1) % n;
-        sl.hdr = HeaderCopy::from_stream(stream, sl.hdr.generation.wrapping_add(1));
+        sl.hdr = HeaderCopy::from_stream(stream, sl.hdr.generation.wrapping_add(1)).ok_or_else(bad_header)?;
         sl.records.clear();
         sl.open = true;
         let (h, c, b) = (sl.frame, sl.copy, sl.hdr.encode());
@@ -482,7 +496,7 @@ impl Journal {
         if off < end {
             st[off..end].copy_from_slice(&data[..end - off]);
         }
-        sl.hdr = HeaderCopy::from_stream(&st, sl.hdr.generation);
+        sl.hdr = HeaderCopy::from_stream(&st, sl.hdr.generation).ok_or_else(bad_header)?;
         let (h, c, b) = (sl.frame, sl.copy, sl.hdr.encode());
         w!(m.pcm_write(format::copy_addr(h, c), &b));
         self.hot_if_magic(m, s)
@@ -836,14 +850,13 @@ impl Journal {
         if nd > DESCS as usize {
             return Err(format!("header frame {h}: {nd} descriptors"));
         }
-        let (copy, hdr) = (0..n_copies)
-            .map(|i| {
-                let o = (format::HDR_COPIES + i as u64 * format::COPY_BYTES) as usize;
-                (i, HeaderCopy::decode(&head[o..o + format::COPY_BYTES as usize]))
-            })
-            .max_by_key(|(i, c)| (c.generation, usize::MAX - i))
-            .expect("at least one copy");
+        let o = format::HDR_COPIES as usize;
+        let current = format::current_copy(&head[o..o + n_copies * format::COPY_BYTES as usize]);
         let hot = flag::get(hot_byte, xor);
+        if hot && current.is_none() {
+            return Err(format!("header frame {h}: hot with no valid journal header copy"));
+        }
+        let (copy, hdr) = current.unwrap_or((n_copies - 1, HeaderCopy::default()));
         // RR never reuses: the descriptors of a deleted journal (not hot) mean nothing, and its
         // header frame is free for any use (`end_rr`).
         let live = hot || self.pol.reuse;

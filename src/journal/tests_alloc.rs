@@ -99,9 +99,10 @@ fn ru_writes_a_page_again_into_its_old_portion_so_a_small_change_programs_few_ce
         cost.push(m.pcm.wear.total_bit_updates - before);
     }
     // RR writes the page (0x11 in 1023 bytes: 2 bits each, FNW keeps them) over a fresh
-    // frame's zeros; RU only the metadata.
+    // frame's zeros; RU only the metadata (mostly the header copy's nonce, generation and
+    // checksum, written twice).
     assert!(cost[1] > 2 * 1023, "{cost:?}");
-    assert!(cost[0] < 100, "{cost:?}");
+    assert!(cost[0] < 150, "{cost:?}");
 }
 
 #[test]
