@@ -32,6 +32,12 @@ pub struct JournalArgs {
     /// Print the generated trace in the trace file format and exit.
     #[arg(long)]
     pub emit_trace: bool,
+    /// A PCM device parameter, e.g. `pcm.chunk_program_ns=300` (repeatable; `pcm.*` keys only).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// SQLite's CPU time per command, ns (an assumption of the model; 0..=100000000).
+    #[arg(long, default_value_t = Timing::default().cpu_ns_per_command)]
+    pub cpu_ns_per_command: u64,
     /// Print one JSON array (one object per configuration).
     #[arg(long)]
     pub json: bool,
@@ -106,6 +112,7 @@ pub fn run(a: JournalArgs) -> Result<i32, String> {
     if policies.is_empty() {
         return Err("--config: empty list".into());
     }
+    let dev = journal::Device::build(&a.set, a.cpu_ns_per_command)?;
     let (app, trace, tr) = load_trace(&a.app, a.trace, &a.trace_file, a.seed, a.txs)?;
     if a.emit_trace {
         super::commands::emit(&tr.to_text());
@@ -113,7 +120,7 @@ pub fn run(a: JournalArgs) -> Result<i32, String> {
     }
     let mut rs = Vec::new();
     for p in &policies {
-        rs.push(journal::measure((&app, &trace), &tr, p, a.seed, a.frames)?);
+        rs.push(journal::measure((&app, &trace), &tr, p, a.seed, a.frames, &dev)?);
     }
     journal::normalize(&mut rs);
     if a.json {
