@@ -64,7 +64,8 @@ pub struct JournalCrashArgs {
     /// Check only this event (replays a reported violation).
     #[arg(long, value_name = "EVENT")]
     pub crash_at: Option<u64>,
-    /// Turn on a deliberate defect: hot-clear-before-db-sync, reuse-live-portion.
+    /// Turn on a deliberate defect: hot-clear-before-db-sync, reuse-live-portion,
+    /// place-taken-portion, stale-association-kept, portion-limit-shared.
     #[arg(long, value_name = "BUG")]
     pub inject_bug: Option<String>,
     #[arg(long, default_value_t = 1)]
