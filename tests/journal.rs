@@ -49,6 +49,10 @@ fn unknown_configuration_names_fail_with_one_line_and_exit_2() {
         vec!["journal", "--app", "tw", "--trace", "5"],
         vec!["journal", "--app", "tw", "--frames", "2"],
         vec!["journal-crashtest", "--app", "kt", "--config", "RU", "--inject-bug", "nope"],
+        vec!["journal", "--app", "tw", "--config", "RUF"],
+        vec!["journal", "--app", "tw", "--set", "memory.device=pcm"],
+        vec!["journal", "--app", "tw", "--set", "pcm.chunk_bytes=7"],
+        vec!["journal", "--app", "tw", "--cpu-ns-per-command", "100000001"],
     ] {
         let (code, out, err) = locsim(&bad);
         assert_eq!(code, 2, "{bad:?}: {err}");
@@ -56,7 +60,9 @@ fn unknown_configuration_names_fail_with_one_line_and_exit_2() {
         assert_eq!(err.trim_end().lines().count(), 1, "{bad:?}: {err}");
     }
     let (_, _, err) = locsim(&["journal", "--app", "tw", "--config", "RU-S3"]);
-    assert!(err.contains("(RR | RU[n]) [-S2[X]] [-WHm] [-INVp]"), "{err}");
+    assert!(err.contains("(RR | RU[n[F]]) [-S2[X]] [-WHm] [-INVp]"), "{err}");
+    let (_, _, err) = locsim(&["journal-crashtest", "--app", "kt", "--config", "RU", "--inject-bug", "nope"]);
+    assert!(err.contains("place-taken-portion, stale-association-kept, portion-limit-shared"), "{err}");
 }
 
 #[test]

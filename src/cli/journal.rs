@@ -32,6 +32,12 @@ pub struct JournalArgs {
     /// Print the generated trace in the trace file format and exit.
     #[arg(long)]
     pub emit_trace: bool,
+    /// A PCM device parameter, e.g. `pcm.chunk_program_ns=300` (repeatable; `pcm.*` keys only).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// SQLite's CPU time per command, ns (an assumption of the model; 0..=100000000).
+    #[arg(long, default_value_t = Timing::default().cpu_ns_per_command)]
+    pub cpu_ns_per_command: u64,
     /// Print one JSON array (one object per configuration).
     #[arg(long)]
     pub json: bool,
@@ -58,7 +64,8 @@ pub struct JournalCrashArgs {
     /// Check only this event (replays a reported violation).
     #[arg(long, value_name = "EVENT")]
     pub crash_at: Option<u64>,
-    /// Turn on a deliberate defect: hot-clear-before-db-sync, reuse-live-portion.
+    /// Turn on a deliberate defect: hot-clear-before-db-sync, reuse-live-portion,
+    /// place-taken-portion, stale-association-kept, portion-limit-shared.
     #[arg(long, value_name = "BUG")]
     pub inject_bug: Option<String>,
     #[arg(long, default_value_t = 1)]
@@ -106,6 +113,7 @@ pub fn run(a: JournalArgs) -> Result<i32, String> {
     if policies.is_empty() {
         return Err("--config: empty list".into());
     }
+    let dev = journal::Device::build(&a.set, a.cpu_ns_per_command)?;
     let (app, trace, tr) = load_trace(&a.app, a.trace, &a.trace_file, a.seed, a.txs)?;
     if a.emit_trace {
         super::commands::emit(&tr.to_text());
@@ -113,7 +121,7 @@ pub fn run(a: JournalArgs) -> Result<i32, String> {
     }
     let mut rs = Vec::new();
     for p in &policies {
-        rs.push(journal::measure((&app, &trace), &tr, p, a.seed, a.frames)?);
+        rs.push(journal::measure((&app, &trace), &tr, p, a.seed, a.frames, &dev)?);
     }
     journal::normalize(&mut rs);
     if a.json {

@@ -36,6 +36,10 @@ pub const MGR_REUSABLE: u64 = 128;
 pub const MGR_COUNTS: u64 = 192;
 pub const MGR_SLOTS: u64 = 1024;
 pub const SLOT_BYTES: u64 = 64;
+/// Per-portion reuse counters, u16 each, frame-major (without S2; one row of 64 per frame).
+pub const MGR_PORTION_COUNTS: u64 = 8192;
+/// End of what the manager frame holds.
+pub const MGR_END: u64 = MGR_PORTION_COUNTS + 2 * MAX_FRAMES * PORTIONS;
 
 // Header frame.
 pub const HDR_HOT: u64 = 0;
@@ -50,6 +54,7 @@ pub const DESC_BYTES: u64 = 16;
 const _: () = assert!(HDR_DESCS + DESCS * DESC_BYTES <= FRAME_BYTES);
 const _: () = assert!(MGR_SLOTS + SLOTS as u64 * SLOT_BYTES <= FRAME_BYTES);
 const _: () = assert!(MGR_COUNTS + 2 * MAX_FRAMES <= MGR_SLOTS);
+const _: () = assert!(MGR_SLOTS + SLOTS as u64 * SLOT_BYTES <= MGR_PORTION_COUNTS && MGR_END <= FRAME_BYTES);
 
 /// Byte address of frame `f`.
 pub fn frame_addr(f: usize) -> u64 {
@@ -59,6 +64,11 @@ pub fn frame_addr(f: usize) -> u64 {
 /// Byte address of the header frame descriptor `s` in the manager frame.
 pub fn slot_addr(s: usize) -> u64 {
     MGR_SLOTS + s as u64 * SLOT_BYTES
+}
+
+/// Byte address of the reuse counter of portion `q` of data frame `f` (manager frame).
+pub fn portion_count_addr(f: usize, q: usize) -> u64 {
+    MGR_PORTION_COUNTS + 2 * (f as u64 * PORTIONS + q as u64)
 }
 
 /// Byte address of journal header copy `i` of header frame `h`.
@@ -189,8 +199,13 @@ impl Desc {
 /// size, each a big-endian u32.
 pub const STREAM_HDR: usize = 28;
 
-/// One copy of the journal header in PCM: SQLite's 28 header bytes re-encoded little-endian,
-/// plus a generation number that tells the newest copy apart (32 bytes).
+/// One copy of the journal header in PCM (32 bytes, 32-byte aligned, so one block write):
+/// magic (8 bytes as SQLite writes them), nRec, nonce, initial database size (u32 each), the
+/// sector size and page size as one byte each (log2 + 1; 0 for 0), two zero bytes, a
+/// generation number (u32) and a checksum (u32, FNV-1a over bytes 0..28). A copy is valid iff
+/// its checksum matches; the current copy is the valid one with the largest generation. A
+/// header frame's copies are never zeroed: a fresh header frame starts its generations above
+/// every valid copy left in it (`first_generation`), so no leftover can be taken as current.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeaderCopy {
     pub magic: [u8; 8],
@@ -198,27 +213,52 @@ pub struct HeaderCopy {
     pub generation: u32,
 }
 
+/// FNV-1a, 32 bits: the header copy's checksum (never 0 over 28 zero bytes, so a zeroed copy
+/// is invalid).
+fn fnv1a(b: &[u8]) -> u32 {
+    b.iter().fold(0x811c_9dc5u32, |h, &x| (h ^ x as u32).wrapping_mul(0x0100_0193))
+}
+
+/// A power of two (or 0) as one byte: log2 + 1.
+fn log_byte(v: u32) -> Option<u8> {
+    match v {
+        0 => Some(0),
+        v if v.is_power_of_two() => Some(v.trailing_zeros() as u8 + 1),
+        _ => None,
+    }
+}
+
 impl HeaderCopy {
     pub fn encode(&self) -> [u8; COPY_BYTES as usize] {
         let mut b = [0u8; COPY_BYTES as usize];
         b[..8].copy_from_slice(&self.magic);
-        for (i, f) in self.fields.iter().enumerate() {
+        for (i, f) in self.fields[..3].iter().enumerate() {
             b[8 + 4 * i..12 + 4 * i].copy_from_slice(&f.to_le_bytes());
         }
-        b[28..32].copy_from_slice(&self.generation.to_le_bytes());
+        b[20] = log_byte(self.fields[3]).expect("checked by from_stream");
+        b[21] = log_byte(self.fields[4]).expect("checked by from_stream");
+        b[24..28].copy_from_slice(&self.generation.to_le_bytes());
+        let c = fnv1a(&b[..28]);
+        b[28..32].copy_from_slice(&c.to_le_bytes());
         b
     }
 
-    pub fn decode(b: &[u8]) -> HeaderCopy {
+    /// The copy in `b`, or None if its checksum does not match.
+    pub fn decode(b: &[u8]) -> Option<HeaderCopy> {
+        if u32::from_le_bytes(b[28..32].try_into().expect("4")) != fnv1a(&b[..28]) {
+            return None;
+        }
         let mut fields = [0u32; 5];
-        for (i, f) in fields.iter_mut().enumerate() {
+        for (i, f) in fields[..3].iter_mut().enumerate() {
             *f = u32::from_le_bytes(b[8 + 4 * i..12 + 4 * i].try_into().expect("4"));
         }
-        HeaderCopy {
+        let unlog = |x: u8| if x == 0 { 0 } else { 1u32.checked_shl(x as u32 - 1).unwrap_or(0) };
+        (fields[3], fields[4]) = (unlog(b[20]), unlog(b[21]));
+        Some(HeaderCopy {
             magic: b[..8].try_into().expect("8"),
             fields,
-            generation: u32::from_le_bytes(b[28..32].try_into().expect("4")),
-        }
+            generation: u32::from_le_bytes(b[24..28].try_into().expect("4")),
+        })
     }
 
     /// SQLite's 28 stream bytes.
@@ -231,19 +271,55 @@ impl HeaderCopy {
         s
     }
 
-    /// The copy holding SQLite's 28 stream bytes, with `generation`.
-    pub fn from_stream(s: &[u8; STREAM_HDR], generation: u32) -> HeaderCopy {
+    /// The copy holding SQLite's 28 stream bytes, with `generation`; None if the sector or
+    /// page size is not 0 or a power of two (SQLite writes only those).
+    pub fn from_stream(s: &[u8; STREAM_HDR], generation: u32) -> Option<HeaderCopy> {
         let mut fields = [0u32; 5];
         for (i, f) in fields.iter_mut().enumerate() {
             *f = u32::from_be_bytes(s[8 + 4 * i..12 + 4 * i].try_into().expect("4"));
         }
-        HeaderCopy { magic: s[..8].try_into().expect("8"), fields, generation }
+        log_byte(fields[3])?;
+        log_byte(fields[4])?;
+        Some(HeaderCopy { magic: s[..8].try_into().expect("8"), fields, generation })
+    }
+}
+
+/// The current copy among a header frame's `copies` (bytes of m consecutive copies): the valid
+/// one with the largest generation (the lowest index on a tie), if any.
+pub fn current_copy(copies: &[u8]) -> Option<(usize, HeaderCopy)> {
+    copies
+        .chunks(COPY_BYTES as usize)
+        .enumerate()
+        .filter_map(|(i, b)| Some((i, HeaderCopy::decode(b)?)))
+        .max_by_key(|(i, c)| (c.generation, usize::MAX - i))
+}
+
+/// The generation a fresh header frame starts from, given the copies left in it: above every
+/// valid leftover. None when that would come near wrapping (the caller zeroes the copies).
+pub fn first_generation(copies: &[u8]) -> Option<u32> {
+    match current_copy(copies) {
+        None => Some(0),
+        Some((_, c)) if c.generation < u32::MAX / 2 => Some(c.generation),
+        Some(_) => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_header_copy_is_valid_only_with_its_checksum_and_the_newest_valid_one_is_current() {
+        let c = |g: u32| HeaderCopy { magic: [7; 8], fields: [1, 2, 3, 512, 1024], generation: g }.encode();
+        assert_eq!(HeaderCopy::decode(&[0u8; 32]), None, "a zeroed copy is invalid");
+        let mut copies = [c(4), c(9), c(7), [0xA5; 32]].concat();
+        assert_eq!(current_copy(&copies).map(|(i, h)| (i, h.generation)), Some((1, 9)));
+        assert_eq!(first_generation(&copies), Some(9));
+        copies[32 + 3] ^= 1;
+        assert_eq!(current_copy(&copies).map(|(i, h)| (i, h.generation)), Some((2, 7)), "copy 1 damaged");
+        assert_eq!(first_generation(&[0u8; 64]), Some(0));
+        assert_eq!(first_generation(&c(u32::MAX - 3)), None, "near wrapping: zero the copies");
+    }
 
     #[test]
     fn xor_flag_set_and_reset_change_exactly_one_bit_and_wear_all_bits_evenly() {
@@ -291,12 +367,16 @@ mod tests {
         s[..8].copy_from_slice(&[0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]);
         s[8..12].copy_from_slice(&5u32.to_be_bytes());
         s[24..28].copy_from_slice(&1024u32.to_be_bytes());
-        let c = HeaderCopy::from_stream(&s, 9);
+        s[20..24].copy_from_slice(&512u32.to_be_bytes());
+        let c = HeaderCopy::from_stream(&s, 9).unwrap();
         assert_eq!(c.fields[0], 5);
         assert_eq!(c.fields[4], 1024);
         assert_eq!(&c.encode()[8..12], &[5, 0, 0, 0]);
-        assert_eq!(HeaderCopy::decode(&c.encode()), c);
+        assert_eq!((c.encode()[20], c.encode()[21]), (10, 11), "log2 + 1 of 512 and 1024");
+        assert_eq!(HeaderCopy::decode(&c.encode()), Some(c));
         assert_eq!(c.to_stream(), s);
+        s[24..28].copy_from_slice(&1000u32.to_be_bytes());
+        assert_eq!(HeaderCopy::from_stream(&s, 1), None, "page size not a power of two");
         assert_eq!(split_ptr(ptr_of(3, 17)), (3, 17));
         assert_eq!(portion_addr(ptr_of(3, 17)), 3 * FRAME_BYTES + 17 * 1024);
     }

@@ -18,20 +18,32 @@ pub const BLOCK: u64 = 64;
 /// Sector of the database file device (survives a crash whole or not at all).
 pub const SECTOR: u64 = 512;
 
-/// Device timing of the journal model (docs/journal.md gives the sources).
+/// Timing of the journal model besides the PCM device's writes (docs/journal.md gives the
+/// sources; PCM write latency is the device's, `crate::pcm`).
 #[derive(Clone, Debug, Serialize)]
 pub struct Timing {
-    /// Uncached read of one 64-byte PCM block (tRCD 80 ns + tCL 40 ns, the board's Table I).
+    /// Non-cacheable read of one 64-byte PCM block over the LPDDR2-N read path: pre-activation,
+    /// activation, read latency (tRP 13 + tRCD 80 + tCL 40 ns, the board's Table I). Assumed:
+    /// one access moves a whole 64-byte block (one burst).
     pub pcm_read_ns_per_block: u64,
-    /// Copy of one 1 KiB page into the operating system's page cache (DRAM).
+    /// Copy of one 1 KiB page into the operating system's page cache (DRAM). Assumed.
     pub db_write_ns_per_page: u64,
-    /// Flash program of one database page at a sync (the paper, section 4: ~1 ms per page).
+    /// Flash program of one database page at a sync (the paper, section 4: "~1 ms per page
+    /// write").
     pub db_sync_ns_per_page: u64,
+    /// CPU time of SQLite itself per trace command on the board's 667 MHz core, modelled as a
+    /// constant (not measured). Assumed; `scripts/journal_eval.py --sweep` varies it.
+    pub cpu_ns_per_command: u64,
 }
 
 impl Default for Timing {
     fn default() -> Self {
-        Timing { pcm_read_ns_per_block: 120, db_write_ns_per_page: 1_000, db_sync_ns_per_page: 1_000_000 }
+        Timing {
+            pcm_read_ns_per_block: 133,
+            db_write_ns_per_page: 1_000,
+            db_sync_ns_per_page: 1_000_000,
+            cpu_ns_per_command: 50_000,
+        }
     }
 }
 
@@ -353,7 +365,7 @@ mod tests {
     fn an_unchanged_block_is_read_but_not_written() {
         let mut m = media();
         assert!(m.pcm_write(100, &[0; 10]));
-        assert_eq!((m.events, m.pcm_block_writes, m.pcm_ns), (0, 0, 120));
+        assert_eq!((m.events, m.pcm_block_writes, m.pcm_ns), (0, 0, 133));
         assert!(m.pcm_write(60, &[1; 10]), "spans two blocks");
         assert_eq!((m.events, m.pcm_block_writes), (2, 2));
         assert_eq!(m.pcm.wear.total_bit_updates, 10, "one bit per byte of 0x01");

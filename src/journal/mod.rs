@@ -10,8 +10,9 @@
 //!
 //! Modelled: the PCM area as bytes with per-cell wear through [`crate::pcm::Pcm`] (Flip-N-Write
 //! by default), uncached, through a 64-byte software write buffer; database files as page-cache
-//! files whose unsynced sectors may be lost at a crash. Left out: SQLite's CPU time (a command's
-//! time is device time only), the file system's own journal, page sizes other than 1 KiB.
+//! files whose unsynced sectors may be lost at a crash; SQLite's CPU time as a constant per
+//! command ([`media::Timing`]). Left out: the file system's own journal, page sizes other than
+//! 1 KiB.
 
 pub mod alloc;
 pub mod apps;
@@ -34,6 +35,28 @@ use trace::Trace;
 
 /// Frames of the journal area by default: the paper's 2 MB of PCM (section 6.1).
 pub const DEFAULT_FRAMES: u64 = 32;
+
+/// The devices of a run: the PCM's parameters and the rest of the timing.
+#[derive(Clone, Debug, Default)]
+pub struct Device {
+    pub pcm: PcmConfig,
+    pub timing: Timing,
+}
+
+impl Device {
+    /// The devices from `pcm.*` settings (`KEY=VALUE`) and SQLite's CPU time per command, each
+    /// checked once; an error names what is allowed.
+    pub fn build(set: &[String], cpu_ns_per_command: u64) -> Result<Device, String> {
+        if let Some(bad) = set.iter().find(|s| !s.starts_with("pcm.")) {
+            return Err(format!("--set {bad}: allowed pcm.* keys (the journal model's PCM device)"));
+        }
+        if cpu_ns_per_command > 100_000_000 {
+            return Err(format!("cpu_ns_per_command {cpu_ns_per_command}: allowed 0..=100000000"));
+        }
+        let cfg = crate::config::Config::build(None, set).map_err(|e| e.0)?;
+        Ok(Device { pcm: cfg.pcm, timing: Timing { cpu_ns_per_command, ..Timing::default() } })
+    }
+}
 
 /// Figures of one measured run (one application trace under one configuration).
 #[derive(Clone, Debug, Serialize)]
@@ -69,14 +92,26 @@ pub struct JournalResult {
     pub manager_total_bit_updates: u64,
     pub manager_max_bit_updates: u64,
     pub pcm_block_writes: u64,
-    /// PCM energy: programming, reads, and background power over the PCM's busy time.
+    /// PCM energy: programming, reads, and background power over every nanosecond of the
+    /// commands (CPU, PCM and database file time).
     pub energy_nj: f64,
-    /// Device time per command: journal PCM accesses plus database file writes and syncs.
+    /// The same with background power over the busy time only (CPU and PCM, no flash wait).
+    pub energy_busy_nj: f64,
+    pub energy_busy_vs_rr_s2x: Option<f64>,
+    /// Time per command: SQLite's CPU time, journal PCM accesses, database file writes and
+    /// syncs.
     pub avg_cmd_latency_ns: f64,
     /// The journal's PCM part of it.
     pub avg_cmd_journal_ns: f64,
-    /// The same trace with `journal_mode=OFF` (no journal at all).
+    /// The part the core is busy: SQLite's CPU time and its stalls on non-cacheable PCM
+    /// accesses (the flash waits left out).
+    pub avg_cmd_busy_ns: f64,
+    /// The same trace with `journal_mode=OFF` (no journal at all): time and busy time.
     pub avg_cmd_latency_nojournal_ns: f64,
+    pub avg_cmd_busy_nojournal_ns: f64,
+    /// The timing the run used (PCM writes: `pcm_chunk_program_ns` per step).
+    pub timing: Timing,
+    pub pcm_chunk_program_ns: u64,
     /// Bytes of the over-provisioned journal header copies (WHm: (m - 1) x 32 per file).
     pub area_overhead_bytes: u64,
     pub area_overhead_percent: f64,
@@ -95,11 +130,12 @@ pub fn measure(
     policy: &Policy,
     seed: u64,
     frames: u64,
+    dev: &Device,
 ) -> Result<JournalResult, String> {
     let setup = Setup {
         policy: policy.clone(),
-        pcm: PcmConfig::default(),
-        timing: Timing::default(),
+        pcm: dev.pcm.clone(),
+        timing: dev.timing.clone(),
         frames,
         seed,
         journal: true,
@@ -113,13 +149,16 @@ pub fn measure(
     let mgr = regions.iter().find(|x| x.name == "manager").cloned().unwrap_or_default();
     let max = regions.iter().map(|x| x.max_bit_updates).max().unwrap_or(0);
     let cmds = r.commands.max(1) as f64;
+    let cpu_ns = r.commands * dev.timing.cpu_ns_per_command;
     let nref = &reference.world.media;
+    let nref_cpu = reference.commands * dev.timing.cpu_ns_per_command;
+    let nref_cmds = reference.commands.max(1) as f64;
     let copies = policy.header_copies as u64 - 1;
     let area = frames * format::FRAME_BYTES;
     let mut rebuilt = media::Media::from_snapshot(
         &setup.pcm,
         &media::Snapshot { pcm: m.bytes.clone(), dbs: Vec::new() },
-        Timing::default(),
+        dev.timing.clone(),
     );
     alloc::Journal::rebuild(&mut rebuilt, policy.clone()).map_err(|e| format!("rebuild after the run: {e}"))?;
     Ok(JournalResult {
@@ -143,10 +182,16 @@ pub fn measure(
         manager_total_bit_updates: mgr.total_bit_updates,
         manager_max_bit_updates: mgr.max_bit_updates,
         pcm_block_writes: m.pcm_block_writes,
-        energy_nj: m.pcm.energy_nj(m.pcm_ns as f64 * 1e-9),
-        avg_cmd_latency_ns: (m.pcm_ns + m.db_ns) as f64 / cmds,
+        energy_nj: m.pcm.energy_nj((cpu_ns + m.pcm_ns + m.db_ns) as f64 * 1e-9),
+        energy_busy_nj: m.pcm.energy_nj((cpu_ns + m.pcm_ns) as f64 * 1e-9),
+        energy_busy_vs_rr_s2x: None,
+        avg_cmd_latency_ns: (cpu_ns + m.pcm_ns + m.db_ns) as f64 / cmds,
         avg_cmd_journal_ns: m.pcm_ns as f64 / cmds,
-        avg_cmd_latency_nojournal_ns: (nref.pcm_ns + nref.db_ns) as f64 / reference.commands.max(1) as f64,
+        avg_cmd_busy_ns: (cpu_ns + m.pcm_ns) as f64 / cmds,
+        avg_cmd_latency_nojournal_ns: (nref_cpu + nref.pcm_ns + nref.db_ns) as f64 / nref_cmds,
+        avg_cmd_busy_nojournal_ns: (nref_cpu + nref.pcm_ns) as f64 / nref_cmds,
+        timing: dev.timing.clone(),
+        pcm_chunk_program_ns: dev.pcm.chunk_program_ns,
         area_overhead_bytes: copies * format::COPY_BYTES * tr.dbs.len() as u64,
         area_overhead_percent: (copies * format::COPY_BYTES * tr.dbs.len() as u64) as f64 * 100.0 / area as f64,
         rebuild_ns: rebuilt.pcm_ns,
@@ -227,18 +272,24 @@ pub fn normalize(rs: &mut [JournalResult]) {
         if let Some(b) = &rrs2x {
             r.max_bit_updates_vs_rr_s2x = Some(ratio(r.max_bit_updates as f64, b.max_bit_updates as f64));
             r.energy_vs_rr_s2x = Some(ratio(r.energy_nj, b.energy_nj));
+            r.energy_busy_vs_rr_s2x = Some(ratio(r.energy_busy_nj, b.energy_busy_nj));
         }
     }
 }
 
 /// One measured run of application trace `trace` (1..=4) under `config` (a Table IV name).
 pub fn run(app: App, trace: u32, config: &str, seed: u64) -> Result<JournalResult, String> {
+    run_on(app, trace, config, seed, &Device::default())
+}
+
+/// [`run`] on other devices.
+pub fn run_on(app: App, trace: u32, config: &str, seed: u64, dev: &Device) -> Result<JournalResult, String> {
     if !(1..=4).contains(&trace) {
         return Err(format!("--trace {trace}: allowed 1..=4"));
     }
     let policy = Policy::parse(config)?;
     let tr = apps::generate(app, trace, seed, None);
-    measure((app.code(), &trace.to_string()), &tr, &policy, seed, DEFAULT_FRAMES)
+    measure((app.code(), &trace.to_string()), &tr, &policy, seed, DEFAULT_FRAMES, dev)
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! The configurations of Table IV, named as the paper writes them, parsed with a grammar:
 //!
 //! ```text
-//! NAME   := ("RR" | "RU" [LIMIT]) ["-S2" ["X"]] ["-WH" M] ["-INV" PCT]
-//! LIMIT  := digits, 2..=100000      (RUn: a frame is used at most n times, then migrated)
+//! NAME   := ("RR" | "RU" [LIMIT ["F"]]) ["-S2" ["X"]] ["-WH" M] ["-INV" PCT]
+//! LIMIT  := digits, 2..=100000      (RUn: a portion is used at most n times, then its page
+//!                                    moves to another portion; RUnF: a frame is used at most
+//!                                    n times, then its referenced portions are migrated)
 //! M      := digits, 1..=128         (journal header kept in M copies written in rotation)
 //! PCT    := digits, 1..=100         (incremental GC frees PCT % of the reuse-state frames)
 //! ```
@@ -15,6 +17,18 @@
 
 use serde::Serialize;
 
+/// What the reuse limit n of RUn counts (the paper speaks of "reuse counters ... for a
+/// portion" and of a frame's contents "copied to a new page frame" at the limit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LimitScope {
+    /// `RUn`: one counter per portion; at the limit only the page journaled again moves.
+    Portion,
+    /// `RUnF`: one counter per data frame; at the limit every referenced portion of the frame
+    /// is copied to a fresh frame (the first model's reading).
+    Frame,
+}
+
 /// One journal configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Policy {
@@ -22,8 +36,11 @@ pub struct Policy {
     pub name: String,
     /// Reuse portions and frames of earlier journals of the same database (RU).
     pub reuse: bool,
-    /// Uses of a data frame before it is migrated; `None`: unlimited (RU). RR: 1.
+    /// Uses of a portion (or data frame, `limit_scope`) before its page moves; `None`:
+    /// unlimited (RU). RR: 1.
     pub reuse_limit: Option<u32>,
+    /// What the reuse limit counts.
+    pub limit_scope: LimitScope,
     /// Strategy 2: quasi-non-volatile and non-functional metadata in DRAM.
     pub s2: bool,
     /// XOR flags for the hot-journal flag and the valid bits.
@@ -36,8 +53,8 @@ pub struct Policy {
 
 /// The grammar, for error messages.
 pub const GRAMMAR: &str =
-    "(RR | RU[n]) [-S2[X]] [-WHm] [-INVp], e.g. RR, RR-S2, RR-S2X, RU, RU-S2X, RU20-S2X, RU20-S2X-WH64, RU2-S2X-WH4-INV25 \
-     (n 2..=100000, m 1..=128, p 1..=100)";
+    "(RR | RU[n[F]]) [-S2[X]] [-WHm] [-INVp], e.g. RR, RR-S2, RR-S2X, RU, RU-S2X, RU20-S2X, RU20F-S2X, RU20-S2X-WH64, \
+     RU2-S2X-WH4-INV25 (n 2..=100000, per portion, or per frame with F; m 1..=128; p 1..=100)";
 
 impl Policy {
     /// Parse a configuration name.
@@ -64,6 +81,14 @@ impl Policy {
             reuse_limit = Some(v);
             rest = &rest[n..];
         }
+        let mut limit_scope = LimitScope::Portion;
+        if let Some(r) = rest.strip_prefix('F') {
+            if n == 0 {
+                return Err(bad("F (a per-frame reuse limit) needs a limit n, e.g. RU20F"));
+            }
+            limit_scope = LimitScope::Frame;
+            rest = r;
+        }
         let (mut s2, mut xor) = (false, false);
         if let Some(r) = rest.strip_prefix("-S2") {
             s2 = true;
@@ -88,7 +113,17 @@ impl Policy {
         if !rest.is_empty() {
             return Err(bad(&format!("unexpected '{rest}'")));
         }
-        Ok(Policy { name: name.to_string(), reuse, reuse_limit, s2, xor, header_copies, gc_percent })
+        Ok(Policy { name: name.to_string(), reuse, reuse_limit, limit_scope, s2, xor, header_copies, gc_percent })
+    }
+
+    /// The limit of a portion's uses (per-portion counters), if any.
+    pub fn portion_limit(&self) -> Option<u32> {
+        self.reuse_limit.filter(|_| self.reuse && self.limit_scope == LimitScope::Portion)
+    }
+
+    /// The limit of a data frame's uses (per-frame counters, `RUnF`), if any.
+    pub fn frame_limit(&self) -> Option<u32> {
+        self.reuse_limit.filter(|_| self.reuse && self.limit_scope == LimitScope::Frame)
     }
 
     /// Uses of a header frame before it is migrated: n x m (the paper, Fig. 11).
@@ -116,6 +151,13 @@ mod tests {
         );
         let p = Policy::parse("RU-S2").unwrap();
         assert_eq!((p.reuse, p.reuse_limit, p.s2, p.xor), (true, None, true, false));
+        let p = Policy::parse("RU20F-S2X").unwrap();
+        assert_eq!(
+            (p.reuse_limit, p.limit_scope, p.frame_limit(), p.portion_limit()),
+            (Some(20), LimitScope::Frame, Some(20), None)
+        );
+        let p = Policy::parse("RU20-S2X").unwrap();
+        assert_eq!((p.limit_scope, p.frame_limit(), p.portion_limit()), (LimitScope::Portion, None, Some(20)));
         for n in ["RR-S2", "RR-S2X", "RU", "RU-S2X", "RU20-S2X", "RU20-S2X-WH64", "RU5-S2X-WH128"] {
             assert!(Policy::parse(n).is_ok(), "{n}");
         }
@@ -123,10 +165,24 @@ mod tests {
 
     #[test]
     fn unknown_names_are_refused_with_the_grammar() {
-        for n in ["", "XX", "RR2", "RU1", "RU-S3", "RU-S2Y", "RU-WH0", "RU-WH129", "RU-INV0", "ru", "RU-S2X-WH4-INV25x"]
-        {
+        for n in [
+            "",
+            "XX",
+            "RR2",
+            "RU1",
+            "RU-S3",
+            "RU-S2Y",
+            "RU-WH0",
+            "RU-WH129",
+            "RU-INV0",
+            "ru",
+            "RU-S2X-WH4-INV25x",
+            "RUF",
+            "RRF",
+            "RU2FF",
+        ] {
             let e = Policy::parse(n).unwrap_err();
-            assert!(e.contains("grammar: (RR | RU[n])"), "{n}: {e}");
+            assert!(e.contains("grammar: (RR | RU[n[F]])"), "{n}: {e}");
             assert!(!e.contains('\n'));
         }
     }

@@ -173,6 +173,7 @@ fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool
         w.media.arm(crash_at, setup.seed);
         w.media.kinds = kinds.then(Vec::new);
         w.bug = setup.bug;
+        w.journal.bug = setup.bug;
     });
     let mut ended = vec![0u64; trace.dbs.len()];
     let mut in_flight = None;

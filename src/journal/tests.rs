@@ -77,6 +77,24 @@ fn the_checker_catches_a_portion_shared_by_two_live_records() {
 }
 
 #[test]
+fn crashes_in_placement_per_portion_limits_and_lazy_gc_recover() {
+    // 6 frames: placement into reuse-state frames, moves at the portion limit, collections
+    // and frames taken back after a collection all happen in 40 transactions.
+    for config in ["RU2-S2X", "RU20-S2X-WH64-INV25", "RU2F-S2X", "RR"] {
+        let r = campaign_of(config, 6, 40, 40, None);
+        assert_eq!(r.violations, 0, "{config}: {:?}", r.violation_details.first());
+    }
+}
+
+#[test]
+fn the_checker_catches_the_placement_gc_and_portion_limit_bugs() {
+    for bug in ["place-taken-portion", "stale-association-kept", "portion-limit-shared"] {
+        let r = campaign_of("RU2-S2X", 6, 40, 40, Some(bug));
+        assert!(r.violations > 0, "{bug} not caught");
+    }
+}
+
+#[test]
 fn a_rolled_back_transaction_reads_its_journal_back_and_crashes_around_it_recover() {
     let mut text = String::from("@db r.db\nCREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)\n");
     for i in 0..200 {

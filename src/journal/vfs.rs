@@ -40,11 +40,25 @@ pub enum Bug {
     HotClearBeforeDbSync,
     /// Hand out a portion still holding a record of the live journal (journaled data lost).
     ReuseLivePortion,
+    /// Placement into a free portion of the database's own reuse-state frames forgets to mark
+    /// the portion taken, so the next new page of the journal is placed on it too.
+    PlaceTakenPortion,
+    /// A frame freed by garbage collection is taken for another use without clearing the
+    /// descriptor PTRs that still name it (the kept association outlives the frame).
+    StaleAssociationKept,
+    /// A page at its portion's reuse limit moves to the next portion of the same frame without
+    /// checking that portion is free.
+    PortionLimitShared,
 }
 
 impl Bug {
-    pub const ALL: [(&'static str, Bug); 2] =
-        [("hot-clear-before-db-sync", Bug::HotClearBeforeDbSync), ("reuse-live-portion", Bug::ReuseLivePortion)];
+    pub const ALL: [(&'static str, Bug); 5] = [
+        ("hot-clear-before-db-sync", Bug::HotClearBeforeDbSync),
+        ("reuse-live-portion", Bug::ReuseLivePortion),
+        ("place-taken-portion", Bug::PlaceTakenPortion),
+        ("stale-association-kept", Bug::StaleAssociationKept),
+        ("portion-limit-shared", Bug::PortionLimitShared),
+    ];
 
     pub fn parse(s: &str) -> Result<Bug, String> {
         Bug::ALL.iter().find(|(n, _)| *n == s).map(|&(_, b)| b).ok_or_else(|| {

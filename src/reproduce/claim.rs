@@ -11,8 +11,10 @@
 //! - `ratio_trend`: the ratio series `a` / series `b` is monotonic along x (`direction`).
 //!
 //! `tolerance` (relative, default 0) forgives differences that small: `a <= b` holds when
-//! `a <= b * (1 + tolerance)`. A claim over a series or x value the data lack is "not evaluated",
-//! never "supported".
+//! `a <= b * (1 + tolerance)`. `except` lists series or x values the paper's own text exempts
+//! from the trend (e.g. "except for FB"): comparisons that involve one are left out, and the
+//! verdict names them. A claim over a series or x value the data lack is "not evaluated", never
+//! "supported".
 
 use super::spec::Spec;
 use super::table::Grid;
@@ -42,6 +44,8 @@ pub struct RawClaim {
     value: Option<f64>,
     #[serde(default)]
     tolerance: Option<f64>,
+    #[serde(default)]
+    except: Vec<String>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -99,6 +103,8 @@ pub struct Claim {
     pub metric: String,
     pub test: Test,
     pub tolerance: f64,
+    /// Series or x values the paper's text exempts (left out of every comparison).
+    pub except: Vec<String>,
 }
 
 /// The verdict on one claim.
@@ -171,7 +177,7 @@ impl Claim {
         if !(0.0..1.0).contains(&tolerance) {
             return Err(format!("claim tolerance {tolerance}: allowed 0 <= t < 1"));
         }
-        Ok(Claim { text: r.text, metric: r.metric, test, tolerance })
+        Ok(Claim { text: r.text, metric: r.metric, test, tolerance, except: r.except })
     }
 
     /// The (axis, value) pairs the claim names, for checking them against the spec's kind.
@@ -195,7 +201,28 @@ impl Claim {
     }
 
     fn eval(&self, g: &Grid) -> Result<(usize, usize, String), String> {
+        let (held, total, detail) = self.eval_all(g)?;
+        if self.except.is_empty() {
+            return Ok((held, total, detail));
+        }
+        Ok((held, total, format!("{detail}; excepted as in the paper: {}", self.except.join(", "))))
+    }
+
+    /// A grid without the excepted series and x values.
+    fn kept(&self, g: &Grid) -> Grid {
+        let xs: Vec<usize> = (0..g.xs.len()).filter(|&i| !self.except.contains(&g.xs[i])).collect();
+        let ss: Vec<usize> = (0..g.series.len()).filter(|&i| !self.except.contains(&g.series[i])).collect();
+        Grid {
+            xs: xs.iter().map(|&i| g.xs[i].clone()).collect(),
+            series: ss.iter().map(|&i| g.series[i].clone()).collect(),
+            cells: ss.iter().map(|&s| xs.iter().map(|&x| g.cells[s][x]).collect()).collect(),
+        }
+    }
+
+    fn eval_all(&self, g: &Grid) -> Result<(usize, usize, String), String> {
         let tol = self.tolerance;
+        let kept = self.kept(g);
+        let g = &kept;
         let mut checks: Vec<(String, f64, f64, Rel)> = Vec::new();
         match &self.test {
             Test::Order { a, b, rel, along_x, every } => {

@@ -219,6 +219,8 @@ const JOURNAL_METRICS: &[Metric] = &[
     m("max_bit_updates", "programs of the most-written cell"),
     m("energy_nj", "nJ"),
     m("mean_command_ns", "ns per SQLite command"),
+    m("mean_command_busy_ns", "ns per SQLite command, CPU and PCM (no flash wait)"),
+    m("energy_busy_nj", "nJ, background power over CPU and PCM time only"),
 ];
 
 impl Executor for JournalExec {
@@ -232,10 +234,19 @@ impl Executor for JournalExec {
             "trace" => value.parse::<u32>().is_ok_and(|t| (1..=4).contains(&t)),
             "config" if value == NO_JOURNAL => true,
             "config" => return crate::journal::policy::Policy::parse(value).map(|_| Check::Ok),
-            key if key.contains('.') => {
-                return Config::build(None, &[format!("{key}={value}")]).map(|_| Check::Ok).map_err(|e| e.0)
+            "cpu_ns_per_command" => {
+                let n =
+                    value.parse::<u64>().map_err(|_| format!("cpu_ns_per_command = {value}: allowed 0..=100000000"))?;
+                return crate::journal::Device::build(&[], n).map(|_| Check::Ok);
             }
-            other => return Err(format!("unknown axis `{other}`: allowed app, trace, config or a configuration key")),
+            key if key.contains('.') => {
+                return crate::journal::Device::build(&[format!("{key}={value}")], 0).map(|_| Check::Ok);
+            }
+            other => {
+                return Err(format!(
+                    "unknown axis `{other}`: allowed app, trace, config, cpu_ns_per_command or a pcm.* key"
+                ))
+            }
         };
         if !ok {
             return Err(format!(
@@ -247,7 +258,7 @@ impl Executor for JournalExec {
     }
 
     fn check_set(&self, kv: &str) -> Result<(), String> {
-        Config::build(None, &[kv.to_string()]).map(|_| ()).map_err(|e| e.0)
+        crate::journal::Device::build(&[kv.to_string()], 0).map(|_| ())
     }
 
     /// One `journal::run` per point (`app`, `trace`, `config`); `no-journal` is SQLite with
@@ -257,17 +268,33 @@ impl Executor for JournalExec {
         let app = crate::journal::apps::App::parse(p.get("app").unwrap_or("fb"))?;
         let trace: u32 = p.get("trace").unwrap_or("1").parse().map_err(|_| "trace: allowed 1..=4".to_string())?;
         let config = p.get("config").unwrap_or("RR");
+        let mut sets = job.set.to_vec();
+        sets.extend(p.coords.iter().filter(|(a, _)| a.contains('.')).map(|(a, v)| format!("{a}={v}")));
+        let cpu = match p.get("cpu_ns_per_command") {
+            Some(v) => v.parse().map_err(|_| format!("cpu_ns_per_command = {v}: allowed 0..=100000000"))?,
+            None => crate::journal::media::Timing::default().cpu_ns_per_command,
+        };
+        let dev = crate::journal::Device::build(&sets, cpu)?;
         let _one_at_a_time = SQLITE.lock().unwrap_or_else(|e| e.into_inner());
         if config == NO_JOURNAL {
-            let r = crate::journal::run(app, trace, "RR-S2X", p.seed)?;
-            return Ok(vec![Some(0.0), Some(0.0), Some(0.0), Some(r.avg_cmd_latency_nojournal_ns)]);
+            let r = crate::journal::run_on(app, trace, "RR-S2X", p.seed, &dev)?;
+            return Ok(vec![
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(r.avg_cmd_latency_nojournal_ns),
+                Some(r.avg_cmd_busy_nojournal_ns),
+                Some(0.0),
+            ]);
         }
-        let r = crate::journal::run(app, trace, config, p.seed)?;
+        let r = crate::journal::run_on(app, trace, config, p.seed, &dev)?;
         Ok(vec![
             Some(r.total_bit_updates as f64),
             Some(r.max_bit_updates as f64),
             Some(r.energy_nj),
             Some(r.avg_cmd_latency_ns),
+            Some(r.avg_cmd_busy_ns),
+            Some(r.energy_busy_nj),
         ])
     }
 }

@@ -178,6 +178,22 @@ fn order_claim_compares_series_per_x_and_on_average() {
 }
 
 #[test]
+fn a_claim_leaves_out_the_exceptions_the_paper_names_and_says_so() {
+    let g = grid(&["a", "b"], &["h-wal", "ec-wal"], vec![vec![Some(0.5), Some(0.9)], vec![Some(0.6), Some(0.7)]]);
+    let c = claim("kind = \"order\"\nmetric = \"normalized_throughput\"\na = \"ec-wal\"\nb = \"h-wal\"\nrelation = \">=\"\nexcept = [\"b\"]");
+    let v = c.evaluate(&g);
+    assert_eq!(v.supported, Some(true), "{}", v.detail);
+    assert!(v.detail.contains("1/1 hold") && v.detail.contains("excepted as in the paper: b"), "{}", v.detail);
+    let mono = claim(
+        "kind = \"monotonic\"\nmetric = \"normalized_throughput\"\ndirection = \"increasing\"\nexcept = [\"ec-wal\"]",
+    );
+    let g = grid(&["a", "b"], &["h-wal", "ec-wal"], vec![vec![Some(0.5), Some(0.9)], vec![Some(0.8), Some(0.7)]]);
+    assert_eq!(mono.evaluate(&g).supported, Some(true));
+    let all = claim("kind = \"monotonic\"\nmetric = \"normalized_throughput\"\ndirection = \"increasing\"");
+    assert_eq!(all.evaluate(&g).supported, Some(false), "without the exception the reversed series fails");
+}
+
+#[test]
 fn order_claim_along_x_compares_x_values_per_series() {
     let g = grid(&["sps", "btree"], &["baseline"], vec![vec![Some(2.0), Some(90.0)]]);
     let c = claim("kind = \"order\"\nalong = \"x\"\nmetric = \"pset_blocks_per_tx\"\na = \"sps\"\nb = \"btree\"\nrelation = \"<\"");
