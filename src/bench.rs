@@ -281,9 +281,10 @@ mod tests {
     fn the_clock_probe_agrees_with_a_chain_of_multiplications() {
         // Two execution units, two latencies: a core that shortcut one chain (as Golden Cove
         // does with immediate additions, which made the probe read 19 GHz) would make them
-        // disagree. Interleaved, best of three pairs, so that a busy moment hits both.
+        // disagree. Interleaved, best of seven pairs, so that a busy moment hits both (three
+        // pairs once disagreed on a host at load 4).
         let (mut add, mut mul): (f64, f64) = (0.0, 0.0);
-        for _ in 0..3 {
+        for _ in 0..7 {
             add = add.max(host_clock_ghz().expect("x86-64"));
             mul = mul.max(super::multiply_clock_ghz().expect("x86-64"));
         }
