@@ -57,7 +57,8 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
             }
         }
     }
-    cands.sort_by_key(|c| (c.0, c.1, c.2));
+    // (seq, kind, position) is unique: an unstable sort gives the same order.
+    cands.sort_unstable_by_key(|c| (c.0, c.1, c.2));
     let mut plan = Plan::default();
     for &(_, _, _, home, at) in &cands {
         plan.writes.push((BlockId(home), read_block(image, at)));
