@@ -45,5 +45,6 @@ pub mod runner;
 pub mod sim;
 pub mod sqlite;
 pub mod startgap;
+pub mod trace;
 pub mod types;
 pub mod workload;

@@ -159,8 +159,14 @@ fn choose_points(spec: &CrashSpec, cands: &[Cycle]) -> Vec<Cycle> {
 pub fn check(spec: &CrashSpec) -> Result<CrashReport, String> {
     let mut run = spec.run.clone();
     run.record = true;
-    let out = execute(&run)?;
-    let rec = out.recorded.expect("recording was on");
+    check_run(spec, execute(&run)?)
+}
+
+/// Check every chosen crash point of a recorded run of `spec.run` (made by the caller: a
+/// replayed trace, [`crate::runner::execute_with`]).
+pub fn check_run(spec: &CrashSpec, out: crate::runner::RunOutput) -> Result<CrashReport, String> {
+    let run = &spec.run;
+    let rec = out.recorded.ok_or("check_run: the run was not recorded")?;
     let cands = candidate_cycles(&rec);
     let points = choose_points(spec, &cands);
     let started = Instant::now();

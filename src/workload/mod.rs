@@ -66,28 +66,36 @@ impl WorkloadConfig {
 }
 
 /// Declares the workloads: one line each (variant, command-line name, module, type, config
-/// field). Generates [`WorkloadKind`], [`Workload`] and their enum dispatch.
+/// field), then the replayed trace, which is not built from a configuration and is not in
+/// [`WorkloadKind::ALL`] (`--trace FILE` runs it). Generates [`WorkloadKind`], [`Workload`] and
+/// their enum dispatch.
 macro_rules! workloads {
-    ($($variant:ident $name:literal $module:ident :: $ty:ident . $cfg:ident;)*) => {
+    ($($variant:ident $name:literal $module:ident :: $ty:ident . $cfg:ident;)*
+     @replayed $tvariant:ident $tname:literal $tty:ty;) => {
         /// The workloads locsim runs, as named on the command line.
         #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
         pub enum WorkloadKind {
             $($variant,)*
+            $tvariant,
         }
 
         impl WorkloadKind {
+            /// The built-in workloads (the replayed trace is not one).
             pub const ALL: &'static [WorkloadKind] = &[$(WorkloadKind::$variant,)*];
 
             pub fn name(self) -> &'static str {
                 match self {
                     $(WorkloadKind::$variant => $name,)*
+                    WorkloadKind::$tvariant => $tname,
                 }
             }
 
-            /// Build the workload from its configuration.
+            /// Build the workload from its configuration (a trace: the empty trace, which
+            /// serves as its structural verifier; `--trace` opens the real one).
             pub fn build(self, cfg: &WorkloadConfig) -> Workload {
                 match self {
                     $(WorkloadKind::$variant => Workload::$variant($module::$ty::new(&cfg.$cfg)),)*
+                    WorkloadKind::$tvariant => Workload::$tvariant(<$tty>::default()),
                 }
             }
         }
@@ -95,6 +103,7 @@ macro_rules! workloads {
         /// A built workload (enum dispatch: the transaction body is generic over the back end).
         pub enum Workload {
             $($variant($module::$ty),)*
+            $tvariant($tty),
         }
 
         impl Workload {
@@ -102,6 +111,7 @@ macro_rules! workloads {
             pub fn data_bytes(&self) -> u64 {
                 match self {
                     $(Workload::$variant(w) => w.data_bytes(),)*
+                    Workload::$tvariant(w) => w.data_bytes(),
                 }
             }
 
@@ -109,6 +119,7 @@ macro_rules! workloads {
             pub fn populate(&mut self, data: &mut [u8]) {
                 match self {
                     $(Workload::$variant(w) => w.populate(data),)*
+                    Workload::$tvariant(w) => w.populate(data),
                 }
             }
 
@@ -117,6 +128,7 @@ macro_rules! workloads {
             pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
                 match self {
                     $(Workload::$variant(w) => w.run_tx(pm, rng, abort),)*
+                    Workload::$tvariant(w) => w.run_tx(pm, rng, abort),
                 }
             }
 
@@ -124,6 +136,16 @@ macro_rules! workloads {
             pub fn verify(&self, data: &[u8]) -> Result<(), String> {
                 match self {
                     $(Workload::$variant(w) => w.verify(data),)*
+                    Workload::$tvariant(w) => w.verify(data),
+                }
+            }
+
+            /// After a transaction: `Ok(false)` once a replayed trace has ended, `Err` if it is
+            /// bad; a built-in workload never ends.
+            pub fn more(&mut self) -> Result<bool, String> {
+                match self {
+                    Workload::$tvariant(w) => w.more(),
+                    _ => Ok(true),
                 }
             }
         }
@@ -137,6 +159,7 @@ workloads! {
     RbTree "rbtree" rbtree::RbTree.rbtree;
     Sdg "sdg" sdg::Sdg.sdg;
     Sqlite "sqlite" sqlite::Sqlite.sqlite;
+    @replayed Trace "trace" crate::trace::TraceWorkload;
 }
 
 impl WorkloadKind {
