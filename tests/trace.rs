@@ -256,3 +256,22 @@ fn trace_arguments_that_make_no_sense_are_refused() {
         assert!(err.contains(needle), "`{needle}` missing from: {err}");
     }
 }
+
+/// The binary of an example (cargo builds the examples before running the integration tests).
+fn example(name: &str) -> std::path::PathBuf {
+    let deps = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
+    deps.parent().unwrap().join("examples").join(name)
+}
+
+#[test]
+fn the_rust_example_queue_runs_under_every_protocol_and_crash_checks_clean() {
+    let out = Command::new(example("queue")).arg("400").output().expect("examples/queue.rs is built");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 7, "{text}");
+    for p in ["s-wal", "h-wal", "ec-wal", "loc-wal", "kiln", "loc-kiln"] {
+        let l = lines.iter().find(|l| l.starts_with(p)).unwrap();
+        assert!(l.ends_with("crash check: 300 points, 0 violations"), "{l}");
+    }
+}

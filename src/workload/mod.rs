@@ -14,6 +14,7 @@ pub mod sdg;
 pub mod slab;
 pub mod sps;
 pub mod sqlite;
+pub mod user;
 
 use crate::rng::Rng;
 /// The key-value workloads' populate, run_tx and data_bytes come from this trait.
@@ -68,7 +69,8 @@ impl WorkloadConfig {
 /// Declares the workloads: one line each (variant, command-line name, module, type, config
 /// field), then the replayed trace, which is not built from a configuration and is not in
 /// [`WorkloadKind::ALL`] (`--trace FILE` runs it). Generates [`WorkloadKind`], [`Workload`] and
-/// their enum dispatch.
+/// their enum dispatch. A program written against [`Pm`] outside locsim is one more variant,
+/// [`Workload::User`] ([`user::UserWorkload`]).
 macro_rules! workloads {
     ($($variant:ident $name:literal $module:ident :: $ty:ident . $cfg:ident;)*
      @replayed $tvariant:ident $tname:literal $tty:ty;) => {
@@ -77,6 +79,8 @@ macro_rules! workloads {
         pub enum WorkloadKind {
             $($variant,)*
             $tvariant,
+            /// A [`user::UserWorkload`].
+            User,
         }
 
         impl WorkloadKind {
@@ -87,15 +91,17 @@ macro_rules! workloads {
                 match self {
                     $(WorkloadKind::$variant => $name,)*
                     WorkloadKind::$tvariant => $tname,
+                    WorkloadKind::User => "user",
                 }
             }
 
-            /// Build the workload from its configuration (a trace: the empty trace, which
-            /// serves as its structural verifier; `--trace` opens the real one).
+            /// Build the workload from its configuration. A trace or a user's workload is not
+            /// built from one: this gives the empty trace, which serves as their structural
+            /// verifier (it accepts every image; the oracle checks their bytes).
             pub fn build(self, cfg: &WorkloadConfig) -> Workload {
                 match self {
                     $(WorkloadKind::$variant => Workload::$variant($module::$ty::new(&cfg.$cfg)),)*
-                    WorkloadKind::$tvariant => Workload::$tvariant(<$tty>::default()),
+                    WorkloadKind::$tvariant | WorkloadKind::User => Workload::$tvariant(<$tty>::default()),
                 }
             }
         }
@@ -104,6 +110,8 @@ macro_rules! workloads {
         pub enum Workload {
             $($variant($module::$ty),)*
             $tvariant($tty),
+            /// A program written outside locsim against [`Pm`].
+            User(Box<dyn user::UserWorkload>),
         }
 
         impl Workload {
@@ -112,6 +120,7 @@ macro_rules! workloads {
                 match self {
                     $(Workload::$variant(w) => w.data_bytes(),)*
                     Workload::$tvariant(w) => w.data_bytes(),
+                    Workload::User(w) => w.data_bytes(),
                 }
             }
 
@@ -120,6 +129,7 @@ macro_rules! workloads {
                 match self {
                     $(Workload::$variant(w) => w.populate(data),)*
                     Workload::$tvariant(w) => w.populate(data),
+                    Workload::User(w) => w.populate(data),
                 }
             }
 
@@ -129,6 +139,7 @@ macro_rules! workloads {
                 match self {
                     $(Workload::$variant(w) => w.run_tx(pm, rng, abort),)*
                     Workload::$tvariant(w) => w.run_tx(pm, rng, abort),
+                    Workload::User(w) => w.run_tx(pm, rng, abort),
                 }
             }
 
@@ -137,6 +148,7 @@ macro_rules! workloads {
                 match self {
                     $(Workload::$variant(w) => w.verify(data),)*
                     Workload::$tvariant(w) => w.verify(data),
+                    Workload::User(_) => Ok(()),
                 }
             }
 
