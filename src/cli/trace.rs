@@ -6,7 +6,8 @@ use super::{MachineArgs, RunArgs, TxArgs};
 use crate::crash::{self, CrashReport, CrashSpec};
 use crate::protocol::ProtocolKind;
 use crate::runner::{execute_with, RunOutput, RunSpec};
-use crate::trace::{self, format::Encoding, GenSpec, Source, TraceWorkload};
+use crate::trace::{self, format::Encoding, GenSpec, Source};
+use crate::workload::trace::TraceWorkload;
 use crate::workload::{Workload, WorkloadKind};
 use clap::Args;
 

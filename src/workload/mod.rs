@@ -14,6 +14,7 @@ pub mod sdg;
 pub mod slab;
 pub mod sps;
 pub mod sqlite;
+pub mod trace;
 pub mod user;
 
 use crate::rng::Rng;
@@ -171,7 +172,7 @@ workloads! {
     RbTree "rbtree" rbtree::RbTree.rbtree;
     Sdg "sdg" sdg::Sdg.sdg;
     Sqlite "sqlite" sqlite::Sqlite.sqlite;
-    @replayed Trace "trace" crate::trace::TraceWorkload;
+    @replayed Trace "trace" trace::TraceWorkload;
 }
 
 impl WorkloadKind {
