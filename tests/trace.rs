@@ -275,3 +275,34 @@ fn the_rust_example_queue_runs_under_every_protocol_and_crash_checks_clean() {
         assert!(l.ends_with("crash check: 300 points, 0 violations"), "{l}");
     }
 }
+
+#[test]
+fn ycsb_key_distributions_run_replay_exactly_and_crash_check_clean() {
+    let dir = tempdir();
+    for (w, dist) in [("btree", "zipfian"), ("hash", "latest"), ("rbtree", "zipfian"), ("btree", "latest")] {
+        let set = format!("workload.{w}.keys.distribution={dist}");
+        let shape = ["--txs", "200", "--warmup-txs", "50", "--set", &set];
+        let trace = json(&piped(&[&["-w", w][..], &shape].concat(), &["-p", "h-wal,loc-kiln", "--json"]));
+        let builtin = json(&locsim(&[&["run", "-w", w, "-p", "h-wal,loc-kiln", "--json"][..], &shape].concat()));
+        assert_same(&trace, &builtin, &set);
+        let uniform = json(&locsim(&["run", "-w", w, "-p", "h-wal", "--json", "--txs", "200", "--warmup-txs", "50"]));
+        assert_ne!(uniform[0]["cycles"], builtin[0]["cycles"], "{set} changes the run");
+        let file = format!("{dir}/{w}-{dist}.trace");
+        let gen = locsim(&[&["trace-gen", "-w", w, "-o", &file][..], &shape].concat());
+        assert!(gen.status.success());
+        let (code, r) = crash(&["--trace", &file, "-p", "loc-wal", "--crashes", "300"]);
+        assert_eq!((code, &r["violations"]), (0, &Value::from(0)), "{set}: {r}");
+    }
+    for (set, needle) in [
+        (
+            "workload.hash.keys.distribution=pareto",
+            "unknown variant `pareto`, expected one of `uniform`, `zipfian`, `latest`",
+        ),
+        ("workload.rbtree.keys.zipf_theta=1.5", "workload.rbtree.keys.zipf_theta = 1.5: allowed 0 < theta < 1"),
+    ] {
+        let out = locsim(&["run", "-w", "sps", "--set", set]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!((out.status.code(), err.trim_end().lines().count()), (Some(2), 1), "{err}");
+        assert!(err.contains(needle), "{err}");
+    }
+}

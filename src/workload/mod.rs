@@ -7,6 +7,7 @@
 
 pub mod btree;
 pub mod hash;
+pub mod keys;
 pub mod kv;
 pub mod native;
 pub mod rbtree;
