@@ -11,15 +11,8 @@
 //! Every field is read through `pm` inside the transaction, so an aborted transaction leaves
 //! nothing behind in host memory.
 
-use locsim::config::Config;
-use locsim::crash::{check_run, CrashSpec};
-use locsim::pmem::Pm;
-use locsim::protocol::ProtocolKind;
-use locsim::rng::Rng;
-use locsim::runner::{execute_with, RunSpec};
-use locsim::types::Addr;
-use locsim::workload::user::UserWorkload;
-use locsim::workload::{Workload, WorkloadKind};
+use locsim::api::{check_run, execute_with, Addr, Config, CrashSpec, Pm, ProtocolKind, Rng, RunSpec, UserWorkload};
+use locsim::api::{Workload, WorkloadKind};
 
 const HEAD: Addr = Addr(0);
 const TAIL: Addr = Addr(8);

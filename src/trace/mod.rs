@@ -6,6 +6,7 @@
 //! the C recorder (`crates/recorder`) writes through the same encoder.
 //!
 //! The replayer is a workload, [`crate::workload::trace::TraceWorkload`] (the workload `trace`).
+#![warn(missing_docs)]
 
 pub mod tee;
 
@@ -73,13 +74,19 @@ impl<W: Write> Pm for Recording<W> {
 /// What `trace-gen` writes.
 #[derive(Clone, Debug)]
 pub struct GenSpec {
+    /// The configuration (the workload's parameters; the machine's do not change the trace).
     pub cfg: Config,
+    /// The built-in workload.
     pub workload: WorkloadKind,
     /// Transactions after the warm-up.
     pub txs: u64,
+    /// Warm-up transactions (the `warmup` record).
     pub warmup_txs: u64,
+    /// Seed of the operation and abort streams (as `run --seed`).
     pub seed: u64,
+    /// Fraction of transactions aborted (as `run --abort-rate`).
     pub abort_rate: f64,
+    /// Binary or text.
     pub encoding: Encoding,
 }
 

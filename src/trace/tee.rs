@@ -4,6 +4,7 @@
 //! A reader thread cuts the source into chunks and hands each chunk (shared, not copied) to
 //! every consumer through a channel of [`DEPTH`] chunks; the fastest consumer waits for the
 //! slowest, so at most `DEPTH + 2` chunks per consumer are alive, whatever the stream's length.
+#![warn(missing_docs)]
 
 use std::io::{self, Read};
 use std::sync::mpsc::{sync_channel, Receiver};

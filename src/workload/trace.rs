@@ -5,6 +5,7 @@
 //! the records of one transaction through [`Pm`], so the simulator's back end takes the oracle
 //! from the trace's own stores exactly as from a built-in workload's. It streams: memory is the
 //! decoder's buffer (bounded by the longest record), never the trace.
+#![warn(missing_docs)]
 
 use super::Pm;
 use crate::rng::Rng;

@@ -7,6 +7,7 @@
 //! workload's own stores (taken by the simulator's back end, as for every workload): the
 //! recovered data area must equal the state after some allowed prefix of committed
 //! transactions, byte for byte.
+#![warn(missing_docs)]
 
 use super::Pm;
 use crate::rng::Rng;
