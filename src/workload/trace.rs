@@ -148,6 +148,7 @@ impl TraceWorkload {
             return;
         };
         loop {
+            dec.look_ahead(|a| pm.will_access(Addr(a - base)));
             match dec.next_record() {
                 Ok(Some(Record::Store { addr, bytes })) => pm.store(Addr(addr - base), bytes),
                 Ok(Some(Record::Load { addr, len })) => load(pm, &mut self.load_buf, addr - base, len),

@@ -296,7 +296,13 @@ pub struct Decoder<R: Read> {
     phase: Phase,
     region: (u64, u64),
     records: u64,
+    /// Stream offset of the next record [`Decoder::look_ahead`] has not passed yet.
+    ahead: u64,
 }
+
+/// How far [`Decoder::look_ahead`] runs ahead of the reader, in bytes (about a dozen small
+/// transactions).
+pub const LOOK_AHEAD_BYTES: u64 = 512;
 
 /// Initial read buffer; it grows (once) to hold the longest record.
 const BUF_BYTES: usize = 256 << 10;
@@ -317,6 +323,7 @@ impl<R: Read> Decoder<R> {
             phase: Phase::Start,
             region: (0, 0),
             records: 0,
+            ahead: 0,
         };
         d.fill(HEADER_BYTES)?;
         let head = &d.buf[d.pos..d.end];
@@ -403,6 +410,56 @@ impl<R: Read> Decoder<R> {
             }
         }
         Ok(())
+    }
+
+    /// Call `hint` with the address of every `load` and `store` that lies between
+    /// [`LOOK_AHEAD_BYTES`] and about twice that ahead of the reader in the buffered bytes
+    /// (binary encoding only; unchecked, for host prefetching: a replayer announces the
+    /// addresses its simulated accesses will touch a few transactions early, as the built-in
+    /// workloads do). Cheap when nothing new is in reach.
+    #[inline]
+    pub fn look_ahead(&mut self, mut hint: impl FnMut(u64)) {
+        if self.enc != Encoding::Binary {
+            return;
+        }
+        self.ahead = self.ahead.max(self.offset);
+        while self.ahead < self.offset + LOOK_AHEAD_BYTES {
+            // Buffer index of the stream offset `ahead` (`buf[pos]` is at `offset`).
+            let at = self.pos + (self.ahead - self.offset) as usize;
+            let Some(&opcode) = self.buf[..self.end].get(at) else { return };
+            let mut i = at + 1;
+            let num = |i: &mut usize| -> Option<u64> {
+                let mut v = 0u64;
+                for k in 0..10 {
+                    let b = *self.buf[..self.end].get(*i)?;
+                    *i += 1;
+                    v |= ((b & 0x7f) as u64) << (7 * k);
+                    if b & 0x80 == 0 {
+                        return Some(v);
+                    }
+                }
+                None
+            };
+            let step = match opcode {
+                op::BEGIN | op::COMMIT | op::ABORT => Some(()),
+                op::COMPUTE | op::WARMUP => num(&mut i).map(drop),
+                op::LOAD | op::STORE | op::INIT => match (num(&mut i), num(&mut i)) {
+                    (Some(addr), Some(len)) => {
+                        if opcode != op::LOAD {
+                            i += len.min(MAX_ACCESS_BYTES) as usize;
+                        }
+                        (opcode != op::INIT).then(|| hint(addr));
+                        Some(())
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            if step.is_none() || i > self.end {
+                return;
+            }
+            self.ahead += (i - at) as u64;
+        }
     }
 
     /// The next record, checked against the format's rules; `None` after `end`.
@@ -919,6 +976,37 @@ mod tests {
         assert_eq!(decode(&[&ok[..16], &[0x42]].concat()).unwrap_err().offset, 16);
         let e = decode(b"locsim-trace 1\nregion 0 64\n\n# c\nload 60 8\nend\n").unwrap_err();
         assert_eq!((e.line, e.offset), (Some(5), 32));
+    }
+
+    #[test]
+    fn look_ahead_hints_every_access_once_in_order_ahead_of_the_reader() {
+        let mut recs = vec![Record::Region { base: 0, size: 1 << 20 }];
+        let data = [5u8; 24];
+        for i in 0..5000u64 {
+            recs.extend([
+                Record::Begin,
+                Record::Load { addr: 8 * i, len: 8 },
+                Record::Store { addr: 8 * i + 4, bytes: &data[..(i % 24 + 1) as usize] },
+                Record::Compute { cycles: i },
+                Record::Commit,
+            ]);
+        }
+        recs.push(Record::End);
+        let bytes = encode(Encoding::Binary, &recs);
+        let mut d = Decoder::new(&bytes[..]).unwrap();
+        let (mut hints, mut seen) = (Vec::new(), Vec::new());
+        loop {
+            let before = hints.len();
+            d.look_ahead(|a| hints.push(a));
+            // Whatever is hinted lies ahead of what has been read.
+            assert!(hints[before..].iter().all(|a| seen.last().is_none_or(|s| a > s)));
+            match d.next_record().unwrap() {
+                Some(Record::Load { addr, .. } | Record::Store { addr, .. }) => seen.push(addr),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        assert_eq!(hints, seen);
     }
 
     #[test]
