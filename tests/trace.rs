@@ -78,6 +78,10 @@ fn aborts_the_text_encoding_and_a_machine_setting_replay_exactly_too() {
     let builtin = json(&locsim(&[&["run", "-w", "btree", "-p", "h-wal,loc-wal", "--json"][..], &shape].concat()));
     assert!(builtin[0]["txs_aborted"].as_u64().unwrap() > 0);
     assert_same(&trace, &builtin, "btree with aborts, text");
+    // `--txs N` stops the replay after N measured transactions.
+    let cut = json(&locsim(&["run", "--trace", &file, "-p", "h-wal", "--txs", "20", "--json"]));
+    let n = cut[0]["txs_committed"].as_u64().unwrap() + cut[0]["txs_aborted"].as_u64().unwrap();
+    assert_eq!(n, 20);
 }
 
 /// A fresh directory under the target directory (tests must not write outside it).

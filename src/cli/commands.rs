@@ -90,7 +90,7 @@ fn run(a: RunArgs) -> Result<i32, String> {
             cfg: cfg.clone(),
             workload,
             protocol: p,
-            txs: a.txs,
+            txs: a.txs.unwrap_or(RUN_TXS),
             warmup_txs: a.warmup_txs.unwrap_or(cfg.workload.warmup_txs),
             seed: a.tx.seed,
             abort_rate: a.tx.abort_rate,
@@ -196,6 +196,9 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
     };
     Ok(print_crash_report(&report, a.json))
 }
+
+/// Transactions of `run` on a built-in workload unless `--txs` says (`trace-gen` writes as many).
+pub(super) const RUN_TXS: u64 = 50_000;
 
 /// Transactions of `crashtest` on a built-in workload unless `--txs` says.
 const CRASH_TXS: u64 = 2_000;

@@ -130,9 +130,10 @@ pub struct RunArgs {
     /// Comma-separated protocols: baseline, s-wal, h-wal, ec-wal, loc-wal, kiln, loc-kiln.
     #[arg(long, short, default_value = "baseline,s-wal,h-wal")]
     pub protocol: String,
-    /// Transactions in the measured region (a trace: at most this many after its warm-up).
-    #[arg(long, default_value_t = 50_000)]
-    pub txs: u64,
+    /// Transactions in the measured region (default 50000; a trace: all after its warm-up, or
+    /// at most this many).
+    #[arg(long)]
+    pub txs: Option<u64>,
     /// Transactions before the measured region (default: workload.warmup_txs; a trace declares
     /// its own).
     #[arg(long, conflicts_with = "trace")]

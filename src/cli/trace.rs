@@ -16,9 +16,9 @@ pub struct TraceGenArgs {
     /// Built-in workload to write as a trace (sps, btree, ...; an unknown name lists them all).
     #[arg(long, short)]
     pub workload: String,
-    /// Transactions after the warm-up (as `run --txs`).
-    #[arg(long, default_value_t = 50_000)]
-    pub txs: u64,
+    /// Transactions after the warm-up (default: as many as `run` measures, 50000).
+    #[arg(long)]
+    pub txs: Option<u64>,
     /// Warm-up transactions, declared in the trace's `warmup` record (default:
     /// workload.warmup_txs, as `run`).
     #[arg(long)]
@@ -72,7 +72,7 @@ pub(super) fn run(a: &RunArgs, path: &str) -> Result<i32, String> {
                     cfg: cfg.clone(),
                     workload: WorkloadKind::Trace,
                     protocol,
-                    txs: a.txs,
+                    txs: a.txs.unwrap_or(u64::MAX),
                     warmup_txs: 0,
                     seed: a.tx.seed,
                     abort_rate: 0.0,
@@ -101,7 +101,7 @@ pub(super) fn generate(a: TraceGenArgs) -> Result<i32, String> {
     let cfg = build_config(&a.machine)?;
     let g = GenSpec {
         workload: WorkloadKind::parse(&a.workload)?,
-        txs: a.txs,
+        txs: a.txs.unwrap_or(super::commands::RUN_TXS),
         warmup_txs: a.warmup_txs.unwrap_or(cfg.workload.warmup_txs),
         seed: a.tx.seed,
         abort_rate: a.tx.abort_rate,
