@@ -17,7 +17,9 @@ extern "C" {
 #endif
 
 /* Start a binary trace at `path` for the persistent heap of `size` bytes at `base`, and record
- * the heap's current bytes as its initial content. */
+ * the heap's current bytes as its initial content. Heap byte `base + i` is the simulator's
+ * data-area byte `i`: align `base` to 64 bytes (better 4096) so that the simulated cache
+ * blocks are the program's cache lines. */
 int pm_open(const char *path, void *base, size_t size);
 /* TxBegin. */
 int pm_tx_begin(void);
