@@ -13,7 +13,7 @@ use crate::types::Addr;
 use locsim_trace::{Decoder, Record};
 use std::io::Read;
 
-/// A byte source a trace is read from (a file, standard input, one branch of a [`tee::tee`]).
+/// A byte source a trace is read from (a file, standard input, one branch of a [`crate::trace::tee::tee`]).
 pub type Source = Box<dyn Read + Send>;
 
 /// Open `path` (`-` is standard input).
