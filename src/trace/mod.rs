@@ -2,7 +2,7 @@
 //! built-in workload as a trace (`locsim trace-gen`).
 //!
 //! The format itself (records, binary and text encodings, every rule a trace must keep) is the
-//! crate `locsim-trace`, re-exported here as [`format`]: one module encodes and decodes it, and
+//! crate `locsim-trace`, re-exported here as [`format`](mod@format): one module encodes and decodes it, and
 //! the C recorder (`crates/recorder`) writes through the same encoder.
 //!
 //! The replayer is a workload, [`crate::workload::trace::TraceWorkload`] (the workload `trace`).
