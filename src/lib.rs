@@ -6,7 +6,8 @@
 //! and [`recovery`]; the [`crash`] checker; [`runner`] and the [`cli`]. Separately, [`journal`]:
 //! real SQLite with its rollback journal in PCM (the PCM SQLite-journal paper).
 //!
-//! Running a simulation from Rust:
+//! Running your own program from Rust: [`api`] (the small, documented surface;
+//! docs/your-own-workload.md). Running a built-in workload from Rust:
 //!
 //! ```
 //! use locsim::config::Config;
@@ -24,6 +25,7 @@
 //! assert!(r.write_traffic > 1.0); // every program byte costs a log copy and a home copy
 //! ```
 
+pub mod api;
 pub mod bench;
 pub mod cache;
 pub mod cli;
@@ -45,5 +47,6 @@ pub mod runner;
 pub mod sim;
 pub mod sqlite;
 pub mod startgap;
+pub mod trace;
 pub mod types;
 pub mod workload;

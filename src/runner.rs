@@ -152,7 +152,12 @@ pub const GIT_REV: &str = env!("LOCSIM_GIT_REV");
 
 /// Run `spec`. `Err` is a one-line message (e.g. the log area is too small).
 pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
-    let wl = spec.workload.build(&spec.cfg.workload);
+    execute_with(spec, spec.workload.build(&spec.cfg.workload))
+}
+
+/// Run `spec` on an already built workload (a replayed trace: `spec.txs` bounds the measured
+/// region, which also ends with the trace).
+pub fn execute_with(spec: &RunSpec, wl: Workload) -> Result<RunOutput, String> {
     let layout = Layout::new(wl.data_bytes(), spec.cfg.log.size_bytes);
     let layout =
         if spec.cfg.startgap.enabled { layout.with_startgap(crate::startgap::Geometry::EXTRA_BYTES) } else { layout };
@@ -191,7 +196,7 @@ pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
 
 /// Seeds: the workload's operation stream and the abort decisions are separate streams, so
 /// changing the abort rate does not change which operations run.
-fn rngs(seed: u64) -> (Rng, Rng) {
+pub(crate) fn rngs(seed: u64) -> (Rng, Rng) {
     (Rng::derive(seed, 1), Rng::derive(seed, 2))
 }
 
@@ -209,16 +214,20 @@ fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) ->
     }
     let mut sim = Sim::new(m, p, spec.record);
     let (mut ops, mut aborts) = rngs(spec.seed);
-    let mut step = |sim: &mut Sim<P>, wl: &mut Workload| -> Result<(), String> {
+    // One transaction; `Ok(false)` once a replayed trace has ended.
+    let mut step = |sim: &mut Sim<P>, wl: &mut Workload| -> Result<bool, String> {
         let abort = spec.abort_rate > 0.0 && aborts.chance(spec.abort_rate);
         wl.run_tx(sim, &mut ops, abort);
         match sim.m.fatal.take() {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => wl.more(),
         }
     };
+    wl.more()?;
     for _ in 0..spec.warmup_txs {
-        step(&mut sim, &mut wl)?;
+        if !step(&mut sim, &mut wl)? {
+            break;
+        }
     }
     let (s0, f0, c0) = (sim.m.stats(), sim.stats.clone(), sim.m.now);
     let p0 = sim.p.counters();
@@ -228,7 +237,9 @@ fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) ->
     sim.m.commit_latency = Default::default();
     let host = Instant::now();
     for _ in 0..spec.txs {
-        step(&mut sim, &mut wl)?;
+        if !step(&mut sim, &mut wl)? {
+            break;
+        }
     }
     let host_seconds = host.elapsed().as_secs_f64();
     let end_cycle = sim.m.now;

@@ -30,6 +30,7 @@ pub fn dispatch(cmd: Cmd) -> Result<i32, String> {
         Cmd::JournalCrashtest(a) => super::journal::crashtest(a),
         Cmd::Reproduce(a) => reproduce(a),
         Cmd::Merge(a) => merge(a),
+        Cmd::TraceGen(a) => super::trace::generate(a),
         Cmd::Config(a) => {
             emit(&build_config(&a)?.to_toml());
             Ok(0)
@@ -38,7 +39,7 @@ pub fn dispatch(cmd: Cmd) -> Result<i32, String> {
 }
 
 /// The configuration from `--config`, `--set`, and the shortcuts `--mem-latency-ns` and `--sd`.
-fn build_config(a: &MachineArgs) -> Result<Config, String> {
+pub(super) fn build_config(a: &MachineArgs) -> Result<Config, String> {
     let sd = a.sd;
     let text = match &a.config {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|e| format!("--config {path}: {e}"))?),
@@ -60,7 +61,7 @@ fn build_config(a: &MachineArgs) -> Result<Config, String> {
     Ok(cfg)
 }
 
-fn parse_list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+pub(super) fn parse_list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
     let items: Vec<T> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(parse).collect::<Result<_, _>>()?;
     if items.is_empty() {
         return Err(format!("--{what}: empty list"));
@@ -68,7 +69,7 @@ fn parse_list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T, String>)
     Ok(items)
 }
 
-fn check_common(abort_rate: f64) -> Result<(), String> {
+pub(super) fn check_common(abort_rate: f64) -> Result<(), String> {
     if !(0.0..=1.0).contains(&abort_rate) {
         return Err(format!("--abort-rate {abort_rate}: allowed 0..=1"));
     }
@@ -77,8 +78,11 @@ fn check_common(abort_rate: f64) -> Result<(), String> {
 
 fn run(a: RunArgs) -> Result<i32, String> {
     check_common(a.tx.abort_rate)?;
+    if let Some(path) = &a.trace {
+        return super::trace::run(&a, path);
+    }
     let cfg = build_config(&a.machine)?;
-    let workload = WorkloadKind::parse(&a.workload)?;
+    let workload = WorkloadKind::parse(a.workload.as_deref().expect("clap requires it"))?;
     let protocols = parse_list(&a.protocol, "protocol", ProtocolKind::parse)?;
     let mut results: Vec<RunResult> = Vec::new();
     for &p in &protocols {
@@ -86,7 +90,7 @@ fn run(a: RunArgs) -> Result<i32, String> {
             cfg: cfg.clone(),
             workload,
             protocol: p,
-            txs: a.txs,
+            txs: a.txs.unwrap_or(RUN_TXS),
             warmup_txs: a.warmup_txs.unwrap_or(cfg.workload.warmup_txs),
             seed: a.tx.seed,
             abort_rate: a.tx.abort_rate,
@@ -95,13 +99,18 @@ fn run(a: RunArgs) -> Result<i32, String> {
         };
         results.push(runner::execute(&spec)?.result);
     }
+    print_runs(results, a.json);
+    Ok(0)
+}
+
+/// The results of `run` (relative to the baseline's if it ran), as JSON or a table.
+pub(super) fn print_runs(mut results: Vec<RunResult>, json: bool) {
     runner::relate_to_baseline(&mut results);
-    if a.json {
+    if json {
         outln!("{}", serde_json::to_string_pretty(&results).expect("serializable"));
     } else {
         print_run_table(&results);
     }
-    Ok(0)
 }
 
 fn print_run_table(rs: &[RunResult]) {
@@ -153,18 +162,21 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
     }
     check_common(a.tx.abort_rate)?;
     let cfg = build_config(&a.machine)?;
-    let workload = WorkloadKind::parse(a.workload.as_deref().expect("clap requires it"))?;
     let protocol = ProtocolKind::parse(a.protocol.as_deref().expect("clap requires it"))?;
     let bug = a.inject_bug.as_deref().map(|b| Bug::parse(b, protocol)).transpose()?;
     if a.crashes == 0 && !a.exhaustive && a.crash_at.is_none() {
         return Err("--crashes 0: allowed 1 or more".into());
     }
+    let workload = match &a.trace {
+        Some(_) => WorkloadKind::Trace,
+        None => WorkloadKind::parse(a.workload.as_deref().expect("clap requires it"))?,
+    };
     let spec = CrashSpec {
         run: RunSpec {
             cfg,
             workload,
             protocol,
-            txs: a.txs,
+            txs: a.txs.unwrap_or(if a.trace.is_some() { u64::MAX } else { CRASH_TXS }),
             warmup_txs: a.warmup_txs,
             seed: a.tx.seed,
             abort_rate: a.tx.abort_rate,
@@ -178,8 +190,22 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
         threads: a.threads.resolve()?,
         progress: true,
     };
-    let report = crash::check(&spec)?;
-    if a.json {
+    let report = match &a.trace {
+        Some(path) => super::trace::crashtest(spec, path)?,
+        None => crash::check(&spec)?,
+    };
+    Ok(print_crash_report(&report, a.json))
+}
+
+/// Transactions of `run` on a built-in workload unless `--txs` says (`trace-gen` writes as many).
+pub(super) const RUN_TXS: u64 = 50_000;
+
+/// Transactions of `crashtest` on a built-in workload unless `--txs` says.
+const CRASH_TXS: u64 = 2_000;
+
+/// A crash report as JSON or text; returns the exit status (1 if there are violations).
+fn print_crash_report(report: &crash::CrashReport, json: bool) -> i32 {
+    if json {
         outln!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
     } else {
         outln!(
@@ -208,17 +234,23 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
             outln!("replay: {}", v.replay);
         }
     }
-    Ok(if report.violations > 0 { 1 } else { 0 })
+    if report.violations > 0 {
+        1
+    } else {
+        0
+    }
 }
 
 fn replay_base(a: &CrashArgs) -> String {
-    let mut s = format!(
-        "locsim crashtest --workload {} --protocol {} --txs {} --seed {}",
-        a.workload.as_deref().unwrap_or(""),
-        a.protocol.as_deref().unwrap_or(""),
-        a.txs,
-        a.tx.seed
-    );
+    let source = match &a.trace {
+        Some(path) => format!("--trace {path}"),
+        None => format!("--workload {}", a.workload.as_deref().unwrap_or("")),
+    };
+    let mut s =
+        format!("locsim crashtest {source} --protocol {} --seed {}", a.protocol.as_deref().unwrap_or(""), a.tx.seed);
+    if a.trace.is_none() || a.txs.is_some() {
+        s += &format!(" --txs {}", a.txs.unwrap_or(CRASH_TXS));
+    }
     if a.warmup_txs > 0 {
         s += &format!(" --warmup-txs {}", a.warmup_txs);
     }

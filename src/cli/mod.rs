@@ -5,6 +5,7 @@
 
 mod commands;
 mod journal;
+mod trace;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -37,6 +38,9 @@ pub enum Cmd {
     Reproduce(ReproduceArgs),
     /// Combine the shard files of `reproduce --shard` runs into the outputs of an unsharded run.
     Merge(MergeArgs),
+    /// Write a built-in workload as a trace (docs/formats/trace.md) for `run --trace` and
+    /// `crashtest --trace`.
+    TraceGen(trace::TraceGenArgs),
 }
 
 #[derive(Args, Debug)]
@@ -118,16 +122,21 @@ pub struct TxArgs {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Workload (sps, btree, ...; an unknown name lists them all).
-    #[arg(long, short)]
-    pub workload: String,
+    #[arg(long, short, required_unless_present = "trace", conflicts_with = "trace")]
+    pub workload: Option<String>,
+    /// Replay a trace (docs/formats/trace.md; `-` reads standard input) instead of a workload.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<String>,
     /// Comma-separated protocols: baseline, s-wal, h-wal, ec-wal, loc-wal, kiln, loc-kiln.
     #[arg(long, short, default_value = "baseline,s-wal,h-wal")]
     pub protocol: String,
-    /// Transactions in the measured region.
-    #[arg(long, default_value_t = 50_000)]
-    pub txs: u64,
-    /// Transactions before the measured region (default: workload.warmup_txs).
+    /// Transactions in the measured region (default 50000; a trace: all after its warm-up, or
+    /// at most this many).
     #[arg(long)]
+    pub txs: Option<u64>,
+    /// Transactions before the measured region (default: workload.warmup_txs; a trace declares
+    /// its own).
+    #[arg(long, conflicts_with = "trace")]
     pub warmup_txs: Option<u64>,
     #[command(flatten)]
     pub tx: TxArgs,
@@ -141,8 +150,11 @@ pub struct RunArgs {
 #[derive(Args, Debug)]
 pub struct CrashArgs {
     /// Workload (sps, btree, ...; an unknown name lists them all).
-    #[arg(long, short, required_unless_present = "list_bugs")]
+    #[arg(long, short, required_unless_present_any = ["list_bugs", "trace"], conflicts_with = "trace")]
     pub workload: Option<String>,
+    /// Crash-check a replayed trace (docs/formats/trace.md; `-` reads standard input).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<String>,
     /// Protocol under test: baseline, s-wal, h-wal, ec-wal, loc-wal, kiln, loc-kiln.
     #[arg(long, short, required_unless_present = "list_bugs")]
     pub protocol: Option<String>,
@@ -156,11 +168,11 @@ pub struct CrashArgs {
     /// Check only this crash cycle (replays a reported violation).
     #[arg(long, value_name = "CYCLE")]
     pub crash_at: Option<u64>,
-    /// Transactions to run.
-    #[arg(long, default_value_t = 2_000)]
-    pub txs: u64,
-    /// Transactions before them (also checked; default 0).
-    #[arg(long, default_value_t = 0)]
+    /// Transactions to run (a trace: at most this many after its warm-up, default all).
+    #[arg(long)]
+    pub txs: Option<u64>,
+    /// Transactions before them (also checked; default 0; a trace declares its own).
+    #[arg(long, default_value_t = 0, conflicts_with = "trace")]
     pub warmup_txs: u64,
     /// Turn on a deliberate defect in the protocol (see --list-bugs).
     #[arg(long, value_name = "BUG")]

@@ -26,4 +26,4 @@
 
 mod sweep;
 
-pub use sweep::{check, CrashReport, CrashSpec, Violation};
+pub use sweep::{check, check_run, CrashReport, CrashSpec, Violation};

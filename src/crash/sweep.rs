@@ -160,12 +160,17 @@ fn choose_points(spec: &CrashSpec, cands: &[Cycle]) -> Vec<Cycle> {
 pub fn check(spec: &CrashSpec) -> Result<CrashReport, String> {
     let mut run = spec.run.clone();
     run.record = true;
-    let out = execute(&run)?;
-    let rec = out.recorded.expect("recording was on");
-    Ok(check_recorded(spec, &run, &rec))
+    check_run(spec, execute(&run)?)
 }
 
-/// Check the chosen crash points of a recorded run (`run` is `spec.run` with recording on).
+/// Check every chosen crash point of a recorded run of `spec.run` (made by the caller: a
+/// replayed trace, [`crate::runner::execute_with`]).
+pub fn check_run(spec: &CrashSpec, out: crate::runner::RunOutput) -> Result<CrashReport, String> {
+    let rec = out.recorded.ok_or("check_run: the run was not recorded")?;
+    Ok(check_recorded(spec, &spec.run, &rec))
+}
+
+/// Check the chosen crash points of a recorded run (`run` is `spec.run`).
 fn check_recorded(spec: &CrashSpec, run: &RunSpec, rec: &Recorded) -> CrashReport {
     let cands = candidate_cycles(rec);
     let points = choose_points(spec, &cands);

@@ -141,7 +141,8 @@ const MAX_DEPTH: usize = 64;
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct BTreeConfig {
-    /// Number of distinct keys: keys are drawn uniformly from `0..key_space`. The default,
+    /// Number of distinct keys: keys are drawn from `0..key_space` (uniformly unless `keys`
+    /// says otherwise). The default,
     /// 2^20, gives about 524 thousand keys and about 15 MiB of nodes after populate.
     pub key_space: u64,
     /// Insert or delete operations per transaction (default 11: P-Set near Table II's 89.6).
@@ -161,6 +162,8 @@ pub struct BTreeConfig {
     pub compute_cycles_per_search_step: u64,
     /// Non-memory instructions per 64-byte block written by a run store (`memmove`).
     pub compute_cycles_per_moved_block: u64,
+    /// Which keys the operations pick (uniform, zipfian, latest: `workload::keys`).
+    pub keys: super::keys::KeysConfig,
 }
 
 impl Default for BTreeConfig {
@@ -175,6 +178,7 @@ impl Default for BTreeConfig {
             compute_cycles_per_node: 7,
             compute_cycles_per_search_step: 7,
             compute_cycles_per_moved_block: 8,
+            keys: Default::default(),
         }
     }
 }
@@ -189,6 +193,7 @@ impl BTreeConfig {
                 Err(format!("workload.btree.{k} = {v}: allowed {lo}..={hi}"))
             }
         };
+        self.keys.validate("btree")?;
         check("leaf_max_keys", self.leaf_max_keys, 2, LEAF_SLOTS)?;
         check("inner_max_keys", self.inner_max_keys, 2, INNER_SLOTS)?;
         check("ops_per_tx", self.ops_per_tx, 1, 4096)?;
@@ -237,6 +242,7 @@ pub struct BTree {
     slab: Slab,
     /// (inner node, index of the child taken) from the root down, for the running operation.
     path: Vec<(Addr, usize)>,
+    keys: super::keys::Keys,
 }
 
 /// Slots the node slab needs so that allocation never fails: every non-root leaf holds at
@@ -321,6 +327,7 @@ impl BTree {
             },
             slab,
             path: Vec::with_capacity(MAX_DEPTH),
+            keys: super::keys::Keys::new(&cfg.keys, cfg.key_space),
         }
     }
 
@@ -354,8 +361,14 @@ impl BTree {
     /// Draw one operation: the key, the kind, then the value (drawn for deletes too, so every
     /// operation consumes the same three numbers).
     fn draw_op(&self, rng: &mut Rng) -> Op {
-        let key = rng.below(self.key_space);
-        let insert = rng.below(100) < self.insert_percent;
+        // Uniform keys keep their historical order (key, kind, value); the others need the kind
+        // first (`latest` gives an insert the next new key).
+        let (key, insert) = if self.keys.is_uniform() {
+            (rng.below(self.key_space), rng.below(100) < self.insert_percent)
+        } else {
+            let insert = rng.below(100) < self.insert_percent;
+            (self.keys.draw(rng, insert), insert)
+        };
         let value = rng.next_u64() as u32;
         if insert {
             Op::Insert(key, value)

@@ -98,7 +98,7 @@ const VERIFY_BATCH: usize = 16;
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct HashTableConfig {
-    /// Keys are drawn uniformly from `0..key_space` (keys; also the entry slab's capacity).
+    /// Keys are drawn from `0..key_space` (uniformly unless `keys` says otherwise) (keys; also the entry slab's capacity).
     pub key_space: u64,
     /// Bucket heads (a power of two).
     pub buckets: u64,
@@ -113,6 +113,8 @@ pub struct HashTableConfig {
     pub compute_cycles_per_delete: u64,
     /// Non-memory instructions per chain entry visited.
     pub compute_cycles_per_probe: u64,
+    /// Which keys the operations pick (uniform, zipfian, latest: `workload::keys`).
+    pub keys: super::keys::KeysConfig,
 }
 
 impl Default for HashTableConfig {
@@ -125,6 +127,7 @@ impl Default for HashTableConfig {
             compute_cycles_per_insert: 45,
             compute_cycles_per_delete: 26,
             compute_cycles_per_probe: 2,
+            keys: Default::default(),
         }
     }
 }
@@ -132,6 +135,7 @@ impl Default for HashTableConfig {
 impl HashTableConfig {
     /// Range checks; the error names the key, the value and what is allowed.
     pub fn validate(&self) -> Result<(), String> {
+        self.keys.validate("hash")?;
         let err = |k: &str, v: u64, allowed: &str| Err(format!("workload.hash.{k} = {v}: allowed {allowed}"));
         if !(16..=(1 << 28)).contains(&self.key_space) {
             return err("key_space", self.key_space, "16..=268435456");
@@ -163,6 +167,7 @@ impl HashTableConfig {
 pub struct HashTable {
     cfg: HashTableConfig,
     slab: Slab,
+    keys: super::keys::Keys,
     bucket_bits: u32,
 }
 
@@ -170,6 +175,9 @@ impl KvStore for HashTable {
     const POPULATE_SEED: u64 = POPULATE_SEED;
     fn shape(&self) -> (u64, u64, u64) {
         (self.cfg.ops_per_tx, self.cfg.insert_percent, self.cfg.key_space)
+    }
+    fn keys(&self) -> &super::keys::Keys {
+        &self.keys
     }
     /// Bytes of data area: header, bucket array, entry slab.
     fn data_bytes(&self) -> u64 {
@@ -190,6 +198,7 @@ impl HashTable {
             cfg: cfg.clone(),
             slab: Slab::new(Addr(0), Addr(slab_base), ENTRY_BYTES, cfg.key_space),
             bucket_bits: cfg.buckets.trailing_zeros(),
+            keys: super::keys::Keys::new(&cfg.keys, cfg.key_space),
         }
     }
 

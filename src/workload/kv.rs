@@ -3,6 +3,7 @@
 //! inserted through the store's own code on a native back end), and the value bytes expanded
 //! from a seed. A store implements [`KvStore`]; everything else is here, once.
 
+use super::keys::Keys;
 use super::native::Native;
 use super::Pm;
 use crate::rng::Rng;
@@ -18,6 +19,8 @@ pub trait KvStore: Sized {
     fn shape(&self) -> (u64, u64, u64);
     /// Bytes of data area it needs.
     fn data_bytes(&self) -> u64;
+    /// Its key chooser (`[workload.<name>.keys]`).
+    fn keys(&self) -> &Keys;
     /// Insert `key` (or overwrite its value) with the value expanded from `seed`.
     fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64);
     /// Delete `key` if present.
@@ -59,9 +62,9 @@ pub enum Op {
 }
 
 /// Draw, in this order: insert with probability `insert_percent`%, the key, the value seed.
-pub fn draw_op(mix: &Mix, rng: &mut Rng) -> Op {
+pub fn draw_op(mix: &Mix, keys: &Keys, rng: &mut Rng) -> Op {
     let insert = rng.below(100) < mix.insert_percent;
-    let key = rng.below(mix.key_space);
+    let key = keys.draw(rng, insert);
     if insert {
         Op::Insert { key, seed: rng.next_u64() }
     } else {
@@ -73,7 +76,7 @@ pub fn draw_op(mix: &Mix, rng: &mut Rng) -> Op {
 pub fn run_tx<S: KvStore, P: Pm>(s: &S, mix: &Mix, pm: &mut P, rng: &mut Rng, abort: bool) {
     pm.begin();
     for _ in 0..mix.ops_per_tx {
-        match draw_op(mix, rng) {
+        match draw_op(mix, s.keys(), rng) {
             Op::Insert { key, seed } => s.insert(pm, key, seed),
             Op::Delete { key } => s.delete(pm, key),
         }
@@ -85,11 +88,11 @@ pub fn run_tx<S: KvStore, P: Pm>(s: &S, mix: &Mix, pm: &mut P, rng: &mut Rng, ab
     }
 }
 
-/// The operations of one transaction drawn from `rng` (a copy of the stream the transaction
-/// used), for models: test oracles replay them into a std collection.
-pub fn for_each_op(mix: &Mix, rng: &mut Rng, mut f: impl FnMut(Op)) {
+/// The operations of one transaction drawn from `rng` and `keys` (copies of what the
+/// transaction used), for models: test oracles replay them into a std collection.
+pub fn for_each_op(mix: &Mix, keys: &Keys, rng: &mut Rng, mut f: impl FnMut(Op)) {
     for _ in 0..mix.ops_per_tx {
-        f(draw_op(mix, rng));
+        f(draw_op(mix, keys, rng));
     }
 }
 
@@ -176,10 +179,10 @@ pub fn run_model_sequence<S: KvStore, M: KvModel>(s: &S, seed: u64, txs: u64, mu
     let (mut ops, mut aborts) = (Rng::new(seed), Rng::derive(seed, 2));
     for tx in 0..txs {
         let abort = aborts.chance(0.2);
-        let mut replay = ops.clone();
+        let (mut replay, replay_keys) = (ops.clone(), s.keys().clone());
         run_tx(s, &mix, &mut pm, &mut ops, abort);
         if !abort {
-            for_each_op(&mix, &mut replay, |op| match op {
+            for_each_op(&mix, &replay_keys, &mut replay, |op| match op {
                 Op::Insert { key, seed } => model.put(key, seed),
                 Op::Delete { key } => model.del(key),
             });

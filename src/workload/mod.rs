@@ -8,6 +8,7 @@
 pub mod btree;
 pub mod follow;
 pub mod hash;
+pub mod keys;
 pub mod kv;
 pub mod native;
 pub mod rbtree;
@@ -15,6 +16,8 @@ pub mod sdg;
 pub mod slab;
 pub mod sps;
 pub mod sqlite;
+pub mod trace;
+pub mod user;
 
 use crate::rng::Rng;
 /// The key-value workloads' populate, run_tx and data_bytes come from this trait.
@@ -67,28 +70,41 @@ impl WorkloadConfig {
 }
 
 /// Declares the workloads: one line each (variant, command-line name, module, type, config
-/// field). Generates [`WorkloadKind`], [`Workload`] and their enum dispatch.
+/// field), then the replayed trace, which is not built from a configuration and is not in
+/// [`WorkloadKind::ALL`] (`--trace FILE` runs it). Generates [`WorkloadKind`], [`Workload`] and
+/// their enum dispatch. A program written against [`Pm`] outside locsim is one more variant,
+/// [`Workload::User`] ([`user::UserWorkload`]).
 macro_rules! workloads {
-    ($($variant:ident $name:literal $module:ident :: $ty:ident . $cfg:ident;)*) => {
+    ($($variant:ident $name:literal $module:ident :: $ty:ident . $cfg:ident;)*
+     @replayed $tvariant:ident $tname:literal $tty:ty;) => {
         /// The workloads locsim runs, as named on the command line.
         #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
         pub enum WorkloadKind {
             $($variant,)*
+            $tvariant,
+            /// A [`user::UserWorkload`].
+            User,
         }
 
         impl WorkloadKind {
+            /// The built-in workloads (the replayed trace is not one).
             pub const ALL: &'static [WorkloadKind] = &[$(WorkloadKind::$variant,)*];
 
             pub fn name(self) -> &'static str {
                 match self {
                     $(WorkloadKind::$variant => $name,)*
+                    WorkloadKind::$tvariant => $tname,
+                    WorkloadKind::User => "user",
                 }
             }
 
-            /// Build the workload from its configuration.
+            /// Build the workload from its configuration. A trace or a user's workload is not
+            /// built from one: this gives the empty trace, which serves as their structural
+            /// verifier (it accepts every image; the oracle checks their bytes).
             pub fn build(self, cfg: &WorkloadConfig) -> Workload {
                 match self {
                     $(WorkloadKind::$variant => Workload::$variant($module::$ty::new(&cfg.$cfg)),)*
+                    WorkloadKind::$tvariant | WorkloadKind::User => Workload::$tvariant(<$tty>::default()),
                 }
             }
         }
@@ -96,6 +112,9 @@ macro_rules! workloads {
         /// A built workload (enum dispatch: the transaction body is generic over the back end).
         pub enum Workload {
             $($variant($module::$ty),)*
+            $tvariant($tty),
+            /// A program written outside locsim against [`Pm`].
+            User(Box<dyn user::UserWorkload>),
         }
 
         impl Workload {
@@ -103,6 +122,8 @@ macro_rules! workloads {
             pub fn data_bytes(&self) -> u64 {
                 match self {
                     $(Workload::$variant(w) => w.data_bytes(),)*
+                    Workload::$tvariant(w) => w.data_bytes(),
+                    Workload::User(w) => w.data_bytes(),
                 }
             }
 
@@ -110,6 +131,8 @@ macro_rules! workloads {
             pub fn populate(&mut self, data: &mut [u8]) {
                 match self {
                     $(Workload::$variant(w) => w.populate(data),)*
+                    Workload::$tvariant(w) => w.populate(data),
+                    Workload::User(w) => w.populate(data),
                 }
             }
 
@@ -118,6 +141,8 @@ macro_rules! workloads {
             pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
                 match self {
                     $(Workload::$variant(w) => w.run_tx(pm, rng, abort),)*
+                    Workload::$tvariant(w) => w.run_tx(pm, rng, abort),
+                    Workload::User(w) => w.run_tx(pm, rng, abort),
                 }
             }
 
@@ -125,6 +150,17 @@ macro_rules! workloads {
             pub fn verify(&self, data: &[u8]) -> Result<(), String> {
                 match self {
                     $(Workload::$variant(w) => w.verify(data),)*
+                    Workload::$tvariant(w) => w.verify(data),
+                    Workload::User(_) => Ok(()),
+                }
+            }
+
+            /// After a transaction: `Ok(false)` once a replayed trace has ended, `Err` if it is
+            /// bad; a built-in workload never ends.
+            pub fn more(&mut self) -> Result<bool, String> {
+                match self {
+                    Workload::$tvariant(w) => w.more(),
+                    _ => Ok(true),
                 }
             }
         }
@@ -152,6 +188,7 @@ workloads! {
     RbTree "rbtree" rbtree::RbTree.rbtree;
     Sdg "sdg" sdg::Sdg.sdg;
     Sqlite "sqlite" sqlite::Sqlite.sqlite;
+    @replayed Trace "trace" trace::TraceWorkload;
 }
 
 impl WorkloadKind {

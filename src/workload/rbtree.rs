@@ -105,7 +105,7 @@ const POPULATE_SEED: u64 = 0x5242_5452;
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RbTreeConfig {
-    /// Keys are drawn uniformly from `0..key_space` (keys; also the node slab's capacity).
+    /// Keys are drawn from `0..key_space` (uniformly unless `keys` says otherwise) (keys; also the node slab's capacity).
     pub key_space: u64,
     /// Operations (inserts and deletes) per transaction.
     pub ops_per_tx: u64,
@@ -120,6 +120,8 @@ pub struct RbTreeConfig {
     pub compute_cycles_per_level: u64,
     /// Non-memory instructions per iteration of an insert or delete fix-up loop.
     pub compute_cycles_per_fixup_step: u64,
+    /// Which keys the operations pick (uniform, zipfian, latest: `workload::keys`).
+    pub keys: super::keys::KeysConfig,
 }
 
 impl Default for RbTreeConfig {
@@ -132,6 +134,7 @@ impl Default for RbTreeConfig {
             compute_cycles_per_delete: 32,
             compute_cycles_per_level: 3,
             compute_cycles_per_fixup_step: 6,
+            keys: Default::default(),
         }
     }
 }
@@ -139,6 +142,7 @@ impl Default for RbTreeConfig {
 impl RbTreeConfig {
     /// Range checks; the error names the key, the value and what is allowed.
     pub fn validate(&self) -> Result<(), String> {
+        self.keys.validate("rbtree")?;
         let err = |k: &str, v: u64, allowed: &str| Err(format!("workload.rbtree.{k} = {v}: allowed {allowed}"));
         if !(16..=(1 << 28)).contains(&self.key_space) {
             return err("key_space", self.key_space, "16..=268435456");
@@ -186,12 +190,16 @@ fn is_red<P: Pm>(pm: &mut P, node: u64) -> bool {
 pub struct RbTree {
     cfg: RbTreeConfig,
     slab: Slab,
+    keys: super::keys::Keys,
 }
 
 impl KvStore for RbTree {
     const POPULATE_SEED: u64 = POPULATE_SEED;
     fn shape(&self) -> (u64, u64, u64) {
         (self.cfg.ops_per_tx, self.cfg.insert_percent, self.cfg.key_space)
+    }
+    fn keys(&self) -> &super::keys::Keys {
+        &self.keys
     }
     /// Bytes of data area: header, root pointer, node slab.
     fn data_bytes(&self) -> u64 {
@@ -207,7 +215,8 @@ impl KvStore for RbTree {
 
 impl RbTree {
     pub fn new(cfg: &RbTreeConfig) -> Self {
-        RbTree { cfg: cfg.clone(), slab: Slab::new(Addr(0), Addr(NODES_AT), NODE_BYTES, cfg.key_space) }
+        let slab = Slab::new(Addr(0), Addr(NODES_AT), NODE_BYTES, cfg.key_space);
+        RbTree { cfg: cfg.clone(), slab, keys: super::keys::Keys::new(&cfg.keys, cfg.key_space) }
     }
 
     /// Descend from the root toward `key`: `(node holding key or 0, last node visited or 0,

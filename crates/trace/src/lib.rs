@@ -1,0 +1,1022 @@
+//! The locsim trace format, byte by byte in `docs/formats/trace.md`: the one module that encodes
+//! and decodes it, in its binary and its text encoding.
+//!
+//! A trace is a stream of [`Record`]s. A header (`region`, then optionally `warmup`, then `init`
+//! records) declares the persistent heap and its initial content; the body is transactions
+//! (`begin`, `load`, `store`, `compute`, `commit` or `abort`) and non-transactional `load` and
+//! `compute` records; `end` closes the stream. The [`Decoder`] checks every rule of the format
+//! as it reads (bad bytes, truncation, a record out of the region, a store outside a
+//! transaction, ...) and names the byte offset (and, for text, the line) of the record at fault.
+//! It reads through one reused buffer: memory is bounded by the longest record, not by the
+//! length of the trace.
+#![warn(missing_docs)]
+
+use std::io::{self, Read, Write};
+
+/// First 8 bytes of a binary trace.
+pub const MAGIC: [u8; 8] = *b"LOCTRACE";
+/// First word of a text trace (`locsim-trace 1`).
+pub const TEXT_MAGIC: &str = "locsim-trace";
+/// The format version this module writes and the only one it reads.
+pub const VERSION: u16 = 1;
+/// Bytes of the binary file header.
+pub const HEADER_BYTES: usize = 16;
+/// Most bytes one `load`, `store` or `init` record may cover.
+pub const MAX_ACCESS_BYTES: u64 = 1 << 20;
+/// Largest persistent region a trace may declare (64 GiB).
+pub const MAX_REGION_BYTES: u64 = 1 << 36;
+
+/// Record opcodes of the binary encoding (the first byte of a record).
+pub mod op {
+    /// `region base size`
+    pub const REGION: u8 = 0x01;
+    /// `warmup txs`
+    pub const WARMUP: u8 = 0x02;
+    /// `init addr len bytes`
+    pub const INIT: u8 = 0x03;
+    /// `begin`
+    pub const BEGIN: u8 = 0x10;
+    /// `commit`
+    pub const COMMIT: u8 = 0x11;
+    /// `abort`
+    pub const ABORT: u8 = 0x12;
+    /// `load addr len`
+    pub const LOAD: u8 = 0x13;
+    /// `store addr len bytes`
+    pub const STORE: u8 = 0x14;
+    /// `compute cycles`
+    pub const COMPUTE: u8 = 0x15;
+    /// `end records`
+    pub const END: u8 = 0xFF;
+}
+
+/// One record. Addresses are the program's own (inside the declared region).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Record<'a> {
+    /// The persistent heap: `size` bytes from `base` (the first record).
+    Region {
+        /// First byte address of the region.
+        base: u64,
+        /// Bytes in the region, 1..=[`MAX_REGION_BYTES`].
+        size: u64,
+    },
+    /// The first `txs` transactions warm the caches up and are left out of the figures.
+    Warmup {
+        /// Number of warm-up transactions (committed or aborted).
+        txs: u64,
+    },
+    /// Initial content of the region, written before any transaction (not a store).
+    Init {
+        /// First byte address.
+        addr: u64,
+        /// The bytes.
+        bytes: &'a [u8],
+    },
+    /// TxBegin.
+    Begin,
+    /// TxCommit.
+    Commit,
+    /// TxAbort: the transaction's stores are undone.
+    Abort,
+    /// A load of `len` bytes.
+    Load {
+        /// First byte address.
+        addr: u64,
+        /// Bytes loaded, 0..=[`MAX_ACCESS_BYTES`].
+        len: u64,
+    },
+    /// A store of `bytes` (inside a transaction).
+    Store {
+        /// First byte address.
+        addr: u64,
+        /// The bytes stored.
+        bytes: &'a [u8],
+    },
+    /// Non-memory work of `cycles` core cycles.
+    Compute {
+        /// Core cycles.
+        cycles: u64,
+    },
+    /// The end of the trace.
+    End,
+}
+
+/// A bad trace: where and what. Displayed as one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceError {
+    /// Byte offset of the record at fault in the (uncompressed) stream.
+    pub offset: u64,
+    /// Line number (1-based) in a text trace.
+    pub line: Option<u64>,
+    /// What is wrong.
+    pub msg: String,
+}
+
+impl std::fmt::Display for TraceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "trace line {l} (byte offset {}): {}", self.offset, self.msg),
+            None => write!(f, "trace record at byte offset {}: {}", self.offset, self.msg),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+/// Which encoding a stream uses (told by its first bytes).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    /// Opcode bytes and LEB128 numbers.
+    Binary,
+    /// One record per line.
+    Text,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+/// Append `v` as unsigned LEB128 (7 bits per byte, low group first, high bit = more follows).
+pub fn put_uleb(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+/// Writes records in either encoding. It counts the records it writes (the binary `end` record
+/// carries the count). Errors are the writer's I/O errors.
+pub struct Encoder<W: Write> {
+    out: W,
+    enc: Encoding,
+    records: u64,
+    scratch: Vec<u8>,
+}
+
+impl<W: Write> Encoder<W> {
+    /// Start a trace on `out`: the binary file header or the text version line.
+    pub fn new(mut out: W, enc: Encoding) -> io::Result<Encoder<W>> {
+        match enc {
+            Encoding::Binary => {
+                let mut h = [0u8; HEADER_BYTES];
+                h[..8].copy_from_slice(&MAGIC);
+                h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+                out.write_all(&h)?;
+            }
+            Encoding::Text => writeln!(out, "{TEXT_MAGIC} {VERSION}")?,
+        }
+        Ok(Encoder { out, enc, records: 0, scratch: Vec::with_capacity(64) })
+    }
+
+    /// Write one record. `End` writes the record count; nothing may follow it.
+    pub fn write(&mut self, r: &Record) -> io::Result<()> {
+        match self.enc {
+            Encoding::Binary => self.write_binary(r)?,
+            Encoding::Text => self.write_text(r)?,
+        }
+        self.records += 1;
+        Ok(())
+    }
+
+    fn write_binary(&mut self, r: &Record) -> io::Result<()> {
+        let s = &mut self.scratch;
+        s.clear();
+        let mut payload: &[u8] = &[];
+        match *r {
+            Record::Region { base, size } => {
+                s.push(op::REGION);
+                put_uleb(s, base);
+                put_uleb(s, size);
+            }
+            Record::Warmup { txs } => {
+                s.push(op::WARMUP);
+                put_uleb(s, txs);
+            }
+            Record::Init { addr, bytes } | Record::Store { addr, bytes } => {
+                s.push(if matches!(r, Record::Init { .. }) { op::INIT } else { op::STORE });
+                put_uleb(s, addr);
+                put_uleb(s, bytes.len() as u64);
+                payload = bytes;
+            }
+            Record::Begin => s.push(op::BEGIN),
+            Record::Commit => s.push(op::COMMIT),
+            Record::Abort => s.push(op::ABORT),
+            Record::Load { addr, len } => {
+                s.push(op::LOAD);
+                put_uleb(s, addr);
+                put_uleb(s, len);
+            }
+            Record::Compute { cycles } => {
+                s.push(op::COMPUTE);
+                put_uleb(s, cycles);
+            }
+            Record::End => {
+                s.push(op::END);
+                put_uleb(s, self.records);
+            }
+        }
+        self.out.write_all(s)?;
+        self.out.write_all(payload)
+    }
+
+    fn write_text(&mut self, r: &Record) -> io::Result<()> {
+        let o = &mut self.out;
+        match *r {
+            Record::Region { base, size } => writeln!(o, "region {base:#x} {size}"),
+            Record::Warmup { txs } => writeln!(o, "warmup {txs}"),
+            Record::Init { addr, bytes } | Record::Store { addr, bytes } => {
+                let word = if matches!(r, Record::Init { .. }) { "init" } else { "store" };
+                let s = &mut self.scratch;
+                s.clear();
+                for b in bytes {
+                    s.extend_from_slice(&[HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+                }
+                write!(o, "{word} {addr:#x} ")?;
+                o.write_all(s)?;
+                o.write_all(b"\n")
+            }
+            Record::Begin => writeln!(o, "begin"),
+            Record::Commit => writeln!(o, "commit"),
+            Record::Abort => writeln!(o, "abort"),
+            Record::Load { addr, len } => writeln!(o, "load {addr:#x} {len}"),
+            Record::Compute { cycles } => writeln!(o, "compute {cycles}"),
+            Record::End => writeln!(o, "end"),
+        }
+    }
+
+    /// Flush and return the writer.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    /// Records written so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+/// Where the stream stands in the format's grammar.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Nothing yet: the next record must be `region`.
+    Start,
+    /// After `region` (and perhaps `warmup` and `init` records).
+    Header,
+    /// Body, outside a transaction.
+    Idle,
+    /// Body, inside a transaction.
+    InTx,
+    /// After `end`.
+    Ended,
+}
+
+/// Reads and checks a trace from any byte source, in either encoding (told by its first bytes).
+pub struct Decoder<R: Read> {
+    src: R,
+    enc: Encoding,
+    buf: Vec<u8>,
+    /// `buf[pos..end]` holds unread bytes; `buf[pos]` is at stream offset `offset`.
+    pos: usize,
+    end: usize,
+    offset: u64,
+    eof: bool,
+    /// Text: the line number of the last line read; decoded bytes of `store`/`init`.
+    line: u64,
+    bytes: Vec<u8>,
+    phase: Phase,
+    region: (u64, u64),
+    records: u64,
+    /// Stream offset of the next record [`Decoder::look_ahead`] has not passed yet.
+    ahead: u64,
+}
+
+/// How far [`Decoder::look_ahead`] runs ahead of the reader, in bytes (about a dozen small
+/// transactions).
+pub const LOOK_AHEAD_BYTES: u64 = 512;
+
+/// Initial read buffer; it grows (once) to hold the longest record.
+const BUF_BYTES: usize = 256 << 10;
+
+impl<R: Read> Decoder<R> {
+    /// Start decoding: reads and checks the binary file header or the text version line.
+    pub fn new(src: R) -> Result<Decoder<R>, TraceError> {
+        let mut d = Decoder {
+            src,
+            enc: Encoding::Binary,
+            buf: vec![0; BUF_BYTES],
+            pos: 0,
+            end: 0,
+            offset: 0,
+            eof: false,
+            line: 0,
+            bytes: Vec::new(),
+            phase: Phase::Start,
+            region: (0, 0),
+            records: 0,
+            ahead: 0,
+        };
+        d.fill(HEADER_BYTES)?;
+        let head = &d.buf[d.pos..d.end];
+        if head.is_empty() {
+            return Err(d.err(0, "empty input: expected a trace header (`LOCTRACE` or `locsim-trace 1`)"));
+        }
+        if head.starts_with(&[0x28, 0xB5, 0x2F, 0xFD]) {
+            return Err(
+                d.err(0, "zstd-compressed input: decompress it first (e.g. `zstd -dc FILE | locsim run --trace -`)")
+            );
+        }
+        if head.starts_with(TEXT_MAGIC.as_bytes()) {
+            d.enc = Encoding::Text;
+            let line = d.version_line()?;
+            let mut w = line.split_whitespace();
+            let (_, v) = (w.next(), w.next());
+            match v.map(str::parse::<u16>) {
+                Some(Ok(VERSION)) if w.next().is_none() => {}
+                Some(Ok(v)) => {
+                    return Err(d.err(0, &format!("trace format version {v}: this locsim reads version {VERSION}")))
+                }
+                _ => return Err(d.err(0, &format!("bad version line `{line}`: expected `{TEXT_MAGIC} {VERSION}`"))),
+            }
+            return Ok(d);
+        }
+        if head.len() < HEADER_BYTES && MAGIC.starts_with(head) {
+            return Err(d.err(0, &format!("truncated file header: {} of {HEADER_BYTES} bytes", head.len())));
+        }
+        if !head.starts_with(&MAGIC) {
+            return Err(d.err(0, "not a locsim trace: expected magic `LOCTRACE` (binary) or `locsim-trace 1` (text)"));
+        }
+        let version = u16::from_le_bytes([head[8], head[9]]);
+        let flags = u16::from_le_bytes([head[10], head[11]]);
+        let reserved = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
+        if version != VERSION {
+            return Err(d.err(0, &format!("trace format version {version}: this locsim reads version {VERSION}")));
+        }
+        if flags != 0 || reserved != 0 {
+            return Err(
+                d.err(8, &format!("header flags {flags:#x} / reserved {reserved:#x}: both must be 0 in version 1"))
+            );
+        }
+        d.pos += HEADER_BYTES;
+        d.offset += HEADER_BYTES as u64;
+        Ok(d)
+    }
+
+    /// The encoding of the stream.
+    pub fn encoding(&self) -> Encoding {
+        self.enc
+    }
+
+    /// The declared region `(base, size)` once the `region` record has been read.
+    pub fn region(&self) -> Option<(u64, u64)> {
+        (self.phase != Phase::Start).then_some(self.region)
+    }
+
+    /// Records decoded so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    fn err(&self, offset: u64, msg: &str) -> TraceError {
+        TraceError { offset, line: (self.enc == Encoding::Text).then_some(self.line), msg: msg.to_string() }
+    }
+
+    /// Make at least `need` unread bytes available unless the source ends first. Moves the
+    /// unread bytes to the front and grows the buffer only when a record needs it.
+    fn fill(&mut self, need: usize) -> Result<(), TraceError> {
+        while self.end - self.pos < need && !self.eof {
+            if self.pos > 0 && (self.buf.len() - self.end < need || self.pos == self.end) {
+                self.buf.copy_within(self.pos..self.end, 0);
+                self.end -= self.pos;
+                self.pos = 0;
+            }
+            if self.buf.len() - self.end < need.min(BUF_BYTES) {
+                self.buf.resize(self.end + need.max(BUF_BYTES), 0);
+            }
+            match self.src.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.err(self.offset, &format!("read error: {e}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Call `hint` with the address of every `load` and `store` that lies between
+    /// [`LOOK_AHEAD_BYTES`] and about twice that ahead of the reader in the buffered bytes
+    /// (binary encoding only; unchecked, for host prefetching: a replayer announces the
+    /// addresses its simulated accesses will touch a few transactions early, as the built-in
+    /// workloads do). Cheap when nothing new is in reach.
+    #[inline]
+    pub fn look_ahead(&mut self, mut hint: impl FnMut(u64)) {
+        if self.enc != Encoding::Binary {
+            return;
+        }
+        self.ahead = self.ahead.max(self.offset);
+        while self.ahead < self.offset + LOOK_AHEAD_BYTES {
+            // Buffer index of the stream offset `ahead` (`buf[pos]` is at `offset`).
+            let at = self.pos + (self.ahead - self.offset) as usize;
+            let Some(&opcode) = self.buf[..self.end].get(at) else { return };
+            let mut i = at + 1;
+            let num = |i: &mut usize| -> Option<u64> {
+                let mut v = 0u64;
+                for k in 0..10 {
+                    let b = *self.buf[..self.end].get(*i)?;
+                    *i += 1;
+                    v |= ((b & 0x7f) as u64) << (7 * k);
+                    if b & 0x80 == 0 {
+                        return Some(v);
+                    }
+                }
+                None
+            };
+            let step = match opcode {
+                op::BEGIN | op::COMMIT | op::ABORT => Some(()),
+                op::COMPUTE | op::WARMUP => num(&mut i).map(drop),
+                op::LOAD | op::STORE | op::INIT => match (num(&mut i), num(&mut i)) {
+                    (Some(addr), Some(len)) => {
+                        if opcode != op::LOAD {
+                            i += len.min(MAX_ACCESS_BYTES) as usize;
+                        }
+                        (opcode != op::INIT).then(|| hint(addr));
+                        Some(())
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            if step.is_none() || i > self.end {
+                return;
+            }
+            self.ahead += (i - at) as u64;
+        }
+    }
+
+    /// The next record, checked against the format's rules; `None` after `end`.
+    pub fn next_record(&mut self) -> Result<Option<Record<'_>>, TraceError> {
+        if self.phase == Phase::Ended {
+            return Ok(None);
+        }
+        let start = self.offset;
+        let r = match self.enc {
+            Encoding::Binary => self.binary_record()?,
+            Encoding::Text => match self.text_record()? {
+                Some(r) => r,
+                None => return self.next_record(),
+            },
+        };
+        self.check(start, r)?;
+        self.records += 1;
+        Ok(Some(self.materialise(r)))
+    }
+
+    /// Apply the grammar: region first, header records before the body, stores inside a
+    /// transaction, accesses inside the region, `end` outside a transaction and last.
+    fn check(&mut self, at: u64, r: Raw) -> Result<(), TraceError> {
+        let fail = |d: &Self, m: String| Err(d.err(at, &m));
+        let name = r.name();
+        match (self.phase, r) {
+            (Phase::Start, Raw::Region { base, size }) => {
+                if size == 0 || size > MAX_REGION_BYTES {
+                    return fail(self, format!("region size {size}: allowed 1..={MAX_REGION_BYTES}"));
+                }
+                if base.checked_add(size).is_none() {
+                    return fail(self, format!("region base {base:#x} + size {size} overflows 64 bits"));
+                }
+                self.region = (base, size);
+                self.phase = Phase::Header;
+            }
+            (Phase::Start, _) => {
+                return fail(self, format!("`{name}` before `region`: a trace starts with `region base size`"))
+            }
+            (_, Raw::Region { .. }) => return fail(self, "a second `region` record: allowed once, first".into()),
+            (Phase::Header, Raw::Warmup { .. }) if self.records == 1 => {}
+            (_, Raw::Warmup { .. }) => return fail(self, "`warmup` allowed once, right after `region`".into()),
+            (Phase::Header, Raw::Init { .. }) => {}
+            (_, Raw::Init { .. }) => {
+                return fail(self, "`init` after the body began: allowed only in the header".into())
+            }
+            (Phase::Header | Phase::Idle, Raw::Begin) => self.phase = Phase::InTx,
+            (Phase::InTx, Raw::Begin) => {
+                return fail(self, "`begin` inside a transaction: transactions do not nest".into())
+            }
+            (Phase::InTx, Raw::Commit | Raw::Abort) => self.phase = Phase::Idle,
+            (_, Raw::Commit | Raw::Abort) => return fail(self, format!("`{name}` outside a transaction")),
+            (Phase::InTx, Raw::Store { .. }) => {}
+            (_, Raw::Store { .. }) => return fail(self, "`store` outside a transaction".into()),
+            (Phase::Header | Phase::Idle, Raw::Load { .. } | Raw::Compute { .. }) => self.phase = Phase::Idle,
+            (Phase::InTx, Raw::Load { .. } | Raw::Compute { .. }) => {}
+            (Phase::InTx, Raw::End { .. }) => {
+                return fail(self, "`end` inside a transaction: commit or abort it first".into())
+            }
+            (_, Raw::End { records }) => {
+                if let Some(n) = records {
+                    if n != self.records {
+                        return fail(
+                            self,
+                            format!("`end` counts {n} records but {} were read: records lost", self.records),
+                        );
+                    }
+                }
+                self.phase = Phase::Ended;
+                self.fill(1)?;
+                if self.end > self.pos {
+                    return Err(self.err(self.offset, "bytes after the `end` record"));
+                }
+            }
+            (Phase::Ended, _) => unreachable!("nothing is decoded after `end`"),
+        }
+        if let Raw::Init { addr, len } | Raw::Store { addr, len } | Raw::Load { addr, len } = r {
+            // A load may be empty (the protocol charges what it charges for one); a store or
+            // an init of no bytes has no meaning.
+            let least = u64::from(!matches!(r, Raw::Load { .. }));
+            if len < least || len > MAX_ACCESS_BYTES {
+                return fail(self, format!("`{name}` of {len} bytes: allowed {least}..={MAX_ACCESS_BYTES}"));
+            }
+            let (base, size) = self.region;
+            let inside = addr >= base && addr - base <= size && len <= size - (addr - base);
+            if !inside {
+                return fail(
+                    self,
+                    format!("`{name}` of {len} bytes at {addr:#x} outside the region {base:#x}..{:#x}", base + size),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Turn a checked raw record into a [`Record`], its bytes borrowed from the buffer.
+    fn materialise(&self, r: Raw) -> Record<'_> {
+        match r {
+            Raw::Region { base, size } => Record::Region { base, size },
+            Raw::Warmup { txs } => Record::Warmup { txs },
+            Raw::Init { addr, len } => Record::Init { addr, bytes: self.payload(len) },
+            Raw::Store { addr, len } => Record::Store { addr, bytes: self.payload(len) },
+            Raw::Begin => Record::Begin,
+            Raw::Commit => Record::Commit,
+            Raw::Abort => Record::Abort,
+            Raw::Load { addr, len } => Record::Load { addr, len },
+            Raw::Compute { cycles } => Record::Compute { cycles },
+            Raw::End { .. } => Record::End,
+        }
+    }
+
+    /// The bytes of the last `store`/`init` record.
+    fn payload(&self, len: u64) -> &[u8] {
+        match self.enc {
+            Encoding::Binary => &self.buf[self.pos - len as usize..self.pos],
+            Encoding::Text => &self.bytes,
+        }
+    }
+
+    /// One unsigned LEB128 number at `buf[*at..]`.
+    fn uleb(&self, at: &mut usize, rec: u64, what: &str) -> Result<u64, TraceError> {
+        let mut v: u64 = 0;
+        for i in 0..10 {
+            let Some(&b) = self.buf[..self.end].get(*at) else {
+                return Err(self.err(rec, &format!("truncated record: the stream ends inside its {what}")));
+            };
+            *at += 1;
+            if i == 9 && b > 1 {
+                return Err(self.err(rec, &format!("{what} does not fit in 64 bits")));
+            }
+            v |= ((b & 0x7f) as u64) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(self.err(rec, &format!("{what} does not fit in 64 bits")))
+    }
+
+    fn binary_record(&mut self) -> Result<Raw, TraceError> {
+        // The longest record head: an opcode and two 10-byte numbers.
+        self.fill(21)?;
+        let rec = self.offset;
+        if self.pos == self.end {
+            return Err(self.err(rec, "truncated trace: the stream ends without an `end` record"));
+        }
+        let opcode = self.buf[self.pos];
+        let mut at = self.pos + 1;
+        let raw = match opcode {
+            op::REGION => {
+                let base = self.uleb(&mut at, rec, "region base")?;
+                Raw::Region { base, size: self.uleb(&mut at, rec, "region size")? }
+            }
+            op::WARMUP => Raw::Warmup { txs: self.uleb(&mut at, rec, "warm-up count")? },
+            op::INIT | op::STORE | op::LOAD => {
+                let addr = self.uleb(&mut at, rec, "address")?;
+                let len = self.uleb(&mut at, rec, "length")?;
+                match opcode {
+                    op::INIT => Raw::Init { addr, len },
+                    op::STORE => Raw::Store { addr, len },
+                    _ => Raw::Load { addr, len },
+                }
+            }
+            op::BEGIN => Raw::Begin,
+            op::COMMIT => Raw::Commit,
+            op::ABORT => Raw::Abort,
+            op::COMPUTE => Raw::Compute { cycles: self.uleb(&mut at, rec, "cycle count")? },
+            op::END => Raw::End { records: Some(self.uleb(&mut at, rec, "record count")?) },
+            other => {
+                return Err(self.err(
+                    rec,
+                    &format!(
+                        "unknown record type {other:#04x}: allowed 0x01-0x03, 0x10-0x15, 0xff (docs/formats/trace.md)"
+                    ),
+                ))
+            }
+        };
+        let head = at - self.pos;
+        // The bytes of a store or init follow its head.
+        let body = match raw {
+            Raw::Init { len, .. } | Raw::Store { len, .. } if len <= MAX_ACCESS_BYTES => len as usize,
+            _ => 0,
+        };
+        if body > 0 {
+            self.fill(head + body)?;
+            if self.end - self.pos < head + body {
+                return Err(self.err(
+                    rec,
+                    &format!(
+                        "truncated record: `{}` of {body} bytes, the stream ends after {}",
+                        raw.name(),
+                        self.end - self.pos - head
+                    ),
+                ));
+            }
+        }
+        self.pos += head + body;
+        self.offset += (head + body) as u64;
+        Ok(raw)
+    }
+
+    /// One line of text without its newline (read up to a bounded length), as a range of the
+    /// buffer.
+    fn text_line(&mut self) -> Result<std::ops::Range<usize>, TraceError> {
+        let limit = 2 * MAX_ACCESS_BYTES as usize + 64;
+        let mut scanned = 0;
+        let nl = loop {
+            if let Some(i) = self.buf[self.pos + scanned..self.end].iter().position(|&b| b == b'\n') {
+                break Some(self.pos + scanned + i);
+            }
+            scanned = self.end - self.pos;
+            if self.eof {
+                break None;
+            }
+            if scanned > limit {
+                return Err(self.err(self.offset, &format!("line longer than {limit} bytes")));
+            }
+            self.fill(scanned + 1)?;
+        };
+        let stop = nl.unwrap_or(self.end);
+        self.line += 1;
+        let start = self.pos;
+        let used = stop - start + usize::from(nl.is_some());
+        self.pos += used;
+        self.offset += used as u64;
+        match std::str::from_utf8(&self.buf[start..stop]) {
+            Ok(_) => Ok(start..stop),
+            Err(_) => Err(self.err(self.offset - used as u64, "not UTF-8 text")),
+        }
+    }
+
+    /// The version line of a text trace.
+    fn version_line(&mut self) -> Result<String, TraceError> {
+        let r = self.text_line()?;
+        Ok(String::from_utf8_lossy(&self.buf[r]).into_owned())
+    }
+
+    /// The next text record; `None` for a blank or comment line.
+    fn text_record(&mut self) -> Result<Option<Raw>, TraceError> {
+        let rec = self.offset;
+        if self.pos == self.end {
+            self.fill(1)?;
+            if self.pos == self.end {
+                self.line += 1;
+                return Err(self.err(rec, "truncated trace: the stream ends without an `end` record"));
+            }
+        }
+        let range = self.text_line()?;
+        let line = std::str::from_utf8(&self.buf[range]).expect("checked in text_line");
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            return Ok(None);
+        }
+        let mut words = line.split_ascii_whitespace();
+        let word = words.next().unwrap_or("");
+        let mut args = [""; 3];
+        let mut n = 0;
+        for w in words {
+            if n < args.len() {
+                args[n] = w;
+            }
+            n += 1;
+        }
+        let parsed = parse_text(word, &args[..n.min(args.len())], n, &mut self.bytes);
+        match parsed {
+            Ok(r) => Ok(Some(r)),
+            Err(m) => Err(self.err(rec, &m)),
+        }
+    }
+}
+
+/// A decoded record before its bytes are borrowed.
+#[derive(Copy, Clone, Debug)]
+enum Raw {
+    Region { base: u64, size: u64 },
+    Warmup { txs: u64 },
+    Init { addr: u64, len: u64 },
+    Begin,
+    Commit,
+    Abort,
+    Load { addr: u64, len: u64 },
+    Store { addr: u64, len: u64 },
+    Compute { cycles: u64 },
+    End { records: Option<u64> },
+}
+
+impl Raw {
+    fn name(&self) -> &'static str {
+        match self {
+            Raw::Region { .. } => "region",
+            Raw::Warmup { .. } => "warmup",
+            Raw::Init { .. } => "init",
+            Raw::Begin => "begin",
+            Raw::Commit => "commit",
+            Raw::Abort => "abort",
+            Raw::Load { .. } => "load",
+            Raw::Store { .. } => "store",
+            Raw::Compute { .. } => "compute",
+            Raw::End { .. } => "end",
+        }
+    }
+}
+
+/// A number in decimal or `0x` hexadecimal.
+fn number(s: &str, what: &str) -> Result<u64, String> {
+    let v = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    v.map_err(|_| format!("{what} `{s}`: expected a number (decimal or 0x hex) below 2^64"))
+}
+
+/// Hex digits (two per byte) into `out`.
+fn hex_bytes(s: &str, out: &mut Vec<u8>) -> Result<(), String> {
+    out.clear();
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) || b.len() as u64 > 2 * MAX_ACCESS_BYTES {
+        return Err(format!(
+            "bytes `{}`: expected an even number of hex digits, at most {}",
+            clip(s),
+            2 * MAX_ACCESS_BYTES
+        ));
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    for pair in b.chunks_exact(2) {
+        match (digit(pair[0]), digit(pair[1])) {
+            (Some(h), Some(l)) => out.push(h << 4 | l),
+            _ => return Err(format!("bytes `{}`: not hex digits", clip(s))),
+        }
+    }
+    Ok(())
+}
+
+fn clip(s: &str) -> &str {
+    s.get(..s.len().min(32)).unwrap_or(s)
+}
+
+/// One text record from its first word and its fields (`count` fields in all; the first few
+/// in `args`).
+fn parse_text(word: &str, args: &[&str], count: usize, bytes: &mut Vec<u8>) -> Result<Raw, String> {
+    let want = |n: usize, form: &str| {
+        if count == n {
+            Ok(())
+        } else {
+            Err(format!("`{word}` takes {n} fields ({form}), found {count}"))
+        }
+    };
+    Ok(match word {
+        "region" => {
+            want(2, "region BASE SIZE")?;
+            Raw::Region { base: number(args[0], "base")?, size: number(args[1], "size")? }
+        }
+        "warmup" => {
+            want(1, "warmup TXS")?;
+            Raw::Warmup { txs: number(args[0], "count")? }
+        }
+        "init" | "store" => {
+            want(2, if word == "init" { "init ADDR HEXBYTES" } else { "store ADDR HEXBYTES" })?;
+            let addr = number(args[0], "address")?;
+            hex_bytes(args[1], bytes)?;
+            let len = bytes.len() as u64;
+            if word == "init" {
+                Raw::Init { addr, len }
+            } else {
+                Raw::Store { addr, len }
+            }
+        }
+        "load" => {
+            want(2, "load ADDR LEN")?;
+            Raw::Load { addr: number(args[0], "address")?, len: number(args[1], "length")? }
+        }
+        "compute" => {
+            want(1, "compute CYCLES")?;
+            Raw::Compute { cycles: number(args[0], "cycles")? }
+        }
+        "begin" | "commit" | "abort" | "end" => {
+            want(0, word)?;
+            match word {
+                "begin" => Raw::Begin,
+                "commit" => Raw::Commit,
+                "abort" => Raw::Abort,
+                _ => Raw::End { records: None },
+            }
+        }
+        other => {
+            return Err(format!(
+                "unknown record `{}`: allowed region, warmup, init, begin, load, store, compute, commit, abort, end",
+                clip(other)
+            ))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Record<'static>> {
+        vec![
+            Record::Region { base: 0x7f00_0000_0000, size: 4096 },
+            Record::Warmup { txs: 1 },
+            Record::Init { addr: 0x7f00_0000_0010, bytes: &[1, 2, 3] },
+            Record::Compute { cycles: 300 },
+            Record::Begin,
+            Record::Load { addr: 0x7f00_0000_0000, len: 8 },
+            Record::Store { addr: 0x7f00_0000_0ff8, bytes: &[9; 8] },
+            Record::Commit,
+            Record::Begin,
+            Record::Store { addr: 0x7f00_0000_0000, bytes: &[0xab] },
+            Record::Abort,
+            Record::End,
+        ]
+    }
+
+    fn encode(enc: Encoding, recs: &[Record]) -> Vec<u8> {
+        let mut e = Encoder::new(Vec::new(), enc).unwrap();
+        for r in recs {
+            e.write(r).unwrap();
+        }
+        e.finish().unwrap()
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Vec<String>, TraceError> {
+        let mut d = Decoder::new(bytes)?;
+        let mut out = Vec::new();
+        while let Some(r) = d.next_record()? {
+            out.push(format!("{r:?}"));
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn both_encodings_round_trip_every_record_kind() {
+        let want: Vec<String> = sample().iter().map(|r| format!("{r:?}")).collect();
+        for enc in [Encoding::Binary, Encoding::Text] {
+            let bytes = encode(enc, &sample());
+            assert_eq!(decode(&bytes).unwrap(), want, "{enc:?}");
+        }
+    }
+
+    #[test]
+    fn binary_bytes_are_little_endian_leb128_as_documented() {
+        let bytes = encode(Encoding::Binary, &[Record::Region { base: 0x80, size: 300 }, Record::End]);
+        assert_eq!(&bytes[..16], b"LOCTRACE\x01\x00\x00\x00\x00\x00\x00\x00");
+        assert_eq!(&bytes[16..], &[0x01, 0x80, 0x01, 0xac, 0x02, 0xff, 0x01]);
+    }
+
+    #[test]
+    fn a_record_split_across_reads_decodes_whole() {
+        // A reader that hands out one byte at a time.
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let n = self.0.len().min(1).min(buf.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let big = vec![7u8; 600_000];
+        let recs = [
+            Record::Region { base: 0, size: 1 << 20 },
+            Record::Begin,
+            Record::Store { addr: 8, bytes: &big },
+            Record::Commit,
+            Record::End,
+        ];
+        for enc in [Encoding::Binary, Encoding::Text] {
+            let bytes = encode(enc, &recs);
+            let mut d = Decoder::new(Trickle(&bytes)).unwrap();
+            let mut stores = 0;
+            while let Some(r) = d.next_record().unwrap() {
+                if let Record::Store { bytes, .. } = r {
+                    assert_eq!(bytes, &big[..]);
+                    stores += 1;
+                }
+            }
+            assert_eq!(stores, 1);
+        }
+    }
+
+    #[test]
+    fn every_kind_of_bad_input_is_named_with_its_offset() {
+        let ok = encode(Encoding::Binary, &sample());
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (vec![], "empty input"),
+            (b"hello world, not a trace".to_vec(), "not a locsim trace"),
+            (ok[..5].to_vec(), "truncated file header"),
+            ([&ok[..8], &[2, 0], &ok[10..]].concat(), "version 2"),
+            (ok[..ok.len() - 1].to_vec(), "truncated"),
+            ([&ok[..], &[0]].concat(), "bytes after the `end`"),
+            ([&ok[..16], &[0x42]].concat(), "unknown record type 0x42"),
+            (b"locsim-trace 1\nbegin\nend\n".to_vec(), "before `region`"),
+            (b"locsim-trace 1\nregion 0 64\nload 60 8\nend\n".to_vec(), "outside the region"),
+            (b"locsim-trace 1\nregion 0 64\nstore 0 00\nend\n".to_vec(), "`store` outside a transaction"),
+            (b"locsim-trace 1\nregion 0 64\nbegin\nbegin\nend\n".to_vec(), "do not nest"),
+            (b"locsim-trace 1\nregion 0 64\nbegin\nend\n".to_vec(), "inside a transaction"),
+            (b"locsim-trace 1\nregion 0 64\nfrob\nend\n".to_vec(), "unknown record `frob`"),
+            (b"locsim-trace 1\nregion 0 64\nbegin\nstore 0 0g\n".to_vec(), "not hex"),
+            (b"locsim-trace 2\n".to_vec(), "version 2"),
+            (b"locsim-trace 1\nregion 0 0\nend\n".to_vec(), "region size 0"),
+            (b"locsim-trace 1\nregion 0 64\nbegin\ncommit\nregion 0 64\nend\n".to_vec(), "second `region`"),
+            (b"locsim-trace 1\nregion 0 64\nbegin\ncommit\ninit 0 00\nend\n".to_vec(), "`init` after the body"),
+            (b"locsim-trace 1\nregion 0 64\nbegin\nstore 0 \nend\n".to_vec(), "takes 2 fields"),
+            (b"locsim-trace 1\nregion 0 64\ninit 0 00\nload 0 2000000\nend\n".to_vec(), "of 2000000 bytes"),
+            ([&ok[..16], &[0x15], &[0xff; 11]].concat(), "does not fit in 64 bits"),
+        ];
+        for (bytes, want) in cases {
+            let e = decode(&bytes).expect_err(want);
+            let line = e.to_string();
+            assert!(line.contains(want), "{line:?} should contain {want:?}");
+            assert!(!line.contains('\n'));
+        }
+        // The offset is the record's: the unknown opcode sits right after the header.
+        assert_eq!(decode(&[&ok[..16], &[0x42]].concat()).unwrap_err().offset, 16);
+        let e = decode(b"locsim-trace 1\nregion 0 64\n\n# c\nload 60 8\nend\n").unwrap_err();
+        assert_eq!((e.line, e.offset), (Some(5), 32));
+    }
+
+    #[test]
+    fn look_ahead_hints_every_access_once_in_order_ahead_of_the_reader() {
+        let mut recs = vec![Record::Region { base: 0, size: 1 << 20 }];
+        let data = [5u8; 24];
+        for i in 0..5000u64 {
+            recs.extend([
+                Record::Begin,
+                Record::Load { addr: 8 * i, len: 8 },
+                Record::Store { addr: 8 * i + 4, bytes: &data[..(i % 24 + 1) as usize] },
+                Record::Compute { cycles: i },
+                Record::Commit,
+            ]);
+        }
+        recs.push(Record::End);
+        let bytes = encode(Encoding::Binary, &recs);
+        let mut d = Decoder::new(&bytes[..]).unwrap();
+        let (mut hints, mut seen) = (Vec::new(), Vec::new());
+        loop {
+            let before = hints.len();
+            d.look_ahead(|a| hints.push(a));
+            // Whatever is hinted lies ahead of what has been read.
+            assert!(hints[before..].iter().all(|a| seen.last().is_none_or(|s| a > s)));
+            match d.next_record().unwrap() {
+                Some(Record::Load { addr, .. } | Record::Store { addr, .. }) => seen.push(addr),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        assert_eq!(hints, seen);
+    }
+
+    #[test]
+    fn a_lost_record_is_caught_by_the_end_count() {
+        let ok = encode(
+            Encoding::Binary,
+            &[Record::Region { base: 0, size: 64 }, Record::Compute { cycles: 1 }, Record::End],
+        );
+        // Drop the compute record (2 bytes: opcode, 1).
+        let cut = [&ok[..16 + 3], &ok[16 + 5..]].concat();
+        assert!(decode(&cut).unwrap_err().to_string().contains("records lost"));
+    }
+}

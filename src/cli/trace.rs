@@ -1,0 +1,124 @@
+//! `locsim trace-gen`, and the `--trace FILE` forms of `run` and `crashtest`
+//! (docs/your-own-workload.md).
+
+use super::commands::{build_config, parse_list, print_runs};
+use super::{MachineArgs, RunArgs, TxArgs};
+use crate::crash::{self, CrashReport, CrashSpec};
+use crate::protocol::ProtocolKind;
+use crate::runner::{execute_with, RunOutput, RunSpec};
+use crate::trace::{self, format::Encoding, GenSpec, Source};
+use crate::workload::trace::TraceWorkload;
+use crate::workload::{Workload, WorkloadKind};
+use clap::Args;
+
+#[derive(Args, Debug)]
+pub struct TraceGenArgs {
+    /// Built-in workload to write as a trace (sps, btree, ...; an unknown name lists them all).
+    #[arg(long, short)]
+    pub workload: String,
+    /// Transactions after the warm-up (default: as many as `run` measures, 50000).
+    #[arg(long)]
+    pub txs: Option<u64>,
+    /// Warm-up transactions, declared in the trace's `warmup` record (default:
+    /// workload.warmup_txs, as `run`).
+    #[arg(long)]
+    pub warmup_txs: Option<u64>,
+    #[command(flatten)]
+    pub tx: TxArgs,
+    /// Write the text encoding (one record per line) instead of the binary one.
+    #[arg(long)]
+    pub text: bool,
+    /// Output file (`-`: standard output).
+    #[arg(long, short, value_name = "FILE", default_value = "-")]
+    pub output: String,
+    #[command(flatten)]
+    pub machine: MachineArgs,
+}
+
+/// A trace given with an abort rate: the trace records its own aborts.
+fn no_abort_rate(rate: f64) -> Result<(), String> {
+    if rate != 0.0 {
+        return Err(format!("--abort-rate {rate} with --trace: a trace records its own aborts (`abort` records)"));
+    }
+    Ok(())
+}
+
+/// Open a trace and run it under `run` (its warm-up as the trace declares).
+fn replay(mut run: RunSpec, src: Source) -> Result<(RunSpec, RunOutput), String> {
+    let tw = TraceWorkload::open(src)?;
+    run.workload = WorkloadKind::Trace;
+    run.warmup_txs = tw.warmup_txs();
+    let out = execute_with(&run, Workload::Trace(tw))?;
+    Ok((run, out))
+}
+
+/// `locsim run --trace FILE`: every protocol at once, each on its own branch of the stream (a
+/// file is opened once per protocol; standard input is split by [`trace::tee::tee`]).
+pub(super) fn run(a: &RunArgs, path: &str) -> Result<i32, String> {
+    no_abort_rate(a.tx.abort_rate)?;
+    let cfg = build_config(&a.machine)?;
+    let protocols = parse_list(&a.protocol, "protocol", ProtocolKind::parse)?;
+    let sources: Vec<Source> = if path == "-" && protocols.len() > 1 {
+        trace::tee::tee(trace::open(path)?, protocols.len()).into_iter().map(|b| Box::new(b) as Source).collect()
+    } else {
+        protocols.iter().map(|_| trace::open(path)).collect::<Result<_, _>>()?
+    };
+    let results: Vec<Result<_, String>> = std::thread::scope(|s| {
+        let runs: Vec<_> = protocols
+            .iter()
+            .zip(sources)
+            .map(|(&protocol, src)| {
+                let spec = RunSpec {
+                    cfg: cfg.clone(),
+                    workload: WorkloadKind::Trace,
+                    protocol,
+                    txs: a.txs.unwrap_or(u64::MAX),
+                    warmup_txs: 0,
+                    seed: a.tx.seed,
+                    abort_rate: 0.0,
+                    bug: None,
+                    record: false,
+                };
+                s.spawn(move || replay(spec, src).map(|(_, out)| out.result))
+            })
+            .collect();
+        runs.into_iter().map(|h| h.join().expect("replay thread panicked")).collect()
+    });
+    print_runs(results.into_iter().collect::<Result<_, _>>()?, a.json);
+    Ok(0)
+}
+
+/// `locsim crashtest --trace FILE`: a recorded replay, then the crash sweep.
+pub(super) fn crashtest(spec: CrashSpec, path: &str) -> Result<CrashReport, String> {
+    no_abort_rate(spec.run.abort_rate)?;
+    let (run, out) = replay(spec.run.clone(), trace::open(path)?)?;
+    crash::check_run(&CrashSpec { run, ..spec }, out)
+}
+
+/// `locsim trace-gen`.
+pub(super) fn generate(a: TraceGenArgs) -> Result<i32, String> {
+    super::commands::check_common(a.tx.abort_rate)?;
+    let cfg = build_config(&a.machine)?;
+    let g = GenSpec {
+        workload: WorkloadKind::parse(&a.workload)?,
+        txs: a.txs.unwrap_or(super::commands::RUN_TXS),
+        warmup_txs: a.warmup_txs.unwrap_or(cfg.workload.warmup_txs),
+        seed: a.tx.seed,
+        abort_rate: a.tx.abort_rate,
+        encoding: if a.text { Encoding::Text } else { Encoding::Binary },
+        cfg,
+    };
+    let written = if a.output == "-" {
+        trace::generate(&g, std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock()))
+    } else {
+        let f = std::fs::File::create(&a.output).map_err(|e| format!("--output {}: {e}", a.output))?;
+        trace::generate(&g, std::io::BufWriter::with_capacity(1 << 20, f))
+    };
+    match written {
+        Ok(_) => Ok(0),
+        // The reader went away (`trace-gen | head`, or a replay that stopped on an error of
+        // its own): end quietly, as every command's output does.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => Err(format!("trace-gen: writing {}: {e}", a.output)),
+    }
+}

@@ -1,0 +1,127 @@
+//! Bring your own workload: replay a trace (docs/formats/trace.md) as a workload, and write any
+//! built-in workload as a trace (`locsim trace-gen`).
+//!
+//! The format itself (records, binary and text encodings, every rule a trace must keep) is the
+//! crate `locsim-trace`, re-exported here as [`format`](mod@format): one module encodes and decodes it, and
+//! the C recorder (`crates/recorder`) writes through the same encoder.
+//!
+//! The replayer is a workload, [`crate::workload::trace::TraceWorkload`] (the workload `trace`).
+#![warn(missing_docs)]
+
+pub mod tee;
+
+pub use locsim_trace as format;
+
+use crate::config::Config;
+use crate::pmem::{Layout, Pm};
+use crate::types::Addr;
+use crate::workload::{native::Native, WorkloadKind};
+use format::{Encoder, Encoding, Record};
+use std::io::Write;
+
+pub use crate::workload::trace::{open, Source};
+
+/// The [`Pm`] back end of `trace-gen`: plain memory ([`Native`]) whose every call is also
+/// written as a trace record.
+pub struct Recording<W: Write> {
+    inner: Native,
+    enc: Encoder<W>,
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> Recording<W> {
+    fn put(&mut self, r: &Record) {
+        if self.error.is_none() {
+            if let Err(e) = self.enc.write(r) {
+                self.error = Some(e);
+            }
+        }
+    }
+}
+
+impl<W: Write> Pm for Recording<W> {
+    fn begin(&mut self) {
+        self.inner.begin();
+        self.put(&Record::Begin);
+    }
+    fn commit(&mut self) {
+        self.inner.commit();
+        self.put(&Record::Commit);
+    }
+    fn abort(&mut self) {
+        self.inner.abort();
+        self.put(&Record::Abort);
+    }
+    fn load(&mut self, addr: Addr, buf: &mut [u8]) {
+        self.inner.load(addr, buf);
+        self.put(&Record::Load { addr: addr.0, len: buf.len() as u64 });
+    }
+    fn store(&mut self, addr: Addr, data: &[u8]) {
+        self.inner.store(addr, data);
+        // The simulator ignores an empty store; the format has none.
+        if !data.is_empty() {
+            self.put(&Record::Store { addr: addr.0, bytes: data });
+        }
+    }
+    fn compute(&mut self, cycles: u64) {
+        self.put(&Record::Compute { cycles });
+    }
+    fn last_durable_tx(&self) -> u64 {
+        self.inner.last_durable_tx()
+    }
+}
+
+/// What `trace-gen` writes.
+#[derive(Clone, Debug)]
+pub struct GenSpec {
+    /// The configuration (the workload's parameters; the machine's do not change the trace).
+    pub cfg: Config,
+    /// The built-in workload.
+    pub workload: WorkloadKind,
+    /// Transactions after the warm-up.
+    pub txs: u64,
+    /// Warm-up transactions (the `warmup` record).
+    pub warmup_txs: u64,
+    /// Seed of the operation and abort streams (as `run --seed`).
+    pub seed: u64,
+    /// Fraction of transactions aborted (as `run --abort-rate`).
+    pub abort_rate: f64,
+    /// Binary or text.
+    pub encoding: Encoding,
+}
+
+/// Chunk of the populated data area per `init` record (all-zero chunks are left out).
+const INIT_CHUNK: usize = 4096;
+
+/// Write the trace of a built-in workload: the operations `locsim run` would simulate with the
+/// same configuration, seed and abort rate (the same populate, the same random streams), so
+/// that replaying it gives the same cycles and bytes. Returns the records written; `Err` is the
+/// writer's.
+pub fn generate<W: Write>(g: &GenSpec, out: W) -> std::io::Result<u64> {
+    let mut wl = g.workload.build(&g.cfg.workload);
+    // The data area `runner` populates: the workload's bytes rounded up as the layout does.
+    let size = Layout::new(wl.data_bytes(), g.cfg.log.size_bytes).data_bytes;
+    let mut mem = vec![0u8; size as usize];
+    wl.populate(&mut mem);
+    let mut enc = Encoder::new(out, g.encoding)?;
+    enc.write(&Record::Region { base: 0, size })?;
+    enc.write(&Record::Warmup { txs: g.warmup_txs })?;
+    for (i, chunk) in mem.chunks(INIT_CHUNK).enumerate() {
+        if chunk.iter().any(|&b| b != 0) {
+            enc.write(&Record::Init { addr: (i * INIT_CHUNK) as u64, bytes: chunk })?;
+        }
+    }
+    let mut pm = Recording { inner: Native::new(mem), enc, error: None };
+    let (mut ops, mut aborts) = crate::runner::rngs(g.seed);
+    for _ in 0..g.warmup_txs.saturating_add(g.txs) {
+        let abort = g.abort_rate > 0.0 && aborts.chance(g.abort_rate);
+        wl.run_tx(&mut pm, &mut ops, abort);
+        if let Some(e) = pm.error.take() {
+            return Err(e);
+        }
+    }
+    pm.enc.write(&Record::End)?;
+    let n = pm.enc.records();
+    pm.enc.finish()?;
+    Ok(n)
+}

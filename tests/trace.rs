@@ -1,0 +1,312 @@
+//! Bring your own workload (docs/your-own-workload.md): a trace replays exactly like the
+//! built-in workload it was generated from, is crash-checked against the oracle of its own
+//! stores, and every kind of bad trace is one line on stderr with exit status 2.
+
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_locsim");
+const ALL: &str = "baseline,s-wal,h-wal,ec-wal,loc-wal,kiln,loc-kiln";
+
+fn locsim(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("runs")
+}
+
+/// `locsim trace-gen GEN | locsim run --trace - RUN`: both exit statuses and the run's output.
+fn piped(gen: &[&str], run: &[&str]) -> Output {
+    let mut g = Command::new(BIN).arg("trace-gen").args(gen).stdout(Stdio::piped()).spawn().expect("trace-gen runs");
+    let out = Command::new(BIN)
+        .args(["run", "--trace", "-"])
+        .args(run)
+        .stdin(g.stdout.take().expect("piped"))
+        .output()
+        .expect("run runs");
+    assert!(g.wait().expect("trace-gen ends").success(), "trace-gen failed");
+    out
+}
+
+fn json(out: &Output) -> Vec<Value> {
+    assert!(out.status.success(), "exit {:?}: {}", out.status.code(), String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice::<Value>(&out.stdout).expect("stdout is JSON").as_array().expect("array").clone()
+}
+
+/// The figures a replay must reproduce exactly.
+const SAME: [&str; 9] = [
+    "protocol",
+    "txs_committed",
+    "txs_aborted",
+    "cycles",
+    "program_write_bytes",
+    "mem_write_bytes",
+    "mem_write_bytes_by_kind",
+    "mem_reads",
+    "pset_blocks_per_tx",
+];
+
+fn assert_same(trace: &[Value], builtin: &[Value], what: &str) {
+    assert_eq!(trace.len(), builtin.len(), "{what}");
+    for (t, b) in trace.iter().zip(builtin) {
+        for f in SAME {
+            assert_eq!(t[f], b[f], "{what}, {}: {f}", b["protocol"]);
+        }
+        assert_eq!(t["workload"], "trace");
+        assert!(b["txs_committed"].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
+fn trace_gen_piped_into_run_equals_the_built_in_run_for_every_workload_and_protocol() {
+    for w in ["sps", "btree", "hash", "rbtree", "sdg", "sqlite"] {
+        let shape = ["--txs", "300", "--warmup-txs", "100"];
+        let gen: Vec<&str> = [&["-w", w][..], &shape].concat();
+        let trace = json(&piped(&gen, &["-p", ALL, "--json"]));
+        let builtin = json(&locsim(&[&["run", "-w", w, "-p", ALL, "--json"][..], &shape].concat()));
+        assert_same(&trace, &builtin, w);
+    }
+}
+
+#[test]
+fn aborts_the_text_encoding_and_a_machine_setting_replay_exactly_too() {
+    let dir = tempdir();
+    let file = format!("{dir}/btree.txt");
+    let shape = ["--txs", "200", "--warmup-txs", "50", "--abort-rate", "0.2", "--mem-latency-ns", "35"];
+    let gen = locsim(&[&["trace-gen", "-w", "btree", "--text", "-o", &file][..], &shape].concat());
+    assert!(gen.status.success(), "{}", String::from_utf8_lossy(&gen.stderr));
+    assert!(std::fs::read_to_string(&file).unwrap().starts_with("locsim-trace 1\nregion 0x0 "));
+    let trace = json(&locsim(&["run", "--trace", &file, "-p", "h-wal,loc-wal", "--mem-latency-ns", "35", "--json"]));
+    let builtin = json(&locsim(&[&["run", "-w", "btree", "-p", "h-wal,loc-wal", "--json"][..], &shape].concat()));
+    assert!(builtin[0]["txs_aborted"].as_u64().unwrap() > 0);
+    assert_same(&trace, &builtin, "btree with aborts, text");
+    // `--txs N` stops the replay after N measured transactions.
+    let cut = json(&locsim(&["run", "--trace", &file, "-p", "h-wal", "--txs", "20", "--json"]));
+    let n = cut[0]["txs_committed"].as_u64().unwrap() + cut[0]["txs_aborted"].as_u64().unwrap();
+    assert_eq!(n, 20);
+}
+
+/// A fresh directory under the target directory (tests must not write outside it).
+fn tempdir() -> String {
+    let d = format!(
+        "{}/trace-test-{}-{}",
+        env!("CARGO_TARGET_TMPDIR"),
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+    );
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn crash(args: &[&str]) -> (i32, Value) {
+    let out = locsim(&[&["crashtest", "--json", "--threads", "2"][..], args].concat());
+    let code = out.status.code().expect("exit status");
+    assert!(code == 0 || code == 1, "exit {code}: {}", String::from_utf8_lossy(&out.stderr));
+    (code, serde_json::from_slice(&out.stdout).expect("JSON"))
+}
+
+#[test]
+fn a_traced_workload_crash_checks_clean_under_every_protocol_and_every_injected_bug_is_caught() {
+    let dir = tempdir();
+    let file = format!("{dir}/rbtree.trace");
+    let gen =
+        locsim(&["trace-gen", "-w", "rbtree", "--txs", "250", "--warmup-txs", "0", "--abort-rate", "0.1", "-o", &file]);
+    assert!(gen.status.success());
+    // Kiln's evict-uncommitted-home needs a transaction larger than the LLC: a second trace
+    // with big transactions, replayed on small caches.
+    let big = format!("{dir}/sps-big.trace");
+    let gen = locsim(&[
+        "trace-gen",
+        "-w",
+        "sps",
+        "--txs",
+        "40",
+        "--warmup-txs",
+        "0",
+        "-o",
+        &big,
+        "--set",
+        "workload.sps.entries=65536",
+        "--set",
+        "workload.sps.swaps_per_tx=150",
+    ]);
+    assert!(gen.status.success());
+    let tiny = ["--set", "l1.size_bytes=2048", "--set", "l2.size_bytes=8192", "--set", "llc.size_bytes=16384"];
+    let bugs = String::from_utf8(locsim(&["crashtest", "--list-bugs"]).stdout).unwrap();
+    for line in bugs.lines() {
+        let (p, list) = line.split_once(": ").unwrap();
+        if list.starts_with("none") {
+            continue;
+        }
+        let (code, r) = crash(&["--trace", &file, "-p", p, "--crashes", "400"]);
+        assert_eq!((code, &r["violations"]), (0, &Value::from(0)), "{p}: {r}");
+        assert_eq!(r["workload"], "trace");
+        assert!(r["txs_committed"].as_u64().unwrap() > 200, "{p}");
+        for bug in list.split("; ").map(|b| b.split(' ').next().unwrap()) {
+            if bug.starts_with("startgap") {
+                continue; // needs startgap.enabled: covered by tests/startgap.rs on built-in workloads
+            }
+            let on = match bug {
+                "evict-uncommitted-home" => [&["--trace", &big][..], &tiny].concat(),
+                _ => vec!["--trace", &file],
+            };
+            let (code, r) = crash(&[&on[..], &["-p", p, "--crashes", "2000", "--inject-bug", bug]].concat());
+            assert_eq!(code, 1, "{p} with {bug} not caught: {r}");
+            let replay = r["first_violation"]["replay"].as_str().unwrap();
+            assert!(replay.starts_with(&format!("locsim crashtest --trace {} --protocol {p}", on[1])), "{replay}");
+        }
+    }
+}
+
+/// Exit status 2, exactly one line on stderr containing `needle`, no panic.
+fn assert_bad_trace(bytes: &[u8], needle: &str) {
+    let dir = tempdir();
+    let file = format!("{dir}/bad.trace");
+    std::fs::write(&file, bytes).unwrap();
+    for args in [
+        vec!["run", "--trace", &file, "-p", "h-wal"],
+        vec!["crashtest", "--trace", &file, "-p", "h-wal", "--crashes", "10"],
+    ] {
+        let out = locsim(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{needle}: {args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{needle}: not one line: {err}");
+        assert!(err.contains(needle), "`{needle}` missing from: {err}");
+        assert!(err.starts_with("error: trace") || needle.starts_with("--"), "{err}");
+    }
+    // Piped through standard input under several protocols at once: the same line.
+    let mut child = Command::new(BIN)
+        .args(["run", "--trace", "-", "-p", "h-wal,loc-wal"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(bytes);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), err.trim_end().lines().count()), (Some(2), 1), "{needle} on stdin: {err}");
+    assert!(err.contains(needle), "`{needle}` missing from: {err}");
+}
+
+/// A small valid binary trace and its records' offsets.
+fn good() -> Vec<u8> {
+    let out =
+        locsim(&["trace-gen", "-w", "sps", "--txs", "3", "--warmup-txs", "0", "--set", "workload.sps.entries=512"]);
+    assert!(out.status.success());
+    out.stdout
+}
+
+#[test]
+fn every_kind_of_bad_trace_is_one_line_with_its_offset_and_exit_2() {
+    let ok = good();
+    let n = ok.len();
+    let text = |body: &str| format!("locsim-trace 1\nregion 0x1000 4096\n{body}").into_bytes();
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (vec![], "empty input"),
+        (b"GIF89a not a trace".to_vec(), "not a locsim trace"),
+        ([&ok[..8], &[9, 0], &ok[10..]].concat(), "version 9: this locsim reads version 1"),
+        (ok[..n - 1].to_vec(), "truncated"),
+        (ok[..n - 40].to_vec(), "truncated"),
+        ([&ok[..], b"x"].concat(), "bytes after the `end` record"),
+        ([&ok[..16], &[0x77]].concat(), "byte offset 16: unknown record type 0x77"),
+        ([&[0x28, 0xb5, 0x2f, 0xfd][..], &ok].concat(), "zstd-compressed"),
+        (
+            text("begin\nstore 0x2000 00\ncommit\nend\n"),
+            "line 4 (byte offset 40): `store` of 1 bytes at 0x2000 outside the region",
+        ),
+        (text("load 0xfff 1\nend\n"), "outside the region 0x1000..0x2000"),
+        (text("store 0x1000 00\nend\n"), "`store` outside a transaction"),
+        (text("begin\nbegin\n"), "transactions do not nest"),
+        (text("begin\nend\n"), "`end` inside a transaction"),
+        (text("commit\nend\n"), "`commit` outside a transaction"),
+        (b"locsim-trace 1\nbegin\nend\n".to_vec(), "`begin` before `region`"),
+        (text("begin\nstore 0x1000 zz\n"), "not hex digits"),
+        (text("fly 1 2\n"), "unknown record `fly`"),
+        (text("compute -3\nend\n"), "cycles `-3`"),
+        (b"locsim-trace 1\nregion 0 99999999999999\nend\n".to_vec(), "region size 99999999999999: allowed 1..="),
+        (text("begin\ncommit\ninit 0x1000 00\nend\n"), "`init` after the body began"),
+        (text("compute 5\n"), "without an `end` record"),
+        (b"locsim-trace 7\n".to_vec(), "version 7"),
+    ];
+    for (bytes, needle) in &cases {
+        assert_bad_trace(bytes, needle);
+    }
+    // A lost record: drop the first record after the header and the region.
+    let region_len = 1 + leb_len(&ok[17..]) + leb_len(&ok[17 + leb_len(&ok[17..])..]);
+    let at = 16 + region_len; // the warmup record: opcode and a one-byte count
+    assert_eq!(ok[at], 0x02);
+    assert_bad_trace(&[&ok[..at], &ok[at + 2..]].concat(), "records lost");
+}
+
+fn leb_len(b: &[u8]) -> usize {
+    b.iter().position(|&x| x & 0x80 == 0).unwrap() + 1
+}
+
+#[test]
+fn trace_arguments_that_make_no_sense_are_refused() {
+    let dir = tempdir();
+    let file = format!("{dir}/t.trace");
+    std::fs::write(&file, good()).unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["run", "--trace", &file, "--abort-rate", "0.5"], "--abort-rate 0.5 with --trace"),
+        (&["run", "--trace", "/nonexistent/x.trace"], "--trace /nonexistent/x.trace: No such file"),
+        (&["run", "--trace", &file, "-w", "sps"], "cannot be used with"),
+        (&["trace-gen", "-w", "nosuch"], "unknown workload `nosuch`"),
+    ];
+    for (args, needle) in cases {
+        let out = locsim(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "`{needle}` missing from: {err}");
+    }
+}
+
+/// The binary of an example (cargo builds the examples before running the integration tests).
+fn example(name: &str) -> std::path::PathBuf {
+    let deps = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
+    deps.parent().unwrap().join("examples").join(name)
+}
+
+#[test]
+fn the_rust_example_queue_runs_under_every_protocol_and_crash_checks_clean() {
+    let out = Command::new(example("queue")).arg("400").output().expect("examples/queue.rs is built");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 7, "{text}");
+    for p in ["s-wal", "h-wal", "ec-wal", "loc-wal", "kiln", "loc-kiln"] {
+        let l = lines.iter().find(|l| l.starts_with(p)).unwrap();
+        assert!(l.ends_with("crash check: 300 points, 0 violations"), "{l}");
+    }
+}
+
+#[test]
+fn ycsb_key_distributions_run_replay_exactly_and_crash_check_clean() {
+    let dir = tempdir();
+    for (w, dist) in [("btree", "zipfian"), ("hash", "latest"), ("rbtree", "zipfian"), ("btree", "latest")] {
+        let set = format!("workload.{w}.keys.distribution={dist}");
+        let shape = ["--txs", "200", "--warmup-txs", "50", "--set", &set];
+        let trace = json(&piped(&[&["-w", w][..], &shape].concat(), &["-p", "h-wal,loc-kiln", "--json"]));
+        let builtin = json(&locsim(&[&["run", "-w", w, "-p", "h-wal,loc-kiln", "--json"][..], &shape].concat()));
+        assert_same(&trace, &builtin, &set);
+        let uniform = json(&locsim(&["run", "-w", w, "-p", "h-wal", "--json", "--txs", "200", "--warmup-txs", "50"]));
+        assert_ne!(uniform[0]["cycles"], builtin[0]["cycles"], "{set} changes the run");
+        let file = format!("{dir}/{w}-{dist}.trace");
+        let gen = locsim(&[&["trace-gen", "-w", w, "-o", &file][..], &shape].concat());
+        assert!(gen.status.success());
+        let (code, r) = crash(&["--trace", &file, "-p", "loc-wal", "--crashes", "300"]);
+        assert_eq!((code, &r["violations"]), (0, &Value::from(0)), "{set}: {r}");
+    }
+    for (set, needle) in [
+        (
+            "workload.hash.keys.distribution=pareto",
+            "unknown variant `pareto`, expected one of `uniform`, `zipfian`, `latest`",
+        ),
+        ("workload.rbtree.keys.zipf_theta=1.5", "workload.rbtree.keys.zipf_theta = 1.5: allowed 0 < theta < 1"),
+    ] {
+        let out = locsim(&["run", "-w", "sps", "--set", set]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!((out.status.code(), err.trim_end().lines().count()), (Some(2), 1), "{err}");
+        assert!(err.contains(needle), "{err}");
+    }
+}
