@@ -1,5 +1,6 @@
 //! The sweep over crash points; see the module documentation of [`crate::crash`].
 
+use crate::hostmem::{Image, Template};
 use crate::recovery::{self, Plan};
 use crate::rng::Rng;
 use crate::runner::{execute, Recorded, RunSpec, GIT_REV, VERSION};
@@ -203,6 +204,13 @@ fn check_recorded(spec: &CrashSpec, run: &RunSpec, rec: &Recorded) -> CrashRepor
     }
 }
 
+/// The guards of the incremental bookkeeping (a whole comparison or a whole verification
+/// beside the incremental answer) run at the `n`-th use when `n` is a power of `2^shift`, so
+/// that they cost a whole pass a logarithmic number of times.
+fn guard_due(n: u64, shift: u32) -> bool {
+    n.is_power_of_two() && n.trailing_zeros().is_multiple_of(shift)
+}
+
 /// What one worker found over its chunk of crash points.
 struct Part {
     violations: u64,
@@ -220,6 +228,7 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
     let done = AtomicU64::new(0);
     let found = AtomicU64::new(0);
     let bar = spec.progress.then(|| progress_bar(spec, points.len() as u64)).flatten();
+    let initial = &Template::new(&rec.initial);
     std::thread::scope(|s| {
         let workers: Vec<_> = points
             .chunks(chunk)
@@ -227,7 +236,7 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
                 let (done, found) = (&done, &found);
                 s.spawn(move || {
                     let verifier = spec.run.workload.build(&spec.run.cfg.workload);
-                    let mut sweep = Sweep::new(spec, rec, &verifier);
+                    let mut sweep = Sweep::new(spec, rec, initial, &verifier);
                     for &t in pts {
                         sweep.check_point(t);
                         done.fetch_add(1, Ordering::Relaxed);
@@ -280,11 +289,13 @@ struct Sweep<'a> {
     rec: &'a Recorded,
     /// The workload's structural verifier (one per worker: a workload need not be `Sync`).
     verifier: &'a Workload,
+    /// The run's initial image, shared by the workers' copies.
+    initial: &'a Template,
     /// The durable image in the protocols' (logical) layout: what recovery reads.
-    img: Vec<u8>,
+    img: Image,
     /// With Start-Gap: the durable physical image the writes land in, from which the log area
     /// of `img` is rebuilt ([`recovery::startgap::logical_log`]) when it has changed.
-    phys: Option<(Geometry, Vec<u8>)>,
+    phys: Option<(Geometry, Image)>,
     log_stale: bool,
     /// Start-Gap: the registers the log area of `img` was built under, and the physical log
     /// blocks written since (the view is updated line by line while the registers stay).
@@ -293,14 +304,14 @@ struct Sweep<'a> {
     rebuilds: u64,
     next_write: usize,
     /// S_oracle_k: the data area after the first `oracle_k` committed transactions.
-    oracle: Vec<u8>,
+    oracle: Image,
     oracle_k: usize,
     data_len: usize,
     /// The running difference between the data area of `img` and `oracle`: `differs[b]` says
     /// data block `b` differs, `ndiff` counts such blocks. Every write to either side (a durable
     /// write, an oracle transaction, a recovery plan and its rollback) refreshes the blocks it
     /// lands in, so "recovered data == S_k" is `ndiff == 0`; a whole comparison at the 1st,
-    /// 2nd, 4th, 8th, ... comparison guards this bookkeeping.
+    /// 8th, 64th, ... comparison guards this bookkeeping.
     differs: Vec<bool>,
     ndiff: usize,
     compares: u64,
@@ -316,12 +327,12 @@ struct Sweep<'a> {
     /// follows its own copy of the data area, `vdata` = S_`vk`, forward through the oracle's
     /// transactions and records the verdict on every S_k it passes.
     follower: Option<Box<dyn Follow>>,
-    vdata: Vec<u8>,
+    vdata: Image,
     vk: usize,
     vold: Vec<(usize, BlockData)>,
     vmark: Vec<u32>,
     vstamp: u32,
-    /// Verdicts the follower gave; a whole check confirms them at the 1st, 8th, 64th, ...
+    /// Verdicts the follower gave; a whole check confirms them at the 64th, 4096th, ...
     followed: u64,
     /// Reused buffers: the undo of tentative oracle transactions, of a plan, of a second plan.
     oracle_undo: Vec<(u64, u32, usize)>,
@@ -332,7 +343,7 @@ struct Sweep<'a> {
 }
 
 impl<'a> Sweep<'a> {
-    fn new(spec: &'a CrashSpec, rec: &'a Recorded, verifier: &'a Workload) -> Sweep<'a> {
+    fn new(spec: &'a CrashSpec, rec: &'a Recorded, initial: &'a Template, verifier: &'a Workload) -> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
         let geom = Geometry::of(&spec.run.cfg.startgap, &rec.layout);
         let logical_len = rec.layout.total_bytes() as usize;
@@ -340,14 +351,15 @@ impl<'a> Sweep<'a> {
             spec,
             rec,
             verifier,
-            img: rec.initial[..logical_len].to_vec(),
-            phys: geom.map(|g| (g, rec.initial.clone())),
+            initial,
+            img: initial.copy(logical_len),
+            phys: geom.map(|g| (g, initial.copy(rec.initial.len()))),
             log_stale: geom.is_some(),
             view_regs: None,
             log_written: Vec::new(),
             rebuilds: 0,
             next_write: 0,
-            oracle: rec.initial[..data_len].to_vec(),
+            oracle: initial.copy(data_len),
             oracle_k: 0,
             data_len,
             differs: vec![false; data_len / 64],
@@ -357,7 +369,7 @@ impl<'a> Sweep<'a> {
             plan_gen: 0,
             verdicts: vec![None; rec.oracle.txs() + 1],
             follower: verifier.follower(),
-            vdata: Vec::new(),
+            vdata: Image::Vec(Vec::new()),
             vk: 0,
             vold: Vec::new(),
             vmark: vec![0; data_len.div_ceil(64)],
@@ -507,12 +519,13 @@ impl<'a> Sweep<'a> {
 
     /// Move the follower's copy from S_vk to S_k (k >= vk), recording the verdict on each S_j
     /// passed. A "broken" verdict takes its message from the whole verifier, which must agree;
-    /// a "sound" one is confirmed by the whole verifier at the 1st, 8th, 64th, ... time.
+    /// a "sound" one is confirmed by the whole verifier at the 64th, 4096th, ... time (the
+    /// followers' model-based tests compare every verdict, `follow::check::agrees`).
     fn follow_to(&mut self, k: usize) {
         let rec = self.rec;
         let mut f = self.follower.take().expect("a follower");
         if self.vdata.is_empty() {
-            self.vdata = rec.initial[..self.data_len].to_vec();
+            self.vdata = self.initial.copy(self.data_len);
             let sound = f.reset(&self.vdata);
             self.record(0, sound);
         }
@@ -550,7 +563,7 @@ impl<'a> Sweep<'a> {
         }
         let verdict = if sound {
             self.followed += 1;
-            if self.followed.is_power_of_two() && self.followed.trailing_zeros().is_multiple_of(3) {
+            if self.followed > 1 && guard_due(self.followed, 6) {
                 assert_eq!(
                     self.verifier.verify(&self.vdata),
                     Ok(()),
@@ -602,7 +615,7 @@ impl<'a> Sweep<'a> {
     fn same_data(&mut self) -> bool {
         self.compares += 1;
         let same = self.ndiff == 0;
-        if self.compares.is_power_of_two() {
+        if guard_due(self.compares, 3) {
             let whole = self.img[..self.data_len] == self.oracle[..];
             assert_eq!(same, whole, "crash checker: the running difference missed a change");
         }
@@ -682,7 +695,7 @@ impl<'a> Sweep<'a> {
             recovery::recover(self.spec.run.protocol.log_format(), &self.rec.layout, &self.img).unwrap_or_default();
         let mut undo = Undo::default();
         undo.apply(&mut self.img, &plan.writes);
-        let mut oracle = self.oracle.clone();
+        let mut oracle = self.oracle.to_vec();
         let mut best = (a, None, u64::MAX);
         for k in a..=i {
             if k > a {

@@ -23,6 +23,75 @@ pub trait Follow {
     fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> bool;
 }
 
+/// Per-root lists in one arena (a follower's per-vertex or per-bucket payload), so that taking a
+/// data area whole allocates nothing per root: a list that grows moves to the end of the arena,
+/// and the arena is compacted once the space left behind outweighs the live entries.
+pub(crate) struct Spans<T> {
+    items: Vec<T>,
+    /// Per root: its list's start in `items` and its length.
+    span: Vec<(u32, u32)>,
+    live: usize,
+}
+
+impl<T: Copy> Spans<T> {
+    pub fn new(roots: usize) -> Spans<T> {
+        Spans { items: Vec::new(), span: vec![(0, 0); roots], live: 0 }
+    }
+
+    /// Every list empty.
+    pub fn clear(&mut self) {
+        self.items.clear();
+        self.span.fill((0, 0));
+        self.live = 0;
+    }
+
+    pub fn get(&self, r: usize) -> &[T] {
+        let (start, len) = self.span[r];
+        &self.items[start as usize..(start + len) as usize]
+    }
+
+    /// Empty root `r`'s list; its entries stay readable through the returned range of
+    /// [`Spans::at`] until the next [`Spans::set`].
+    pub fn forget(&mut self, r: usize) -> std::ops::Range<usize> {
+        let (start, len) = std::mem::take(&mut self.span[r]);
+        self.live -= len as usize;
+        start as usize..(start + len) as usize
+    }
+
+    /// The arena's entry `i` (from a range of [`Spans::forget`]).
+    pub fn at(&self, i: usize) -> T {
+        self.items[i]
+    }
+
+    /// Replace root `r`'s list.
+    pub fn set(&mut self, r: usize, new: &[T]) {
+        let (start, len) = self.span[r];
+        self.live = self.live - len as usize + new.len();
+        if new.len() <= len as usize {
+            self.items[start as usize..start as usize + new.len()].copy_from_slice(new);
+            self.span[r] = (start, new.len() as u32);
+            return;
+        }
+        if self.items.len() + new.len() > 2 * self.live + 4096 {
+            self.compact();
+        }
+        self.span[r] = (self.items.len() as u32, new.len() as u32);
+        self.items.extend_from_slice(new);
+        assert!(self.items.len() <= u32::MAX as usize, "follower lists beyond 2^32 entries");
+    }
+
+    /// Move every live list to the front, in root order.
+    fn compact(&mut self) {
+        let mut items = Vec::with_capacity(2 * self.live + 4096);
+        for sp in &mut self.span {
+            let (start, len) = *sp;
+            *sp = (items.len() as u32, len);
+            items.extend_from_slice(&self.items[start as usize..(start + len) as usize]);
+        }
+        self.items = items;
+    }
+}
+
 /// A slab's free list as [`Slab::used_in`] walks it, kept by a follower: well formed or not,
 /// which slots are on it, how many. Kept tail first, so that a change near the head (the
 /// list is LIFO: an allocation pops, a free pushes) re-walks only up to the first slot whose
@@ -141,7 +210,7 @@ pub(crate) struct SlabLists {
     pub bump: u64,
     free: FreeList,
     /// Per root: the slots its walk reached, and whether its own checks fail.
-    slots: Vec<Vec<u32>>,
+    slots: Spans<u32>,
     bad: Vec<bool>,
     bad_list: Vec<u32>,
     nbad: u64,
@@ -181,7 +250,7 @@ impl SlabLists {
             root_bytes,
             bump: 0,
             free: FreeList::new(&slab),
-            slots: vec![Vec::new(); r],
+            slots: Spans::new(r),
             bad: vec![false; r],
             bad_list: Vec::new(),
             nbad: 0,
@@ -240,8 +309,8 @@ impl SlabLists {
 
     /// Start walking root `r` again: forget what its last walk reached.
     pub fn begin(&mut self, r: u32) {
-        for slot in std::mem::take(&mut self.slots[r as usize]) {
-            let slot = slot as usize;
+        for i in self.slots.forget(r as usize) {
+            let slot = self.slots.at(i) as usize;
             self.claims[slot] -= 1;
             match self.claims[slot] {
                 0 => self.overlap -= u64::from(self.free.on[slot]),
@@ -249,7 +318,8 @@ impl SlabLists {
                     self.shared -= 1;
                     if n == 1 && self.owner[slot] == r {
                         // Only in a broken image: find the list that still reaches it.
-                        let rest = (0..self.roots as u32).find(|&u| self.slots[u as usize].contains(&(slot as u32)));
+                        let rest =
+                            (0..self.roots as u32).find(|&u| self.slots.get(u as usize).contains(&(slot as u32)));
                         self.owner[slot] = rest.expect("a claimed slot is in some list");
                     }
                 }
@@ -294,7 +364,8 @@ impl SlabLists {
             }
         }
         self.reached += walk.len() as u64;
-        self.slots[r as usize] = walk;
+        self.slots.set(r as usize, &walk);
+        self.walk = walk;
         let ri = r as usize;
         if ok == self.bad[ri] {
             self.bad[ri] = !ok;
@@ -355,7 +426,7 @@ impl SlabLists {
                     1 => self.queue(self.owner[slot]),
                     _ => {
                         for r in 0..self.roots as u32 {
-                            if self.slots[r as usize].contains(&(slot as u32)) {
+                            if self.slots.get(r as usize).contains(&(slot as u32)) {
                                 self.queue(r);
                             }
                         }

@@ -71,7 +71,7 @@
 //! the chains reach every live key exactly once. It does not check values (the crash checker's
 //! prefix comparison covers contents).
 
-use super::follow::{Follow, Rewalk, SlabLists};
+use super::follow::{Follow, Rewalk, SlabLists, Spans};
 use super::kv::{self, rd, KvStore};
 use super::slab::Slab;
 use super::Pm;
@@ -344,7 +344,8 @@ impl HashTable {
 pub struct HashFollow {
     table: HashTable,
     lists: SlabLists,
-    keys: Vec<Vec<u64>>,
+    keys: Spans<u64>,
+    scratch: Vec<u64>,
     count: Vec<u32>,
     dups: u64,
 }
@@ -355,7 +356,8 @@ impl HashTable {
         HashFollow {
             table: HashTable::new(&self.cfg),
             lists,
-            keys: vec![Vec::new(); self.cfg.buckets as usize],
+            keys: Spans::new(self.cfg.buckets as usize),
+            scratch: Vec::new(),
             count: vec![0; self.cfg.key_space as usize],
             dups: 0,
         }
@@ -365,13 +367,14 @@ impl HashTable {
 impl HashFollow {
     /// Walk bucket `b`'s chain again, as [`HashTable::check_entry`] does.
     fn rewalk(&mut self, data: &[u8], b: u32) {
-        for key in std::mem::take(&mut self.keys[b as usize]) {
-            let c = &mut self.count[key as usize];
+        for i in self.keys.forget(b as usize) {
+            let c = &mut self.count[self.keys.at(i) as usize];
             *c -= 1;
             self.dups -= u64::from(*c >= 1);
         }
         self.lists.begin(b);
-        let (mut keys, mut ok) = (Vec::new(), true);
+        let (mut keys, mut ok) = (std::mem::take(&mut self.scratch), true);
+        keys.clear();
         let mut at = rd(data, BUCKETS_AT + 8 * b as u64);
         while at != 0 {
             if !self.lists.step(at) {
@@ -391,14 +394,15 @@ impl HashFollow {
             self.dups += u64::from(*c >= 1);
             *c += 1;
         }
-        self.keys[b as usize] = keys;
+        self.keys.set(b as usize, &keys);
+        self.scratch = keys;
         self.lists.end(b, ok);
     }
 }
 
 impl Follow for HashFollow {
     fn reset(&mut self, data: &[u8]) -> bool {
-        self.keys.iter_mut().for_each(Vec::clear);
+        self.keys.clear();
         self.count.fill(0);
         self.dups = 0;
         if (data.len() as u64) < self.table.data_bytes() {

@@ -92,7 +92,7 @@
 //! `ops_per_tx = 13` puts the P-Set near Table II's 52.85 blocks per transaction (measured:
 //! 53.67 at the defaults, seed 1; 12 operations would give about 49.6).
 
-use super::follow::{Follow, Rewalk, SlabLists};
+use super::follow::{Follow, Rewalk, SlabLists, Spans};
 use super::native::Native;
 use super::slab::Slab;
 use super::Pm;
@@ -552,7 +552,8 @@ impl Sdg {
 pub struct SdgFollow {
     lists: SlabLists,
     data_bytes: u64,
-    adj: Vec<Vec<u32>>,
+    adj: Spans<u32>,
+    scratch: Vec<u32>,
     asym: u64,
     listed: u64,
 }
@@ -563,7 +564,8 @@ impl Sdg {
         SdgFollow {
             lists,
             data_bytes: self.data_bytes(),
-            adj: vec![Vec::new(); self.cfg.vertices as usize],
+            adj: Spans::new(self.cfg.vertices as usize),
+            scratch: Vec::new(),
             asym: 0,
             listed: 0,
         }
@@ -585,7 +587,8 @@ impl SdgFollow {
         let va = vertex_addr(v).0;
         let (head, degree) = (rd64(data, va + HEAD), rd64(data, va + DEGREE));
         self.lists.begin(v);
-        let (mut ids, mut ok, mut at) = (Vec::new(), true, head);
+        let (mut ids, mut ok, mut at) = (std::mem::take(&mut self.scratch), true, head);
+        ids.clear();
         while at != 0 {
             if !self.lists.step(at) {
                 ok = false;
@@ -606,12 +609,13 @@ impl SdgFollow {
         ids.retain(|&w| (w as u64) < self.lists.roots && w != v);
         ok &= ids.len() == len;
         self.lists.end(v, ok);
-        self.set_adj(v, ids);
+        self.set_adj(v, &ids);
+        self.scratch = ids;
     }
 
     /// Replace `adj(v)`, keeping `asym` (directed edges without their reverse) and `listed`.
-    fn set_adj(&mut self, v: u32, new: Vec<u32>) {
-        let old = std::mem::take(&mut self.adj[v as usize]);
+    fn set_adj(&mut self, v: u32, new: &[u32]) {
+        let old = self.adj.get(v as usize);
         self.listed = self.listed - old.len() as u64 + new.len() as u64;
         let (mut i, mut j) = (0, 0);
         while i < old.len() || j < new.len() {
@@ -622,7 +626,8 @@ impl SdgFollow {
             }
             // (v, w) leaves (a < b) or joins the edge set; its reverse (w, v) is there or not.
             let (w, joins) = if a < b { (a, false) } else { (b, true) };
-            if joins == self.adj[w as usize].binary_search(&v).is_ok() {
+            // A self-loop never reaches here (the walk drops them), so `old` is not `adj(w)`.
+            if joins == self.adj.get(w as usize).binary_search(&v).is_ok() {
                 self.asym -= 1;
             } else {
                 self.asym += 1;
@@ -633,14 +638,14 @@ impl SdgFollow {
                 j += 1;
             }
         }
-        self.adj[v as usize] = new;
+        self.adj.set(v as usize, new);
     }
 }
 
 impl Follow for SdgFollow {
     fn reset(&mut self, data: &[u8]) -> bool {
         (self.asym, self.listed) = (0, 0);
-        self.adj.iter_mut().for_each(Vec::clear);
+        self.adj.clear();
         if (data.len() as u64) < self.data_bytes {
             return false;
         }
