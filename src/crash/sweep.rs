@@ -211,6 +211,15 @@ fn guard_due(n: u64, shift: u32) -> bool {
     n.is_power_of_two() && n.trailing_zeros().is_multiple_of(shift)
 }
 
+/// Two 64-byte blocks are equal: eight word compares, inlined (a slice comparison calls
+/// `memcmp`, whose call costs more than the compare at this size).
+#[inline(always)]
+fn same_block(x: &[u8], y: &[u8]) -> bool {
+    let (x, y): (&BlockData, &BlockData) = (x.try_into().unwrap(), y.try_into().unwrap());
+    let w = |b: &BlockData, i: usize| u64::from_ne_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
+    (0..8).fold(0, |acc, i| acc | (w(x, i) ^ w(y, i))) == 0
+}
+
 /// What one worker found over its chunk of crash points.
 struct Part {
     violations: u64,
@@ -334,9 +343,13 @@ struct Sweep<'a> {
     vstamp: u32,
     /// Verdicts the follower gave; a whole check confirms them at the 64th, 4096th, ...
     followed: u64,
-    /// Reused buffers: the undo of tentative oracle transactions, of a plan, of a second plan.
+    /// Reused buffers: the undo of tentative oracle transactions, of a plan, of a second plan,
+    /// the blocks only a second plan writes.
     oracle_undo: Vec<(u64, u32, usize)>,
     oracle_undo_bytes: Vec<u8>,
+    plan_undo: Vec<(BlockId, BlockData)>,
+    second_undo: Vec<(BlockId, BlockData)>,
+    outside: Vec<(BlockId, BlockData)>,
     violations: u64,
     by_kind: std::collections::BTreeMap<String, u64>,
     first: Option<Violation>,
@@ -377,6 +390,9 @@ impl<'a> Sweep<'a> {
             followed: 0,
             oracle_undo: Vec::new(),
             oracle_undo_bytes: Vec::new(),
+            plan_undo: Vec::new(),
+            second_undo: Vec::new(),
+            outside: Vec::new(),
             violations: 0,
             by_kind: Default::default(),
             first: None,
@@ -424,16 +440,26 @@ impl<'a> Sweep<'a> {
             Ok(p) => p,
             Err(e) => return self.violation("recovery-error", t, a, i, e),
         };
-        let mut undo = Undo::default();
+        // Apply the plan once: judge the recovered image, step back to the plan's prefix for
+        // the idempotence check, then back to the durable image.
+        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t).below(plan.writes.len() as u64 + 1) as usize;
+        let mut undo = std::mem::take(&mut self.plan_undo);
         for (b, d) in &plan.writes {
-            undo.0.push((*b, self.img[b.range()].try_into().unwrap()));
+            undo.push((*b, self.img[b.range()].try_into().unwrap()));
             self.set_img(*b, d);
         }
-        let verdict = self.judge(a, i);
-        while let Some((b, d)) = undo.0.pop() {
+        let mut verdict = self.judge(a, i);
+        while undo.len() > cut {
+            let (b, d) = undo.pop().expect("longer than the cut");
             self.set_img(b, &d);
         }
-        let verdict = verdict.and_then(|()| self.idempotence(t, &plan).map_err(|e| ("idempotence", e)));
+        if verdict.is_ok() {
+            verdict = self.idempotence(&plan, cut).map_err(|e| ("idempotence", e));
+        }
+        while let Some((b, d)) = undo.pop() {
+            self.set_img(b, &d);
+        }
+        self.plan_undo = undo;
         if let Err((kind, detail)) = verdict {
             self.violation(kind, t, a, i, detail);
         }
@@ -441,8 +467,9 @@ impl<'a> Sweep<'a> {
 
     /// Write a block of `img`, keeping the running difference.
     #[inline]
-    fn set_img(&mut self, b: BlockId, data: &[u8]) {
-        self.img[b.range()].copy_from_slice(data);
+    fn set_img(&mut self, b: BlockId, data: &BlockData) {
+        let at: &mut BlockData = (&mut self.img[b.range()]).try_into().expect("a whole block");
+        *at = *data;
         self.refresh(b.0 as usize);
     }
 
@@ -459,7 +486,7 @@ impl<'a> Sweep<'a> {
     fn refresh(&mut self, b: usize) {
         let Some(was) = self.differs.get(b).copied() else { return }; // outside the data area
         let r = b * 64..b * 64 + 64;
-        let now = self.img[r.clone()] != self.oracle[r];
+        let now = !same_block(&self.img[r.clone()], &self.oracle[r]);
         if now != was {
             self.differs[b] = now;
             if now {
@@ -623,14 +650,14 @@ impl<'a> Sweep<'a> {
     }
 
     /// Crash recovery after a random prefix of its writes, recover again: the result must equal
-    /// the one of an uninterrupted recovery. Called with `self.img` = the durable image D.
+    /// the one of an uninterrupted recovery. Called with `self.img` = the durable image D with
+    /// the first `cut` writes of `plan` applied.
     ///
     /// Expected final content of a block: the last write of the first plan to it, else D's
     /// (blocks outside the first plan are untouched by its prefix). The last write per block is
     /// found through `plan_last`, so this costs the two plans' lengths.
-    fn idempotence(&mut self, t: Cycle, plan: &Plan) -> Result<(), String> {
+    fn idempotence(&mut self, plan: &Plan, cut: usize) -> Result<(), String> {
         let n = plan.writes.len();
-        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t).below(n as u64 + 1) as usize;
         self.plan_gen = self.plan_gen.wrapping_add(1);
         if self.plan_gen == 0 {
             self.plan_last.fill((0, 0));
@@ -640,31 +667,36 @@ impl<'a> Sweep<'a> {
         for (j, (b, _)) in plan.writes.iter().enumerate() {
             self.plan_last[b.0 as usize] = (generation, j as u32);
         }
-        let mut undo = Undo::default();
-        undo.apply(&mut self.img, &plan.writes[..cut]);
+        let mut undo = Undo(std::mem::take(&mut self.second_undo));
         let result = match recovery::recover(self.spec.run.protocol.log_format(), &self.rec.layout, &self.img) {
             Err(e) => Err(format!("second recovery after a crash at recovery write {cut} of {n} failed: {e}")),
             Ok(p2) => {
                 // Blocks only the second plan writes must keep D's content: read it first.
-                let outside: Vec<(BlockId, BlockData)> = p2
-                    .writes
-                    .iter()
-                    .filter(|(b, _)| self.plan_last[b.0 as usize].0 != generation)
-                    .map(|(b, _)| (*b, self.img[b.range()].try_into().unwrap()))
-                    .collect();
+                let mut outside = std::mem::take(&mut self.outside);
+                outside.extend(
+                    p2.writes
+                        .iter()
+                        .filter(|(b, _)| self.plan_last[b.0 as usize].0 != generation)
+                        .map(|(b, _)| (*b, <BlockData>::try_from(&self.img[b.range()]).unwrap())),
+                );
                 undo.apply(&mut self.img, &p2.writes);
                 let in_plan =
                     plan.writes.iter().map(|(b, _)| (*b, &plan.writes[self.plan_last[b.0 as usize].1 as usize].1));
                 let mut expected = in_plan.chain(outside.iter().map(|(b, d)| (*b, d)));
-                expected.find(|(b, v)| self.img[b.range()] != v[..]).map_or(Ok(()), |(b, _)| {
+                let differs = expected.find(|(b, v)| !same_block(&self.img[b.range()], &v[..]));
+                let result = differs.map_or(Ok(()), |(b, _)| {
                     Err(format!(
                         "after a crash at recovery write {cut} of {n}, recovering again leaves block {} different",
                         b.0
                     ))
-                })
+                });
+                outside.clear();
+                self.outside = outside;
+                result
             }
         };
         undo.rollback(&mut self.img);
+        self.second_undo = undo.0;
         result
     }
 
