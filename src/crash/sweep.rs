@@ -778,8 +778,9 @@ mod tests {
     /// structure no transaction writes, in the initial image of both the durable image and the
     /// oracle, so every recovered image equals some S_k and every S_k is broken. The
     /// structural verifier must report it at every crash point, through the incremental
-    /// verifier (sdg: a degree off by one; hash: an entry's key moved to another bucket) and
-    /// through the whole one (btree: two keys of a leaf swapped); without the damage, none.
+    /// verifiers (sdg: a degree off by one; hash: an entry's key moved to another bucket;
+    /// btree: two keys of a leaf swapped), whose broken verdicts the whole verifier confirms;
+    /// without the damage, none.
     #[test]
     fn a_structural_defect_the_prefix_rule_misses_is_caught_at_every_point() {
         for workload in [WorkloadKind::Sdg, WorkloadKind::Hash, WorkloadKind::BTree] {

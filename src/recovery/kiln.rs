@@ -69,7 +69,6 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     Ok(plan)
 }
 
-
 /// Sort candidates by (seq, kind, position), the order they are written home in. They were
 /// pushed log blocks first, then lines, each in position order, so a stable sort by `seq` alone
 /// gives that order: a counting sort over the register's window `seqs` when it is not much

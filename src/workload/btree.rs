@@ -106,10 +106,12 @@
 //! Split and merge bookkeeping beyond their run stores (a handful of instructions each) is not
 //! charged: it happens in about one operation in a hundred.
 
+use super::follow::{Follow, FreeList};
 use super::native::Native;
 use super::slab::Slab;
 use super::Pm;
 use crate::rng::Rng;
+use crate::types::BlockData;
 use crate::types::{blocks_of, Addr};
 use serde::{Deserialize, Serialize};
 
@@ -875,6 +877,298 @@ impl Walk<'_> {
     }
 }
 
+/// The incremental form of [`BTree::verify`] ([`Follow`]): a summary per node of its subtree,
+/// kept until a block of the node changes, and recomputed along the path from a changed node
+/// to the root (as [`crate::workload::rbtree::RbFollow`] does).
+///
+/// A summary holds what the whole walk derives from the subtree without knowing where it
+/// hangs: whether it passes the checks that need no bounds from above (fill at most the
+/// maximum, keys ascending in each node, every child a handed-out slot holding at least the
+/// non-root minimum, children's key ranges inside the separators, all leaves at one depth,
+/// consecutive children's leaves chained), its height, node count, smallest leaf key, smallest
+/// inner key, largest key, and first and last leaf. The parent applies the separator bounds
+/// to these extremes; the top applies the root's bounds (an inner key above 0), the root's
+/// minimum fill, the last leaf's `next` = 0, the height bound, and the count against the
+/// slab's slots in use.
+///
+/// The whole walk also fails on a node reached twice. With non-empty nodes, which the minimum
+/// fills guarantee (the configuration requires both maximums to be at least 2), a node reached on two paths would hold keys in two disjoint separator ranges, and a node on
+/// a cycle an inner key not above its own lower bound, so the bounds alone reject both.
+pub struct BTreeFollow {
+    slab: Slab,
+    leaf_max: usize,
+    inner_max: usize,
+    data_bytes: u64,
+    bump: u64,
+    free: FreeList,
+    /// Per node slot: its summary (None: stale), the parent it was last evaluated under (slot
+    /// + 1; 0 = the root pointer), whether its evaluation met a child beyond the bump.
+    sums: Vec<Option<NodeSum>>,
+    up: Vec<u32>,
+    beyond_bump: Vec<u32>,
+    /// This evaluation met the depth bound (a cycle).
+    deep: bool,
+    keys: Vec<u64>,
+}
+
+/// A subtree's summary (see [`BTreeFollow`]).
+#[derive(Clone, Copy)]
+struct NodeSum {
+    ok: bool,
+    leaf: bool,
+    count: usize,
+    height: usize,
+    nodes: u64,
+    /// Smallest leaf key, smallest inner key, largest key (`u64::MAX` / 0 when none).
+    min_leaf: u64,
+    min_inner: u64,
+    max: u64,
+    any_key: bool,
+    first_leaf: u64,
+    last_leaf: u64,
+}
+
+const FAILED: NodeSum = NodeSum {
+    ok: false,
+    leaf: false,
+    count: 0,
+    height: 0,
+    nodes: 0,
+    min_leaf: u64::MAX,
+    min_inner: u64::MAX,
+    max: 0,
+    any_key: false,
+    first_leaf: 0,
+    last_leaf: 0,
+};
+
+impl BTree {
+    /// The incremental verifier.
+    pub fn follower(&self) -> BTreeFollow {
+        assert!(self.leaf_max >= 2 && self.inner_max >= 2, "non-root nodes are never empty");
+        let n = self.slab.capacity as usize;
+        BTreeFollow {
+            slab: self.slab,
+            leaf_max: self.leaf_max,
+            inner_max: self.inner_max,
+            data_bytes: self.data_bytes(),
+            bump: 0,
+            free: FreeList::new(&self.slab),
+            sums: vec![None; n],
+            up: vec![0; n],
+            beyond_bump: Vec::new(),
+            deep: false,
+            keys: Vec::new(),
+        }
+    }
+}
+
+impl BTreeFollow {
+    fn slot(&self, a: u64) -> usize {
+        ((a - self.slab.base.0) / NODE_BYTES) as usize
+    }
+
+    /// A handed-out node's slot; records `parent` in `beyond_bump` for a slot of the slab not
+    /// handed out yet (a larger bump may make the pointer valid).
+    fn handed_out(&mut self, a: u64, parent: usize) -> Option<usize> {
+        if !self.slab.contains(Addr(a)) {
+            return None;
+        }
+        let slot = self.slot(a);
+        if slot as u64 >= self.bump {
+            self.beyond_bump.push(parent as u32);
+            return None;
+        }
+        Some(slot)
+    }
+
+    /// Mark `slot` and every node above it (as last adopted) stale; a chain longer than any
+    /// B+tree's depth (stale `up` links of a broken image) drops every summary.
+    fn stale(&mut self, mut slot: usize) {
+        for _ in 0..4 * MAX_DEPTH {
+            self.sums[slot] = None;
+            match self.up[slot] {
+                0 => return,
+                p => slot = p as usize - 1,
+            }
+        }
+        self.sums.fill(None);
+    }
+
+    /// `parent` (slot + 1, 0 for the root pointer) reads the node at `slot`.
+    fn adopt(&mut self, slot: usize, parent: u32) {
+        if self.up[slot] != parent {
+            if self.up[slot] != 0 {
+                self.stale(self.up[slot] as usize - 1);
+            }
+            self.up[slot] = parent;
+        }
+    }
+
+    /// The summary of the subtree at the handed-out node `a` (adopted by its parent).
+    fn eval(&mut self, data: &[u8], a: u64, depth: usize) -> NodeSum {
+        let slot = self.slot(a);
+        if let Some(sum) = self.sums[slot] {
+            return sum;
+        }
+        let (kind, count) = (rd_u32(data, a), rd_u32(data, a + COUNT_OFF) as usize);
+        let leaf = kind == KIND_LEAF;
+        let max = if leaf { self.leaf_max } else { self.inner_max };
+        let sum = if (kind != KIND_LEAF && kind != KIND_INNER) || count > max {
+            FAILED
+        } else {
+            let mut keys = std::mem::take(&mut self.keys);
+            keys.clear();
+            keys.extend((0..count).map(|i| rd_u64(data, key_at(Addr(a), i).0)));
+            let sum = if leaf { self.leaf_sum(a, &keys) } else { self.inner_sum(data, a, slot, &keys, depth) };
+            self.keys = keys;
+            sum
+        };
+        self.sums[slot] = Some(sum);
+        sum
+    }
+
+    fn leaf_sum(&self, a: u64, keys: &[u64]) -> NodeSum {
+        NodeSum {
+            ok: keys.windows(2).all(|p| p[0] < p[1]),
+            leaf: true,
+            count: keys.len(),
+            height: 0,
+            nodes: 1,
+            min_leaf: keys.first().copied().unwrap_or(u64::MAX),
+            min_inner: u64::MAX,
+            max: keys.last().copied().unwrap_or(0),
+            any_key: !keys.is_empty(),
+            first_leaf: a,
+            last_leaf: a,
+        }
+    }
+
+    fn inner_sum(&mut self, data: &[u8], a: u64, slot: usize, keys: &[u64], depth: usize) -> NodeSum {
+        let count = keys.len();
+        let mut sum = NodeSum {
+            ok: keys.windows(2).all(|p| p[0] < p[1]),
+            leaf: false,
+            count,
+            height: 0,
+            nodes: 1,
+            min_leaf: u64::MAX,
+            min_inner: keys.first().copied().unwrap_or(u64::MAX),
+            max: keys.last().copied().unwrap_or(0),
+            any_key: count > 0,
+            first_leaf: 0,
+            last_leaf: 0,
+        };
+        let mut prev: Option<NodeSum> = None;
+        for i in 0..=count {
+            if !sum.ok {
+                break;
+            }
+            let c = rd_u64(data, child_at(Addr(a), i).0);
+            let Some(cs) = self.handed_out(c, slot) else {
+                sum.ok = false;
+                break;
+            };
+            self.adopt(cs, slot as u32 + 1);
+            if depth + 1 >= MAX_DEPTH {
+                (self.deep, sum.ok) = (true, false);
+                break;
+            }
+            let k = self.eval(data, c, depth + 1);
+            let min_fill = if k.leaf { self.leaf_max / 2 } else { self.inner_max / 2 };
+            // Keys of child i in [keys[i-1], keys[i]); its inner keys above keys[i-1].
+            let above = |lo: u64| k.min_leaf >= lo && (k.min_inner == u64::MAX || k.min_inner > lo);
+            sum.ok &= k.ok
+                && k.count >= min_fill
+                && (i == 0 || above(keys[i - 1]))
+                && (i == count || !k.any_key || k.max < keys[i]);
+            match prev {
+                None => (sum.height, sum.first_leaf) = (k.height + 1, k.first_leaf),
+                Some(p) => sum.ok &= k.height + 1 == sum.height && rd_u64(data, p.last_leaf + NEXT_OFF) == k.first_leaf,
+            }
+            sum.nodes += k.nodes;
+            sum.min_leaf = sum.min_leaf.min(k.min_leaf);
+            sum.min_inner = sum.min_inner.min(k.min_inner);
+            sum.max = sum.max.max(k.max);
+            sum.any_key |= k.any_key;
+            sum.last_leaf = k.last_leaf;
+            prev = Some(k);
+        }
+        if sum.ok {
+            sum
+        } else {
+            FAILED
+        }
+    }
+
+    fn sound(&mut self, data: &[u8]) -> bool {
+        if !self.free.ok {
+            return false;
+        }
+        let root = rd_u64(data, ROOT_AT.0);
+        if !self.slab.contains(Addr(root)) || self.slot(root) as u64 >= self.bump {
+            // A root beyond the bump: re-evaluated on every change anyway.
+            return false;
+        }
+        self.adopt(self.slot(root), 0);
+        let sum = self.eval(data, root, 0);
+        if std::mem::take(&mut self.deep) {
+            // A summary cut at the depth bound depends on its depth: keep none of this pass.
+            self.sums.fill(None);
+            return false;
+        }
+        sum.ok
+            && (sum.leaf || sum.count >= 1)
+            && (sum.min_inner == u64::MAX || sum.min_inner > 0)
+            && sum.height < MAX_DEPTH
+            && rd_u64(data, sum.last_leaf + NEXT_OFF) == 0
+            && sum.nodes == self.bump - self.free.len
+    }
+
+    fn walk_free(&mut self, data: &[u8], old: Option<&[(usize, BlockData)]>) {
+        // The free list's membership does not enter a summary (the whole walk compares
+        // counts only).
+        self.free.update(data, &self.slab, self.bump, old, |_, _| {});
+    }
+}
+
+impl Follow for BTreeFollow {
+    fn reset(&mut self, data: &[u8]) -> bool {
+        self.sums.fill(None);
+        self.up.fill(0);
+        self.beyond_bump.clear();
+        self.free = FreeList::new(&self.slab);
+        if (data.len() as u64) < self.data_bytes {
+            return false;
+        }
+        self.bump = rd_u64(data, SLAB_META_AT.0 + 8);
+        self.walk_free(data, None);
+        self.sound(data)
+    }
+
+    fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> bool {
+        for &(b, _) in old {
+            let at = b as u64 * 64;
+            if at == SLAB_META_AT.0 / 64 * 64 {
+                let bump = rd_u64(data, SLAB_META_AT.0 + 8);
+                if bump < self.bump {
+                    return self.reset(data);
+                }
+                if bump > self.bump {
+                    self.bump = bump;
+                    for s in std::mem::take(&mut self.beyond_bump) {
+                        self.stale(s as usize);
+                    }
+                }
+            } else if at >= self.slab.base.0 && at < self.slab.base.0 + self.slab.bytes() {
+                self.stale(self.slot(at));
+            }
+        }
+        self.walk_free(data, Some(old));
+        self.sound(data)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1101,5 +1395,20 @@ mod tests {
         w.verify(&mem).unwrap();
         let used = w.slab.used_in(&mem).unwrap();
         assert!(used * NODE_BYTES >= 8 << 20, "only {used} nodes");
+    }
+
+    /// The incremental verifier against the whole one, over runs of deep trees of tiny nodes
+    /// (splits, merges, borrows, root changes) and random damage.
+    #[test]
+    fn the_follower_agrees_with_the_verifier_on_a_run_and_on_damage() {
+        for (leaf, inner, insert_percent, seed) in
+            [(4, 4, 50, 3), (3, 2, 80, 4), (6, 5, 20, 5), (2, 3, 50, 6), (2, 2, 60, 7)]
+        {
+            let btree = BTreeConfig { insert_percent, ..cfg(400, leaf, inner, 5) };
+            let cfg = crate::workload::WorkloadConfig { btree, ..Default::default() };
+            let rejected =
+                crate::workload::follow::check::agrees(crate::workload::WorkloadKind::BTree, &cfg, 400, seed);
+            assert!(rejected > 50, "the damage must matter: {rejected} of 400 damaged states rejected");
+        }
     }
 }

@@ -176,6 +176,7 @@ impl Workload {
             Workload::Sdg(w) => Some(Box::new(w.follower())),
             Workload::Hash(w) => Some(Box::new(w.follower())),
             Workload::RbTree(w) => Some(Box::new(w.follower())),
+            Workload::BTree(w) => Some(Box::new(w.follower())),
             _ => None,
         }
     }
