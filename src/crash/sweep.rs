@@ -334,7 +334,7 @@ struct Sweep<'a> {
     verdicts: Vec<Option<Result<(), String>>>,
     /// The incremental verifier, where the workload has one ([`crate::workload::follow`]): it
     /// follows its own copy of the data area, `vdata` = S_`vk`, forward through the oracle's
-    /// transactions and records the verdict on every S_k it passes.
+    /// transactions (from one wanted S_k to the next in one step) and records their verdicts.
     follower: Option<Box<dyn Follow>>,
     vdata: Image,
     vk: usize,
@@ -544,8 +544,8 @@ impl<'a> Sweep<'a> {
         verdict.map_err(|e| ("structure", e))
     }
 
-    /// Move the follower's copy from S_vk to S_k (k >= vk), recording the verdict on each S_j
-    /// passed. A "broken" verdict takes its message from the whole verifier, which must agree;
+    /// Move the follower's copy from S_vk to S_k (k >= vk) in one step, recording the verdict
+    /// on S_k. A "broken" verdict takes its message from the whole verifier, which must agree;
     /// a "sound" one is confirmed by the whole verifier at the 64th, 4096th, ... time (the
     /// followers' model-based tests compare every verdict, `follow::check::agrees`).
     fn follow_to(&mut self, k: usize) {
@@ -556,29 +556,33 @@ impl<'a> Sweep<'a> {
             let sound = f.reset(&self.vdata);
             self.record(0, sound);
         }
-        while self.vk < k {
+        if self.vk < k {
+            // Every transaction up to k at once: the follower hears of each block changed since
+            // S_vk once, with its content in S_vk (only S_k's verdict is wanted).
             self.vstamp = self.vstamp.wrapping_add(1);
             if self.vstamp == 0 {
                 self.vmark.fill(0);
                 self.vstamp = 1;
             }
             self.vold.clear();
-            for (addr, bytes) in rec.oracle.tx_stores(self.vk) {
-                for b in blocks_of(Addr(addr), bytes.len()) {
-                    let b = b.0 as usize;
-                    if self.vmark[b] != self.vstamp {
-                        self.vmark[b] = self.vstamp;
-                        let mut before = [0u8; 64];
-                        let r = b * 64..(b * 64 + 64).min(self.data_len);
-                        before[..r.len()].copy_from_slice(&self.vdata[r]);
-                        self.vold.push((b, before));
+            for j in self.vk..k {
+                for (addr, bytes) in rec.oracle.tx_stores(j) {
+                    for b in blocks_of(Addr(addr), bytes.len()) {
+                        let b = b.0 as usize;
+                        if self.vmark[b] != self.vstamp {
+                            self.vmark[b] = self.vstamp;
+                            let mut before = [0u8; 64];
+                            let r = b * 64..(b * 64 + 64).min(self.data_len);
+                            before[..r.len()].copy_from_slice(&self.vdata[r]);
+                            self.vold.push((b, before));
+                        }
                     }
+                    self.vdata[addr as usize..addr as usize + bytes.len()].copy_from_slice(bytes);
                 }
-                self.vdata[addr as usize..addr as usize + bytes.len()].copy_from_slice(bytes);
             }
-            self.vk += 1;
+            self.vk = k;
             let sound = f.changed(&self.vdata, &self.vold);
-            self.record(self.vk, sound);
+            self.record(k, sound);
         }
         self.follower = Some(f);
     }
