@@ -40,6 +40,16 @@ pub fn recover(format: Option<LogFormat>, layout: &Layout, image: &[u8]) -> Resu
     Ok(plan)
 }
 
+/// Whether recovery of `format` reads blocks of the data area. S-WAL's redo records hold the
+/// bytes of single stores, which recovery merges into the home block it reads; every other
+/// format logs whole blocks, and its plan is a function of the log area (and Kiln's NV-LLC
+/// state) alone. The crash checker relies on the `false` answers (`Sweep::plan`,
+/// `src/crash/sweep.rs`); `recovery_never_reads_the_data_area` in
+/// `tests/recovery_scenarios.rs` checks both answers.
+pub fn reads_data_area(format: Option<LogFormat>) -> bool {
+    matches!(format, Some(LogFormat::SWal))
+}
+
 impl Plan {
     /// The shape every recovery keeps: each write lies in the image, and the redo writes (to
     /// the data area) all come before any write outside it (the log head, Kiln's NV-LLC
