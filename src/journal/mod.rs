@@ -21,6 +21,7 @@ pub mod format;
 pub mod media;
 pub mod policy;
 pub mod replay;
+pub mod script;
 pub mod trace;
 pub mod vfs;
 
@@ -119,6 +120,14 @@ pub struct JournalResult {
     pub rebuild_ns: u64,
     pub allocator: alloc::Stats,
     pub frames: u64,
+    /// Device time of every journal PCM access over the run, ns (`avg_cmd_journal_ns` x
+    /// `commands`), and the PCM's energy over that time alone (programming, reads, background):
+    /// the figures the loadable extension reports too, since it does not know the commands.
+    pub journal_pcm_ns: u64,
+    pub journal_energy_nj: f64,
+    /// Statements SQLite rejected (`--on-error continue`), and the first 10 of them with line.
+    pub statement_errors: u64,
+    pub statement_error_details: Vec<String>,
     pub version: &'static str,
     pub git_rev: &'static str,
 }
@@ -131,6 +140,7 @@ pub fn measure(
     seed: u64,
     frames: u64,
     dev: &Device,
+    on_error: replay::OnError,
 ) -> Result<JournalResult, String> {
     let setup = Setup {
         policy: policy.clone(),
@@ -140,6 +150,7 @@ pub fn measure(
         seed,
         journal: true,
         bug: None,
+        on_error,
     };
     let mut r = replay::replay(tr, &setup, None, false, false)?;
     let reference = replay::replay(tr, &Setup { journal: false, ..setup.clone() }, None, false, false)?;
@@ -197,6 +208,10 @@ pub fn measure(
         rebuild_ns: rebuilt.pcm_ns,
         allocator: w.journal.stats.clone(),
         frames,
+        journal_pcm_ns: m.pcm_ns,
+        journal_energy_nj: m.pcm.energy_nj(m.pcm_ns as f64 * 1e-9),
+        statement_errors: r.errors.len() as u64,
+        statement_error_details: r.errors.iter().take(10).cloned().collect(),
         version: crate::runner::VERSION,
         git_rev: crate::runner::GIT_REV,
     })
@@ -289,7 +304,7 @@ pub fn run_on(app: App, trace: u32, config: &str, seed: u64, dev: &Device) -> Re
     }
     let policy = Policy::parse(config)?;
     let tr = apps::generate(app, trace, seed, None);
-    measure((app.code(), &trace.to_string()), &tr, &policy, seed, DEFAULT_FRAMES, dev)
+    measure((app.code(), &trace.to_string()), &tr, &policy, seed, DEFAULT_FRAMES, dev, Default::default())
 }
 
 #[cfg(test)]
