@@ -156,9 +156,7 @@ pub fn measure(
     let reference = replay::replay(tr, &Setup { journal: false, ..setup.clone() }, None, false, false)?;
     let w = &mut r.world;
     let m = &mut w.media;
-    let regions = m.pcm.wear.regions();
-    let mgr = regions.iter().find(|x| x.name == "manager").cloned().unwrap_or_default();
-    let max = regions.iter().map(|x| x.max_bit_updates).max().unwrap_or(0);
+    let wear = Wear::of(m);
     let cmds = r.commands.max(1) as f64;
     let cpu_ns = r.commands * dev.timing.cpu_ns_per_command;
     let nref = &reference.world.media;
@@ -184,14 +182,14 @@ pub fn measure(
         commands: r.commands,
         db_writes_per_page: m.writes_per_page(),
         db_small_overwrite_fraction: m.db_small_overwrites as f64 / m.db_overwrites.max(1) as f64,
-        total_bit_updates: m.pcm.wear.total_bit_updates,
+        total_bit_updates: wear.total,
         total_bit_updates_vs_rr: None,
         max_bit_updates_vs_rr_s2x: None,
         energy_vs_rr_s2x: None,
-        max_bit_updates: max,
+        max_bit_updates: wear.max,
         hottest_cell: hottest(m, &w.journal),
-        manager_total_bit_updates: mgr.total_bit_updates,
-        manager_max_bit_updates: mgr.max_bit_updates,
+        manager_total_bit_updates: wear.manager_total,
+        manager_max_bit_updates: wear.manager_max,
         pcm_block_writes: m.pcm_block_writes,
         energy_nj: m.pcm.energy_nj((cpu_ns + m.pcm_ns + m.db_ns) as f64 * 1e-9),
         energy_busy_nj: m.pcm.energy_nj((cpu_ns + m.pcm_ns) as f64 * 1e-9),
@@ -209,12 +207,40 @@ pub fn measure(
         allocator: w.journal.stats.clone(),
         frames,
         journal_pcm_ns: m.pcm_ns,
-        journal_energy_nj: m.pcm.energy_nj(m.pcm_ns as f64 * 1e-9),
+        journal_energy_nj: journal_energy_nj(m),
         statement_errors: r.errors.len() as u64,
         statement_error_details: r.errors.iter().take(10).cloned().collect(),
         version: crate::runner::VERSION,
         git_rev: crate::runner::GIT_REV,
     })
+}
+
+/// Bit updates of a run: all cells, the most programmed cell, and the same for the manager
+/// frame alone.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Wear {
+    pub total: u64,
+    pub max: u64,
+    pub manager_total: u64,
+    pub manager_max: u64,
+}
+
+impl Wear {
+    pub fn of(m: &mut media::Media) -> Wear {
+        let regions = m.pcm.wear.regions();
+        let mgr = regions.iter().find(|x| x.name == "manager").cloned().unwrap_or_default();
+        Wear {
+            total: m.pcm.wear.total_bit_updates,
+            max: regions.iter().map(|x| x.max_bit_updates).max().unwrap_or(0),
+            manager_total: mgr.total_bit_updates,
+            manager_max: mgr.max_bit_updates,
+        }
+    }
+}
+
+/// The PCM's energy over the journal's own device time (programming, reads, background).
+pub fn journal_energy_nj(m: &media::Media) -> f64 {
+    m.pcm.energy_nj(m.pcm_ns as f64 * 1e-9)
 }
 
 /// The structure holding the most programmed cell (data cells and flip cells).
