@@ -71,14 +71,17 @@ pub struct Replay {
     pub errors: Vec<String>,
 }
 
+/// The connection settings the journal model needs: 1 KiB pages, the journal written and synced
+/// in the shape [`super::vfs`] translates (no cache spill, full sync, statement journals in
+/// memory), freed content not zeroed (the bundled SQLite's default, which Debian's build
+/// changes). The loadable extension applies the same string to its connections.
+pub const SETTINGS: &str = "PRAGMA page_size=1024; PRAGMA synchronous=FULL; PRAGMA cache_spill=OFF; \
+                            PRAGMA secure_delete=OFF; PRAGMA temp_store=MEMORY; PRAGMA cache_size=4000;";
+
 fn open(name: &str) -> Result<Connection, String> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let c = Connection::open_with_flags_and_vfs(name, flags, vfs::VFS_NAME).map_err(|e| format!("open {name}: {e}"))?;
-    c.execute_batch(
-        "PRAGMA page_size=1024; PRAGMA synchronous=FULL; PRAGMA cache_spill=OFF; PRAGMA temp_store=MEMORY; \
-         PRAGMA cache_size=4000;",
-    )
-    .map_err(|e| format!("{name}: settings: {e}"))?;
+    c.execute_batch(SETTINGS).map_err(|e| format!("{name}: settings: {e}"))?;
     Ok(c)
 }
 

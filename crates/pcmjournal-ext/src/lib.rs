@@ -27,6 +27,7 @@
 use libsqlite3_sys as ffi;
 use locsim::journal::alloc::Journal;
 use locsim::journal::media::{Media, Snapshot, Timing};
+use locsim::journal::replay;
 use locsim::journal::vfs::{self, Bug, World};
 use locsim::journal::{self as jr, format, Policy};
 use serde::Serialize;
@@ -35,7 +36,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// The VFS name.
 pub const VFS_NAME: &CStr = c"pcmjournal";
@@ -56,6 +57,7 @@ extern "C" {
         make_vfs: unsafe extern "C" fn(*mut ffi::sqlite3_vfs) -> *mut ffi::sqlite3_vfs,
         stats: unsafe extern "C" fn(*const c_char) -> *mut c_char,
         free: unsafe extern "C" fn(*mut c_char),
+        settings: *const c_char,
     ) -> c_int;
     fn pcmx_uri_parameter(file: *const c_char, param: *const c_char) -> *const c_char;
     fn pcmx_seed_prng(x: c_int) -> c_int;
@@ -72,7 +74,9 @@ pub unsafe extern "C" fn sqlite3_pcmjournal_init(
     err: *mut *mut c_char,
     api: *const c_void,
 ) -> c_int {
-    pcmx_init(db, err, api, make_vfs, stats_json, free_json)
+    static SETTINGS: OnceLock<CString> = OnceLock::new();
+    let settings = SETTINGS.get_or_init(|| CString::new(replay::SETTINGS).expect("no NUL"));
+    pcmx_init(db, err, api, make_vfs, stats_json, free_json, settings.as_ptr())
 }
 
 // ---- the PCM areas (plain Rust) ----

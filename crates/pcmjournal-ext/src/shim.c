@@ -16,11 +16,8 @@ static sqlite3_vfs *pcm_vfs;
 static stats_fn rust_stats;
 static free_fn rust_free;
 
-static const char SETTINGS[] =
-    "PRAGMA page_size=1024; PRAGMA synchronous=FULL; PRAGMA cache_spill=OFF; PRAGMA secure_delete=OFF; "
-    "PRAGMA temp_store=MEMORY; PRAGMA cache_size=4000;";
-
-const char *pcmx_settings(void) { return SETTINGS; }
+/* The connection settings of the journal model (locsim::journal::replay::SETTINGS). */
+static const char *settings;
 
 const char *pcmx_uri_parameter(const char *file, const char *param) {
     return sqlite3_uri_parameter(file, param);
@@ -53,14 +50,15 @@ static int connection_init(sqlite3 *db, char **err, const sqlite3_api_routines *
     if (rc != SQLITE_OK) return rc;
     sqlite3_vfs *v = 0;
     if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &v) == SQLITE_OK && v == pcm_vfs) {
-        return sqlite3_exec(db, SETTINGS, 0, 0, err);
+        return sqlite3_exec(db, settings, 0, 0, err);
     }
     return SQLITE_OK;
 }
 
 int pcmx_init(sqlite3 *db, char **err, const sqlite3_api_routines *api, make_vfs_fn make_vfs, stats_fn st,
-              free_fn fr) {
+              free_fn fr, const char *connection_settings) {
     SQLITE_EXTENSION_INIT2(api);
+    settings = connection_settings;
     rust_stats = st;
     rust_free = fr;
     if (!pcm_vfs) {
