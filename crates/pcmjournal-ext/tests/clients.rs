@@ -233,7 +233,9 @@ fn free_space(file: &[u8], pg: usize) -> Vec<std::ops::Range<usize>> {
         0 => 65536,
         c => c,
     };
-    let mut out = vec![h + header + 2 * be16(h + 3)..content];
+    let gap = h + header + 2 * be16(h + 3)..content;
+    let mut out = Vec::new();
+    out.push(gap);
     let mut fb = be16(h + 1);
     while fb != 0 && fb + 4 <= 1024 && out.len() < 1024 {
         out.push(fb..fb + be16(fb + 2));
