@@ -349,3 +349,40 @@ fn the_library_exports_only_its_entry_point() {
     assert_eq!(sqlite.len(), 1, "{sqlite:?}");
     assert!(sqlite[0].ends_with(" T sqlite3_pcmjournal_init"), "{sqlite:?}");
 }
+
+/// The example block of docs/your-sqlite-app.md, run as written but for the paths: the
+/// artifacts of this build instead of target/release, the repository's examples from a fresh
+/// directory. The `locsim` binary is the one `cargo test --workspace` builds next to this test.
+#[test]
+fn the_copy_paste_example_of_the_docs_runs() {
+    let doc = std::fs::read_to_string(Path::new(ROOT).join("docs/your-sqlite-app.md")).unwrap();
+    let after = doc.split("## Example").nth(1).expect("an Example section");
+    let block = after.split("```sh\n").nth(1).unwrap().split("```").next().unwrap();
+    let profile_dir = extension().parent().unwrap().parent().unwrap().to_path_buf();
+    let locsim = profile_dir.join("locsim");
+    assert!(locsim.exists(), "{} missing: run the workspace's tests (cargo test --workspace)", locsim.display());
+    let examples = format!("{}/examples/", Path::new(ROOT).canonicalize().unwrap().display());
+    let script: Vec<String> = block
+        .lines()
+        .filter(|l| !l.starts_with("cargo build"))
+        .map(|l| {
+            l.replace("target/release/libpcmjournal", &extension_stem())
+                .replace("target/release/locsim", locsim.to_str().unwrap())
+                .replace("examples/", &examples)
+        })
+        .collect();
+    assert!(script.iter().any(|l| l.starts_with(".load ")), "{script:?}");
+    let dir = fresh_dir("docs-example");
+    let out = Command::new("bash").args(["-e", "-c", &script.join("\n")]).current_dir(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let from_locsim: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("locsim.json")).unwrap()).unwrap();
+    let from_ext: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("extension.json")).unwrap()).unwrap();
+    let want = &from_locsim[1];
+    assert_eq!((&want["config"], &from_ext["config"]), (&Value::from("RU20-S2X-WH64"), &Value::from("RU20-S2X-WH64")));
+    for k in ["page_writes", "journal_records"] {
+        assert_eq!(from_ext[k], want[k], "{k}");
+    }
+    let (a, b) = (count(&from_ext, "total_bit_updates"), count(want, "total_bit_updates"));
+    assert!(a.abs_diff(b) * 500 <= b, "{a} vs {b}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
