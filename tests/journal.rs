@@ -106,9 +106,9 @@ fn journal_crashtest_reports_zero_violations_and_exits_1_on_an_injected_bug() {
 #[test]
 fn a_sql_script_reports_the_built_in_fields_and_its_errors_by_line() {
     let args = ["journal", "--sql", "examples/sql/notes.sql", "--config", "RR-S2X,RU20-S2X-WH64", "--json"];
-    let (code, out, err) = locsim(&args);
+    let (code, out_sql, err) = locsim(&args);
     assert_eq!(code, 0, "{err}");
-    let sql: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let sql: serde_json::Value = serde_json::from_str(&out_sql).unwrap();
     let (code, out, err) = locsim(&["journal", "--app", "tw", "--txs", "5", "--config", "RR-S2X", "--json"]);
     assert_eq!(code, 0, "{err}");
     let builtin: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -118,6 +118,8 @@ fn a_sql_script_reports_the_built_in_fields_and_its_errors_by_line() {
     assert!(sql[0]["commands"].as_u64().unwrap() > 2000, "{}", sql[0]["commands"]);
     assert!(sql[1]["total_bit_updates"].as_u64().unwrap() < sql[0]["total_bit_updates"].as_u64().unwrap());
     assert_eq!(sql[0]["statement_errors"], 0);
+    let (_, again, _) = locsim(&args);
+    assert_eq!(again, out_sql, "same script, config and seed: byte-identical");
 
     let dir = std::env::temp_dir().join(format!("locsim-journal-sql-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -137,6 +139,18 @@ fn a_sql_script_reports_the_built_in_fields_and_its_errors_by_line() {
     assert!(err.contains("line 4"), "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!((v[0]["statement_errors"].as_u64(), v[0]["commands"].as_u64()), (Some(1), Some(4)));
+    let two = dir.join("two.sql");
+    std::fs::write(
+        &two,
+        "CREATE TABLE t(x);\n.open 'file:b.db?vfs=pcmjournal'\nCREATE TABLE u(y);\nBEGIN;\nINSERT INTO u VALUES(1);\n\
+         INSERT INTO u VALUES(2);\nCOMMIT;\n.open app.db\nINSERT INTO t VALUES(3);\n",
+    )
+    .unwrap();
+    let (code, out, err) = locsim(&["journal", "--sql", two.to_str().unwrap(), "--config", "RU-S2X", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v[0]["transactions"].as_u64(), v[0]["allocator"]["journals"].as_u64()), (Some(4), Some(4)));
+    assert_eq!(v[0]["area_overhead_bytes"], 0);
     let not_sql = dir.join("x.png");
     std::fs::write(&not_sql, b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
     for bad in [
