@@ -107,15 +107,17 @@ fn areas() -> MutexGuard<'static, Vec<Area>> {
 
 /// The model's settings of one database, from its URI parameters.
 #[derive(Debug)]
-struct Params {
-    policy: Policy,
-    frames: u64,
-    seed: u64,
-    bug: Option<Bug>,
-    kill_at: Option<u64>,
+pub struct Params {
+    pub policy: Policy,
+    pub frames: u64,
+    pub seed: u64,
+    pub bug: Option<Bug>,
+    pub kill_at: Option<u64>,
 }
 
-fn params(get: impl Fn(&str) -> Option<String>) -> Result<Params, String> {
+/// The URI parameters of a database (`get` looks one up); an error names the parameter and
+/// what is allowed.
+pub fn params(get: impl Fn(&str) -> Option<String>) -> Result<Params, String> {
     let policy = Policy::parse(get("pcm_config").as_deref().unwrap_or(DEFAULT_CONFIG))
         .map_err(|e| format!("pcm_config: {e}"))?;
     let frames = match get("pcm_frames") {
@@ -138,7 +140,7 @@ fn params(get: impl Fn(&str) -> Option<String>) -> Result<Params, String> {
 }
 
 /// The image header: magic, format version, frames, configuration name.
-fn image_header(frames: u64, config: &str) -> [u8; IMAGE_HEADER as usize] {
+pub fn image_header(frames: u64, config: &str) -> [u8; IMAGE_HEADER as usize] {
     let mut h = [0u8; IMAGE_HEADER as usize];
     h[..8].copy_from_slice(IMAGE_MAGIC);
     h[8..12].copy_from_slice(&1u32.to_le_bytes());
@@ -148,7 +150,7 @@ fn image_header(frames: u64, config: &str) -> [u8; IMAGE_HEADER as usize] {
 }
 
 /// A PCM image read back: frames, configuration name, the PCM bytes.
-fn parse_image(b: &[u8]) -> Result<(u64, String, Vec<u8>), String> {
+pub fn parse_image(b: &[u8]) -> Result<(u64, String, Vec<u8>), String> {
     if b.len() < IMAGE_HEADER as usize || &b[..8] != IMAGE_MAGIC {
         return Err("not a pcmjournal image (magic PCMJIMG1)".into());
     }
@@ -714,41 +716,4 @@ unsafe extern "C" fn make_vfs(d: *mut ffi::sqlite3_vfs) -> *mut ffi::sqlite3_vfs
     };
     // Leaked: SQLite keeps the pointer for the life of the process.
     Box::into_raw(Box::new(v))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uri_parameters_are_checked_and_name_what_is_allowed() {
-        let from = |kv: &'static [(&'static str, &'static str)]| {
-            move |k: &str| kv.iter().find(|(x, _)| *x == k).map(|(_, v)| v.to_string())
-        };
-        let p = params(from(&[])).unwrap();
-        assert_eq!((p.policy.name.as_str(), p.frames, p.seed, p.bug, p.kill_at), (DEFAULT_CONFIG, 32, 1, None, None));
-        let p =
-            params(from(&[("pcm_config", "RR-S2X"), ("pcm_frames", "8"), ("pcm_bug", "reuse-live-portion")])).unwrap();
-        assert_eq!((p.policy.name.as_str(), p.frames, p.bug), ("RR-S2X", 8, Some(Bug::ReuseLivePortion)));
-        for (kv, want) in [
-            (&[("pcm_config", "RU-S3")][..], "pcm_config: "),
-            (&[("pcm_frames", "2")][..], "pcm_frames=2: allowed 3..=64"),
-            (&[("pcm_seed", "x")][..], "pcm_seed=x: allowed"),
-            (&[("pcm_bug", "nope")][..], "pcm_bug nope: unknown; allowed: hot-clear-before-db-sync"),
-        ] {
-            let kv: &'static [(&str, &str)] = Box::leak(kv.to_vec().into_boxed_slice());
-            let e = params(from(kv)).unwrap_err();
-            assert!(e.contains(want), "{e}");
-        }
-    }
-
-    #[test]
-    fn the_image_header_round_trips_and_a_wrong_file_is_refused() {
-        let mut img = image_header(3, "RU20-S2X-WH64").to_vec();
-        img.extend(vec![7u8; 3 * format::FRAME_BYTES as usize]);
-        let (frames, cfg, pcm) = parse_image(&img).unwrap();
-        assert_eq!((frames, cfg.as_str(), pcm.len()), (3, "RU20-S2X-WH64", 3 * format::FRAME_BYTES as usize));
-        assert!(parse_image(&img[..100]).unwrap_err().contains("3 frames need"));
-        assert!(parse_image(b"SQLite format 3\0").unwrap_err().contains("magic"));
-    }
 }

@@ -386,3 +386,45 @@ fn the_copy_paste_example_of_the_docs_runs() {
     assert!(a.abs_diff(b) * 500 <= b, "{a} vs {b}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn uri_parameters_are_checked_and_name_what_is_allowed() {
+    let from = |kv: &'static [(&'static str, &'static str)]| {
+        move |k: &str| kv.iter().find(|(x, _)| *x == k).map(|(_, v)| v.to_string())
+    };
+    let p = pcmjournal::params(from(&[])).unwrap();
+    assert_eq!(
+        (p.policy.name.as_str(), p.frames, p.seed, p.bug, p.kill_at),
+        (pcmjournal::DEFAULT_CONFIG, 32, 1, None, None)
+    );
+    let p =
+        pcmjournal::params(from(&[("pcm_config", "RR-S2X"), ("pcm_frames", "8"), ("pcm_bug", "reuse-live-portion")]))
+            .unwrap();
+    assert_eq!(
+        (p.policy.name.as_str(), p.frames, p.bug),
+        ("RR-S2X", 8, Some(locsim::journal::vfs::Bug::ReuseLivePortion))
+    );
+    for (kv, want) in [
+        (&[("pcm_config", "RU-S3")][..], "pcm_config: "),
+        (&[("pcm_frames", "2")][..], "pcm_frames=2: allowed 3..=64"),
+        (&[("pcm_seed", "x")][..], "pcm_seed=x: allowed"),
+        (&[("pcm_bug", "nope")][..], "pcm_bug nope: unknown; allowed: hot-clear-before-db-sync"),
+    ] {
+        let kv: &'static [(&str, &str)] = Box::leak(kv.to_vec().into_boxed_slice());
+        let e = pcmjournal::params(from(kv)).unwrap_err();
+        assert!(e.contains(want), "{e}");
+    }
+}
+
+#[test]
+fn the_image_header_round_trips_and_a_wrong_file_is_refused() {
+    let mut img = pcmjournal::image_header(3, "RU20-S2X-WH64").to_vec();
+    img.extend(vec![7u8; 3 * locsim::journal::format::FRAME_BYTES as usize]);
+    let (frames, cfg, pcm) = pcmjournal::parse_image(&img).unwrap();
+    assert_eq!(
+        (frames, cfg.as_str(), pcm.len()),
+        (3, "RU20-S2X-WH64", 3 * locsim::journal::format::FRAME_BYTES as usize)
+    );
+    assert!(pcmjournal::parse_image(&img[..100]).unwrap_err().contains("3 frames need"));
+    assert!(pcmjournal::parse_image(b"SQLite format 3\0").unwrap_err().contains("magic"));
+}
