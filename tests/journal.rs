@@ -102,3 +102,77 @@ fn journal_crashtest_reports_zero_violations_and_exits_1_on_an_injected_bug() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(v["violations"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn a_sql_script_reports_the_built_in_fields_and_its_errors_by_line() {
+    let args = ["journal", "--sql", "examples/sql/notes.sql", "--config", "RR-S2X,RU20-S2X-WH64", "--json"];
+    let (code, out_sql, err) = locsim(&args);
+    assert_eq!(code, 0, "{err}");
+    let sql: serde_json::Value = serde_json::from_str(&out_sql).unwrap();
+    let (code, out, err) = locsim(&["journal", "--app", "tw", "--txs", "5", "--config", "RR-S2X", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let builtin: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&sql[0]), keys(&builtin[0]));
+    assert_eq!(sql.as_array().unwrap().len(), 2);
+    assert!(sql[0]["commands"].as_u64().unwrap() > 2000, "{}", sql[0]["commands"]);
+    assert!(sql[1]["total_bit_updates"].as_u64().unwrap() < sql[0]["total_bit_updates"].as_u64().unwrap());
+    assert_eq!(sql[0]["statement_errors"], 0);
+    let (_, again, _) = locsim(&args);
+    assert_eq!(again, out_sql, "same script, config and seed: byte-identical");
+
+    let dir = std::env::temp_dir().join(format!("locsim-journal-sql-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("e.sql");
+    std::fs::write(
+        &script,
+        "CREATE TABLE t(x UNIQUE);\nINSERT INTO t VALUES(1);\n\nINSERT INTO t VALUES(1);\nINSERT INTO t VALUES(2);\n",
+    )
+    .unwrap();
+    let s = script.to_str().unwrap();
+    let (code, _, err) = locsim(&["journal", "--sql", s, "--config", "RR"]);
+    assert_eq!(code, 2);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("line 4 (INSERT INTO t VALUES(1)): UNIQUE constraint failed"), "{err}");
+    let (code, out, err) = locsim(&["journal", "--sql", s, "--config", "RR", "--on-error", "continue", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("line 4"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v[0]["statement_errors"].as_u64(), v[0]["commands"].as_u64()), (Some(1), Some(4)));
+    let two = dir.join("two.sql");
+    std::fs::write(
+        &two,
+        "CREATE TABLE t(x);\n.open 'file:b.db?vfs=pcmjournal'\nCREATE TABLE u(y);\nBEGIN;\nINSERT INTO u VALUES(1);\n\
+         INSERT INTO u VALUES(2);\nCOMMIT;\n.open app.db\nINSERT INTO t VALUES(3);\n",
+    )
+    .unwrap();
+    let (code, out, err) = locsim(&["journal", "--sql", two.to_str().unwrap(), "--config", "RU-S2X", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v[0]["transactions"].as_u64(), v[0]["allocator"]["journals"].as_u64()), (Some(4), Some(4)));
+    assert_eq!(v[0]["area_overhead_bytes"], 0);
+    let not_sql = dir.join("x.png");
+    std::fs::write(&not_sql, b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+    for bad in [
+        vec!["journal", "--sql", not_sql.to_str().unwrap()],
+        vec!["journal", "--sql", "tests/journal.rs"],
+        vec!["journal", "--sql", s, "--on-error", "maybe"],
+        vec!["journal-crashtest", "--sql", "Cargo.toml", "--config", "RR"],
+    ] {
+        let (code, _, err) = locsim(&bad);
+        assert_eq!(code, 2, "{bad:?}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{bad:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn journal_crashtest_runs_a_sql_script_and_catches_an_injected_bug_in_it() {
+    let base = ["journal-crashtest", "--sql", "examples/sql/notes.sql", "--config", "RU20-S2X-WH64", "--crashes", "40"];
+    let (code, out, err) = locsim(&[&base[..], &["--json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v["crash_points"].as_u64(), v["violations"].as_u64()), (Some(40), Some(0)));
+    let (code, out, _) = locsim(&[&base[..], &["--inject-bug", "reuse-live-portion", "--json"]].concat());
+    assert_eq!(code, 1, "{out}");
+}

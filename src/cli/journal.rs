@@ -1,6 +1,7 @@
 //! `locsim journal` and `locsim journal-crashtest`: the PCM SQLite journal (src/journal/).
 
-use crate::journal::{self, apps, crash, media::Timing, replay::Setup, trace::Trace, vfs::Bug, App, Policy};
+use crate::journal::replay::{OnError, Setup};
+use crate::journal::{self, apps, crash, media::Timing, script, trace::Trace, vfs::Bug, App, Policy};
 use clap::Args;
 
 /// Configurations run by default: the ones the closing note of issue 6 reports.
@@ -9,7 +10,7 @@ pub const DEFAULT_CONFIGS: &str = "RR,RR-S2,RR-S2X,RU,RU-S2,RU-S2X,RU20-S2X,RU20
 #[derive(Args, Debug)]
 pub struct JournalArgs {
     /// Application of Table III: fb, tw, kt, gm.
-    #[arg(long, required_unless_present = "trace_file")]
+    #[arg(long, required_unless_present_any = ["trace_file", "sql"])]
     pub app: Option<String>,
     /// Trace 1..=4 of the application (increasing length).
     #[arg(long, default_value_t = 1)]
@@ -17,6 +18,13 @@ pub struct JournalArgs {
     /// Replay a recorded SQL trace file instead (format: docs/journal.md).
     #[arg(long, value_name = "FILE", conflicts_with = "app")]
     pub trace_file: Option<String>,
+    /// Replay your own SQL script instead (`-`: standard input; form: docs/your-sqlite-app.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["app", "trace_file"])]
+    pub sql: Option<String>,
+    /// A statement SQLite rejects: stop (exit 2 naming its line) or continue (counted in
+    /// `statement_errors`, each printed to standard error with its line).
+    #[arg(long, default_value = "stop", value_name = "stop|continue")]
+    pub on_error: String,
     /// Comma-separated configurations of Table IV (RR, RU20-S2X-WH64, ...).
     #[arg(long, default_value = DEFAULT_CONFIGS)]
     pub config: String,
@@ -27,7 +35,7 @@ pub struct JournalArgs {
     #[arg(long, default_value_t = journal::DEFAULT_FRAMES)]
     pub frames: u64,
     /// Override the application trace's transaction count.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sql")]
     pub txs: Option<u64>,
     /// Print the generated trace in the trace file format and exit.
     #[arg(long)]
@@ -46,7 +54,7 @@ pub struct JournalArgs {
 #[derive(Args, Debug)]
 pub struct JournalCrashArgs {
     /// Application of Table III: fb, tw, kt, gm.
-    #[arg(long, required_unless_present = "trace_file")]
+    #[arg(long, required_unless_present_any = ["trace_file", "sql"])]
     pub app: Option<String>,
     /// Trace 1..=4 of the application.
     #[arg(long, default_value_t = 1)]
@@ -54,6 +62,12 @@ pub struct JournalCrashArgs {
     /// Check a recorded SQL trace file instead.
     #[arg(long, value_name = "FILE", conflicts_with = "app")]
     pub trace_file: Option<String>,
+    /// Check your own SQL script instead (`-`: standard input).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["app", "trace_file"])]
+    pub sql: Option<String>,
+    /// A statement SQLite rejects: stop or continue (as in `locsim journal`).
+    #[arg(long, default_value = "stop", value_name = "stop|continue")]
+    pub on_error: String,
     /// One configuration of Table IV.
     #[arg(long)]
     pub config: String,
@@ -74,20 +88,39 @@ pub struct JournalCrashArgs {
     #[arg(long, default_value_t = journal::DEFAULT_FRAMES)]
     pub frames: u64,
     /// Override the application trace's transaction count.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sql")]
     pub txs: Option<u64>,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
 }
 
-fn load_trace(
-    app: &Option<String>,
+/// Where the trace comes from: a built-in application, a recorded trace file, a SQL script.
+struct Source<'a> {
+    app: &'a Option<String>,
     trace: u32,
-    file: &Option<String>,
-    seed: u64,
-    txs: Option<u64>,
-) -> Result<(String, String, Trace), String> {
+    file: &'a Option<String>,
+    sql: &'a Option<String>,
+}
+
+fn load_trace(src: Source, seed: u64, txs: Option<u64>) -> Result<(String, String, Trace), String> {
+    let Source { app, trace, file, sql } = src;
+    if let Some(path) = sql {
+        let bytes = if path == "-" {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut b).map_err(|e| format!("--sql -: {e}"))?;
+            b
+        } else {
+            std::fs::read(path).map_err(|e| format!("--sql {path}: {e}"))?
+        };
+        let text = String::from_utf8(bytes).map_err(|e| {
+            format!(
+                "--sql {path}: not a text file of SQL statements (byte {} is not UTF-8)",
+                e.utf8_error().valid_up_to()
+            )
+        })?;
+        return Ok(("sql".into(), path.clone(), script::parse(&text).map_err(|e| format!("{e} ({path})"))?));
+    }
     if let Some(path) = file {
         let text = std::fs::read_to_string(path).map_err(|e| format!("--trace-file {path}: {e}"))?;
         return Ok(("file".into(), path.clone(), Trace::parse(&text)?));
@@ -114,14 +147,25 @@ pub fn run(a: JournalArgs) -> Result<i32, String> {
         return Err("--config: empty list".into());
     }
     let dev = journal::Device::build(&a.set, a.cpu_ns_per_command)?;
-    let (app, trace, tr) = load_trace(&a.app, a.trace, &a.trace_file, a.seed, a.txs)?;
+    let on_error = OnError::parse(&a.on_error)?;
+    let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
+    let (app, trace, tr) = load_trace(src, a.seed, a.txs)?;
     if a.emit_trace {
         super::commands::emit(&tr.to_text());
         return Ok(0);
     }
     let mut rs = Vec::new();
     for p in &policies {
-        rs.push(journal::measure((&app, &trace), &tr, p, a.seed, a.frames, &dev)?);
+        let r = journal::measure((&app, &trace), &tr, p, a.seed, a.frames, &dev, on_error)?;
+        if rs.is_empty() {
+            for e in &r.statement_error_details {
+                eprintln!("{e}");
+            }
+            if r.statement_errors > 10 {
+                eprintln!("... {} statement errors in all", r.statement_errors);
+            }
+        }
+        rs.push(r);
     }
     journal::normalize(&mut rs);
     if a.json {
@@ -164,7 +208,9 @@ pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
     if a.crashes == 0 && a.crash_at.is_none() {
         return Err("--crashes 0: allowed 1 or more".into());
     }
-    let (_, _, tr) = load_trace(&a.app, a.trace, &a.trace_file, a.seed, a.txs)?;
+    let on_error = OnError::parse(&a.on_error)?;
+    let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
+    let (_, _, tr) = load_trace(src, a.seed, a.txs)?;
     let setup = Setup {
         policy,
         pcm: Default::default(),
@@ -173,6 +219,7 @@ pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
         seed: a.seed,
         journal: true,
         bug,
+        on_error,
     };
     let r = crash::campaign(&tr, &setup, a.crashes, a.crash_at, a.inject_bug.as_deref())?;
     if a.json {

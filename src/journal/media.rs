@@ -126,6 +126,9 @@ pub struct Media {
     /// Whole-page database writes over an existing page, and those changing at most 64 bytes.
     pub db_overwrites: u64,
     pub db_small_overwrites: u64,
+    /// Addresses of the PCM blocks written since the owner last took them, when recorded (the
+    /// loadable extension copies them into its PCM image file).
+    pub written: Option<Vec<u64>>,
 }
 
 impl Media {
@@ -148,6 +151,7 @@ impl Media {
             pcm_block_writes: 0,
             db_overwrites: 0,
             db_small_overwrites: 0,
+            written: None,
         }
     }
 
@@ -278,6 +282,9 @@ impl Media {
                 self.pcm_ns += cost.latency_ns;
                 self.pcm_block_writes += 1;
                 self.bytes[b as usize..(b + BLOCK) as usize].copy_from_slice(&new);
+                if let Some(w) = &mut self.written {
+                    w.push(b);
+                }
             }
             b += BLOCK;
         }

@@ -5,8 +5,9 @@
 //! Reading order: [`policy`] (the configurations of Table IV and their names), [`format`] (the
 //! byte layout in PCM, docs/journal-format.md), [`media`] (PCM area and database files, what a
 //! crash keeps), [`alloc`] (frames, portions, reuse, GC, rebuild), [`vfs`] (SQLite's journal
-//! byte stream to and from the structures), [`trace`] and [`apps`] (workloads), [`replay`],
-//! [`crash`] (the crash checker), and [`run`] here (one measured run).
+//! byte stream to and from the structures), [`trace`] and [`apps`] (workloads; [`script`]: a
+//! user's SQL script as a trace), [`replay`], [`crash`] (the crash checker), and [`run`] here
+//! (one measured run).
 //!
 //! Modelled: the PCM area as bytes with per-cell wear through [`crate::pcm::Pcm`] (Flip-N-Write
 //! by default), uncached, through a 64-byte software write buffer; database files as page-cache
@@ -21,6 +22,7 @@ pub mod format;
 pub mod media;
 pub mod policy;
 pub mod replay;
+pub mod script;
 pub mod trace;
 pub mod vfs;
 
@@ -119,6 +121,14 @@ pub struct JournalResult {
     pub rebuild_ns: u64,
     pub allocator: alloc::Stats,
     pub frames: u64,
+    /// Device time of every journal PCM access over the run, ns (`avg_cmd_journal_ns` x
+    /// `commands`), and the PCM's energy over that time alone (programming, reads, background):
+    /// the figures the loadable extension reports too, since it does not know the commands.
+    pub journal_pcm_ns: u64,
+    pub journal_energy_nj: f64,
+    /// Statements SQLite rejected (`--on-error continue`), and the first 10 of them with line.
+    pub statement_errors: u64,
+    pub statement_error_details: Vec<String>,
     pub version: &'static str,
     pub git_rev: &'static str,
 }
@@ -131,6 +141,7 @@ pub fn measure(
     seed: u64,
     frames: u64,
     dev: &Device,
+    on_error: replay::OnError,
 ) -> Result<JournalResult, String> {
     let setup = Setup {
         policy: policy.clone(),
@@ -140,14 +151,13 @@ pub fn measure(
         seed,
         journal: true,
         bug: None,
+        on_error,
     };
     let mut r = replay::replay(tr, &setup, None, false, false)?;
     let reference = replay::replay(tr, &Setup { journal: false, ..setup.clone() }, None, false, false)?;
     let w = &mut r.world;
     let m = &mut w.media;
-    let regions = m.pcm.wear.regions();
-    let mgr = regions.iter().find(|x| x.name == "manager").cloned().unwrap_or_default();
-    let max = regions.iter().map(|x| x.max_bit_updates).max().unwrap_or(0);
+    let wear = Wear::of(m);
     let cmds = r.commands.max(1) as f64;
     let cpu_ns = r.commands * dev.timing.cpu_ns_per_command;
     let nref = &reference.world.media;
@@ -173,14 +183,14 @@ pub fn measure(
         commands: r.commands,
         db_writes_per_page: m.writes_per_page(),
         db_small_overwrite_fraction: m.db_small_overwrites as f64 / m.db_overwrites.max(1) as f64,
-        total_bit_updates: m.pcm.wear.total_bit_updates,
+        total_bit_updates: wear.total,
         total_bit_updates_vs_rr: None,
         max_bit_updates_vs_rr_s2x: None,
         energy_vs_rr_s2x: None,
-        max_bit_updates: max,
+        max_bit_updates: wear.max,
         hottest_cell: hottest(m, &w.journal),
-        manager_total_bit_updates: mgr.total_bit_updates,
-        manager_max_bit_updates: mgr.max_bit_updates,
+        manager_total_bit_updates: wear.manager_total,
+        manager_max_bit_updates: wear.manager_max,
         pcm_block_writes: m.pcm_block_writes,
         energy_nj: m.pcm.energy_nj((cpu_ns + m.pcm_ns + m.db_ns) as f64 * 1e-9),
         energy_busy_nj: m.pcm.energy_nj((cpu_ns + m.pcm_ns) as f64 * 1e-9),
@@ -197,9 +207,41 @@ pub fn measure(
         rebuild_ns: rebuilt.pcm_ns,
         allocator: w.journal.stats.clone(),
         frames,
+        journal_pcm_ns: m.pcm_ns,
+        journal_energy_nj: journal_energy_nj(m),
+        statement_errors: r.errors.len() as u64,
+        statement_error_details: r.errors.iter().take(10).cloned().collect(),
         version: crate::runner::VERSION,
         git_rev: crate::runner::GIT_REV,
     })
+}
+
+/// Bit updates of a run: all cells, the most programmed cell, and the same for the manager
+/// frame alone.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Wear {
+    pub total: u64,
+    pub max: u64,
+    pub manager_total: u64,
+    pub manager_max: u64,
+}
+
+impl Wear {
+    pub fn of(m: &mut media::Media) -> Wear {
+        let regions = m.pcm.wear.regions();
+        let mgr = regions.iter().find(|x| x.name == "manager").cloned().unwrap_or_default();
+        Wear {
+            total: m.pcm.wear.total_bit_updates,
+            max: regions.iter().map(|x| x.max_bit_updates).max().unwrap_or(0),
+            manager_total: mgr.total_bit_updates,
+            manager_max: mgr.max_bit_updates,
+        }
+    }
+}
+
+/// The PCM's energy over the journal's own device time (programming, reads, background).
+pub fn journal_energy_nj(m: &media::Media) -> f64 {
+    m.pcm.energy_nj(m.pcm_ns as f64 * 1e-9)
 }
 
 /// The structure holding the most programmed cell (data cells and flip cells).
@@ -289,7 +331,7 @@ pub fn run_on(app: App, trace: u32, config: &str, seed: u64, dev: &Device) -> Re
     }
     let policy = Policy::parse(config)?;
     let tr = apps::generate(app, trace, seed, None);
-    measure((app.code(), &trace.to_string()), &tr, &policy, seed, DEFAULT_FRAMES, dev)
+    measure((app.code(), &trace.to_string()), &tr, &policy, seed, DEFAULT_FRAMES, dev, Default::default())
 }
 
 #[cfg(test)]

@@ -31,6 +31,28 @@ pub struct Setup {
     /// False: the measured part runs with `journal_mode=OFF` (the no-journal reference).
     pub journal: bool,
     pub bug: Option<Bug>,
+    /// What a measured statement that SQLite rejects does to the run.
+    pub on_error: OnError,
+}
+
+/// What a statement that SQLite rejects does (`--on-error`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum OnError {
+    /// The run fails with the statement's line and SQLite's message.
+    #[default]
+    Stop,
+    /// The error is recorded (line and message) and the run goes on with the next statement.
+    Continue,
+}
+
+impl OnError {
+    pub fn parse(s: &str) -> Result<OnError, String> {
+        match s {
+            "stop" => Ok(OnError::Stop),
+            "continue" => Ok(OnError::Continue),
+            _ => Err(format!("--on-error {s}: allowed stop, continue")),
+        }
+    }
 }
 
 /// Result of one replay.
@@ -45,16 +67,21 @@ pub struct Replay {
     /// Per database: content digest after setup and after each transaction (when recorded).
     pub digests: Vec<Vec<u64>>,
     pub snapshot: Option<Snapshot>,
+    /// Statements SQLite rejected (with `OnError::Continue`): line and message.
+    pub errors: Vec<String>,
 }
+
+/// The connection settings the journal model needs: 1 KiB pages, the journal written and synced
+/// in the shape [`super::vfs`] translates (no cache spill, full sync, statement journals in
+/// memory), freed content not zeroed (the bundled SQLite's default, which Debian's build
+/// changes). The loadable extension applies the same string to its connections.
+pub const SETTINGS: &str = "PRAGMA page_size=1024; PRAGMA synchronous=FULL; PRAGMA cache_spill=OFF; \
+                            PRAGMA secure_delete=OFF; PRAGMA temp_store=MEMORY; PRAGMA cache_size=4000;";
 
 fn open(name: &str) -> Result<Connection, String> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let c = Connection::open_with_flags_and_vfs(name, flags, vfs::VFS_NAME).map_err(|e| format!("open {name}: {e}"))?;
-    c.execute_batch(
-        "PRAGMA page_size=1024; PRAGMA synchronous=FULL; PRAGMA cache_spill=OFF; PRAGMA temp_store=MEMORY; \
-         PRAGMA cache_size=4000;",
-    )
-    .map_err(|e| format!("{name}: settings: {e}"))?;
+    c.execute_batch(SETTINGS).map_err(|e| format!("{name}: settings: {e}"))?;
     Ok(c)
 }
 
@@ -68,7 +95,8 @@ fn set_mode(c: &Connection, mode: &str) -> Result<(), String> {
     }
 }
 
-/// FNV-1a digest of every row of every table, in name and rowid order.
+/// FNV-1a digest of every row of every table, tables in name order, rows sorted by all their
+/// columns (so `WITHOUT ROWID` tables too).
 pub fn digest(c: &Connection) -> Result<u64, String> {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     let mut eat = |b: &[u8]| {
@@ -81,8 +109,9 @@ pub fn digest(c: &Connection) -> Result<u64, String> {
     let tables: Vec<String> = st.query_map([], |r| r.get(0)).map_err(e)?.collect::<Result<_, _>>().map_err(e)?;
     for t in tables {
         eat(t.as_bytes());
-        let mut st = c.prepare(&format!("SELECT * FROM \"{t}\" ORDER BY rowid")).map_err(e)?;
-        let n = st.column_count();
+        let n = c.prepare(&format!("SELECT * FROM \"{t}\"")).map_err(e)?.column_count();
+        let order: Vec<String> = (1..=n).map(|i| i.to_string()).collect();
+        let mut st = c.prepare(&format!("SELECT * FROM \"{t}\" ORDER BY {}", order.join(", "))).map_err(e)?;
         let mut rows = st.query([]).map_err(e)?;
         while let Some(r) = rows.next().map_err(e)? {
             for i in 0..n {
@@ -121,13 +150,13 @@ pub fn replay(
     vfs::install(World { media, journal, bug: None, error: None, db_page_writes: 0 });
     let r = replay_inner(trace, setup, crash_at, kinds, digests);
     let mut world = vfs::take();
-    let (commands, ended, in_flight, digests) = r?;
+    let (commands, ended, in_flight, digests, errors) = r?;
     let snapshot = world.media.snapshot.take();
-    Ok(Replay { world, commands, ended, in_flight, digests, snapshot })
+    Ok(Replay { world, commands, ended, in_flight, digests, snapshot, errors })
 }
 
-/// Commands, transactions ended per database, the database in flight, the digests.
-type Counts = (u64, Vec<u64>, Option<usize>, Vec<Vec<u64>>);
+/// Commands, transactions ended per database, the database in flight, the digests, the errors.
+type Counts = (u64, Vec<u64>, Option<usize>, Vec<Vec<u64>>, Vec<String>);
 
 fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool, dig: bool) -> Result<Counts, String> {
     let mut conns: Vec<Option<Connection>> = (0..trace.dbs.len()).map(|_| None).collect();
@@ -178,6 +207,7 @@ fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool
     let mut ended = vec![0u64; trace.dbs.len()];
     let mut in_flight = None;
     let mut commands = 0u64;
+    let mut errors = Vec::new();
     for (i, op) in trace.ops.iter().enumerate() {
         let (sql, ends) = match op {
             Op::Use(d) => {
@@ -205,11 +235,17 @@ fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool
             if crashed {
                 break;
             }
-            return Err(format!(
-                "trace command {i} ({}): {e}{}",
-                sql,
-                err.map(|m| format!(" ({m})")).unwrap_or_default()
-            ));
+            let at = trace.lines.get(i).map_or(format!("trace command {i}"), |n| format!("line {n}"));
+            let shown: String = sql.chars().take(60).collect::<String>().replace('\n', " ");
+            let msg = format!("{at} ({shown}): {e}{}", err.map(|m| format!(" ({m})")).unwrap_or_default());
+            if setup.on_error == OnError::Stop {
+                return Err(msg);
+            }
+            errors.push(msg);
+            if ends && !matches!(op, Op::Commit | Op::Rollback) {
+                in_flight = None;
+            }
+            continue;
         }
         if ends {
             ended[cur] += 1;
@@ -220,7 +256,7 @@ fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool
         }
     }
     drop(conns);
-    Ok((commands, ended, in_flight, out_digests))
+    Ok((commands, ended, in_flight, out_digests, errors))
 }
 
 /// Event kinds recorded by a replay (empty if not recorded).

@@ -14,6 +14,7 @@ fn setup(config: &str, seed: u64) -> Setup {
         seed,
         journal: true,
         bug: None,
+        on_error: Default::default(),
     }
 }
 

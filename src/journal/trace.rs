@@ -28,6 +28,8 @@ pub struct Trace {
     pub dbs: Vec<String>,
     pub setup: Vec<Op>,
     pub ops: Vec<Op>,
+    /// Source line of each measured command (empty for generated traces): errors name it.
+    pub lines: Vec<usize>,
 }
 
 impl Trace {
@@ -103,7 +105,12 @@ impl Trace {
             if !have_db {
                 return Err(bad("a command before the first @db"));
             }
-            if measured { &mut t.ops } else { &mut t.setup }.push(op);
+            if measured {
+                t.ops.push(op);
+                t.lines.push(i + 1);
+            } else {
+                t.setup.push(op);
+            }
         }
         if in_tx {
             return Err("trace: ends inside a transaction".into());
@@ -149,7 +156,9 @@ mod tests {
         assert_eq!(t.dbs, vec!["a.db", "b.db"]);
         assert_eq!(t.setup, vec![Op::Use(0), Op::Sql("CREATE TABLE t(x)".into())]);
         assert_eq!(t.ops.len(), 5);
-        assert_eq!(Trace::parse(&t.to_text()).unwrap(), t);
+        assert_eq!(t.lines, vec![5, 6, 7, 8, 9]);
+        let back = Trace::parse(&t.to_text()).unwrap();
+        assert_eq!((&back.dbs, &back.setup, &back.ops), (&t.dbs, &t.setup, &t.ops));
     }
 
     #[test]

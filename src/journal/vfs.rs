@@ -30,7 +30,8 @@ use std::sync::OnceLock;
 pub const VFS_NAME: &str = "locsim-journal";
 const VFS_NAME_C: &CStr = c"locsim-journal";
 use super::format::{HDR_SECTOR, RECORD_BYTES};
-const SUFFIX: &str = "-journal";
+/// What SQLite appends to a database file name to name its rollback journal.
+pub const SUFFIX: &str = "-journal";
 
 /// A defect that can be switched on to show the crash checker catches it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -120,9 +121,70 @@ fn jerr(w: &mut World, e: JErr, io: c_int) -> c_int {
     }
 }
 
-// ---- journal stream <-> structures (plain Rust) ----
+// ---- journal stream <-> structures (plain Rust; the loadable extension, crates/pcmjournal-ext,
+// runs the same functions on its own world) ----
 
-fn journal_write(w: &mut World, s: usize, off: u64, data: &[u8]) -> Result<(), JErr> {
+/// SQLite writes `data` at `off` of the journal of slot `s`: an SQLite result code.
+pub fn journal_write(w: &mut World, s: usize, off: u64, data: &[u8]) -> c_int {
+    match stream_write(w, s, off, data) {
+        Ok(()) => ffi::SQLITE_OK,
+        Err(e) => jerr(w, e, ffi::SQLITE_IOERR_WRITE),
+    }
+}
+
+/// SQLite reads the journal of slot `s` from `off`: an SQLite result code (a short read is
+/// zero-filled, as SQLite requires).
+pub fn journal_read(w: &mut World, s: usize, off: u64, buf: &mut [u8]) -> c_int {
+    if stream_read(w, s, off, buf) < buf.len() {
+        ffi::SQLITE_IOERR_SHORT_READ
+    } else {
+        ffi::SQLITE_OK
+    }
+}
+
+/// SQLite truncates the journal of slot `s` (to 0: the journal ends).
+pub fn journal_truncate(w: &mut World, s: usize, size: u64) -> c_int {
+    if size == 0 && w.journal.slots[s].open {
+        if let Err(e) = w.journal.end(&mut w.media, s) {
+            return jerr(w, e, ffi::SQLITE_IOERR_TRUNCATE);
+        }
+    }
+    ffi::SQLITE_OK
+}
+
+/// SQLite deletes the journal of database `base` (commit in DELETE mode).
+pub fn journal_delete(w: &mut World, base: &str) -> c_int {
+    let Some(s) = w.journal.slot_for(base) else { return ffi::SQLITE_OK };
+    let sl = &w.journal.slots[s];
+    if sl.open || !sl.records.is_empty() {
+        if let Err(e) = w.journal.end(&mut w.media, s) {
+            return jerr(w, e, ffi::SQLITE_IOERR_DELETE);
+        }
+    }
+    ffi::SQLITE_OK
+}
+
+/// Whether the journal of database `base` exists for SQLite (it is hot).
+pub fn journal_exists(w: &World, base: &str) -> bool {
+    w.journal.slots.iter().any(|s| s.name == base && s.hot)
+}
+
+/// What a sync of database `name` does to the journal before the file is synced: nothing,
+/// except under the injected [`Bug::HotClearBeforeDbSync`]. An SQLite result code.
+pub fn before_db_sync(w: &mut World, name: &str) -> c_int {
+    if w.bug == Some(Bug::HotClearBeforeDbSync) {
+        if let Some(s) = w.journal.slot_for(name) {
+            if w.journal.slots[s].hot && w.journal.slots[s].hdr.fields[0] > 0 {
+                if let Err(e) = w.journal.clear_hot(&mut w.media, s) {
+                    return jerr(w, e, ffi::SQLITE_IOERR_FSYNC);
+                }
+            }
+        }
+    }
+    ffi::SQLITE_OK
+}
+
+fn stream_write(w: &mut World, s: usize, off: u64, data: &[u8]) -> Result<(), JErr> {
     let (m, j) = (&mut w.media, &mut w.journal);
     if off < HDR_SECTOR {
         if off + data.len() as u64 > HDR_SECTOR {
@@ -161,7 +223,7 @@ fn journal_write(w: &mut World, s: usize, off: u64, data: &[u8]) -> Result<(), J
 }
 
 /// Fill `buf` with the journal stream from `off`; returns bytes that exist.
-fn journal_read(w: &mut World, s: usize, off: u64, buf: &mut [u8]) -> usize {
+fn stream_read(w: &mut World, s: usize, off: u64, buf: &mut [u8]) -> usize {
     let size = w.journal.stream_size(s);
     let n = size.saturating_sub(off).min(buf.len() as u64) as usize;
     let hdr = w.journal.header_stream(s);
@@ -208,15 +270,10 @@ fn journal_read(w: &mut World, s: usize, off: u64, buf: &mut [u8]) -> usize {
 }
 
 fn db_sync(w: &mut World, i: usize) -> c_int {
-    if w.bug == Some(Bug::HotClearBeforeDbSync) {
-        let name = w.media.dbs[i].name.clone();
-        if let Some(s) = w.journal.slot_for(&name) {
-            if w.journal.slots[s].hot && w.journal.slots[s].hdr.fields[0] > 0 {
-                if let Err(e) = w.journal.clear_hot(&mut w.media, s) {
-                    return jerr(w, e, ffi::SQLITE_IOERR_FSYNC);
-                }
-            }
-        }
+    let name = w.media.dbs[i].name.clone();
+    let rc = before_db_sync(w, &name);
+    if rc != ffi::SQLITE_OK {
+        return rc;
     }
     if w.media.db_sync(i) {
         ffi::SQLITE_OK
@@ -250,17 +307,15 @@ unsafe extern "C" fn x_read(f: *mut ffi::sqlite3_file, buf: *mut c_void, amt: c_
     // SAFETY: SQLite passes a buffer of `amt` writable bytes.
     let buf = std::slice::from_raw_parts_mut(buf as *mut u8, amt);
     on_world(ffi::SQLITE_IOERR_READ, |w| {
-        let n = if journal {
-            journal_read(w, idx, off, buf)
-        } else {
-            let cur = &w.media.dbs[idx].cur;
-            let n = (cur.len() as u64).saturating_sub(off).min(amt as u64) as usize;
-            if n > 0 {
-                buf[..n].copy_from_slice(&cur[off as usize..off as usize + n]);
-            }
-            buf[n..].fill(0);
-            n
-        };
+        if journal {
+            return journal_read(w, idx, off, buf);
+        }
+        let cur = &w.media.dbs[idx].cur;
+        let n = (cur.len() as u64).saturating_sub(off).min(amt as u64) as usize;
+        if n > 0 {
+            buf[..n].copy_from_slice(&cur[off as usize..off as usize + n]);
+        }
+        buf[n..].fill(0);
         if n < amt {
             ffi::SQLITE_IOERR_SHORT_READ
         } else {
@@ -281,10 +336,7 @@ unsafe extern "C" fn x_write(
     let buf = std::slice::from_raw_parts(buf as *const u8, amt);
     on_world(ffi::SQLITE_IOERR_WRITE, |w| {
         if journal {
-            return match journal_write(w, idx, off, buf) {
-                Ok(()) => ffi::SQLITE_OK,
-                Err(e) => jerr(w, e, ffi::SQLITE_IOERR_WRITE),
-            };
+            return journal_write(w, idx, off, buf);
         }
         w.db_page_writes += (amt as u64).div_ceil(super::format::PAGE_BYTES);
         if w.media.db_write(idx, off, buf) {
@@ -300,12 +352,7 @@ unsafe extern "C" fn x_truncate(f: *mut ffi::sqlite3_file, size: ffi::sqlite3_in
     let Ok(size) = u64::try_from(size) else { return ffi::SQLITE_IOERR_TRUNCATE };
     on_world(ffi::SQLITE_IOERR_TRUNCATE, |w| {
         if journal {
-            if size == 0 && w.journal.slots[idx].open {
-                if let Err(e) = w.journal.end(&mut w.media, idx) {
-                    return jerr(w, e, ffi::SQLITE_IOERR_TRUNCATE);
-                }
-            }
-            return ffi::SQLITE_OK;
+            return journal_truncate(w, idx, size);
         }
         if w.media.db_truncate(idx, size) {
             ffi::SQLITE_OK
@@ -390,15 +437,7 @@ unsafe extern "C" fn x_open(
 unsafe extern "C" fn x_delete(_vfs: *mut ffi::sqlite3_vfs, name: *const c_char, _sync_dir: c_int) -> c_int {
     let Ok(name) = CStr::from_ptr(name).to_str() else { return ffi::SQLITE_IOERR_DELETE };
     on_world(ffi::SQLITE_IOERR_DELETE, |w| {
-        let Some(base) = name.strip_suffix(SUFFIX) else { return ffi::SQLITE_OK };
-        let Some(s) = w.journal.slot_for(base) else { return ffi::SQLITE_OK };
-        let sl = &w.journal.slots[s];
-        if sl.open || !sl.records.is_empty() {
-            if let Err(e) = w.journal.end(&mut w.media, s) {
-                return jerr(w, e, ffi::SQLITE_IOERR_DELETE);
-            }
-        }
-        ffi::SQLITE_OK
+        name.strip_suffix(SUFFIX).map_or(ffi::SQLITE_OK, |base| journal_delete(w, base))
     })
 }
 
@@ -411,7 +450,7 @@ unsafe extern "C" fn x_access(
     let Ok(name) = CStr::from_ptr(name).to_str() else { return ffi::SQLITE_IOERR_ACCESS };
     on_world(ffi::SQLITE_IOERR_ACCESS, |w| {
         let exists = match name.strip_suffix(SUFFIX) {
-            Some(base) => w.journal.slots.iter().any(|s| s.name == base && s.hot),
+            Some(base) => journal_exists(w, base),
             None => db_index(w, name).is_some(),
         };
         // SAFETY: SQLite passes a valid out pointer.
@@ -432,11 +471,17 @@ pub fn register() -> Result<(), String> {
     register_once(&DONE, make, "the journal VFS")
 }
 
+/// The value given to `SQLITE_TESTCTRL_PRNG_SEED` for `seed` (here and by the loadable
+/// extension, so both draw the same journal nonces).
+pub fn prng_seed_value(seed: u64) -> c_int {
+    ((seed as u32 ^ (seed >> 32) as u32) | 1) as c_int
+}
+
 /// Seed SQLite's process-wide generator (the journal nonce comes from it).
 pub fn seed_sqlite_prng(seed: u64) {
-    let x = (seed as u32 ^ (seed >> 32) as u32) | 1;
+    let x = prng_seed_value(seed);
     // SAFETY: a documented test-control operation taking (int, sqlite3*); a null db is allowed.
     unsafe {
-        ffi::sqlite3_test_control(ffi::SQLITE_TESTCTRL_PRNG_SEED, x as c_int, ptr::null_mut::<ffi::sqlite3>());
+        ffi::sqlite3_test_control(ffi::SQLITE_TESTCTRL_PRNG_SEED, x, ptr::null_mut::<ffi::sqlite3>());
     }
 }
