@@ -632,7 +632,13 @@ impl Machine {
         if let (true, Some(data)) = (self.keep_bytes, data) {
             self.nvm[b.range()].copy_from_slice(data);
             if let Some(r) = &mut self.record {
-                r.durable.writes.push(DurableWrite { durable: t.durable, block: b, kind, data: *data });
+                r.durable.writes.push(DurableWrite {
+                    started: t.started,
+                    durable: t.durable,
+                    block: b,
+                    kind,
+                    data: *data,
+                });
             }
         }
         t
@@ -649,7 +655,7 @@ impl Machine {
         let data = data(&self.nvm[b.range()]);
         self.nvm[b.range()].copy_from_slice(&data);
         if let Some(r) = &mut self.record {
-            r.durable.writes.push(DurableWrite { durable: at, block: b, kind: WriteKind::NvCache, data });
+            r.durable.writes.push(DurableWrite { started: at, durable: at, block: b, kind: WriteKind::NvCache, data });
         }
     }
 
