@@ -181,6 +181,8 @@ pub struct Machine {
     flush_pending: Cycle,
     /// The ordering mechanisms enforced (`[ordering]`, resolved).
     pub ord: Ordering,
+    /// The log hardware writes checksummed META blocks (`log.meta_checksum`).
+    pub meta_checksum: bool,
     /// An ordered sequence of writes under way ([`Machine::begin_ordered`]): the acceptance
     /// and durability of its latest write.
     chain: Option<(Cycle, Cycle)>,
@@ -236,6 +238,7 @@ impl Machine {
             flush_pending: 0,
             ord: cfg.ordering.resolve(),
             chain: None,
+            meta_checksum: cfg.log.meta_checksum,
         }
     }
 
