@@ -152,8 +152,7 @@ fn rebuild_and_reopen(s: &Setup, dbs: &[String], snap: &Snapshot) -> Result<(), 
 }
 
 fn cases() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48);
-    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    crate::recovery::tests_damage::config(48)
 }
 
 proptest! {

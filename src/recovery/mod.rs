@@ -99,4 +99,4 @@ mod tests {
 }
 
 #[cfg(test)]
-mod tests_damage;
+pub(crate) mod tests_damage;

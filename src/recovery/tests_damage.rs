@@ -297,11 +297,22 @@ fn check(p: ProtocolKind, which: usize, ops: &[Damage]) -> Result<(), TestCaseEr
     recovers_or_reports(im.format, &im.layout, &mut img)
 }
 
+/// The property tests' configuration: `default_cases` cases from a fixed seed, so that the test
+/// suite is deterministic; `PROPTEST_CASES` and `PROPTEST_RNG_SEED` override both for longer
+/// runs and for replaying a finding (docs/faults.md).
+pub(crate) fn config(default_cases: u32) -> ProptestConfig {
+    let base = ProptestConfig::default(); // reads PROPTEST_CASES, PROPTEST_RNG_SEED
+    let env = |k: &str| std::env::var_os(k).is_some();
+    ProptestConfig {
+        cases: if env("PROPTEST_CASES") { base.cases } else { default_cases },
+        rng_seed: if env("PROPTEST_RNG_SEED") { base.rng_seed } else { proptest::test_runner::RngSeed::Fixed(26) },
+        failure_persistence: None,
+        ..base
+    }
+}
+
 fn cases() -> ProptestConfig {
-    // A fixed number of cases per protocol, from proptest's deterministic default seed unless
-    // PROPTEST_CASES / PROPTEST_RNG_SEED say otherwise (docs/faults.md: longer runs).
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
-    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    config(256)
 }
 
 macro_rules! damaged_recovery {
