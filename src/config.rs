@@ -95,6 +95,11 @@ pub struct MemoryConfig {
 pub struct LogConfig {
     /// Size of the memory log area in bytes (the paper allocates 32 MB).
     pub size_bytes: u64,
+    /// Block-group META blocks (EC-WAL, LOC-WAL, Kiln's fallback log) carry a 24-bit checksum
+    /// in their SID word, so that a META torn below 64 bytes is not trusted
+    /// (docs/formats/ec-log.md, docs/faults.md). Off by default: the papers' format.
+    #[serde(default)]
+    pub meta_checksum: bool,
 }
 
 /// Software costs of S-WAL, in instructions (1 cycle each), counted from the instruction
@@ -126,7 +131,7 @@ impl Default for Config {
                 adr: false,
                 device: Device::Ideal,
             },
-            log: LogConfig { size_bytes: 32 << 20 },
+            log: LogConfig { size_bytes: 32 << 20, meta_checksum: false },
             pcm: Default::default(),
             startgap: Default::default(),
             swal: SwalConfig { append_instructions: 6, lookup_instructions: 10, apply_instructions: 4 },

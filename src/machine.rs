@@ -181,6 +181,8 @@ pub struct Machine {
     flush_pending: Cycle,
     /// The ordering mechanisms enforced (`[ordering]`, resolved).
     pub ord: Ordering,
+    /// The log hardware writes checksummed META blocks (`log.meta_checksum`).
+    pub meta_checksum: bool,
     /// An ordered sequence of writes under way ([`Machine::begin_ordered`]): the acceptance
     /// and durability of its latest write.
     chain: Option<(Cycle, Cycle)>,
@@ -236,6 +238,7 @@ impl Machine {
             flush_pending: 0,
             ord: cfg.ordering.resolve(),
             chain: None,
+            meta_checksum: cfg.log.meta_checksum,
         }
     }
 
@@ -632,7 +635,13 @@ impl Machine {
         if let (true, Some(data)) = (self.keep_bytes, data) {
             self.nvm[b.range()].copy_from_slice(data);
             if let Some(r) = &mut self.record {
-                r.durable.writes.push(DurableWrite { durable: t.durable, block: b, kind, data: *data });
+                r.durable.writes.push(DurableWrite {
+                    started: t.started,
+                    durable: t.durable,
+                    block: b,
+                    kind,
+                    data: *data,
+                });
             }
         }
         t
@@ -649,7 +658,7 @@ impl Machine {
         let data = data(&self.nvm[b.range()]);
         self.nvm[b.range()].copy_from_slice(&data);
         if let Some(r) = &mut self.record {
-            r.durable.writes.push(DurableWrite { durable: at, block: b, kind: WriteKind::NvCache, data });
+            r.durable.writes.push(DurableWrite { started: at, durable: at, block: b, kind: WriteKind::NvCache, data });
         }
     }
 

@@ -204,6 +204,9 @@ fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) ->
     let mut image = crate::hostmem::zeroed::<u8>(layout.total_bytes() as usize);
     wl.populate(&mut image[..layout.data_bytes as usize]);
     p.format(&layout, &mut image);
+    if spec.cfg.log.meta_checksum && spec.protocol.log_format().is_some_and(crate::log::ec::in_groups) {
+        crate::log::ec::format_checked(&layout, &mut image);
+    }
     let mut m = Machine::new(&spec.cfg, layout, image, spec.record);
     // The device's initial content (physical: Start-Gap places the log lines).
     let initial = spec.record.then(|| m.nvm.clone());

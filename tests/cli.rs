@@ -157,6 +157,34 @@ fn every_injected_bug_is_caught_and_its_replay_reproduces_it() {
     }
 }
 
+/// Torn writes (docs/faults.md): at `--atomicity 8` a write in flight may be durable in part.
+/// H-WAL survives its torn states; LOC-WAL does not (a META with a new SID over stale tags, a
+/// head with a new start and an old start TxID), and the printed replay reproduces the first
+/// violation with its torn state; the report does not depend on the thread count; at 64 no torn
+/// state is checked.
+#[test]
+fn torn_writes_break_loc_wal_not_h_wal_and_the_replay_reproduces_it() {
+    let (code, r) = crashtest("h-wal", &["--crashes", "300", "--atomicity", "8"]);
+    assert_eq!((code, r["violations"].as_u64()), (Some(0), Some(0)), "{}", r["first_violation"]);
+    assert!(r["torn_states"].as_u64().unwrap() > 100, "{r}");
+    let (_, r) = crashtest("h-wal", &["--crashes", "300"]);
+    assert_eq!((r["atomicity"].as_u64(), r["torn_states"].as_u64()), (Some(64), Some(0)));
+    let (code, r) = crashtest("loc-wal", &["--crashes", "300", "--atomicity", "8"]);
+    assert_eq!(code, Some(1));
+    let (_, one) = crashtest("loc-wal", &["--crashes", "300", "--atomicity", "8", "--threads", "1"]);
+    let (_, two) = crashtest("loc-wal", &["--crashes", "300", "--atomicity", "8", "--threads", "2"]);
+    assert_eq!(without_timing(one), without_timing(two), "torn states are a function of the point");
+    let v = &r["first_violation"];
+    assert!(v["torn"].as_str().is_some_and(|t| t.contains("torn")), "{v}");
+    let replay: Vec<String> = v["replay"].as_str().unwrap().split_whitespace().skip(1).map(String::from).collect();
+    assert!(replay.windows(2).any(|w| w == ["--atomicity", "8"]), "{replay:?}");
+    let mut args: Vec<&str> = replay.iter().map(String::as_str).collect();
+    args.push("--json");
+    let again: Value = serde_json::from_slice(&locsim(&args).stdout).unwrap();
+    assert_eq!(again["first_violation"]["crash_cycle"], v["crash_cycle"]);
+    assert_eq!(again["first_violation"]["torn"], v["torn"]);
+}
+
 /// The report without its host-timing fields.
 fn without_timing(mut v: Value) -> Value {
     for f in ["states_per_second", "check_seconds"] {
@@ -233,6 +261,10 @@ fn bad_arguments_get_one_line_naming_the_allowed_values_and_exit_2() {
     assert_usage_error(&["run", "--workload", "sps", "--sd", "0"], &["--sd", "1..=32"]);
     assert_usage_error(&["crashtest", "--workload", "sps", "--protocol", "loc-wal", "--sd", "40"], &["--sd", "1..=32"]);
     assert_usage_error(&["run", "--workload", "sps", "--abort-rate", "2"], &["--abort-rate", "0..=1"]);
+    assert_usage_error(
+        &["crashtest", "--workload", "sps", "--protocol", "h-wal", "--atomicity", "12"],
+        &["--atomicity 12", "8, 16, 32, 64"],
+    );
     assert_usage_error(
         &["run", "--workload", "sps", "--set", "ordering.preset=strict"],
         &["ordering.preset", "overlapped", "paper"],

@@ -189,6 +189,7 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
         replay_base: replay_base(&a),
         threads: a.threads.resolve()?,
         progress: true,
+        atomicity: crash::torn::parse_atomicity(a.atomicity)?,
     };
     let report = match &a.trace {
         Some(path) => super::trace::crashtest(spec, path)?,
@@ -219,6 +220,9 @@ fn print_crash_report(report: &crash::CrashReport, json: bool) -> i32 {
             report.states_per_second,
             report.seed
         );
+        if report.atomicity < 64 {
+            outln!("atomicity {} bytes: {} torn states checked besides", report.atomicity, report.torn_states);
+        }
         if let Some(v) = &report.first_violation {
             outln!(
                 "first violation ({}): crash at cycle {}, A={} I={}, closest k={}, {} blocks differ, first at {:?}: {}",
@@ -231,6 +235,9 @@ fn print_crash_report(report: &crash::CrashReport, json: bool) -> i32 {
                 v.first_diff_addr,
                 v.detail
             );
+            if let Some(torn) = &v.torn {
+                outln!("torn state: {torn}");
+            }
             outln!("replay: {}", v.replay);
         }
     }
@@ -262,6 +269,12 @@ fn replay_base(a: &CrashArgs) -> String {
     }
     if let Some(b) = &a.inject_bug {
         s += &format!(" --inject-bug {b}");
+    }
+    if a.atomicity != 64 {
+        s += &format!(" --atomicity {}", a.atomicity);
+        if a.exhaustive {
+            s += " --exhaustive"; // which torn states a point gets
+        }
     }
     if let Some(ns) = a.machine.mem_latency_ns {
         s += &format!(" --mem-latency-ns {ns}");

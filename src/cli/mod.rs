@@ -168,6 +168,10 @@ pub struct CrashArgs {
     /// Check only this crash cycle (replays a reported violation).
     #[arg(long, value_name = "CYCLE")]
     pub crash_at: Option<u64>,
+    /// Bytes a write persists atomically: 8, 16, 32 or 64 (the papers' assumption). Below 64
+    /// a write in flight at a crash may be durable in part (docs/faults.md).
+    #[arg(long, default_value_t = 64, value_name = "BYTES")]
+    pub atomicity: u32,
     /// Transactions to run (a trace: at most this many after its warm-up, default all).
     #[arg(long)]
     pub txs: Option<u64>,

@@ -25,5 +25,6 @@
 //! definition), and timing: a protocol that is correct but slow passes.
 
 mod sweep;
+pub mod torn;
 
 pub use sweep::{check, check_run, CrashReport, CrashSpec, Violation};

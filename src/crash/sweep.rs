@@ -1,5 +1,6 @@
 //! The sweep over crash points; see the module documentation of [`crate::crash`].
 
+use super::torn;
 use crate::hostmem::{Image, Template};
 use crate::recovery::{self, Plan};
 use crate::rng::Rng;
@@ -29,6 +30,10 @@ pub struct CrashSpec {
     pub threads: usize,
     /// Show a progress bar on standard error (only drawn when it is a terminal).
     pub progress: bool,
+    /// Bytes a write persists atomically (8, 16, 32 or 64, [`super::torn::ATOMICITIES`]). Below
+    /// 64, each crash point is also checked in the torn states of the writes in flight at it
+    /// ([`super::torn`], docs/faults.md).
+    pub atomicity: u32,
 }
 
 impl CrashSpec {
@@ -42,6 +47,7 @@ impl CrashSpec {
             replay_base: String::new(),
             threads: 1,
             progress: false,
+            atomicity: 64,
         }
     }
 }
@@ -64,6 +70,8 @@ pub struct Violation {
     pub differing_blocks: u64,
     pub detail: String,
     pub replay: String,
+    /// The torn write(s) of this state, if it is a torn state ([`super::torn`]).
+    pub torn: Option<String>,
 }
 
 /// The result of `locsim crashtest`.
@@ -80,6 +88,9 @@ pub struct CrashReport {
     /// Crash cycles worth checking: the first and the last cycle of each durable state.
     pub candidate_crash_cycles: u64,
     pub crash_points: u64,
+    /// Bytes a write persists atomically, and the torn states checked besides the crash points.
+    pub atomicity: u32,
+    pub torn_states: u64,
     pub violations: u64,
     pub violations_by_kind: std::collections::BTreeMap<String, u64>,
     pub first_violation: Option<Violation>,
@@ -192,6 +203,8 @@ fn check_recorded(spec: &CrashSpec, run: &RunSpec, rec: &Recorded) -> CrashRepor
         durable_states: durable_states(rec),
         candidate_crash_cycles: cands.len() as u64,
         crash_points: points.len() as u64,
+        atomicity: spec.atomicity,
+        torn_states: parts.iter().map(|p| p.torn_states).sum(),
         violations: parts.iter().map(|p| p.violations).sum(),
         violations_by_kind: by_kind,
         // The chunks are in time order: the first violation of the first chunk that has one.
@@ -222,6 +235,7 @@ fn same_block(x: &[u8], y: &[u8]) -> bool {
 
 /// What one worker found over its chunk of crash points.
 struct Part {
+    torn_states: u64,
     violations: u64,
     by_kind: std::collections::BTreeMap<String, u64>,
     first: Option<Violation>,
@@ -251,7 +265,12 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
                         done.fetch_add(1, Ordering::Relaxed);
                         found.store(sweep.violations, Ordering::Relaxed);
                     }
-                    Part { violations: sweep.violations, by_kind: sweep.by_kind, first: sweep.first }
+                    Part {
+                        torn_states: sweep.torn_states,
+                        violations: sweep.violations,
+                        by_kind: sweep.by_kind,
+                        first: sweep.first,
+                    }
                 })
             })
             .collect();
@@ -365,6 +384,11 @@ struct Sweep<'a> {
     violations: u64,
     by_kind: std::collections::BTreeMap<String, u64>,
     first: Option<Violation>,
+    /// Torn writes: the longest service time of a write, the torn states checked, and the one
+    /// being checked (for the violation report).
+    max_service: Cycle,
+    torn_states: u64,
+    torn_now: Option<String>,
 }
 
 impl<'a> Sweep<'a> {
@@ -415,6 +439,9 @@ impl<'a> Sweep<'a> {
             violations: 0,
             by_kind: Default::default(),
             first: None,
+            max_service: torn::max_service(&rec.record.durable.writes),
+            torn_states: 0,
+            torn_now: None,
         }
     }
 
@@ -432,17 +459,7 @@ impl<'a> Sweep<'a> {
         let writes = &rec.record.durable.writes;
         while self.next_write < writes.len() && writes[self.next_write].durable <= t {
             let w = &writes[self.next_write];
-            match &mut self.phys {
-                Some((geom, phys)) if geom.holds(w.block) => {
-                    phys[w.block.range()].copy_from_slice(&w.data);
-                    self.log_stale = true;
-                    if w.block != geom.regs_block() {
-                        self.log_written.push(w.block);
-                    }
-                }
-                _ => self.land(w.block, &w.data),
-            }
-            self.outside_written |= !rec.layout.is_data(w.block);
+            self.land(w.block, &w.data);
             self.next_write += 1;
         }
         let (a, i) = self.bounds(t);
@@ -452,6 +469,72 @@ impl<'a> Sweep<'a> {
             }
             self.oracle_k += 1;
         }
+        self.check_state(t, a, i);
+        if self.spec.atomicity < 64 {
+            self.check_torn(t, a, i);
+        }
+    }
+
+    /// Check each torn state of crash point `t` ([`torn::variants`]) like the clean one: land
+    /// the torn blocks in the durable image, [`Sweep::check_state`], land the clean blocks back.
+    fn check_torn(&mut self, t: Cycle, a: u64, i: u64) {
+        let rec = self.rec;
+        let writes = &rec.record.durable.writes;
+        let flight: Vec<_> = torn::in_flight(writes, self.next_write, t, self.max_service)
+            .into_iter()
+            .map(|j| (&writes[j], self.durable_block(writes[j].block)))
+            .collect();
+        let states = torn::variants(&flight, self.spec.atomicity, self.spec.exhaustive, self.spec.run.seed, t);
+        for s in states {
+            let clean: Vec<(BlockId, BlockData)> = s.blocks.iter().map(|(b, _)| (*b, self.durable_block(*b))).collect();
+            for (b, d) in &s.blocks {
+                self.land(*b, d);
+            }
+            self.torn_states += 1;
+            self.torn_now = Some(s.describe);
+            self.check_state(t, a, i);
+            self.torn_now = None;
+            for (b, d) in clean.iter().rev() {
+                self.land(*b, d);
+            }
+        }
+    }
+
+    /// A block of the durable image: physical with Start-Gap, the overlay's record of D for a
+    /// block under the overlay ([`Sweep::plan`]).
+    fn durable_block(&self, b: BlockId) -> BlockData {
+        match &self.phys {
+            Some((geom, phys)) if geom.holds(b) => phys[b.range()].try_into().unwrap(),
+            _ => match self.over_at.get(b.0 as usize) {
+                Some(&(g, i)) if g == self.over_gen => self.overlay[i as usize].1,
+                _ => self.img[b.range()].try_into().unwrap(),
+            },
+        }
+    }
+
+    /// A block write becomes durable: in the physical image with Start-Gap; for a block under
+    /// the overlay, in the overlay's record of D (its first entry for the block, which taking
+    /// the overlay away restores last); else in `img`.
+    fn land(&mut self, b: BlockId, data: &BlockData) {
+        self.outside_written |= !self.rec.layout.is_data(b);
+        match &mut self.phys {
+            Some((geom, phys)) if geom.holds(b) => {
+                phys[b.range()].copy_from_slice(data);
+                self.log_stale = true;
+                if b != geom.regs_block() {
+                    self.log_written.push(b);
+                }
+            }
+            _ => match self.over_at.get(b.0 as usize) {
+                Some(&(g, i)) if g == self.over_gen => self.overlay[i as usize].1 = *data,
+                _ => self.set_img(b, data),
+            },
+        }
+    }
+
+    /// Recover the durable image as it stands and judge the result (A(t) = `a`, I(t) = `i`).
+    fn check_state(&mut self, t: Cycle, a: u64, i: u64) {
+        let rec = self.rec;
         if let Err(e) = self.logical_view() {
             return self.violation("recovery-error", t, a, i, e);
         }
@@ -555,16 +638,6 @@ impl<'a> Sweep<'a> {
         if self.over_gen == 0 {
             self.over_at.fill((0, 0));
             self.over_gen = 1;
-        }
-    }
-
-    /// A durable write to `b`: into `img`, or, for a block under the overlay, into the
-    /// overlay's record of D (its first entry for the block, which taking the overlay away
-    /// restores last).
-    fn land(&mut self, b: BlockId, data: &BlockData) {
-        match self.over_at.get(b.0 as usize) {
-            Some(&(g, i)) if g == self.over_gen => self.overlay[i as usize].1 = *data,
-            _ => self.set_img(b, data),
         }
     }
 
@@ -825,6 +898,7 @@ impl<'a> Sweep<'a> {
             differing_blocks,
             detail,
             replay: format!("{} --crash-at {t}", self.spec.replay_base),
+            torn: self.torn_now.clone(),
         });
     }
 

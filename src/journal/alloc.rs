@@ -883,6 +883,13 @@ impl Journal {
             if f == 0 || f >= self.frames.len() || f == h {
                 return Err(format!("slot {s} descriptor {d}: PTR to frame {f}"));
             }
+            if ds.pgno >= format::MAX_PGNO {
+                return Err(format!(
+                    "slot {s} descriptor {d}: page number {} (allowed below {})",
+                    ds.pgno,
+                    format::MAX_PGNO
+                ));
+            }
             let fr = &mut self.frames[f];
             if fr.state != FState::Invalid && (fr.header || fr.owner != s) {
                 return Err(format!("frame {f} claimed by two journals"));

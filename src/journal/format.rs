@@ -28,6 +28,10 @@ pub const NAME_BYTES: usize = 56;
 pub const MAX_COPIES: u64 = 128;
 /// Data frame descriptors per header frame.
 pub const DESCS: u64 = 2048;
+/// Page numbers a descriptor may hold: below 2^22 (a 4 GiB database of 1 KiB pages, beyond any
+/// database the model replays). The rebuild refuses a larger one as corrupt instead of sizing
+/// its page index by it.
+pub const MAX_PGNO: u32 = 1 << 22;
 
 // Manager frame.
 pub const MGR_MAGIC: &[u8; 8] = b"LOCJMGR1";

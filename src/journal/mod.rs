@@ -339,3 +339,6 @@ mod tests;
 
 #[cfg(test)]
 mod tests_alloc;
+
+#[cfg(test)]
+mod tests_damage;

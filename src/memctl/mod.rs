@@ -27,6 +27,9 @@ use crate::types::{BlockId, Cycle};
 pub struct WriteTiming {
     /// When the controller took the write (the writer is stalled until then).
     pub accepted: Cycle,
+    /// When the bank started programming it: from here until `done` the write is in flight,
+    /// and under a torn-write crash model part of it may be durable (docs/faults.md).
+    pub started: Cycle,
     /// When the bank finished the write.
     pub done: Cycle,
     /// When the write became durable: `done`, or `accepted` under ADR.
@@ -139,7 +142,7 @@ impl MemCtl {
         *bank = done;
         self.enqueue(done);
         self.writes += 1;
-        WriteTiming { accepted, done, durable: if self.adr { accepted } else { done } }
+        WriteTiming { accepted, started: start, done, durable: if self.adr { accepted } else { done } }
     }
 
     /// Insert a completion cycle, keeping the ring in increasing order (from the back).

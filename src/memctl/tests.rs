@@ -56,7 +56,7 @@ fn reads_to_different_banks_overlap() {
 fn write_is_durable_when_the_bank_finishes_it() {
     let mut c = ctl();
     let t = c.write(10, BlockId(3));
-    assert_eq!(t, WriteTiming { accepted: 10, done: 10 + LAT, durable: 10 + LAT });
+    assert_eq!(t, WriteTiming { accepted: 10, started: 10, done: 10 + LAT, durable: 10 + LAT });
     assert_eq!(c.writes, 1);
     assert_eq!(c.all_writes_done(), 10 + LAT);
 }
@@ -82,7 +82,7 @@ fn two_writes_to_one_block_complete_in_issue_order() {
 fn adr_makes_a_write_durable_when_accepted() {
     let mut c = ctl_with(&["memory.adr=true"]);
     let t = c.write(10, BlockId(0));
-    assert_eq!(t, WriteTiming { accepted: 10, done: 10 + LAT, durable: 10 });
+    assert_eq!(t, WriteTiming { accepted: 10, started: 10, done: 10 + LAT, durable: 10 });
     let t = c.write(11, BlockId(8));
     assert_eq!((t.durable, t.done), (11, 10 + 2 * LAT), "durable before its bank is free");
 }

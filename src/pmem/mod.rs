@@ -117,6 +117,10 @@ impl WriteKind {
 /// One block write as it reached the device.
 #[derive(Clone, Debug)]
 pub struct DurableWrite {
+    /// Cycle at which the device started the write (`durable` for a change of the NV-LLC,
+    /// which is never in flight). Between the two the write is in flight: a torn-write crash
+    /// model lets part of it be durable (docs/faults.md).
+    pub started: Cycle,
     /// Cycle at which the write became durable.
     pub durable: Cycle,
     pub block: BlockId,

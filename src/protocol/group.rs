@@ -68,8 +68,9 @@ impl Group {
             _ => (self.data_done.max(also_after) + 1).saturating_sub(min_write_cycles),
         };
         let meta = Meta { sid: self.sid, tags: self.tags };
-        let t =
-            m.write_encoded_after(BlockId(self.at.0 + DATA_SLOTS as u64), WriteKind::LogMeta, after, || meta.encode());
+        let checked = m.meta_checksum;
+        let encode = || if checked { meta.encode_checked() } else { meta.encode() };
+        let t = m.write_encoded_after(BlockId(self.at.0 + DATA_SLOTS as u64), WriteKind::LogMeta, after, encode);
         // The rule every user relies on: the META completes after every data write it names.
         assert!(
             t.done > self.data_done.max(also_after) || bug == Some(Bug::MetaBeforeData),

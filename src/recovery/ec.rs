@@ -25,11 +25,13 @@ struct Entry {
 
 pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let log0 = layout.log_block0();
-    let head = LogHead::decode(&image[log0.range()]).ok_or("log head does not decode")?;
+    let head = LogHead::decode(&image[log0.range()])
+        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
     if head.format != LogFormat::Ec {
-        return Err(format!("log head format {:?}, expected Ec", head.format));
+        return Err(format!("corrupt log at block {}: log head format {:?}, expected Ec", log0.0, head.format));
     }
     let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
+    super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
     let data_blocks = layout.data_bytes / 64;
     let entries = scan(image, log0, groups, head.start);
     let mut plan = Plan::default();

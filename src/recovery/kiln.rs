@@ -22,17 +22,23 @@ use crate::types::BlockId;
 
 pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let nv0 = layout.nvllc_block0();
-    let reg = Register::decode(&image[nv0.range()]).ok_or("NV-LLC commit register does not decode")?;
+    let reg = Register::decode(&image[nv0.range()])
+        .ok_or_else(|| format!("corrupt log at block {}: NV-LLC commit register does not decode", nv0.0))?;
+    if reg.committed.checked_add(1 << 32).is_none() {
+        return Err(format!("corrupt log at block {}: committed {} within 2^32 of 2^64", nv0.0, reg.committed));
+    }
     let log0 = layout.log_block0();
-    let head = LogHead::decode(&image[log0.range()]).ok_or("log head does not decode")?;
+    let head = LogHead::decode(&image[log0.range()])
+        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
     if head.format != LogFormat::Kiln {
-        return Err(format!("log head format {:?}, expected Kiln", head.format));
+        return Err(format!("corrupt log at block {}: log head format {:?}, expected Kiln", log0.0, head.format));
     }
     let data_blocks = layout.data_bytes / 64;
     let wanted = |seq: u64| reg.applied < seq && seq <= reg.committed;
     // (seq, 0 = log / 1 = line, position, home, where the data is)
     let mut cands: Vec<(u64, u8, u64, u64, BlockId)> = Vec::new();
     let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
+    super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
     let mut end_sid = head.start;
     for (sid, g0, meta) in valid_groups(image, log0.0, groups, head.start) {
         end_sid = sid + 1;
@@ -40,11 +46,16 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
             let Some(t) = t else { continue };
             let d = t.tx_id.wrapping_sub(head.start_seq as u8) as u64;
             if d >= 128 {
-                return Err(format!("fallback log TxID {} not within 128 of the head's {}", t.tx_id, head.start_seq));
+                return Err(format!(
+                    "corrupt log at block {}: fallback log TxID {} not within 128 of the head's {}",
+                    g0 + slot as u64,
+                    t.tx_id,
+                    head.start_seq
+                ));
             }
             let seq = head.start_seq + d;
             if wanted(seq) && (t.addr as u64) < data_blocks {
-                cands.push((seq, 0, sid * 8 + slot as u64, t.addr as u64, BlockId(g0 + slot as u64)));
+                cands.push((seq, 0, (sid - head.start) * 8 + slot as u64, t.addr as u64, BlockId(g0 + slot as u64)));
             }
         }
     }
@@ -64,7 +75,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     }
     plan.redone_txs = reg.committed.saturating_sub(reg.applied);
     plan.writes.push((nv0, Register { committed: reg.committed, applied: reg.committed }.encode()));
-    let start_seq = head.start_seq.max(reg.committed + 1);
+    let start_seq = head.start_seq.max(reg.committed.saturating_add(1));
     plan.writes.push((log0, LogHead { format: LogFormat::Kiln, start: end_sid, start_seq }.encode()));
     Ok(plan)
 }

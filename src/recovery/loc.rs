@@ -40,17 +40,22 @@ struct Tx {
 
 pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let log0 = layout.log_block0();
-    let head = LogHead::decode(&image[log0.range()]).ok_or("log head does not decode")?;
+    let head = LogHead::decode(&image[log0.range()])
+        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
     if head.format != LogFormat::Loc {
-        return Err(format!("log head format {:?}, expected Loc", head.format));
+        return Err(format!("corrupt log at block {}: log head format {:?}, expected Loc", log0.0, head.format));
     }
     let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
+    super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
     let data_blocks = layout.data_bytes / 64;
     let base = head.start_seq as u8;
-    let rel = |tx_id: u8| -> Result<usize, String> {
+    let rel = |tx_id: u8, at: BlockId| -> Result<usize, String> {
         let d = tx_id.wrapping_sub(base) as u64;
         if d >= MAX_LIVE_TXS {
-            return Err(format!("TxID {tx_id} is not within {MAX_LIVE_TXS} of the head's start TxID {base}"));
+            return Err(format!(
+                "corrupt log at block {}: TxID {tx_id} is not within {MAX_LIVE_TXS} of the head's start TxID {base}",
+                at.0
+            ));
         }
         Ok(d as usize)
     };
@@ -66,7 +71,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
             let at = BlockId(g0 + slot as u64);
             if t.pair {
                 for p in loc::decode(&image[at.range()], t.addr as usize) {
-                    let (dx, dy) = (rel(p.tx)?, rel(p.ty)?);
+                    let (dx, dy) = (rel(p.tx, at)?, rel(p.ty, at)?);
                     seen = seen.max(dx + 1).max(dy + 1);
                     if dx != dy {
                         deps.push((dx, dy, p.n));
@@ -78,7 +83,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
                 }
                 continue;
             }
-            let d = rel(t.tx_id)?;
+            let d = rel(t.tx_id, at)?;
             seen = seen.max(d + 1);
             let tx = &mut txs[d];
             tx.logged += 1;

@@ -69,6 +69,19 @@ impl Plan {
     }
 }
 
+/// A head whose `start` or `start_seq` lies within `span` of 2^64 is corrupt: no log gets
+/// there (both start at 0 or 1 and grow by one per block, byte, group or transaction), and the
+/// scan that follows adds up to `span` to them.
+pub(crate) fn head_in_range(head: &crate::log::head::LogHead, log0: BlockId, span: u64) -> Result<(), String> {
+    if head.start.checked_add(span).is_none() || head.start_seq.checked_add(span).is_none() {
+        return Err(format!(
+            "corrupt log at block {}: start {} or start_seq {} within {span} of 2^64",
+            log0.0, head.start, head.start_seq
+        ));
+    }
+    Ok(())
+}
+
 /// Apply a plan (or a prefix of it) to an image.
 pub fn apply(image: &mut [u8], writes: &[(BlockId, BlockData)]) {
     for (b, d) in writes {
@@ -94,3 +107,6 @@ mod tests {
         assert!(r.is_err(), "a write outside the image is caught");
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests_damage;

@@ -13,12 +13,14 @@ use crate::types::{blocks_of, Addr, BlockData, BlockId};
 
 pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let log0 = layout.log_block0();
-    let head = LogHead::decode(&image[log0.range()]).ok_or("log head does not decode")?;
+    let head = LogHead::decode(&image[log0.range()])
+        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
     if head.format != LogFormat::SWal {
-        return Err(format!("log head format {:?}, expected SWal", head.format));
+        return Err(format!("corrupt log at block {}: log head format {:?}, expected SWal", log0.0, head.format));
     }
     let area = layout.log_base as usize + 64;
     let cap = layout.log_bytes - 64;
+    super::head_in_range(&head, log0, cap + (1 << 33))?; // an entry is at most 24 + 2^32 bytes
     let read = |lso: u64, out: &mut [u8]| {
         for (i, o) in out.iter_mut().enumerate() {
             *o = image[area + ((lso + i as u64) % cap) as usize];

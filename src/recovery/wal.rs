@@ -14,11 +14,13 @@ use crate::types::BlockId;
 
 pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let log0 = layout.log_block0();
-    let head = LogHead::decode(&image[log0.range()]).ok_or("log head does not decode")?;
+    let head = LogHead::decode(&image[log0.range()])
+        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
     if head.format != LogFormat::HWal {
-        return Err(format!("log head format {:?}, expected HWal", head.format));
+        return Err(format!("corrupt log at block {}: log head format {:?}, expected HWal", log0.0, head.format));
     }
     let cap = layout.log_blocks() - 1;
+    super::head_in_range(&head, log0, cap + 16)?;
     let pos = |lsn: u64| BlockId(log0.0 + 1 + lsn % cap);
     let data_blocks = layout.data_bytes / 64;
     let mut plan = Plan::default();
