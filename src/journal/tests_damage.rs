@@ -33,6 +33,7 @@ fn setup(config: &str) -> Setup {
         seed: 4,
         journal: true,
         bug: None,
+        on_error: Default::default(),
     }
 }
 
