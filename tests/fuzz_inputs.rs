@@ -122,26 +122,26 @@ fn mutate(rng: &mut Rng, base: &[u8], other: &[u8]) -> Vec<u8> {
 fn fuzz(name: &str, corpus: &[Vec<u8>], n: usize, mut target: impl FnMut(&[u8]) -> Result<(), String>) -> usize {
     assert!(!corpus.is_empty());
     let seed = seed();
-    let mut rng = Rng::derive(seed, name.bytes().fold(0, |h, b| h * 31 + b as u64));
+    let mut rng = Rng::derive(seed, name.bytes().fold(0, |h: u64, b| h.wrapping_mul(31) + b as u64));
     let mut errors = 0;
     for i in 0..n {
         let base = &corpus[rng.below(corpus.len() as u64) as usize];
         let other = &corpus[rng.below(corpus.len() as u64) as usize];
         let input = if i < corpus.len() { corpus[i].clone() } else { mutate(&mut rng, base, other) };
-        let shown = String::from_utf8_lossy(&input).into_owned();
+        let finding = |what: &str| -> String {
+            let file = std::env::temp_dir().join(format!("locsim-fuzz-{name}-seed{seed}-input{i}"));
+            std::fs::write(&file, &input).expect("write the finding");
+            let head: String = String::from_utf8_lossy(&input).chars().take(200).collect();
+            format!("{name}, seed {seed}, input {i}: {what} (LOCSIM_FUZZ_SEED={seed} replays; input in {})\ninput starts: {head:?}", file.display())
+        };
         match catch_unwind(AssertUnwindSafe(|| target(&input))) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                assert!(
-                    !e.trim_end().contains('\n'),
-                    "{name}, seed {seed}, input {i}: error not one line: {e}\ninput: {shown:?}"
-                );
-                assert!(!e.is_empty(), "{name}, seed {seed}, input {i}: empty error\ninput: {shown:?}");
+                assert!(!e.trim_end().contains('\n'), "{}", finding(&format!("error not one line: {e:?}")));
+                assert!(!e.is_empty(), "{}", finding("empty error"));
                 errors += 1;
             }
-            Err(_) => {
-                panic!("{name}, seed {seed}, input {i}: panicked (LOCSIM_FUZZ_SEED={seed} replays)\ninput: {shown:?}")
-            }
+            Err(_) => panic!("{}", finding("panicked")),
         }
     }
     eprintln!("fuzz {name}: {n} inputs, {errors} rejected with one line, seed {seed}");
@@ -334,4 +334,35 @@ fn merge_and_run_inputs_fail_with_one_line_and_status_2() {
         "journal trace with bad SQL panicked: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// What the fuzzing found, kept as cases (each panicked or gave a multi-line error before its fix).
+#[test]
+fn earlier_findings_stay_fixed() {
+    // A claim kind holding a newline (TOML `\n`) was quoted into a two-line error.
+    let tiny = std::fs::read_to_string(root().join("tests/data/reproduce/tiny-bar.toml")).unwrap();
+    let e = locsim::reproduce::spec::parse("fig", &tiny.replace("kind = \"bound\"", "kind = \"bo\\nd\""), true)
+        .unwrap_err();
+    assert!(e.contains("claim kind `bo\\nd`") && !e.contains('\n'), "{e}");
+    let (path, bytes) = shard_file("findings");
+    let dir = vec![path.parent().unwrap().to_path_buf()];
+    let out = tmp_dir("findings-out");
+    let shard: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let edit = |f: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
+        let mut j = shard.clone();
+        f(j["points"].as_object_mut().unwrap());
+        std::fs::write(&path, j.to_string()).unwrap();
+        locsim::reproduce::merge(&dir, &out).unwrap_err()
+    };
+    // A foreign point whose text holds a newline: named on one line.
+    let e = edit(&|p| {
+        p.insert("kind=sim\nset=[]".into(), serde_json::json!([]));
+    });
+    assert!(e.contains("not its own (kind=sim\\nset=[])") && !e.contains('\n'), "{e}");
+    // A point with one value too few indexed past its end when the table was built.
+    let e = edit(&|p| {
+        let v = p.values_mut().next().unwrap().as_array_mut().unwrap();
+        v.pop();
+    });
+    assert!(e.contains("values, its kind gives") && e.contains("damaged cache or shard"), "{e}");
 }

@@ -230,6 +230,11 @@ pub fn write_outputs(
 /// that is missing, given twice, truncated (not JSON, or lacking some of its points), or foreign
 /// (another spec set, mode, build or shard count, or holding points that are not its own).
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Summary, String> {
+    // One line whatever the files hold: a point named in an error may contain a newline.
+    merge_shards(dirs, out).map_err(|e| e.replace('\n', "\\n"))
+}
+
+fn merge_shards(dirs: &[PathBuf], out: &Path) -> Result<Summary, String> {
     let shards = read_shards(dirs)?;
     let (first_path, first) = shards.first().ok_or("merge: no shard-*-of-N.json files in the given directories")?;
     let n = first.shards;
