@@ -5,7 +5,7 @@
 #
 # Installs Debian's slurm-wlm (and munge) if missing, writes a private slurm.conf for this
 # host in a temporary directory (SLURM_CONF points there: the system's /etc/slurm is left
-# alone), starts munged if it is not running, starts slurmctld and slurmd, submits
+# alone), starts munged if it is not running (and stops it again), starts slurmctld and slurmd, submits
 # `locsim reproduce --quick --shard I/N` as an array job of N tasks (sbatch --wait), merges the
 # shard files with `locsim merge`, runs the same specs locally without shards, and compares every
 # output file byte for byte (the cache directories excepted). Stops the daemons it started.
@@ -22,10 +22,12 @@ if ! command -v slurmctld >/dev/null; then
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm
 fi
+started_munge=""
 if ! pgrep -x munged >/dev/null; then
   [ -f /etc/munge/munge.key ] || mungekey -c
   mkdir -p /run/munge && chown munge:munge /run/munge
   runuser -u munge -- munged
+  started_munge=1
 fi
 
 work=$(mktemp -d /tmp/locsim-slurm.XXXXXX)
@@ -65,6 +67,9 @@ stop() {
   for d in slurmd slurmctld; do
     [ -f "$work/$d.pid" ] && kill "$(cat "$work/$d.pid")" 2>/dev/null || true
   done
+  if [ -n "$started_munge" ] && [ -f /run/munge/munged.pid ]; then
+    kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+  fi
 }
 trap stop EXIT
 slurmctld -f "$SLURM_CONF"
