@@ -20,8 +20,8 @@ libfuzzer_sys::fuzz_target!(|bytes: &[u8]| {
     if let Err(e) = locsim::reproduce::merge(std::slice::from_ref(shards), out) {
         assert!(!e.contains('\n'), "{e}");
     }
-    let left = std::fs::read_dir(out).expect("out").filter(|e| {
-        e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().starts_with('.'))
-    });
+    let left = std::fs::read_dir(out)
+        .expect("out")
+        .filter(|e| e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().starts_with('.')));
     assert_eq!(left.count(), 0, "temporary files left");
 });

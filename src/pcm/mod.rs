@@ -336,9 +336,8 @@ impl Pcm {
         }
         r.end_write(&wrong, region);
         self.wear.program_block::<V>(addr, &cells, flip_cells, true);
-        for i in 0..8 {
-            let p = (cells[i], flip_cells >> i & 1 == 1);
-            r.check_word(&mut self.wear, w0 + i as u64, 8, p, region);
+        for (i, &c) in cells.iter().enumerate() {
+            r.check_word(&mut self.wear, w0 + i as u64, 8, (c, flip_cells >> i & 1 == 1), region);
         }
     }
 
