@@ -377,3 +377,18 @@ fn merge_refuses_a_duplicated_truncated_edited_or_foreign_shard_naming_the_file(
     fails(&[&zero], &["shard 1 of 0: allowed 0 <= I < N"]);
     merge(&[s0, s1], &out).expect("the untouched shards merge");
 }
+
+#[test]
+fn a_cache_entry_with_too_few_values_is_computed_again() {
+    let exp = tiny_experiments("short-cache");
+    let out = tmp_dir("short-cache-out");
+    reproduce(&opts(&exp, &out, 1, None)).unwrap();
+    let csv = read(&out, "tiny-bar.csv");
+    let entry = std::fs::read_dir(out.join("cache")).unwrap().next().unwrap().unwrap().path();
+    let mut j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&entry).unwrap()).unwrap();
+    j["values"].as_array_mut().unwrap().pop();
+    std::fs::write(&entry, j.to_string()).unwrap();
+    let again = reproduce(&opts(&exp, &out, 1, None)).unwrap();
+    assert_eq!((again.executed, again.cached), (1, 11));
+    assert_eq!(read(&out, "tiny-bar.csv"), csv);
+}
