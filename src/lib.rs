@@ -37,6 +37,7 @@ pub mod log;
 pub mod machine;
 pub mod memctl;
 pub mod ordering;
+pub mod outfile;
 pub mod pcm;
 pub mod pmem;
 pub mod protocol;

@@ -622,6 +622,9 @@ impl Machine {
                         p.prefetch_block(next as u64, true);
                     }
                 }
+                if let Some(r) = &mut p.retire {
+                    r.cycle = at;
+                }
                 let old: &BlockData = self.nvm[b.range()].try_into().expect("a block");
                 // Log-area blocks are written in order, data blocks anywhere.
                 let cost = p.write_block_at(b.addr().0, old, d, !self.layout.is_data(b));

@@ -114,6 +114,10 @@ pub struct PcmFigures {
     pub lifetime_years: Option<f64>,
     /// Host memory of the wear counters.
     pub counter_host_bytes: u64,
+    /// With `pcm.retire_worn_cells`: retired cells and failed writes of the device, then of each
+    /// region (the first retired cell and the first failed write: where, which write, when).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retire: Option<Vec<crate::pcm::RetireFigures>>,
 }
 
 fn pcm_figures(p: &mut crate::pcm::Pcm, spec: &RunSpec, cycles: u64) -> PcmFigures {
@@ -129,6 +133,7 @@ fn pcm_figures(p: &mut crate::pcm::Pcm, spec: &RunSpec, cycles: u64) -> PcmFigur
         energy_nj: p.energy_nj(seconds),
         lifetime_years,
         counter_host_bytes: p.wear.host_bytes(),
+        retire: p.retire.as_ref().map(|r| r.figures.clone()),
     }
 }
 

@@ -136,3 +136,69 @@ fn report_html_renders_every_figure_in_headless_chromium_without_console_errors(
     assert!(body.contains("data-figures=\"2\""), "{body}");
     assert!(body.contains("data-figures-rendered=\"2\""), "a figure did not render: {body}");
 }
+
+/// Output files of a reproduction (no cache, no temporary dot files), name -> bytes.
+fn outputs(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .filter(|(n, _)| !n.starts_with('.'))
+        .collect()
+}
+
+/// SIGKILL at seeded random moments (fractions of an uninterrupted run's wall time: the moments
+/// adapt to the host's speed; nothing is asserted about time), each killed run resumed from the
+/// cache by the next: after every kill, each output file present equals the uninterrupted run's
+/// byte for byte (written whole or not at all) and every cache entry parses; the final outputs
+/// equal the uninterrupted run's. Replay a seed with `LOCSIM_KILL_SEED=N`.
+#[test]
+fn reproduce_killed_at_random_moments_resumes_to_the_same_bytes() {
+    let seed = std::env::var("LOCSIM_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(26);
+    eprintln!("kill test seed {seed} (LOCSIM_KILL_SEED={seed} replays it)");
+    let longer = |t: &str| t.replace("txs = 60", "txs = 40000").replace("seeds = [1, 2]", "seeds = [1, 2, 3]");
+    let exp = experiments("kill", &[("tiny-bar", &longer(TINY)), ("tiny-line", &longer(TINY_LINE))]);
+    let (whole, killed) = (tmp_dir("kill-whole"), tmp_dir("kill-killed"));
+    let start = std::time::Instant::now();
+    let o = reproduce(&exp, &whole, &["--jobs", "1"]);
+    let wall = start.elapsed();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = outputs(&whole);
+    let mut rng = locsim::rng::Rng::new(seed);
+    let mut hit = 0;
+    for k in 0..6 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_locsim"))
+            .args(["reproduce", "--quick", "--no-bench", "--jobs", "1", "--experiments"])
+            .args([exp.as_os_str(), "--out".as_ref(), killed.as_os_str()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawns");
+        let delay = wall.mul_f64(rng.below(1000) as f64 / 1000.0);
+        std::thread::sleep(delay);
+        let running = child.try_wait().expect("wait").is_none();
+        hit += running as usize;
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+        eprintln!(
+            "kill {k}: after {delay:?} of {wall:?}, {}",
+            if running { "while running" } else { "after it ended" }
+        );
+        for (name, bytes) in outputs(&killed) {
+            assert!(want.get(&name) == Some(&bytes), "kill {k}: {name} differs from the uninterrupted run's");
+        }
+        for e in std::fs::read_dir(killed.join("cache")).into_iter().flatten() {
+            let p = e.unwrap().path();
+            if !p.file_name().unwrap().to_string_lossy().starts_with('.') {
+                let text = std::fs::read_to_string(&p).unwrap();
+                assert!(serde_json::from_str::<serde_json::Value>(&text).is_ok(), "kill {k}: {} damaged", p.display());
+            }
+        }
+    }
+    let o = reproduce(&exp, &killed, &["--jobs", "1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(outputs(&killed), want, "resumed outputs differ from the uninterrupted run's");
+    eprintln!("{hit} of 6 kills landed while reproduce ran");
+    assert!(hit > 0, "no kill landed while reproduce ran: the test proved nothing");
+}

@@ -149,6 +149,28 @@ fn print_run_table(rs: &[RunResult]) {
             r.config_hash
         );
     }
+    print_retired(rs);
+}
+
+/// With `pcm.retire_worn_cells`: per run and region, the cells retired, the first of them, and
+/// the writes that failed their read-back.
+fn print_retired(rs: &[RunResult]) {
+    for r in rs {
+        for f in r.pcm.iter().flat_map(|p| p.retire.iter().flatten()).skip(1) {
+            let first = f.first_retired.map_or("none".into(), |e| {
+                let cell = if e.flip_cell { "flip cell".into() } else { format!("bit {}", e.bit) };
+                format!("byte {} {cell}, write {}, cycle {}", e.byte, e.write, e.cycle)
+            });
+            outln!(
+                "{} {}: {} cells retired (first: {first}); {} writes failed read-back ({} cells)",
+                r.protocol,
+                f.name,
+                f.retired_cells,
+                f.failed_writes,
+                f.failed_cells
+            );
+        }
+    }
 }
 
 fn crashtest(a: CrashArgs) -> Result<i32, String> {

@@ -262,7 +262,8 @@ pub fn main() -> i32 {
     match commands::dispatch(cli.cmd) {
         Ok(code) => code,
         Err(msg) => {
-            eprintln!("error: {msg}");
+            // One line, whatever a message quotes from the user's input.
+            eprintln!("error: {}", msg.trim_end().replace('\n', "\\n"));
             2
         }
     }

@@ -10,6 +10,7 @@ use crate::trace::{self, format::Encoding, GenSpec, Source};
 use crate::workload::trace::TraceWorkload;
 use crate::workload::{Workload, WorkloadKind};
 use clap::Args;
+use std::io::Write;
 
 #[derive(Args, Debug)]
 pub struct TraceGenArgs {
@@ -111,8 +112,7 @@ pub(super) fn generate(a: TraceGenArgs) -> Result<i32, String> {
     let written = if a.output == "-" {
         trace::generate(&g, std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock()))
     } else {
-        let f = std::fs::File::create(&a.output).map_err(|e| format!("--output {}: {e}", a.output))?;
-        trace::generate(&g, std::io::BufWriter::with_capacity(1 << 20, f))
+        return write_trace_file(&g, &a.output);
     };
     match written {
         Ok(_) => Ok(0),
@@ -121,4 +121,14 @@ pub(super) fn generate(a: TraceGenArgs) -> Result<i32, String> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
         Err(e) => Err(format!("trace-gen: writing {}: {e}", a.output)),
     }
+}
+
+/// `trace-gen --output FILE`: written whole or not at all (a killed trace-gen leaves no
+/// truncated trace).
+fn write_trace_file(g: &GenSpec, path: &str) -> Result<i32, String> {
+    let mut f = crate::outfile::OutFile::create(std::path::Path::new(path)).map_err(|e| format!("--output {e}"))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, &mut f);
+    trace::generate(g, &mut w).and_then(|_| w.flush()).map_err(|e| format!("trace-gen: writing {path}: {e}"))?;
+    drop(w);
+    f.commit().map(|_| 0).map_err(|e| format!("--output {e}"))
 }

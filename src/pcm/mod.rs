@@ -18,8 +18,10 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod retire;
 mod wear;
 
+pub use retire::{CellEvent, RetireFigures};
 pub use wear::{RegionWear, Wear};
 
 use serde::{Deserialize, Serialize};
@@ -65,8 +67,18 @@ pub struct PcmConfig {
     pub read_energy_pj_per_bit: f64,
     /// Background power of the device, mW.
     pub background_power_mw: f64,
-    /// Programs a cell survives, for the lifetime estimate.
+    /// Programs a cell survives: for the lifetime estimate and, with `retire_worn_cells`, the
+    /// count at which a cell sticks.
     pub cell_endurance_writes: f64,
+    /// Cells programmed `cell_endurance_writes` times stick at their value; writes that would
+    /// change a stuck cell are detected by read-back and reported (`retire.rs`). Off: cells
+    /// never wear out (the lifetime estimate only).
+    pub retire_worn_cells: bool,
+    /// Spread of per-cell endurance with `retire_worn_cells`: coefficient of variation of a
+    /// normal distribution around `cell_endurance_writes` (0: every cell the same), 0 to 0.25.
+    pub cell_endurance_cov: f64,
+    /// Seed of the per-cell endurance draws.
+    pub cell_endurance_seed: u64,
 }
 
 impl Default for PcmConfig {
@@ -82,6 +94,9 @@ impl Default for PcmConfig {
             read_energy_pj_per_bit: 2.47,
             background_power_mw: 40.0,
             cell_endurance_writes: 1e8,
+            retire_worn_cells: false,
+            cell_endurance_cov: 0.0,
+            cell_endurance_seed: 1,
         }
     }
 }
@@ -99,6 +114,9 @@ impl PcmConfig {
         }
         if self.cell_endurance_writes.is_nan() || self.cell_endurance_writes < 1.0 {
             return Err(format!("pcm.cell_endurance_writes = {}: allowed >= 1", self.cell_endurance_writes));
+        }
+        if !(0.0..=0.25).contains(&self.cell_endurance_cov) {
+            return Err(format!("pcm.cell_endurance_cov = {}: allowed 0 to 0.25", self.cell_endurance_cov));
         }
         Ok(())
     }
@@ -136,6 +154,8 @@ pub struct Pcm {
     /// The host has AVX-512F and its vector population count: the block path with 512-bit
     /// vectors (one register per block or counter plane).
     avx512: bool,
+    /// Stuck cells and failed writes, with `retire_worn_cells` (boxed: the device stays small).
+    pub retire: Option<Box<retire::Retire>>,
 }
 
 impl Pcm {
@@ -168,6 +188,10 @@ impl Pcm {
             block_latency_ns,
             avx2,
             avx512,
+            retire: cfg.retire_worn_cells.then(|| {
+                let names: Vec<&'static str> = regions.iter().map(|r| r.0).collect();
+                Box::new(retire::Retire::new(cfg, bytes, words, &names))
+            }),
         }
     }
 
@@ -175,6 +199,9 @@ impl Pcm {
     /// contents and flip states.
     pub fn reset_stats(&mut self) {
         self.wear.clear();
+        if let Some(r) = &mut self.retire {
+            r.reset();
+        }
         self.programmed_cells = 0;
         self.read_cells = 0;
     }
@@ -269,6 +296,8 @@ impl Pcm {
         let ch = choose_block(old, new, old_flips, fnw);
         let Choice { mut changed, new_flips, mut dirty, mut data_bits } = ch;
         let mut flips_changed = old_flips ^ new_flips;
+        // The cells whose value changes (all cells are programmed under write-all).
+        let diff = (changed, flips_changed);
         if self.cfg.write_mode == WriteMode::WriteAll {
             (changed, data_bits, dirty, flips_changed) = ([u64::MAX; 8], 512, 0xFF, 0);
         }
@@ -280,9 +309,36 @@ impl Pcm {
             latency_ns: self.block_latency_ns[chunks as usize],
         };
         self.flips[fi] = self.flips[fi] & !(0xFF << fs) | (new_flips as u64) << fs;
-        self.wear.program_block::<V>(addr, &changed, flips_changed, in_order);
+        if self.retire.is_some() {
+            self.program_block_retiring::<V>(addr, diff, changed, flips_changed);
+        } else {
+            self.wear.program_block::<V>(addr, &changed, flips_changed, in_order);
+        }
         self.totals(addr, 64, &cost);
         cost
+    }
+
+    /// [`Pcm::write_block`]'s counter update with `retire_worn_cells`: stuck cells are left out
+    /// (a write that would change one is counted as failed), the counters are updated at once,
+    /// and cells reaching their endurance are retired.
+    #[inline(never)]
+    fn program_block_retiring<const V: u8>(&mut self, addr: u64, diff: ([u64; 8], u8), prog: [u64; 8], flips: u8) {
+        let r = self.retire.as_mut().expect("retiring");
+        r.begin_write();
+        let (w0, region) = (addr / 8, self.wear.region_of(addr));
+        let mut wrong = retire::Wrong::default();
+        let (mut cells, mut flip_cells) = ([0u64; 8], 0u8);
+        for i in 0..8 {
+            let word_diff = (diff.0[i], diff.1 >> i & 1 == 1);
+            let (c, f) = r.mask_word(w0 + i as u64, 8, word_diff, (prog[i], flips >> i & 1 == 1), &mut wrong);
+            cells[i] = c;
+            flip_cells |= (f as u8) << i;
+        }
+        r.end_write(&wrong, region);
+        self.wear.program_block::<V>(addr, &cells, flip_cells, true);
+        for (i, &c) in cells.iter().enumerate() {
+            r.check_word(&mut self.wear, w0 + i as u64, 8, (c, flip_cells >> i & 1 == 1), region);
+        }
     }
 
     /// Latency, energy and totals of a write whose programmed cells are counted in `cost`.
@@ -312,6 +368,11 @@ impl Pcm {
         let mut cost = WriteCost::default();
         let chunk = self.cfg.chunk_bytes as usize;
         let mut chunk_dirty = false;
+        let region = self.wear.region_of(addr);
+        let mut wrong = retire::Wrong::default();
+        if let Some(r) = &mut self.retire {
+            r.begin_write();
+        }
         for (i, (o, n)) in old.chunks(wb).zip(new.chunks(wb)).enumerate() {
             let w = addr / wb as u64 + i as u64;
             let mask = if wb == 8 { u64::MAX } else { (1u64 << (8 * wb)) - 1 };
@@ -321,13 +382,20 @@ impl Pcm {
             let (new_flip, stored_new) = self.choose(stored_old, n, old_flip, mask);
             let changed = stored_old ^ stored_new;
             let flip_changed = old_flip != new_flip;
-            if self.cfg.write_mode == WriteMode::WriteAll {
-                self.wear.program_cells(w, mask, false);
+            let mut prog = if self.cfg.write_mode == WriteMode::WriteAll {
                 cost.data_bits += 8 * wb as u64;
+                (mask, false)
             } else {
-                self.wear.program_cells(w, changed, flip_changed);
                 cost.data_bits += changed.count_ones() as u64;
                 cost.flip_bits += flip_changed as u64;
+                (changed, flip_changed)
+            };
+            if let Some(r) = &self.retire {
+                prog = r.mask_word(w, wb as u64, (changed, flip_changed), prog, &mut wrong);
+            }
+            self.wear.program_cells(w, prog.0, prog.1);
+            if let Some(r) = &mut self.retire {
+                r.check_word(&mut self.wear, w, wb as u64, prog, region);
             }
             self.set_flip(w, new_flip);
             chunk_dirty |= changed != 0 || flip_changed || self.cfg.write_mode == WriteMode::WriteAll;
@@ -335,6 +403,9 @@ impl Pcm {
                 cost.chunks += chunk_dirty as u64;
                 chunk_dirty = false;
             }
+        }
+        if let Some(r) = &mut self.retire {
+            r.end_write(&wrong, region);
         }
         self.finish(addr, old.len(), cost)
     }

@@ -439,3 +439,102 @@ fn vector_block_steps_equal_the_portable_ones() {
         }
     }
 }
+
+/// A differential-write device (64-bit words, or 16-bit with `word_bits`) whose cells stick after
+/// `endurance` programs.
+fn retiring(endurance: f64, word_bits: u64) -> Pcm {
+    let cfg = PcmConfig {
+        write_mode: WriteMode::Diff,
+        fnw_word_bits: word_bits,
+        retire_worn_cells: true,
+        cell_endurance_writes: endurance,
+        ..PcmConfig::default()
+    };
+    Pcm::new(&cfg, 1 << 16, &[("data", 0, 1 << 15), ("log", 1 << 15, 1 << 15)])
+}
+
+/// A block whose byte 5 of the log region is `v`.
+fn log_block(v: u8) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    b[5] = v;
+    b
+}
+
+/// Toggle bit 2 of byte (1 << 15) + 5 four times, through the block path or word by word; returns
+/// the device's and the log region's figures.
+fn toggle_four_times(p: &mut Pcm, by_block: bool) -> (RetireFigures, RetireFigures) {
+    let states = [0u8, 4, 0, 4, 0];
+    for (i, w) in states.windows(2).enumerate() {
+        if let Some(r) = &mut p.retire {
+            r.cycle = 100 * (i as u64 + 1);
+        }
+        let (old, new) = (log_block(w[0]), log_block(w[1]));
+        if by_block {
+            p.write_block_at(1 << 15, &old, &new, true);
+        } else {
+            p.write(1 << 15, &old[..8], &new[..8]);
+        }
+    }
+    let f = &p.retire.as_ref().expect("retiring").figures;
+    assert_eq!(f[1], RetireFigures { name: "data", ..Default::default() }, "nothing happened in the data region");
+    (f[0].clone(), f[2].clone())
+}
+
+#[test]
+fn a_cell_sticks_at_its_endurance_and_a_write_that_would_change_it_fails_its_read_back() {
+    for (word_bits, by_block) in [(64, true), (64, false), (16, false)] {
+        let mut p = retiring(3.0, word_bits);
+        let (device, log) = toggle_four_times(&mut p, by_block);
+        let cell = |write, cycle| Some(CellEvent { byte: (1 << 15) + 5, bit: 2, flip_cell: false, write, cycle });
+        let want = RetireFigures {
+            name: "log",
+            retired_cells: 1,
+            first_retired: cell(3, 300),
+            failed_writes: 1,
+            failed_cells: 1,
+            first_failed_write: cell(4, 400),
+        };
+        assert_eq!(log, want, "{word_bits}-bit words, block path {by_block}");
+        assert_eq!(device, RetireFigures { name: "device", ..want });
+        assert_eq!(p.wear.count(((1 << 15) + 5) * 8 + 2, false), 3, "a stuck cell is not programmed again");
+    }
+}
+
+#[test]
+fn a_write_leaving_a_stuck_cell_at_its_value_does_not_fail() {
+    let mut p = retiring(1.0, 64);
+    p.write_block_at(1 << 15, &log_block(0), &log_block(4), true);
+    p.write_block_at(1 << 15, &log_block(4), &log_block(4 | 1), true);
+    let log = &p.retire.as_ref().unwrap().figures[2];
+    assert_eq!((log.retired_cells, log.failed_writes), (2, 0), "bit 2 stays 1 as written; bit 0 newly programmed");
+    p.write_block_at(1 << 15, &log_block(5), &log_block(0), true);
+    let log = &p.retire.as_ref().unwrap().figures[2];
+    assert_eq!((log.failed_writes, log.failed_cells), (1, 2));
+}
+
+#[test]
+fn the_device_is_new_again_when_the_measured_region_starts() {
+    let mut p = retiring(1.0, 64);
+    p.write_block_at(1 << 15, &log_block(0), &log_block(4), true);
+    p.reset_stats();
+    p.write_block_at(1 << 15, &log_block(4), &log_block(0), true);
+    let log = &p.retire.as_ref().unwrap().figures[2];
+    assert_eq!((log.retired_cells, log.failed_writes), (1, 0));
+    assert_eq!(log.first_retired.map(|e| e.write), Some(1));
+}
+
+#[test]
+fn endurance_spread_is_seeded_centred_and_bounded() {
+    let cfg = PcmConfig { cell_endurance_writes: 1000.0, cell_endurance_cov: 0.2, ..PcmConfig::default() };
+    let r = retire::Retire::new(&cfg, 1 << 12, 0, &[]);
+    let e: Vec<u64> = (0..20_000).map(|id| r.endurance_of(id)).collect();
+    let mean = e.iter().sum::<u64>() as f64 / e.len() as f64;
+    let sd = (e.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / e.len() as f64).sqrt();
+    assert!((mean - 1000.0).abs() < 5.0, "mean {mean}");
+    assert!((sd - 200.0).abs() < 10.0, "standard deviation {sd}");
+    assert!(e.iter().all(|&x| (300..=1700).contains(&x)), "Irwin-Hall: within 3.47 deviations");
+    let again = retire::Retire::new(&cfg, 1 << 12, 0, &[]);
+    assert!((0..100).all(|id| again.endurance_of(id) == r.endurance_of(id)), "same seed, same cells");
+    let other = retire::Retire::new(&PcmConfig { cell_endurance_seed: 2, ..cfg }, 1 << 12, 0, &[]);
+    assert!((0..100).any(|id| other.endurance_of(id) != r.endurance_of(id)));
+}

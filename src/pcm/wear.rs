@@ -283,6 +283,15 @@ impl Wear {
         }
     }
 
+    /// Index of the region holding `byte` (as [`Wear::account`] finds it), if any.
+    pub fn region_of(&self, byte: u64) -> Option<usize> {
+        match self.page_region.get((byte / PAGE_BYTES) as usize) {
+            Some(&i) if i < MIXED_PAGE => Some(i as usize),
+            Some(&MIXED_PAGE) => self.regions.iter().position(|r| byte >= r.1 && byte < r.1 + r.2),
+            _ => None,
+        }
+    }
+
     /// Ask the host to bring the first planes of block `addr`'s counters into its cache (a hint;
     /// no effect on results); `in_order`: the block is one of a run written in order.
     #[inline]

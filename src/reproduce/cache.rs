@@ -88,9 +88,6 @@ impl Cache {
     pub fn put(&self, point_text: &str, v: &Values) -> Result<(), String> {
         std::fs::create_dir_all(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
         let j = serde_json::json!({ "point": point_text, "build": build_id(), "values": encode(v) });
-        let path = self.path(point_text);
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, j.to_string()).map_err(|e| format!("{}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))
+        crate::outfile::write(&self.path(point_text), j.to_string())
     }
 }

@@ -115,7 +115,7 @@ pub fn reproduce(o: &Options) -> Result<Summary, String> {
         };
         let path = o.out.join(format!("shard-{i}-of-{n}.json"));
         let text = serde_json::to_string_pretty(&file).expect("serializable");
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        crate::outfile::write(&path, text)?;
         return Ok(summary);
     }
     let prov = report::Provenance::current(o.quick);
@@ -147,7 +147,8 @@ fn run_points(o: &Options, specs: &[Spec], summary: &mut Summary) -> Result<BTre
         if o.shard.is_some_and(|(i, n)| idx % n != i) {
             continue;
         }
-        match cache.get(&text) {
+        // An entry of the wrong length (edited by hand) is computed again.
+        match cache.get(&text).filter(|v| v.len() == specs[si].kind.executor().metrics().len()) {
             Some(v) => {
                 results.insert(text, v);
                 summary.cached += 1;
@@ -207,10 +208,7 @@ pub fn write_outputs(
     bench: Option<&[BenchRow]>,
     prov: &report::Provenance,
 ) -> Result<Vec<String>, String> {
-    let write = |name: &str, text: &str| {
-        let path = out.join(name);
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
-    };
+    let write = |name: &str, text: &str| crate::outfile::write(&out.join(name), text);
     let mut figures = Vec::new();
     for s in specs {
         let t = table::Table::build(s, |p| results.get(&point_text(s, p)).cloned())?;
@@ -229,9 +227,64 @@ pub fn write_outputs(
 }
 
 /// Combine shard files from `dirs` (each holding one or more `shard-*-of-N.json`) and write the
-/// outputs an unsharded run writes into `out`.
+/// outputs an unsharded run writes into `out`. Refuses, with one line naming the file, a shard
+/// that is missing, given twice, truncated (not JSON, or lacking some of its points), or foreign
+/// (another spec set, mode, build or shard count, or holding points that are not its own).
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Summary, String> {
-    let mut shards: Vec<ShardFile> = Vec::new();
+    // One line whatever the files hold: a point named in an error may contain a newline.
+    merge_shards(dirs, out).map_err(|e| e.replace('\n', "\\n"))
+}
+
+fn merge_shards(dirs: &[PathBuf], out: &Path) -> Result<Summary, String> {
+    let shards = read_shards(dirs)?;
+    let (first_path, first) = shards.first().ok_or("merge: no shard-*-of-N.json files in the given directories")?;
+    let n = first.shards;
+    let specs: Vec<Spec> =
+        first.specs.iter().map(|(name, text)| spec::parse(name, text, first.quick)).collect::<Result<_, _>>()?;
+    let (runnable, pending): (Vec<Spec>, Vec<Spec>) = specs.into_iter().partition(|s| s.pending.is_none());
+    let points: Vec<String> = distinct_points(&runnable).into_iter().map(|(t, _, _)| t).collect();
+    let mut have = vec![false; n];
+    for (path, s) in &shards {
+        let p = path.display();
+        if s.shards != n || s.quick != first.quick || s.specs != first.specs || s.git_rev != first.git_rev {
+            return Err(format!(
+                "merge: {p}: shard {} of {} does not match {} (shard {} of {n}): another spec set, mode, build or shard count",
+                s.shard,
+                s.shards,
+                first_path.display(),
+                first.shard
+            ));
+        }
+        if s.shard >= n {
+            return Err(format!("merge: {p}: shard {} of {n}: allowed 0 <= I < N", s.shard));
+        }
+        if std::mem::replace(&mut have[s.shard], true) {
+            return Err(format!("merge: {p}: shard {} of {n} given twice", s.shard));
+        }
+        check_shard_points(&p.to_string(), s, &points)?;
+    }
+    if let Some(missing) = have.iter().position(|h| !h) {
+        return Err(format!("merge: shard {missing} of {n} is missing"));
+    }
+    let mut results = BTreeMap::new();
+    for (_, s) in &shards {
+        for (k, v) in &s.points {
+            results.insert(k.clone(), cache::decode(v).ok_or_else(|| format!("merge: corrupt values for {k}"))?);
+        }
+    }
+    let bench = shards.iter().find_map(|(_, s)| s.bench.clone());
+    std::fs::create_dir_all(out).map_err(|e| format!("--out {}: {e}", out.display()))?;
+    let prov =
+        report::Provenance { version: first.version.clone(), git_rev: first.git_rev.clone(), quick: first.quick };
+    let mut summary = Summary { cached: results.len(), ..Default::default() };
+    summary.pending = pending.iter().map(|s| (s.name.clone(), s.pending.clone().unwrap_or_default())).collect();
+    summary.written = write_outputs(out, &runnable, &pending, &results, bench.as_deref(), &prov)?;
+    Ok(summary)
+}
+
+/// Every `shard-*.json` file of `dirs`, parsed, with its path, in path order per directory.
+fn read_shards(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, ShardFile)>, String> {
+    let mut shards = Vec::new();
     for d in dirs {
         let rd = std::fs::read_dir(d).map_err(|e| format!("{}: {e}", d.display()))?;
         let mut paths: Vec<PathBuf> = rd
@@ -243,43 +296,32 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Summary, String> {
         paths.sort();
         for p in paths {
             let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-            shards.push(serde_json::from_str(&text).map_err(|e| format!("{}: not a shard file: {e}", p.display()))?);
+            let s = serde_json::from_str(&text)
+                .map_err(|e| format!("merge: {}: not a shard file (truncated or damaged?): {e}", p.display()))?;
+            shards.push((p, s));
         }
     }
-    let first = shards.first().ok_or("merge: no shard-*-of-N.json files in the given directories")?;
-    let n = first.shards;
-    let mut have = vec![false; n];
-    for s in &shards {
-        if s.shards != n || s.quick != first.quick || s.specs != first.specs || s.git_rev != first.git_rev {
-            return Err(format!(
-                "merge: shard {} of {} does not match shard {} of {n} (specs, mode, build or count)",
-                s.shard, s.shards, first.shard
-            ));
-        }
-        if std::mem::replace(&mut have[s.shard], true) {
-            return Err(format!("merge: shard {s} of {n} given twice", s = s.shard));
-        }
+    Ok(shards)
+}
+
+/// A shard holds exactly its own points (index `shard` modulo `shards` among `points`, the
+/// distinct points of its specs): fewer means a truncated or edited file, others a foreign one.
+fn check_shard_points(path: &str, s: &ShardFile, points: &[String]) -> Result<(), String> {
+    let own: std::collections::HashSet<&str> =
+        points.iter().enumerate().filter(|(i, _)| i % s.shards == s.shard).map(|p| p.1.as_str()).collect();
+    if let Some(k) = s.points.keys().find(|k| !own.contains(k.as_str())) {
+        return Err(format!("merge: {path}: shard {} of {} holds a point not its own ({k})", s.shard, s.shards));
     }
-    if let Some(missing) = have.iter().position(|h| !h) {
-        return Err(format!("merge: shard {missing} of {n} is missing"));
+    let lacks = own.iter().filter(|&&k| !s.points.contains_key(k)).count();
+    if lacks > 0 {
+        return Err(format!(
+            "merge: {path}: shard {} of {} lacks {lacks} of its {} points (truncated or edited)",
+            s.shard,
+            s.shards,
+            own.len()
+        ));
     }
-    let mut results = BTreeMap::new();
-    for s in &shards {
-        for (k, v) in &s.points {
-            results.insert(k.clone(), cache::decode(v).ok_or_else(|| format!("merge: corrupt values for {k}"))?);
-        }
-    }
-    let specs: Vec<Spec> =
-        first.specs.iter().map(|(name, text)| spec::parse(name, text, first.quick)).collect::<Result<_, _>>()?;
-    let (runnable, pending): (Vec<Spec>, Vec<Spec>) = specs.into_iter().partition(|s| s.pending.is_none());
-    let bench = shards.iter().find_map(|s| s.bench.clone());
-    std::fs::create_dir_all(out).map_err(|e| format!("--out {}: {e}", out.display()))?;
-    let prov =
-        report::Provenance { version: first.version.clone(), git_rev: first.git_rev.clone(), quick: first.quick };
-    let mut summary = Summary { cached: results.len(), ..Default::default() };
-    summary.pending = pending.iter().map(|s| (s.name.clone(), s.pending.clone().unwrap_or_default())).collect();
-    summary.written = write_outputs(out, &runnable, &pending, &results, bench.as_deref(), &prov)?;
-    Ok(summary)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -174,6 +174,11 @@ fn axis_values(axes: &BTreeMap<String, Vec<toml::Value>>) -> Result<BTreeMap<Str
 /// A spec with `machines` stands for one spec per machine: `NAME` (the first machine) and
 /// `NAME@MACHINE` (the others).
 pub fn parse(name: &str, text: &str, quick: bool) -> Result<Spec, String> {
+    // One line whatever the text holds: a value quoted in an error may contain a newline.
+    parse_lines(name, text, quick).map_err(|e| e.replace('\n', "\\n"))
+}
+
+fn parse_lines(name: &str, text: &str, quick: bool) -> Result<Spec, String> {
     let e = |m: String| format!("experiment {name}: {m}");
     let raw: RawSpec = toml::from_str(text).map_err(|err| e(one_line(&err.to_string())))?;
     let (base, asked) = match name.split_once('@') {

@@ -21,6 +21,15 @@ impl Table {
         let order = spec.all_points();
         for p in &order {
             let v = lookup(p).ok_or_else(|| format!("experiment {}: no result for point {}", spec.name, label(p)))?;
+            if v.len() != kind_cols.len() {
+                return Err(format!(
+                    "experiment {}: point {} has {} values, its kind gives {} (a damaged cache or shard file)",
+                    spec.name,
+                    label(p),
+                    v.len(),
+                    kind_cols.len()
+                ));
+            }
             raw.insert(p.clone(), v);
         }
         let mut rows = Vec::with_capacity(order.len());

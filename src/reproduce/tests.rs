@@ -324,3 +324,71 @@ fn a_spec_with_machines_runs_once_per_machine_and_the_report_sets_their_claims_s
     assert!(out.join("tiny-bar@overlapped.csv").exists());
     assert!(read(&out, "report.html").contains("Claims on both machines"));
 }
+
+/// `dir/shard-1-of-2.json` rewritten by `edit` (on its JSON) into a fresh directory.
+fn edited_shard(tag: &str, from: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let mut j: serde_json::Value = serde_json::from_str(&read(from, "shard-1-of-2.json")).unwrap();
+    edit(&mut j);
+    let d = tmp_dir(tag);
+    std::fs::write(d.join("shard-1-of-2.json"), j.to_string()).unwrap();
+    d
+}
+
+#[test]
+fn merge_refuses_a_duplicated_truncated_edited_or_foreign_shard_naming_the_file() {
+    let exp = tiny_experiments("refuse");
+    let (s0, s1, out) = (tmp_dir("refuse-0"), tmp_dir("refuse-1"), tmp_dir("refuse-out"));
+    reproduce(&opts(&exp, &s0, 1, Some((0, 2)))).unwrap();
+    reproduce(&opts(&exp, &s1, 1, Some((1, 2)))).unwrap();
+    let fails = |dirs: &[&PathBuf], needles: &[&str]| {
+        let dirs: Vec<PathBuf> = dirs.iter().map(|d| d.to_path_buf()).collect();
+        let e = merge(&dirs, &out).unwrap_err();
+        assert!(!e.contains('\n'), "{e}");
+        for n in needles {
+            assert!(e.contains(n), "`{n}` missing from: {e}");
+        }
+    };
+    fails(&[&s0, &s0], &["shard-0-of-2.json", "shard 0 of 2 given twice"]);
+    let text = read(&s1, "shard-1-of-2.json");
+    let cut = tmp_dir("refuse-cut");
+    std::fs::write(cut.join("shard-1-of-2.json"), &text[..text.len() / 2]).unwrap();
+    fails(&[&s0, &cut], &["shard-1-of-2.json", "not a shard file"]);
+    let lacks = edited_shard("refuse-lacks", &s1, |j| {
+        let points = j["points"].as_object_mut().unwrap();
+        let k = points.keys().next().unwrap().clone();
+        points.remove(&k);
+    });
+    fails(&[&s0, &lacks], &["shard 1 of 2 lacks 1 of its 6 points"]);
+    let s0_point = {
+        let j: serde_json::Value = serde_json::from_str(&read(&s0, "shard-0-of-2.json")).unwrap();
+        j["points"].as_object().unwrap().iter().next().map(|(k, v)| (k.clone(), v.clone())).unwrap()
+    };
+    let stolen = edited_shard("refuse-stolen", &s1, |j| {
+        j["points"].as_object_mut().unwrap().insert(s0_point.0, s0_point.1);
+    });
+    fails(&[&s0, &stolen], &["shard 1 of 2 holds a point not its own"]);
+    let foreign = edited_shard("refuse-foreign", &s1, |j| j["specs"].as_array_mut().unwrap().truncate(1));
+    fails(&[&s0, &foreign], &["does not match", "another spec set"]);
+    let three = edited_shard("refuse-three", &s1, |j| j["shards"] = 3.into());
+    fails(&[&s0, &three], &["shard 1 of 3 does not match"]);
+    let beyond = edited_shard("refuse-beyond", &s1, |j| j["shard"] = 7.into());
+    fails(&[&s0, &beyond], &["shard 7 of 2: allowed 0 <= I < N"]);
+    let zero = edited_shard("refuse-zero", &s1, |j| j["shards"] = 0.into());
+    fails(&[&zero], &["shard 1 of 0: allowed 0 <= I < N"]);
+    merge(&[s0, s1], &out).expect("the untouched shards merge");
+}
+
+#[test]
+fn a_cache_entry_with_too_few_values_is_computed_again() {
+    let exp = tiny_experiments("short-cache");
+    let out = tmp_dir("short-cache-out");
+    reproduce(&opts(&exp, &out, 1, None)).unwrap();
+    let csv = read(&out, "tiny-bar.csv");
+    let entry = std::fs::read_dir(out.join("cache")).unwrap().next().unwrap().unwrap().path();
+    let mut j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&entry).unwrap()).unwrap();
+    j["values"].as_array_mut().unwrap().pop();
+    std::fs::write(&entry, j.to_string()).unwrap();
+    let again = reproduce(&opts(&exp, &out, 1, None)).unwrap();
+    assert_eq!((again.executed, again.cached), (1, 11));
+    assert_eq!(read(&out, "tiny-bar.csv"), csv);
+}

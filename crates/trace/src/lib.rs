@@ -349,7 +349,8 @@ impl<R: Read> Decoder<R> {
             }
             return Ok(d);
         }
-        if head.len() < HEADER_BYTES && MAGIC.starts_with(head) {
+        // A short header is truncated whether it stops inside the magic or after it.
+        if head.len() < HEADER_BYTES && (MAGIC.starts_with(head) || head.starts_with(&MAGIC)) {
             return Err(d.err(0, &format!("truncated file header: {} of {HEADER_BYTES} bytes", head.len())));
         }
         if !head.starts_with(&MAGIC) {
@@ -947,6 +948,8 @@ mod tests {
             (vec![], "empty input"),
             (b"hello world, not a trace".to_vec(), "not a locsim trace"),
             (ok[..5].to_vec(), "truncated file header"),
+            // Found by tests/fuzz_inputs.rs (it panicked): the magic whole, the header cut short.
+            (ok[..11].to_vec(), "truncated file header: 11 of 16"),
             ([&ok[..8], &[2, 0], &ok[10..]].concat(), "version 2"),
             (ok[..ok.len() - 1].to_vec(), "truncated"),
             ([&ok[..], &[0]].concat(), "bytes after the `end`"),
