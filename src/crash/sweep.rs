@@ -1,7 +1,7 @@
 //! The sweep over crash points; see the module documentation of [`crate::crash`].
 
 use super::torn;
-use crate::hostmem::{Image, Template};
+use crate::hostmem::copy_of;
 use crate::recovery::{self, Plan};
 use crate::rng::Rng;
 use crate::runner::{execute, Recorded, RunSpec, GIT_REV, VERSION};
@@ -251,7 +251,6 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
     let done = AtomicU64::new(0);
     let found = AtomicU64::new(0);
     let bar = spec.progress.then(|| progress_bar(spec, points.len() as u64)).flatten();
-    let initial = &Template::new(&rec.initial);
     std::thread::scope(|s| {
         let workers: Vec<_> = points
             .chunks(chunk)
@@ -259,7 +258,7 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
                 let (done, found) = (&done, &found);
                 s.spawn(move || {
                     let verifier = spec.run.workload.build(&spec.run.cfg.workload);
-                    let mut sweep = Sweep::new(spec, rec, initial, &verifier);
+                    let mut sweep = Sweep::new(spec, rec, &verifier);
                     for &t in pts {
                         sweep.check_point(t);
                         done.fetch_add(1, Ordering::Relaxed);
@@ -317,13 +316,11 @@ struct Sweep<'a> {
     rec: &'a Recorded,
     /// The workload's structural verifier (one per worker: a workload need not be `Sync`).
     verifier: &'a Workload,
-    /// The run's initial image, shared by the workers' copies.
-    initial: &'a Template,
     /// The durable image in the protocols' (logical) layout: what recovery reads.
-    img: Image,
+    img: Vec<u8>,
     /// With Start-Gap: the durable physical image the writes land in, from which the log area
     /// of `img` is rebuilt ([`recovery::startgap::logical_log`]) when it has changed.
-    phys: Option<(Geometry, Image)>,
+    phys: Option<(Geometry, Vec<u8>)>,
     log_stale: bool,
     /// Start-Gap: the registers the log area of `img` was built under, and the physical log
     /// blocks written since (the view is updated line by line while the registers stay).
@@ -332,7 +329,7 @@ struct Sweep<'a> {
     rebuilds: u64,
     next_write: usize,
     /// S_oracle_k: the data area after the first `oracle_k` committed transactions.
-    oracle: Image,
+    oracle: Vec<u8>,
     oracle_k: usize,
     data_len: usize,
     /// The running difference between the data area of `img` and `oracle`: `differs[b]` says
@@ -367,7 +364,7 @@ struct Sweep<'a> {
     /// follows its own copy of the data area, `vdata` = S_`vk`, forward through the oracle's
     /// transactions (from one wanted S_k to the next in one step) and records their verdicts.
     follower: Option<Box<dyn Follow>>,
-    vdata: Image,
+    vdata: Vec<u8>,
     vk: usize,
     vold: Vec<(usize, BlockData)>,
     vmark: Vec<u32>,
@@ -392,7 +389,7 @@ struct Sweep<'a> {
 }
 
 impl<'a> Sweep<'a> {
-    fn new(spec: &'a CrashSpec, rec: &'a Recorded, initial: &'a Template, verifier: &'a Workload) -> Sweep<'a> {
+    fn new(spec: &'a CrashSpec, rec: &'a Recorded, verifier: &'a Workload) -> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
         let geom = Geometry::of(&spec.run.cfg.startgap, &rec.layout);
         let logical_len = rec.layout.total_bytes() as usize;
@@ -400,15 +397,14 @@ impl<'a> Sweep<'a> {
             spec,
             rec,
             verifier,
-            initial,
-            img: initial.copy(logical_len),
-            phys: geom.map(|g| (g, initial.copy(rec.initial.len()))),
+            img: copy_of(&rec.initial[..logical_len]),
+            phys: geom.map(|g| (g, copy_of(&rec.initial))),
             log_stale: geom.is_some(),
             view_regs: None,
             log_written: Vec::new(),
             rebuilds: 0,
             next_write: 0,
-            oracle: initial.copy(data_len),
+            oracle: copy_of(&rec.initial[..data_len]),
             oracle_k: 0,
             data_len,
             differs: vec![false; data_len / 64],
@@ -425,7 +421,7 @@ impl<'a> Sweep<'a> {
             redo_prefixes: 0,
             verdicts: vec![None; rec.oracle.txs() + 1],
             follower: verifier.follower(),
-            vdata: Image::Vec(Vec::new()),
+            vdata: Vec::new(),
             vk: 0,
             vold: Vec::new(),
             vmark: vec![0; data_len.div_ceil(64)],
@@ -728,7 +724,7 @@ impl<'a> Sweep<'a> {
         let rec = self.rec;
         let mut f = self.follower.take().expect("a follower");
         if self.vdata.is_empty() {
-            self.vdata = self.initial.copy(self.data_len);
+            self.vdata = copy_of(&rec.initial[..self.data_len]);
             let sound = f.reset(&self.vdata);
             self.record(0, sound);
         }
@@ -920,7 +916,7 @@ impl<'a> Sweep<'a> {
             recovery::recover(self.spec.run.protocol.log_format(), &self.rec.layout, &self.img).unwrap_or_default();
         let mut undo = Undo::default();
         undo.apply(&mut self.img, &plan.writes);
-        let mut oracle = self.oracle.to_vec();
+        let mut oracle = self.oracle.clone();
         let mut best = (a, None, u64::MAX);
         for k in a..=i {
             if k > a {
