@@ -82,5 +82,4 @@ mod tests {
         let src: Vec<u8> = (0..(3 << 20)).map(|i| (i * 7) as u8).collect();
         assert_eq!(super::copy_of(&src), src);
     }
-
 }
