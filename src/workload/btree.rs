@@ -106,7 +106,7 @@
 //! Split and merge bookkeeping beyond their run stores (a handful of instructions each) is not
 //! charged: it happens in about one operation in a hundred.
 
-use super::follow::{Follow, FreeList};
+use super::follow::{Follow, FreeList, Subtrees};
 use super::native::Native;
 use super::slab::Slab;
 use super::Pm;
@@ -901,10 +901,9 @@ pub struct BTreeFollow {
     data_bytes: u64,
     bump: u64,
     free: FreeList,
-    /// Per node slot: its summary (None: stale), the parent it was last evaluated under (slot
-    /// + 1; 0 = the root pointer), whether its evaluation met a child beyond the bump.
-    sums: Vec<Option<NodeSum>>,
-    up: Vec<u32>,
+    /// Per node slot: its subtree's summary and the parent that last read it; the nodes whose
+    /// evaluation met a child beyond the bump.
+    subtrees: Subtrees<NodeSum>,
     beyond_bump: Vec<u32>,
     /// This evaluation met the depth bound (a cycle).
     deep: bool,
@@ -954,8 +953,7 @@ impl BTree {
             data_bytes: self.data_bytes(),
             bump: 0,
             free: FreeList::new(&self.slab),
-            sums: vec![None; n],
-            up: vec![0; n],
+            subtrees: Subtrees::new(n, MAX_DEPTH),
             beyond_bump: Vec::new(),
             deep: false,
             keys: Vec::new(),
@@ -982,33 +980,10 @@ impl BTreeFollow {
         Some(slot)
     }
 
-    /// Mark `slot` and every node above it (as last adopted) stale; a chain longer than any
-    /// B+tree's depth (stale `up` links of a broken image) drops every summary.
-    fn stale(&mut self, mut slot: usize) {
-        for _ in 0..4 * MAX_DEPTH {
-            self.sums[slot] = None;
-            match self.up[slot] {
-                0 => return,
-                p => slot = p as usize - 1,
-            }
-        }
-        self.sums.fill(None);
-    }
-
-    /// `parent` (slot + 1, 0 for the root pointer) reads the node at `slot`.
-    fn adopt(&mut self, slot: usize, parent: u32) {
-        if self.up[slot] != parent {
-            if self.up[slot] != 0 {
-                self.stale(self.up[slot] as usize - 1);
-            }
-            self.up[slot] = parent;
-        }
-    }
-
     /// The summary of the subtree at the handed-out node `a` (adopted by its parent).
     fn eval(&mut self, data: &[u8], a: u64, depth: usize) -> NodeSum {
         let slot = self.slot(a);
-        if let Some(sum) = self.sums[slot] {
+        if let Some(sum) = self.subtrees.sums[slot] {
             return sum;
         }
         let (kind, count) = (rd_u32(data, a), rd_u32(data, a + COUNT_OFF) as usize);
@@ -1024,7 +999,7 @@ impl BTreeFollow {
             self.keys = keys;
             sum
         };
-        self.sums[slot] = Some(sum);
+        self.subtrees.sums[slot] = Some(sum);
         sum
     }
 
@@ -1069,7 +1044,7 @@ impl BTreeFollow {
                 sum.ok = false;
                 break;
             };
-            self.adopt(cs, slot as u32 + 1);
+            self.subtrees.adopt(cs, slot as u32 + 1);
             if depth + 1 >= MAX_DEPTH {
                 (self.deep, sum.ok) = (true, false);
                 break;
@@ -1110,11 +1085,11 @@ impl BTreeFollow {
             // A root beyond the bump: re-evaluated on every change anyway.
             return false;
         }
-        self.adopt(self.slot(root), 0);
+        self.subtrees.adopt(self.slot(root), 0);
         let sum = self.eval(data, root, 0);
         if std::mem::take(&mut self.deep) {
             // A summary cut at the depth bound depends on its depth: keep none of this pass.
-            self.sums.fill(None);
+            self.subtrees.sums.fill(None);
             return false;
         }
         sum.ok
@@ -1134,8 +1109,7 @@ impl BTreeFollow {
 
 impl Follow for BTreeFollow {
     fn reset(&mut self, data: &[u8]) -> bool {
-        self.sums.fill(None);
-        self.up.fill(0);
+        self.subtrees.clear();
         self.beyond_bump.clear();
         self.free = FreeList::new(&self.slab);
         if (data.len() as u64) < self.data_bytes {
@@ -1157,11 +1131,11 @@ impl Follow for BTreeFollow {
                 if bump > self.bump {
                     self.bump = bump;
                     for s in std::mem::take(&mut self.beyond_bump) {
-                        self.stale(s as usize);
+                        self.subtrees.stale(s as usize);
                     }
                 }
             } else if at >= self.slab.base.0 && at < self.slab.base.0 + self.slab.bytes() {
-                self.stale(self.slot(at));
+                self.subtrees.stale(self.slot(at));
             }
         }
         self.walk_free(data, Some(old));

@@ -92,6 +92,55 @@ impl<T: Copy> Spans<T> {
     }
 }
 
+/// Per-node summaries of a tree's subtrees, kept by the tree followers (red-black tree, B+tree):
+/// a node's summary (`None`: stale) and the parent it was last evaluated under (slot + 1; 0 =
+/// the root pointer). Invariant the followers keep: every node inside a kept summary has its
+/// `up` leading inside that subtree to the summary's node, so marking from a changed node
+/// upwards reaches every summary that read it.
+pub(crate) struct Subtrees<S> {
+    pub sums: Vec<Option<S>>,
+    up: Vec<u32>,
+    /// Longer than any sound tree's height: a longer `up` chain exists only in a broken image.
+    chain: usize,
+}
+
+impl<S: Copy> Subtrees<S> {
+    pub fn new(nodes: usize, max_height: usize) -> Subtrees<S> {
+        Subtrees { sums: vec![None; nodes], up: vec![0; nodes], chain: 4 * max_height }
+    }
+
+    /// Forget every summary and parent.
+    pub fn clear(&mut self) {
+        self.sums.fill(None);
+        self.up.fill(0);
+    }
+
+    /// Mark `slot` and every node above it (as last adopted) stale. The whole chain: a node
+    /// may be stale while one above it, evaluated on in the same pass, holds a summary. A
+    /// chain longer than any sound tree's height drops every summary.
+    pub fn stale(&mut self, mut slot: usize) {
+        for _ in 0..self.chain {
+            self.sums[slot] = None;
+            match self.up[slot] {
+                0 => return,
+                p => slot = p as usize - 1,
+            }
+        }
+        self.sums.fill(None);
+    }
+
+    /// `parent` (slot + 1, 0 for the root pointer) reads the node at `slot`: if another node
+    /// read it last, that node's summary (and those above) may no longer hold.
+    pub fn adopt(&mut self, slot: usize, parent: u32) {
+        if self.up[slot] != parent {
+            if self.up[slot] != 0 {
+                self.stale(self.up[slot] as usize - 1);
+            }
+            self.up[slot] = parent;
+        }
+    }
+}
+
 /// A slab's free list as [`Slab::used_in`] walks it, kept by a follower: well formed or not,
 /// which slots are on it, how many. Kept tail first, so that a change near the head (the
 /// list is LIFO: an allocation pops, a free pushes) re-walks only up to the first slot whose

@@ -75,7 +75,7 @@
 //! nodes; the reachable node count equals the slab's slots in use, and no free slot is
 //! reachable. It does not check values (the crash checker's prefix comparison covers them).
 
-use super::follow::{Follow, FreeList};
+use super::follow::{Follow, FreeList, Subtrees};
 use super::kv::{self, rd, KvStore};
 use super::slab::Slab;
 use super::Pm;
@@ -550,10 +550,9 @@ pub struct RbFollow {
     tree: RbTree,
     bump: u64,
     free: FreeList,
-    /// Per node slot: its summary (None: stale), the parent it was last evaluated under (slot
-    /// + 1; 0 = the root pointer), whether its evaluation met a child beyond the bump.
-    sums: Vec<Option<Sum>>,
-    up: Vec<u32>,
+    /// Per node slot: its subtree's summary and the parent that last read it; the nodes whose
+    /// evaluation met a child beyond the bump.
+    subtrees: Subtrees<Sum>,
     beyond_bump: Vec<u32>,
     /// This evaluation met the depth bound.
     deep: bool,
@@ -579,8 +578,7 @@ impl RbTree {
             tree: RbTree::new(&self.cfg),
             bump: 0,
             free: FreeList::new(&self.slab),
-            sums: vec![None; n],
-            up: vec![0; n],
+            subtrees: Subtrees::new(n, MAX_HEIGHT as usize),
             beyond_bump: Vec::new(),
             deep: false,
         }
@@ -592,39 +590,13 @@ impl RbFollow {
         ((n - NODES_AT) / NODE_BYTES) as usize
     }
 
-    /// Mark `slot` and every node above it (as last adopted) stale. The whole chain: a node
-    /// may be stale while one above it, evaluated on in the same pass, holds a summary. A
-    /// chain longer than any red-black tree's height (possible only through stale `up` links
-    /// of a broken image) drops every summary.
-    fn stale(&mut self, mut slot: usize) {
-        for _ in 0..4 * MAX_HEIGHT {
-            self.sums[slot] = None;
-            match self.up[slot] {
-                0 => return,
-                p => slot = p as usize - 1,
-            }
-        }
-        self.sums.fill(None);
-    }
-
-    /// `parent` (slot + 1, 0 for the root pointer) reads the node at `slot`: if another node
-    /// read it last, that node's summary (and those above) may no longer hold.
-    fn adopt(&mut self, slot: usize, parent: u32) {
-        if self.up[slot] != parent {
-            if self.up[slot] != 0 {
-                self.stale(self.up[slot] as usize - 1);
-            }
-            self.up[slot] = parent;
-        }
-    }
-
     /// The summary of the subtree at `n` (a handed-out node, adopted by its parent).
     /// Invariant: every node inside a kept summary, and every node whose parent pointer it
     /// read, has its `up` leading inside that subtree to the summary's node; so marking from a
     /// changed node upwards reaches every summary that read it.
     fn eval(&mut self, data: &[u8], n: u64, depth: u32) -> Sum {
         let slot = Self::slot(n);
-        if let Some(sum) = self.sums[slot] {
+        if let Some(sum) = self.subtrees.sums[slot] {
             return sum;
         }
         let fail = Sum { ok: false, size: 0, min: 0, max: 0, black_height: 0, red: false };
@@ -643,7 +615,7 @@ impl RbFollow {
                 ok = false;
                 continue;
             }
-            self.adopt(Self::slot(child), slot as u32 + 1);
+            self.subtrees.adopt(Self::slot(child), slot as u32 + 1);
             if rd(data, child + PARENT) != n {
                 ok = false;
                 continue;
@@ -671,7 +643,7 @@ impl RbFollow {
         } else {
             fail
         };
-        self.sums[slot] = Some(sum);
+        self.subtrees.sums[slot] = Some(sum);
         sum
     }
 
@@ -686,14 +658,14 @@ impl RbFollow {
         if self.tree.node_at(data, root, self.bump).is_none() {
             return false;
         }
-        self.adopt(Self::slot(root), 0);
+        self.subtrees.adopt(Self::slot(root), 0);
         if rd(data, root + PARENT) != 0 {
             return false;
         }
         let sum = self.eval(data, root, 0);
         if std::mem::take(&mut self.deep) {
             // A summary cut at the depth bound depends on its depth: keep none of this pass.
-            self.sums.fill(None);
+            self.subtrees.sums.fill(None);
             return false;
         }
         sum.ok && !sum.red && sum.size == self.bump - self.free.len
@@ -703,7 +675,7 @@ impl RbFollow {
         let mut flipped = Vec::new();
         self.free.update(data, &self.tree.slab, self.bump, old, |slot, _| flipped.push(slot));
         for slot in flipped {
-            self.stale(slot);
+            self.subtrees.stale(slot);
         }
     }
 }
@@ -731,11 +703,11 @@ impl Follow for RbFollow {
                     self.bump = bump;
                     // A child beyond the old bump may be handed out now.
                     for s in std::mem::take(&mut self.beyond_bump) {
-                        self.stale(s as usize);
+                        self.subtrees.stale(s as usize);
                     }
                 }
             } else if at >= NODES_AT && at < self.tree.data_bytes() {
-                self.stale(Self::slot(at));
+                self.subtrees.stale(Self::slot(at));
             }
         }
         self.walk_free(data, Some(old));
