@@ -904,7 +904,6 @@ pub struct BTreeFollow {
     /// Per node slot: its subtree's summary and the parent that last read it; the nodes whose
     /// evaluation met a child beyond the bump.
     subtrees: Subtrees<NodeSum>,
-    beyond_bump: Vec<u32>,
     /// This evaluation met the depth bound (a cycle).
     deep: bool,
     keys: Vec<u64>,
@@ -954,7 +953,6 @@ impl BTree {
             bump: 0,
             free: FreeList::new(&self.slab),
             subtrees: Subtrees::new(n, MAX_DEPTH),
-            beyond_bump: Vec::new(),
             deep: false,
             keys: Vec::new(),
         }
@@ -966,7 +964,7 @@ impl BTreeFollow {
         ((a - self.slab.base.0) / NODE_BYTES) as usize
     }
 
-    /// A handed-out node's slot; records `parent` in `beyond_bump` for a slot of the slab not
+    /// A handed-out node's slot; records `parent` (`Subtrees::beyond_bump`) for a slot of the slab not
     /// handed out yet (a larger bump may make the pointer valid).
     fn handed_out(&mut self, a: u64, parent: usize) -> Option<usize> {
         if !self.slab.contains(Addr(a)) {
@@ -974,7 +972,7 @@ impl BTreeFollow {
         }
         let slot = self.slot(a);
         if slot as u64 >= self.bump {
-            self.beyond_bump.push(parent as u32);
+            self.subtrees.beyond_bump(parent);
             return None;
         }
         Some(slot)
@@ -1110,7 +1108,6 @@ impl BTreeFollow {
 impl Follow for BTreeFollow {
     fn reset(&mut self, data: &[u8]) -> bool {
         self.subtrees.clear();
-        self.beyond_bump.clear();
         self.free = FreeList::new(&self.slab);
         if (data.len() as u64) < self.data_bytes {
             return false;
@@ -1130,9 +1127,7 @@ impl Follow for BTreeFollow {
                 }
                 if bump > self.bump {
                     self.bump = bump;
-                    for s in std::mem::take(&mut self.beyond_bump) {
-                        self.subtrees.stale(s as usize);
-                    }
+                    self.subtrees.bump_grew();
                 }
             } else if at >= self.slab.base.0 && at < self.slab.base.0 + self.slab.bytes() {
                 self.subtrees.stale(self.slot(at));

@@ -100,19 +100,35 @@ impl<T: Copy> Spans<T> {
 pub(crate) struct Subtrees<S> {
     pub sums: Vec<Option<S>>,
     up: Vec<u32>,
+    /// Nodes whose evaluation met a child pointer to a slot beyond the slab's bump (invalid
+    /// now, valid once the bump grows past it).
+    beyond_bump: Vec<u32>,
     /// Longer than any sound tree's height: a longer `up` chain exists only in a broken image.
     chain: usize,
 }
 
 impl<S: Copy> Subtrees<S> {
     pub fn new(nodes: usize, max_height: usize) -> Subtrees<S> {
-        Subtrees { sums: vec![None; nodes], up: vec![0; nodes], chain: 4 * max_height }
+        Subtrees { sums: vec![None; nodes], up: vec![0; nodes], beyond_bump: Vec::new(), chain: 4 * max_height }
     }
 
     /// Forget every summary and parent.
     pub fn clear(&mut self) {
         self.sums.fill(None);
         self.up.fill(0);
+        self.beyond_bump.clear();
+    }
+
+    /// The node at `slot` read a child pointer to a slot the slab has not handed out yet.
+    pub fn beyond_bump(&mut self, slot: usize) {
+        self.beyond_bump.push(slot as u32);
+    }
+
+    /// The slab's bump grew: a child beyond the old bump may be handed out now.
+    pub fn bump_grew(&mut self) {
+        for s in std::mem::take(&mut self.beyond_bump) {
+            self.stale(s as usize);
+        }
     }
 
     /// Mark `slot` and every node above it (as last adopted) stale. The whole chain: a node

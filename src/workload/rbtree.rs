@@ -553,7 +553,6 @@ pub struct RbFollow {
     /// Per node slot: its subtree's summary and the parent that last read it; the nodes whose
     /// evaluation met a child beyond the bump.
     subtrees: Subtrees<Sum>,
-    beyond_bump: Vec<u32>,
     /// This evaluation met the depth bound.
     deep: bool,
 }
@@ -579,7 +578,6 @@ impl RbTree {
             bump: 0,
             free: FreeList::new(&self.slab),
             subtrees: Subtrees::new(n, MAX_HEIGHT as usize),
-            beyond_bump: Vec::new(),
             deep: false,
         }
     }
@@ -610,7 +608,7 @@ impl RbFollow {
             }
             if self.tree.node_at(data, child, self.bump).is_none() {
                 if self.tree.node_at(data, child, u64::MAX).is_some() {
-                    self.beyond_bump.push(slot as u32);
+                    self.subtrees.beyond_bump(slot);
                 }
                 ok = false;
                 continue;
@@ -701,10 +699,7 @@ impl Follow for RbFollow {
                 }
                 if bump > self.bump {
                     self.bump = bump;
-                    // A child beyond the old bump may be handed out now.
-                    for s in std::mem::take(&mut self.beyond_bump) {
-                        self.subtrees.stale(s as usize);
-                    }
+                    self.subtrees.bump_grew();
                 }
             } else if at >= NODES_AT && at < self.tree.data_bytes() {
                 self.subtrees.stale(Self::slot(at));
