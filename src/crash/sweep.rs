@@ -724,9 +724,15 @@ impl<'a> Sweep<'a> {
         let rec = self.rec;
         let mut f = self.follower.take().expect("a follower");
         if self.vdata.is_empty() {
-            self.vdata = copy_of(&rec.initial[..self.data_len]);
+            // The first verdict this worker wants: take S_k whole (the oracle is at S_a with
+            // a <= k), rather than S_0 followed through every transaction before the chunk.
+            self.vdata = copy_of(&self.oracle);
+            for j in self.oracle_k..k {
+                rec.oracle.apply_tx(j, &mut self.vdata);
+            }
+            self.vk = k;
             let sound = f.reset(&self.vdata);
-            self.record(0, sound);
+            self.record(k, sound);
         }
         if self.vk < k {
             // Every transaction up to k at once: the follower hears of each block changed since

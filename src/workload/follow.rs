@@ -581,7 +581,7 @@ pub(crate) mod check {
     }
 
     /// The blocks that differ between `a` and `b`, with `a`'s content.
-    fn diff(a: &[u8], b: &[u8]) -> Vec<(usize, BlockData)> {
+    pub fn diff(a: &[u8], b: &[u8]) -> Vec<(usize, BlockData)> {
         a.chunks(64)
             .zip(b.chunks(64))
             .enumerate()
