@@ -2,6 +2,7 @@
 
 use super::torn;
 use crate::hostmem::copy_of;
+use crate::log::head::LogFormat;
 use crate::recovery::{self, Plan};
 use crate::rng::Rng;
 use crate::runner::{execute, Recorded, RunSpec, GIT_REV, VERSION};
@@ -348,6 +349,14 @@ struct Sweep<'a> {
     /// since (see [`Sweep::plan`]); plans reused, and cuts inside the redo writes, so far.
     last_plan: Option<Plan>,
     outside_written: bool,
+    /// Kiln's recovery kept up to date block by block ([`recovery::kiln::Tracker`]), in place of
+    /// `last_plan` while it can follow the image; whether building one may succeed now (not
+    /// after a failed try until the log area is written); its uses (the 1st, 8th, 64th, ...
+    /// compared with a whole recovery); the homes it re-derives.
+    tracker: Option<recovery::kiln::Tracker>,
+    tracker_retry: bool,
+    tracked: u64,
+    retrack: Vec<(BlockId, Option<BlockId>)>,
     /// The overlay (see [`Sweep::plan`]): D's content under each redo write laid over `img`,
     /// in order, and per data block the overlay's first entry for it (valid when stamped
     /// `over_gen`).
@@ -392,6 +401,7 @@ impl<'a> Sweep<'a> {
     fn new(spec: &'a CrashSpec, rec: &'a Recorded, verifier: &'a Workload) -> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
         let geom = Geometry::of(&spec.run.cfg.startgap, &rec.layout);
+        let tracker_retry = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && geom.is_none();
         let logical_len = rec.layout.total_bytes() as usize;
         Sweep {
             spec,
@@ -414,6 +424,10 @@ impl<'a> Sweep<'a> {
             plan_gen: 0,
             last_plan: None,
             outside_written: true,
+            tracker: None,
+            tracker_retry,
+            tracked: 0,
+            retrack: Vec::new(),
             overlay: Vec::new(),
             over_at: vec![(0, 0); data_len / 64],
             over_gen: 1,
@@ -526,6 +540,16 @@ impl<'a> Sweep<'a> {
                 _ => self.set_img(b, data),
             },
         }
+        if let Some(tracker) = &mut self.tracker {
+            if !tracker.land(b, &self.img) {
+                self.tracker = None;
+                self.tracker_retry = true;
+            }
+        } else if self.rec.layout.log_block0().0 <= b.0
+            && b.0 < self.rec.layout.log_block0().0 + self.rec.layout.log_blocks()
+        {
+            self.tracker_retry = self.phys.is_none() && self.spec.run.protocol.log_format() == Some(LogFormat::Kiln);
+        }
     }
 
     /// Recover the durable image as it stands and judge the result (A(t) = `a`, I(t) = `i`).
@@ -534,14 +558,22 @@ impl<'a> Sweep<'a> {
         if let Err(e) = self.logical_view() {
             return self.violation("recovery-error", t, a, i, e);
         }
-        let plan = match self.plan() {
-            Ok(p) => p,
-            Err(e) => return self.violation("recovery-error", t, a, i, e),
+        // The recovery plan, or with the Kiln tracker the count of its redo writes (the plan
+        // itself is made only when the idempotence check below needs it).
+        let (plan, redo, writes) = match self.track() {
+            Some(redo) => (None, redo, redo + 2),
+            None => match self.plan() {
+                Ok(p) => {
+                    let redo = p.writes.iter().position(|(b, _)| !rec.layout.is_data(*b)).unwrap_or(p.writes.len());
+                    let n = p.writes.len();
+                    (Some(p), redo, n)
+                }
+                Err(e) => return self.violation("recovery-error", t, a, i, e),
+            },
         };
         // The data area of `img` holds the plan's redo writes (the overlay, see `plan`): judge
         // the recovered image as it stands.
-        let redo = plan.writes.iter().position(|(b, _)| !rec.layout.is_data(*b)).unwrap_or(plan.writes.len());
-        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t).below(plan.writes.len() as u64 + 1) as usize;
+        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t).below(writes as u64 + 1) as usize;
         let mut verdict = self.judge(a, i);
         // A prefix of redo writes alone leaves every block recovery reads as it was (when it
         // reads no data block, see `plan`), so recovering again makes the same plan and ends
@@ -551,17 +583,24 @@ impl<'a> Sweep<'a> {
             self.redo_prefixes += 1;
             !guard_due(self.redo_prefixes, 3)
         };
+        let mut plan = plan;
         if verdict.is_ok() && !decided {
+            let plan = plan.get_or_insert_with(|| {
+                recovery::recover(self.spec.run.protocol.log_format(), &rec.layout, &self.img)
+                    .expect("crash checker: the Kiln tracker follows an image recovery rejects")
+            });
             // Back to the durable image D, then D with the plan's first `cut` writes.
             self.overlay_off();
             let mut undo = Undo(std::mem::take(&mut self.plan_undo));
             undo.apply(&mut self.img, &plan.writes[..cut]);
-            verdict = self.idempotence(&plan, cut).map_err(|e| ("idempotence", e));
+            verdict = self.idempotence(plan, cut).map_err(|e| ("idempotence", e));
             undo.rollback(&mut self.img);
             self.plan_undo = undo.0;
-            self.overlay_on(&plan);
+            self.overlay_on(plan);
         }
-        self.last_plan = Some(plan);
+        if self.tracker.is_none() {
+            self.last_plan = plan;
+        }
         if let Err((kind, detail)) = verdict {
             self.violation(kind, t, a, i, detail);
         }
@@ -599,6 +638,9 @@ impl<'a> Sweep<'a> {
         match plan {
             Ok(plan) => {
                 self.overlay_on(&plan);
+                if std::mem::take(&mut self.tracker_retry) {
+                    self.tracker = recovery::kiln::Tracker::new(&self.rec.layout, &self.img);
+                }
                 Ok(plan)
             }
             Err(e) => {
@@ -619,10 +661,80 @@ impl<'a> Sweep<'a> {
             let i = b.0 as usize;
             if self.over_at[i].0 != self.over_gen {
                 self.over_at[i] = (self.over_gen, self.overlay.len() as u32);
+                self.overlay.push((*b, self.img[b.range()].try_into().unwrap()));
             }
-            self.overlay.push((*b, self.img[b.range()].try_into().unwrap()));
             self.set_img(*b, d);
         }
+    }
+
+    /// The Kiln tracker in use for this point: lay the homes whose outcome changed since the
+    /// last point over the data area (or take them away), and return the plan's redo count.
+    fn track(&mut self) -> Option<usize> {
+        let tracker = self.tracker.as_mut()?;
+        let mut retrack = std::mem::take(&mut self.retrack);
+        tracker.take_dirty(|home, from| retrack.push((home, from)));
+        let redo = tracker.redo_writes();
+        for &(home, from) in &retrack {
+            let data = from.map(|f| <BlockData>::try_from(&self.img[f.range()]).unwrap());
+            self.overlay_set(home, data);
+        }
+        retrack.clear();
+        self.retrack = retrack;
+        self.tracked += 1;
+        if guard_due(self.tracked, 3) {
+            self.check_tracker(redo);
+        }
+        Some(redo)
+    }
+
+    /// Lay `data` over block `b` of the data area (`None`: take the overlay away from `b`).
+    fn overlay_set(&mut self, b: BlockId, data: Option<BlockData>) {
+        let i = b.0 as usize;
+        let under = (self.over_at[i].0 == self.over_gen).then_some(self.over_at[i].1 as usize);
+        match (under, data) {
+            (Some(_), Some(d)) => self.set_img(b, &d),
+            (None, Some(d)) => {
+                self.over_at[i] = (self.over_gen, self.overlay.len() as u32);
+                self.overlay.push((b, self.img[b.range()].try_into().unwrap()));
+                self.set_img(b, &d);
+            }
+            (Some(at), None) => {
+                let (_, d) = self.overlay.swap_remove(at);
+                self.over_at[i] = (0, 0);
+                if let Some(&(moved, _)) = self.overlay.get(at) {
+                    self.over_at[moved.0 as usize].1 = at as u32;
+                }
+                self.set_img(b, &d);
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// The guard of the Kiln tracker: a whole recovery of the durable image makes as many redo
+    /// writes, and its last write to each block is what the overlay holds there.
+    fn check_tracker(&mut self, redo: usize) {
+        let layout = &self.rec.layout;
+        let full = recovery::recover(self.spec.run.protocol.log_format(), layout, &self.img)
+            .expect("crash checker: the Kiln tracker follows an image recovery rejects");
+        let n = full.writes.iter().position(|(b, _)| !layout.is_data(*b)).unwrap_or(full.writes.len());
+        assert_eq!(n, redo, "crash checker: the Kiln tracker's count of redo writes");
+        self.plan_gen = self.plan_gen.wrapping_add(1);
+        if self.plan_gen == 0 {
+            self.plan_last.fill((0, 0));
+            self.plan_gen = 1;
+        }
+        for (j, (b, _)) in full.writes[..n].iter().enumerate() {
+            self.plan_last[b.0 as usize] = (self.plan_gen, j as u32);
+        }
+        let mut distinct = 0;
+        for (j, (b, d)) in full.writes[..n].iter().enumerate() {
+            if self.plan_last[b.0 as usize].1 == j as u32 {
+                distinct += 1;
+                let laid = self.over_at[b.0 as usize].0 == self.over_gen;
+                assert!(laid && same_block(&self.img[b.range()], d), "crash checker: the Kiln tracker's block {}", b.0);
+            }
+        }
+        assert_eq!(distinct, self.overlay.len(), "crash checker: the Kiln tracker lays blocks recovery does not write");
     }
 
     /// Take the overlay away: `img` is the durable image again.
@@ -906,12 +1018,18 @@ impl<'a> Sweep<'a> {
 
     /// For the report: which S_k the recovered image is closest to, and where it differs.
     fn closest(&mut self, _t: Cycle, a: u64, i: u64) -> (u64, Option<u64>, u64) {
-        let overlaid = self.last_plan.take();
+        let overlaid = match self.tracker.is_some() {
+            // The tracker's overlay is the whole recovery's outcome (`check_tracker`).
+            true => recovery::recover(self.spec.run.protocol.log_format(), &self.rec.layout, &self.img).ok(),
+            false => self.last_plan.take(),
+        };
         self.overlay_off();
         let found = self.closest_from_durable(a, i);
         if let Some(plan) = overlaid {
             self.overlay_on(&plan);
-            self.last_plan = Some(plan);
+            if self.tracker.is_none() {
+                self.last_plan = Some(plan);
+            }
         }
         found
     }

@@ -80,6 +80,195 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     Ok(plan)
 }
 
+/// Kiln's recovery kept up to date block by block, for the crash checker (`Sweep::plan` in
+/// `src/crash/sweep.rs`): between two crash points a few hundred NV-LLC blocks land, while
+/// [`recover`] reads every slot and writes every committed line home (thousands of blocks), so
+/// the checker keeps the per-home outcome of [`recover`] here and re-derives only the homes a
+/// landed block affects. It follows images without fallback-log entries only (the usual case:
+/// the fallback log is written when a transaction overflows its LLC set); a write to the log
+/// area, a register that does not decode or whose `applied` changes, or a `committed` that
+/// falls drops it ([`Tracker::land`] returns false), and the checker recovers whole. The
+/// checker compares it with [`recover`] on the 1st, 8th, 64th, ... use.
+///
+/// What it keeps is what [`recover`] derives: per slot its decoded tag, per home the slots
+/// whose tag names it (a list through `next`), the slots whose transaction the register does
+/// not cover yet (`pending`), and how many candidates the plan writes home (`admitted`). The
+/// plan writes a home the data of its last candidate in (seq, slot) order.
+pub struct Tracker {
+    nv0: u64,
+    log: std::ops::Range<u64>,
+    data_blocks: u64,
+    committed: u64,
+    applied: u64,
+    tags: Vec<Option<(u64, u64)>>,
+    /// Per home: its first candidate slot + 1 (0: none); per slot: the next of the same home.
+    first: Vec<u32>,
+    next: Vec<u32>,
+    pending: Vec<u32>,
+    is_pending: Vec<bool>,
+    admitted: usize,
+    dirty: Vec<u32>,
+    is_dirty: Vec<bool>,
+}
+
+impl Tracker {
+    /// Take a durable image whose [`recover`] succeeded; `None` when its fallback log holds an
+    /// entry (a candidate, or one the register may admit later).
+    pub fn new(layout: &Layout, image: &[u8]) -> Option<Tracker> {
+        let nv0 = layout.nvllc_block0();
+        let reg = Register::decode(&image[nv0.range()])?;
+        let log0 = layout.log_block0();
+        let head = LogHead::decode(&image[log0.range()])?;
+        let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
+        if valid_groups(image, log0.0, groups, head.start).next().is_some() {
+            return None;
+        }
+        let slots = ((layout.nvllc_bytes / 64).saturating_sub(1) / 2) as usize;
+        let data_blocks = layout.data_bytes / 64;
+        let mut t = Tracker {
+            nv0: nv0.0,
+            log: log0.0..log0.0 + layout.log_blocks(),
+            data_blocks,
+            committed: reg.committed,
+            applied: reg.applied,
+            tags: vec![None; slots],
+            first: vec![0; data_blocks as usize],
+            next: vec![0; slots],
+            pending: Vec::new(),
+            is_pending: vec![false; slots],
+            admitted: 0,
+            dirty: Vec::new(),
+            is_dirty: vec![false; data_blocks as usize],
+        };
+        for s in 0..slots {
+            t.set_tag(s, nvllc::decode_tag(&image[BlockId(nv0.0 + nvllc::tag_block(s)).range()]));
+        }
+        t.take_dirty(|_, _| {});
+        Some(t)
+    }
+
+    fn wanted(&self, seq: u64) -> bool {
+        self.applied < seq && seq <= self.committed
+    }
+
+    fn mark(&mut self, home: u64) {
+        if !std::mem::replace(&mut self.is_dirty[home as usize], true) {
+            self.dirty.push(home as u32);
+        }
+    }
+
+    /// Slot `s`'s tag is now `tag`.
+    fn set_tag(&mut self, s: usize, tag: Option<(u64, u64)>) {
+        let old = std::mem::replace(&mut self.tags[s], tag);
+        if old == tag {
+            return;
+        }
+        if let Some((home, seq)) = old.filter(|&(h, _)| h < self.data_blocks) {
+            let after = self.next[s];
+            if self.first[home as usize] == s as u32 + 1 {
+                self.first[home as usize] = after;
+            } else {
+                let mut at = self.first[home as usize] as usize - 1;
+                while self.next[at] != s as u32 + 1 {
+                    at = self.next[at] as usize - 1;
+                }
+                self.next[at] = after;
+            }
+            if self.wanted(seq) {
+                self.admitted -= 1;
+                self.mark(home);
+            }
+        }
+        if let Some((home, seq)) = tag.filter(|&(h, _)| h < self.data_blocks) {
+            self.next[s] = self.first[home as usize];
+            self.first[home as usize] = s as u32 + 1;
+            if self.wanted(seq) {
+                self.admitted += 1;
+                self.mark(home);
+            } else if seq > self.committed && !std::mem::replace(&mut self.is_pending[s], true) {
+                self.pending.push(s as u32);
+            }
+        }
+    }
+
+    /// Block `b` of `image` was written (its new content is in `image`). False: the tracker
+    /// cannot follow this image (see [`Tracker`]); drop it.
+    pub fn land(&mut self, b: BlockId, image: &[u8]) -> bool {
+        if self.log.contains(&b.0) {
+            return false;
+        }
+        let Some(off) = b.0.checked_sub(self.nv0) else { return true }; // the data area
+        if off == 0 {
+            let Some(reg) = Register::decode(&image[b.range()]) else { return false };
+            if reg.applied != self.applied
+                || reg.committed < self.committed
+                || reg.committed.checked_add(1 << 32).is_none()
+            {
+                return false;
+            }
+            if reg.committed > self.committed {
+                let before = std::mem::replace(&mut self.committed, reg.committed);
+                let mut pending = std::mem::take(&mut self.pending);
+                pending.retain(|&s| {
+                    let keep = match self.tags[s as usize] {
+                        Some((_, seq)) if seq > self.committed => true,
+                        // Admitted now unless it was already (its tag changed since it
+                        // was queued).
+                        Some((home, seq)) => {
+                            if home < self.data_blocks && seq > before && self.wanted(seq) {
+                                self.admitted += 1;
+                                self.mark(home);
+                            }
+                            false
+                        }
+                        None => false,
+                    };
+                    self.is_pending[s as usize] = keep;
+                    keep
+                });
+                self.pending = pending;
+            }
+            return true;
+        }
+        let s = ((off - 1) / 2) as usize;
+        if s >= self.tags.len() {
+            return true;
+        }
+        if off % 2 == 1 {
+            self.set_tag(s, nvllc::decode_tag(&image[b.range()]));
+        } else if let Some((home, seq)) = self.tags[s] {
+            if home < self.data_blocks && self.wanted(seq) {
+                self.mark(home);
+            }
+        }
+        true
+    }
+
+    /// The data writes of the plan [`recover`] would make now (its redo writes).
+    pub fn redo_writes(&self) -> usize {
+        self.admitted
+    }
+
+    /// Each home whose outcome may have changed since the last call, with the block whose
+    /// data the plan writes to it last (`None`: the plan does not write it).
+    pub fn take_dirty(&mut self, mut f: impl FnMut(BlockId, Option<BlockId>)) {
+        for home in std::mem::take(&mut self.dirty) {
+            self.is_dirty[home as usize] = false;
+            let mut best: Option<(u64, usize)> = None;
+            let mut at = self.first[home as usize];
+            while at != 0 {
+                let s = at as usize - 1;
+                let (_, seq) = self.tags[s].expect("a listed slot has a tag");
+                if self.wanted(seq) && best.is_none_or(|b| (seq, s) > b) {
+                    best = Some((seq, s));
+                }
+                at = self.next[s];
+            }
+            f(BlockId(home as u64), best.map(|(_, s)| BlockId(self.nv0 + nvllc::data_block(s))));
+        }
+    }
+}
+
 /// Sort candidates by (seq, kind, position), the order they are written home in. They were
 /// pushed log blocks first, then lines, each in position order, so a stable sort by `seq` alone
 /// gives that order: a counting sort over the register's window `seqs` when it is not much
@@ -110,7 +299,73 @@ fn sort_candidates<T: Copy>(cands: &mut Vec<(u64, u8, u64, u64, T)>, seqs: std::
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::rng::Rng;
+    use crate::types::BlockData;
+
+    /// The outcome the tracker keeps, laid over a data area, against [`recover`]'s plan
+    /// applied to it: after every one of a random sequence of writes to tags (of few homes, so
+    /// that homes have several candidates, some out of range), line data, the register
+    /// (`committed` growing by jumps, so that queued slots are admitted) and rewritten tags of
+    /// queued slots. Also: a log-area write or a changed `applied` drops the tracker.
+    #[test]
+    fn the_tracker_keeps_what_recovery_writes_home() {
+        let slots = 40;
+        let layout = Layout::new(64 * 64, 64 * (1 + 8 * 4)).with_nvllc(nvllc::bytes(slots));
+        let nv0 = layout.nvllc_block0().0;
+        for seed in 0..20 {
+            let mut rng = Rng::new(seed);
+            let mut image = vec![0u8; layout.total_bytes() as usize];
+            let head = LogHead { format: LogFormat::Kiln, start: 0, start_seq: 1 };
+            image[layout.log_block0().range()].copy_from_slice(&head.encode());
+            let mut committed = 0;
+            let write = |image: &mut Vec<u8>, b: u64, d: BlockData| image[BlockId(b).range()].copy_from_slice(&d);
+            write(&mut image, nv0, Register { committed, applied: 0 }.encode());
+            let mut t = Tracker::new(&layout, &image).expect("no fallback-log entries");
+            let mut laid = vec![None; 64];
+            for step in 0..400 {
+                let b = match rng.below(10) {
+                    0..=4 => {
+                        let s = rng.below(slots as u64) as usize;
+                        let tag = rng.chance(0.85).then(|| (rng.below(70), committed + rng.below(12)));
+                        write(&mut image, nv0 + nvllc::tag_block(s), nvllc::encode_tag(tag));
+                        nv0 + nvllc::tag_block(s)
+                    }
+                    5..=7 => {
+                        let s = rng.below(slots as u64) as usize;
+                        let mut d = [0u8; 64];
+                        d[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+                        write(&mut image, nv0 + nvllc::data_block(s), d);
+                        nv0 + nvllc::data_block(s)
+                    }
+                    _ => {
+                        committed += rng.below(6);
+                        write(&mut image, nv0, Register { committed, applied: 0 }.encode());
+                        nv0
+                    }
+                };
+                assert!(t.land(BlockId(b), &image), "seed {seed} step {step}");
+                t.take_dirty(|home, from| laid[home.0 as usize] = from.map(|f| read_block(&image, f)));
+                let plan = recover(&layout, &image).unwrap();
+                let redo = plan.writes.len() - 2;
+                assert_eq!(t.redo_writes(), redo, "seed {seed} step {step}: redo writes");
+                let mut want = vec![None; 64];
+                for (h, d) in &plan.writes[..redo] {
+                    want[h.0 as usize] = Some(*d);
+                }
+                assert_eq!(laid, want, "seed {seed} step {step}: the homes' last writes");
+            }
+            assert!(!t.land(layout.log_block0(), &image), "a log-area write drops it");
+            write(&mut image, nv0, Register { committed, applied: 1 }.encode());
+            let mut t = Tracker::new(&layout, &{
+                let mut i = image.clone();
+                write(&mut i, nv0, Register { committed, applied: 0 }.encode());
+                i
+            })
+            .unwrap();
+            assert!(!t.land(BlockId(nv0), &image), "a changed `applied` drops it");
+        }
+    }
 
     /// The counting sort gives the order of a sort by the whole key, for candidates pushed as
     /// recovery pushes them (log blocks, then lines, positions increasing), in a narrow window
