@@ -357,6 +357,21 @@ impl SlabLists {
         (self.slab.contains(Addr(at)) && (slot as u64) < self.bump).then_some(slot)
     }
 
+    /// Host cache hint: start loading what walking the slot at byte address `at` touches (its
+    /// bytes in `data` and its per-slot state here). No effect on results.
+    #[inline]
+    pub fn prefetch_slot(&self, data: &[u8], at: u64) {
+        if let Some(slot) = self.handed_out(at) {
+            if let Some(x) = data.get(at as usize) {
+                crate::hostmem::prefetch(x);
+            }
+            crate::hostmem::prefetch(&self.claims[slot]);
+            crate::hostmem::prefetch(&self.owner[slot]);
+            crate::hostmem::prefetch(&self.mark[slot]);
+            crate::hostmem::prefetch(&self.free.on[slot]);
+        }
+    }
+
     /// Bring the free list up to `data` (`old`: the blocks changed; `None`: walk it whole),
     /// keeping `overlap` (slots both reached and free).
     fn walk_free(&mut self, data: &[u8], old: Option<&[(usize, BlockData)]>) {
@@ -374,6 +389,17 @@ impl SlabLists {
 
     /// Start walking root `r` again: forget what its last walk reached.
     pub fn begin(&mut self, r: u32) {
+        self.release(r);
+        self.walk.clear();
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.mark.fill(0);
+            self.stamp = 1;
+        }
+    }
+
+    /// Forget the slots root `r`'s last walk reached (their claims).
+    fn release(&mut self, r: u32) {
         for i in self.slots.forget(r as usize) {
             let slot = self.slots.at(i) as usize;
             self.claims[slot] -= 1;
@@ -390,12 +416,6 @@ impl SlabLists {
                 }
             }
             self.reached -= 1;
-        }
-        self.walk.clear();
-        self.stamp = self.stamp.wrapping_add(1);
-        if self.stamp == 0 {
-            self.mark.fill(0);
-            self.stamp = 1;
         }
     }
 
@@ -506,7 +526,14 @@ impl SlabLists {
             self.bad_list.sort_unstable();
             self.bad_list.dedup();
         }
-        Rewalk::Roots(std::mem::take(&mut self.todo))
+        // Every queued root lets go of its slots before any is walked again: a slot that moved
+        // from one list to another is then claimed once, whichever list is walked first (else
+        // it would look reached twice in between, and finding its other list is a search).
+        let todo = std::mem::take(&mut self.todo);
+        for &r in &todo {
+            self.release(r);
+        }
+        Rewalk::Roots(todo)
     }
 }
 
