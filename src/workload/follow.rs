@@ -45,6 +45,15 @@ impl<T: Copy> Spans<T> {
         self.live = 0;
     }
 
+    /// Host cache hint: start loading root `r`'s list. No effect on results.
+    #[inline]
+    pub fn prefetch(&self, r: usize) {
+        crate::hostmem::prefetch(&self.span[r]);
+        if let Some(x) = self.items.get(self.span[r].0 as usize) {
+            crate::hostmem::prefetch(x);
+        }
+    }
+
     pub fn get(&self, r: usize) -> &[T] {
         let (start, len) = self.span[r];
         &self.items[start as usize..(start + len) as usize]

@@ -584,6 +584,16 @@ impl SdgFollow {
             && self.listed / 2 == rd64(data, EDGES_AT)
     }
 
+    /// Host cache hint: start loading what walking vertex `v` touches first (its first chunk,
+    /// that chunk's per-slot state, its neighbour list). No effect on results.
+    fn prefetch(&self, data: &[u8], v: u32) {
+        if (v as u64) < self.lists.roots {
+            let head = rd64(data, vertex_addr(v).0 + HEAD);
+            self.lists.prefetch_slot(data, head);
+            self.adj.prefetch(v as usize);
+        }
+    }
+
     /// Walk `adj(v)` again, as [`Sdg::check_vertex`] and [`Sdg::check_ids`] do.
     fn rewalk(&mut self, data: &[u8], v: u32) {
         let va = vertex_addr(v).0;
@@ -696,6 +706,7 @@ impl Follow for SdgFollow {
         // be a random look-up), then the count from the transpose in one sequential pass.
         self.bulk = true;
         for v in 0..self.lists.roots as u32 {
+            self.prefetch(data, v + 8);
             self.rewalk(data, v);
         }
         self.bulk = false;
@@ -707,7 +718,17 @@ impl Follow for SdgFollow {
         match self.lists.changed(data, old) {
             Rewalk::Reset => self.reset(data),
             Rewalk::Roots(todo) => {
-                for v in todo {
+                // The vertices' entries first, then (8 vertices ahead of the walk) their first
+                // chunk and lists, so that the walks' cache misses overlap.
+                for &v in &todo {
+                    if let Some(x) = data.get(vertex_addr(v).0 as usize) {
+                        crate::hostmem::prefetch(x);
+                    }
+                }
+                for (i, &v) in todo.iter().enumerate() {
+                    if let Some(&ahead) = todo.get(i + 8) {
+                        self.prefetch(data, ahead);
+                    }
                     self.rewalk(data, v);
                 }
                 self.sound(data)
