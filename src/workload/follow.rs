@@ -156,6 +156,16 @@ impl<S: Copy> Subtrees<S> {
 
     /// `parent` (slot + 1, 0 for the root pointer) reads the node at `slot`: if another node
     /// read it last, that node's summary (and those above) may no longer hold.
+    /// Host cache hint: start loading node `slot`'s summary and parent link. No effect on
+    /// results.
+    #[inline]
+    pub fn prefetch(&self, slot: usize) {
+        if let (Some(s), Some(u)) = (self.sums.get(slot), self.up.get(slot)) {
+            crate::hostmem::prefetch(s);
+            crate::hostmem::prefetch(u);
+        }
+    }
+
     pub fn adopt(&mut self, slot: usize, parent: u32) {
         if self.up[slot] != parent {
             if self.up[slot] != 0 {

@@ -601,6 +601,17 @@ impl RbFollow {
         let node = self.tree.node_at(data, n, u64::MAX).expect("a handed-out node");
         let mut ok = node.key < self.tree.cfg.key_space && node.colour <= RED && !self.free.on[slot];
         let red = node.colour == RED;
+        // Both children's loads start before the left subtree is walked (the right child's
+        // then overlap it). No effect on results.
+        for child in [node.left, node.right] {
+            if child >= NODES_AT && child < self.tree.data_bytes() {
+                crate::hostmem::prefetch(&data[child as usize]);
+                self.subtrees.prefetch(Self::slot(child));
+                if let Some(on) = self.free.on.get(Self::slot(child)) {
+                    crate::hostmem::prefetch(on);
+                }
+            }
+        }
         let mut kids = [None; 2];
         for (i, child) in [node.left, node.right].into_iter().enumerate() {
             if child == 0 || !ok {
