@@ -83,11 +83,14 @@
 //!
 //! # Verifier
 //!
-//! [`Sqlite::verify`] opens a copy of the data area read-only through the same VFS and checks:
+//! [`Sqlite::verify`] opens the data area read-only through the same VFS (a back end that reads
+//! the borrowed slice in place) and checks:
 //! the size header is a whole number of pages within the region; the page size is the
 //! configured one; `PRAGMA integrity_check` answers `ok` (b-tree structure, freelist, every
 //! index entry matches its row); `test` holds between `rows` and `file size / 116` rows. The
-//! content itself is compared with the oracle byte for byte by the crash checker.
+//! content itself is compared with the oracle byte for byte by the crash checker. Its
+//! incremental form for the crash checker, which reads SQLite's file format directly, is
+//! [`SqliteFollow`] (`sqlite/follow.rs`).
 
 mod follow;
 
