@@ -382,7 +382,8 @@ fn parse_page(pg: &[u8], kids: &mut Vec<(u32, u128)>, ranges: &mut Vec<(u32, u32
 /// `test` and of its index, if page 1 is a leaf holding exactly those two objects.
 fn schema_roots(p1: &[u8]) -> Option<(u32, u32)> {
     let hdr = 100;
-    if p1[hdr] != TABLE_LEAF || be16(p1, hdr + 3) != 2 {
+    // No reserved bytes at the end of a page: the usable size is the page size.
+    if p1[20] != 0 || p1[hdr] != TABLE_LEAF || be16(p1, hdr + 3) != 2 {
         return None;
     }
     let mut table = None;
@@ -474,17 +475,19 @@ impl SqliteFollow {
         let mut trunk = be32(p1, 32) as usize;
         let max_leaves = (self.page / 4 - 2) as u32;
         while trunk != 0 {
-            if trunk > self.cap || free.trunks.len() > self.cap {
+            // A list longer than the capacity has a cycle.
+            if trunk > self.cap || free.pages > self.cap as u64 {
                 free.ok = false;
                 break;
             }
+            // Listed before its checks: a change to it walks the list again.
+            free.trunks.push(trunk as u32);
             let pg = self.page_bytes(data, trunk);
             let n = be32(pg, 4);
             if n > max_leaves {
                 free.ok = false;
                 break;
             }
-            free.trunks.push(trunk as u32);
             free.pages += 1 + u64::from(n);
             free.phash = free.phash.wrapping_add(page_hash(trunk as u64));
             for i in 0..n as usize {
@@ -983,23 +986,33 @@ mod tests {
     /// reset.
     #[test]
     fn a_sound_run_is_followed_without_the_whole_verifier() {
-        let cfg = small(SqliteMode::Overwrite);
-        let mut w = Sqlite::new(&cfg);
-        let mut data = vec![0u8; w.data_bytes() as usize];
-        w.populate(&mut data);
-        let mut f = w.follower();
-        assert!(f.reset(&data));
-        let mut pm = Native::new(data);
-        let mut rng = Rng::new(7);
-        let mut prev = pm.mem.clone();
-        for t in 0..200 {
-            w.run_tx(&mut pm, &mut rng, t % 5 == 2);
-            if t % 3 == 0 {
-                continue;
+        for (mode, freelist) in [
+            (SqliteMode::Overwrite, false),
+            (SqliteMode::Fillrandom, false),
+            (SqliteMode::Fillseq, false),
+            (SqliteMode::Overwrite, true),
+        ] {
+            let cfg = small(mode);
+            let mut w = Sqlite::new(&cfg);
+            let mut data = vec![0u8; w.data_bytes() as usize];
+            w.populate(&mut data);
+            if freelist {
+                data = with_freelist(&w, data);
             }
-            assert!(f.changed(&pm.mem, &diff(&prev, &pm.mem)), "tx {t}");
-            prev = pm.mem.clone();
+            let mut f = w.follower();
+            assert!(f.reset(&data));
+            let mut pm = Native::new(data);
+            let mut rng = Rng::new(7);
+            let mut prev = pm.mem.clone();
+            for t in 0..150 {
+                w.run_tx(&mut pm, &mut rng, t % 5 == 2);
+                if t % 3 == 0 {
+                    continue;
+                }
+                assert!(f.changed(&pm.mem, &diff(&prev, &pm.mem)), "{mode:?} tx {t}");
+                prev = pm.mem.clone();
+            }
+            assert_eq!(f.wholes, 1, "{mode:?} (freelist {freelist}): the whole verifier ran beyond the reset");
         }
-        assert_eq!(f.wholes, 1, "the whole verifier ran beyond the reset");
     }
 }
