@@ -1150,4 +1150,51 @@ mod tests {
             assert_eq!(r.violations_by_kind.get("structure"), Some(&r.violations), "{workload:?}: {r:?}");
         }
     }
+
+    /// The same for the SQLite workload, through its follower: a key byte of a row on a table
+    /// leaf no transaction writes, in the initial image, so that the index no longer matches
+    /// the table in any S_k (integrity_check: "row missing from index"). Every crash point is a
+    /// `structure` violation; without the damage, none.
+    #[test]
+    fn a_structural_defect_in_the_sqlite_database_is_caught_at_every_point() {
+        let mut cfg = Config::default();
+        cfg.workload.sqlite.rows = 2000;
+        cfg.workload.sqlite.file_capacity_bytes = 1 << 20;
+        let run = RunSpec {
+            cfg,
+            workload: WorkloadKind::Sqlite,
+            protocol: ProtocolKind::HWal,
+            txs: 150,
+            warmup_txs: 0,
+            seed: 3,
+            abort_rate: 0.1,
+            bug: None,
+            record: true,
+        };
+        let mut spec = CrashSpec::new(run.clone(), 60);
+        spec.threads = 2;
+        let mut rec = execute(&run).unwrap().recorded.unwrap();
+        assert_eq!(check_recorded(&spec, &run, &rec).violations, 0, "sound run");
+        let free = untouched(&rec);
+        let d = &mut rec.initial;
+        let size = rd(d, 0);
+        // A table leaf (page type 0x0D) none of whose blocks a transaction writes.
+        let page = |p: u64| 64 + (p - 1) * 1024;
+        let leaf = (2..=size / 1024)
+            .find(|&p| d[page(p) as usize] == 0x0D && (page(p)..page(p) + 1024).step_by(64).all(&free))
+            .expect("an untouched table leaf");
+        // Its first cell: payload size (1 byte: 120), rowid (varint), record header (4 bytes),
+        // then the key.
+        let at = page(leaf) as usize;
+        let mut c = u16::from_be_bytes([d[at + 8], d[at + 9]]) as usize + at + 1;
+        while d[c] >= 0x80 {
+            c += 1;
+        }
+        d[c + 1 + 4 + 15] ^= 1;
+        let r = check_recorded(&spec, &run, &rec);
+        assert_eq!(r.violations, r.crash_points, "every point");
+        assert_eq!(r.violations_by_kind.get("structure"), Some(&r.violations), "{r:?}");
+        let detail = r.first_violation.map(|v| v.detail).unwrap_or_default();
+        assert!(detail.contains("index"), "{detail}");
+    }
 }

@@ -177,6 +177,7 @@ impl Workload {
             Workload::Hash(w) => Some(Box::new(w.follower())),
             Workload::RbTree(w) => Some(Box::new(w.follower())),
             Workload::BTree(w) => Some(Box::new(w.follower())),
+            Workload::Sqlite(w) => Some(Box::new(w.follower())),
             _ => None,
         }
     }

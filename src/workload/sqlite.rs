@@ -83,11 +83,18 @@
 //!
 //! # Verifier
 //!
-//! [`Sqlite::verify`] opens a copy of the data area read-only through the same VFS and checks:
+//! [`Sqlite::verify`] opens the data area read-only through the same VFS (a back end that reads
+//! the borrowed slice in place) and checks:
 //! the size header is a whole number of pages within the region; the page size is the
 //! configured one; `PRAGMA integrity_check` answers `ok` (b-tree structure, freelist, every
 //! index entry matches its row); `test` holds between `rows` and `file size / 116` rows. The
-//! content itself is compared with the oracle byte for byte by the crash checker.
+//! content itself is compared with the oracle byte for byte by the crash checker. Its
+//! incremental form for the crash checker, which reads SQLite's file format directly, is
+//! [`SqliteFollow`] (`sqlite/follow.rs`).
+
+mod follow;
+
+pub use follow::SqliteFollow;
 
 use super::native::Native;
 use super::Pm;
@@ -308,9 +315,30 @@ impl Sqlite {
                 region.capacity_bytes
             ));
         }
-        // Reads stop at the file size, so the copy needs no bytes past it.
-        let mut pm = Native::new(data[..(region.file_start() + size) as usize].to_vec());
+        // Reads stop at the file size; the connection is read-only: SQLite reads the borrowed
+        // area in place (no copy).
+        let mut pm = Image(&data[..(region.file_start() + size) as usize]);
         with_pm(&mut pm, || check_database(region, page, self.cfg.rows, size)).map_err(|e| one_line(&e))
+    }
+}
+
+/// A read-only back end over a borrowed data area, for the verifier's read-only connection.
+struct Image<'a>(&'a [u8]);
+
+impl Pm for Image<'_> {
+    fn begin(&mut self) {}
+    fn commit(&mut self) {}
+    fn abort(&mut self) {}
+    fn load(&mut self, addr: crate::types::Addr, buf: &mut [u8]) {
+        let a = addr.0 as usize;
+        buf.copy_from_slice(&self.0[a..a + buf.len()]);
+    }
+    fn store(&mut self, _: crate::types::Addr, _: &[u8]) {
+        panic!("sqlite verifier: a store through the read-only connection");
+    }
+    fn compute(&mut self, _: u64) {}
+    fn last_durable_tx(&self) -> u64 {
+        0
     }
 }
 
