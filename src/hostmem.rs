@@ -53,6 +53,37 @@ pub fn prefetch<T>(x: &T) {
     let _ = x;
 }
 
+/// Which 4 KiB pages of a byte array hold a non-zero byte. A copy of a mostly-zero array
+/// ([`Sparse::copy`]) writes only those; the others stay fresh memory, which reads as zero
+/// and which the kernel provides at the first write, if there is one (the crash checker's
+/// workers copy images whose log area is mostly zero). Contents are those of [`copy_of`].
+pub struct Sparse {
+    pages: Vec<u32>,
+}
+
+const PAGE: usize = 4096;
+
+impl Sparse {
+    pub fn of(src: &[u8]) -> Sparse {
+        let zero = |p: &[u8]| p.chunks(64).all(|b| b.iter().fold(0u8, |a, &x| a | x) == 0);
+        let pages = src.chunks(PAGE).enumerate().filter(|(_, p)| !zero(p)).map(|(i, _)| i as u32).collect();
+        Sparse { pages }
+    }
+
+    /// A copy of `src` (the array this was made of, or its first bytes).
+    pub fn copy(&self, src: &[u8]) -> Vec<u8> {
+        let mut v = zeroed::<u8>(src.len());
+        for &p in &self.pages {
+            let r = p as usize * PAGE..((p as usize + 1) * PAGE).min(src.len());
+            if r.start >= src.len() {
+                break;
+            }
+            v[r.clone()].copy_from_slice(&src[r]);
+        }
+        v
+    }
+}
+
 const HUGE: usize = 2 << 20;
 
 #[cfg(target_os = "linux")]
@@ -81,5 +112,20 @@ mod tests {
         assert!(c.len() == (5 << 20) + 3 && c.iter().all(|&x| x == 0));
         let src: Vec<u8> = (0..(3 << 20)).map(|i| (i * 7) as u8).collect();
         assert_eq!(super::copy_of(&src), src);
+    }
+
+    /// A sparse copy equals the array, whole or a prefix, with non-zero bytes at the first and
+    /// last byte of pages, in a last partial page, and pages of zeros between.
+    #[test]
+    fn sparse_copies_are_exact() {
+        let mut src = vec![0u8; (5 << 20) + 100];
+        for (i, at) in [0usize, 4095, 4096 * 7, 4096 * 9 - 1, 3 << 20, (5 << 20) + 99].into_iter().enumerate() {
+            src[at] = i as u8 + 1;
+        }
+        let sparse = super::Sparse::of(&src);
+        assert_eq!(sparse.pages, [0, 7, 8, 768, 1280]);
+        assert!(sparse.copy(&src) == src);
+        assert!(sparse.copy(&src[..(3 << 20) + 1]) == src[..(3 << 20) + 1]);
+        assert!(sparse.copy(&src[..4096 * 8]) == src[..4096 * 8]);
     }
 }

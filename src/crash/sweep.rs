@@ -1,7 +1,7 @@
 //! The sweep over crash points; see the module documentation of [`crate::crash`].
 
 use super::torn;
-use crate::hostmem::copy_of;
+use crate::hostmem::{copy_of, Sparse};
 use crate::log::head::LogFormat;
 use crate::recovery::{self, Plan};
 use crate::rng::Rng;
@@ -252,6 +252,7 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
     let done = AtomicU64::new(0);
     let found = AtomicU64::new(0);
     let bar = spec.progress.then(|| progress_bar(spec, points.len() as u64)).flatten();
+    let sparse = &Sparse::of(&rec.initial);
     std::thread::scope(|s| {
         let workers: Vec<_> = points
             .chunks(chunk)
@@ -259,7 +260,7 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
                 let (done, found) = (&done, &found);
                 s.spawn(move || {
                     let verifier = spec.run.workload.build(&spec.run.cfg.workload);
-                    let mut sweep = Sweep::new(spec, rec, &verifier);
+                    let mut sweep = Sweep::new(spec, rec, &verifier, sparse);
                     for &t in pts {
                         sweep.check_point(t);
                         done.fetch_add(1, Ordering::Relaxed);
@@ -398,7 +399,8 @@ struct Sweep<'a> {
 }
 
 impl<'a> Sweep<'a> {
-    fn new(spec: &'a CrashSpec, rec: &'a Recorded, verifier: &'a Workload) -> Sweep<'a> {
+    /// `sparse`: the non-zero pages of `rec.initial` (workers copy only those).
+    fn new(spec: &'a CrashSpec, rec: &'a Recorded, verifier: &'a Workload, sparse: &Sparse) -> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
         let geom = Geometry::of(&spec.run.cfg.startgap, &rec.layout);
         let tracker_retry = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && geom.is_none();
@@ -407,14 +409,14 @@ impl<'a> Sweep<'a> {
             spec,
             rec,
             verifier,
-            img: copy_of(&rec.initial[..logical_len]),
-            phys: geom.map(|g| (g, copy_of(&rec.initial))),
+            img: sparse.copy(&rec.initial[..logical_len]),
+            phys: geom.map(|g| (g, sparse.copy(&rec.initial))),
             log_stale: geom.is_some(),
             view_regs: None,
             log_written: Vec::new(),
             rebuilds: 0,
             next_write: 0,
-            oracle: copy_of(&rec.initial[..data_len]),
+            oracle: sparse.copy(&rec.initial[..data_len]),
             oracle_k: 0,
             data_len,
             differs: vec![false; data_len / 64],
