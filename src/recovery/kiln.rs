@@ -84,16 +84,17 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
 /// `src/crash/sweep.rs`): between two crash points a few hundred NV-LLC blocks land, while
 /// [`recover`] reads every slot and writes every committed line home (thousands of blocks), so
 /// the checker keeps the per-home outcome of [`recover`] here and re-derives only the homes a
-/// landed block affects. It follows images without fallback-log entries only (the usual case:
-/// the fallback log is written when a transaction overflows its LLC set); a write to the log
-/// area, a register that does not decode or whose `applied` changes, or a `committed` that
-/// falls drops it ([`Tracker::land`] returns false), and the checker recovers whole. The
+/// landed block affects (a write to the fallback log reads its valid groups again: they are few,
+/// the log is written when a transaction overflows its LLC set). A log recovery rejects, a
+/// register that does not decode or whose `applied` changes, or a `committed` that falls drops
+/// it ([`Tracker::land`] returns false), and the checker recovers whole. The
 /// checker compares it with [`recover`] on the 1st, 8th, 64th, ... use.
 ///
 /// What it keeps is what [`recover`] derives: per slot its decoded tag, per home the slots
 /// whose tag names it (a list through `next`), the slots whose transaction the register does
 /// not cover yet (`pending`), and how many candidates the plan writes home (`admitted`). The
 /// plan writes a home the data of its last candidate in (seq, slot) order.
+#[derive(Clone)]
 pub struct Tracker {
     nv0: u64,
     log: std::ops::Range<u64>,
@@ -106,23 +107,20 @@ pub struct Tracker {
     next: Vec<u32>,
     pending: Vec<u32>,
     is_pending: Vec<bool>,
+    /// The fallback log's candidates (home, seq, position in the log, block), by home.
+    log_cands: Vec<(u64, u64, u64, u64)>,
     admitted: usize,
     dirty: Vec<u32>,
     is_dirty: Vec<bool>,
 }
 
 impl Tracker {
-    /// Take a durable image whose [`recover`] succeeded; `None` when its fallback log holds an
-    /// entry (a candidate, or one the register may admit later).
+    /// Take a durable image whose [`recover`] succeeded (`None` if its register or log would
+    /// make [`recover`] fail).
     pub fn new(layout: &Layout, image: &[u8]) -> Option<Tracker> {
         let nv0 = layout.nvllc_block0();
         let reg = Register::decode(&image[nv0.range()])?;
         let log0 = layout.log_block0();
-        let head = LogHead::decode(&image[log0.range()])?;
-        let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
-        if valid_groups(image, log0.0, groups, head.start).next().is_some() {
-            return None;
-        }
         let slots = ((layout.nvllc_bytes / 64).saturating_sub(1) / 2) as usize;
         let data_blocks = layout.data_bytes / 64;
         let mut t = Tracker {
@@ -136,15 +134,58 @@ impl Tracker {
             next: vec![0; slots],
             pending: Vec::new(),
             is_pending: vec![false; slots],
+            log_cands: Vec::new(),
             admitted: 0,
             dirty: Vec::new(),
             is_dirty: vec![false; data_blocks as usize],
         };
+        if !t.scan_log(image) {
+            return None;
+        }
         for s in 0..slots {
             t.set_tag(s, nvllc::decode_tag(&image[BlockId(nv0.0 + nvllc::tag_block(s)).range()]));
         }
         t.take_dirty(|_, _| {});
         Some(t)
+    }
+
+    /// Read the fallback log's candidates again, as [`recover`] does (its valid groups from the
+    /// head's `start`); false where [`recover`] would fail on it. The homes of the candidates
+    /// before and after are re-derived.
+    fn scan_log(&mut self, image: &[u8]) -> bool {
+        let log0 = BlockId(self.log.start);
+        let groups = (self.log.end - self.log.start - 1) / GROUP_BLOCKS;
+        let head = match LogHead::decode(&image[log0.range()]) {
+            Some(h) if h.format == LogFormat::Kiln && super::head_in_range(&h, log0, groups * GROUP_BLOCKS).is_ok() => {
+                h
+            }
+            _ => return false,
+        };
+        let mut cands = Vec::new();
+        for (sid, g0, meta) in valid_groups(image, log0.0, groups, head.start) {
+            for (slot, t) in meta.tags.iter().enumerate() {
+                let Some(t) = t else { continue };
+                let d = t.tx_id.wrapping_sub(head.start_seq as u8) as u64;
+                if d >= 128 {
+                    return false;
+                }
+                if (t.addr as u64) < self.data_blocks {
+                    let pos = (sid - head.start) * 8 + slot as u64;
+                    cands.push((t.addr as u64, head.start_seq + d, pos, g0 + slot as u64));
+                }
+            }
+        }
+        cands.sort_unstable();
+        for (home, seq, _, _) in std::mem::replace(&mut self.log_cands, cands) {
+            self.admitted -= usize::from(self.wanted(seq));
+            self.mark(home);
+        }
+        for i in 0..self.log_cands.len() {
+            let (home, seq, _, _) = self.log_cands[i];
+            self.admitted += usize::from(self.wanted(seq));
+            self.mark(home);
+        }
+        true
     }
 
     fn wanted(&self, seq: u64) -> bool {
@@ -195,7 +236,7 @@ impl Tracker {
     /// cannot follow this image (see [`Tracker`]); drop it.
     pub fn land(&mut self, b: BlockId, image: &[u8]) -> bool {
         if self.log.contains(&b.0) {
-            return false;
+            return self.scan_log(image);
         }
         let Some(off) = b.0.checked_sub(self.nv0) else { return true }; // the data area
         if off == 0 {
@@ -227,6 +268,13 @@ impl Tracker {
                     keep
                 });
                 self.pending = pending;
+                for i in 0..self.log_cands.len() {
+                    let (home, seq, _, _) = self.log_cands[i];
+                    if seq > before && self.wanted(seq) {
+                        self.admitted += 1;
+                        self.mark(home);
+                    }
+                }
             }
             return true;
         }
@@ -254,17 +302,29 @@ impl Tracker {
     pub fn take_dirty(&mut self, mut f: impl FnMut(BlockId, Option<BlockId>)) {
         for home in std::mem::take(&mut self.dirty) {
             self.is_dirty[home as usize] = false;
-            let mut best: Option<(u64, usize)> = None;
+            // The last in recovery's order (seq, log before line, position) wins.
+            let mut best: Option<((u64, u8, u64), u64)> = None;
+            let mut consider = |key: (u64, u8, u64), block: u64| {
+                if best.is_none_or(|b| key > b.0) {
+                    best = Some((key, block));
+                }
+            };
+            let from = self.log_cands.partition_point(|c| c.0 < home as u64);
+            for &(_, seq, pos, block) in self.log_cands[from..].iter().take_while(|c| c.0 == home as u64) {
+                if self.wanted(seq) {
+                    consider((seq, 0, pos), block);
+                }
+            }
             let mut at = self.first[home as usize];
             while at != 0 {
                 let s = at as usize - 1;
                 let (_, seq) = self.tags[s].expect("a listed slot has a tag");
-                if self.wanted(seq) && best.is_none_or(|b| (seq, s) > b) {
-                    best = Some((seq, s));
+                if self.wanted(seq) {
+                    consider((seq, 1, s as u64), self.nv0 + nvllc::data_block(s));
                 }
                 at = self.next[s];
             }
-            f(BlockId(home as u64), best.map(|(_, s)| BlockId(self.nv0 + nvllc::data_block(s))));
+            f(BlockId(home as u64), best.map(|(_, b)| BlockId(b)));
         }
     }
 }
@@ -300,14 +360,17 @@ fn sort_candidates<T: Copy>(cands: &mut Vec<(u64, u8, u64, u64, T)>, seqs: std::
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::ec::{BlkTag, Meta, DATA_SLOTS};
     use crate::rng::Rng;
     use crate::types::BlockData;
 
     /// The outcome the tracker keeps, laid over a data area, against [`recover`]'s plan
     /// applied to it: after every one of a random sequence of writes to tags (of few homes, so
     /// that homes have several candidates, some out of range), line data, the register
-    /// (`committed` growing by jumps, so that queued slots are admitted) and rewritten tags of
-    /// queued slots. Also: a log-area write or a changed `applied` drops the tracker.
+    /// (`committed` growing by jumps, so that queued slots are admitted), rewritten tags of
+    /// queued slots, and the fallback log's METAs (valid or not, so that groups appear and
+    /// vanish) and logged blocks. Also: a head recovery rejects, or a changed `applied`, drops
+    /// the tracker.
     #[test]
     fn the_tracker_keeps_what_recovery_writes_home() {
         let slots = 40;
@@ -321,10 +384,39 @@ mod tests {
             let mut committed = 0;
             let write = |image: &mut Vec<u8>, b: u64, d: BlockData| image[BlockId(b).range()].copy_from_slice(&d);
             write(&mut image, nv0, Register { committed, applied: 0 }.encode());
-            let mut t = Tracker::new(&layout, &image).expect("no fallback-log entries");
+            let mut t = Tracker::new(&layout, &image).expect("a log recovery accepts");
             let mut laid = vec![None; 64];
+            let log0 = layout.log_block0().0;
             for step in 0..400 {
-                let b = match rng.below(10) {
+                let b = match rng.below(13) {
+                    // The fallback log: a META of one of the first three groups (valid ones
+                    // from the head's start on), tags of few homes and transactions near the
+                    // register's; or a logged data block.
+                    10 => {
+                        let g = rng.below(3);
+                        let mut tags = [None; DATA_SLOTS];
+                        for tag in tags.iter_mut() {
+                            if rng.chance(0.5) {
+                                let d = rng.below((committed + 12).min(128));
+                                *tag = Some(BlkTag {
+                                    addr: rng.below(70) as u32,
+                                    tx_cnt: 1,
+                                    tx_id: (1 + d) as u8,
+                                    ..Default::default()
+                                });
+                            }
+                        }
+                        let sid = if rng.chance(0.9) { g } else { g + 4 };
+                        write(&mut image, log0 + 1 + 8 * g + DATA_SLOTS as u64, Meta { sid, tags }.encode());
+                        log0 + 1 + 8 * g + DATA_SLOTS as u64
+                    }
+                    11 => {
+                        let at = log0 + 1 + 8 * rng.below(3) + rng.below(DATA_SLOTS as u64);
+                        let mut d = [0u8; 64];
+                        d[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+                        write(&mut image, at, d);
+                        at
+                    }
                     0..=4 => {
                         let s = rng.below(slots as u64) as usize;
                         let tag = rng.chance(0.85).then(|| (rng.below(70), committed + rng.below(12)));
@@ -339,7 +431,7 @@ mod tests {
                         nv0 + nvllc::data_block(s)
                     }
                     _ => {
-                        committed += rng.below(6);
+                        committed += rng.below(4);
                         write(&mut image, nv0, Register { committed, applied: 0 }.encode());
                         nv0
                     }
@@ -355,7 +447,10 @@ mod tests {
                 }
                 assert_eq!(laid, want, "seed {seed} step {step}: the homes' last writes");
             }
-            assert!(!t.land(layout.log_block0(), &image), "a log-area write drops it");
+            // A log recovery rejects drops it: a head that does not decode.
+            let mut headless = image.clone();
+            write(&mut headless, log0, [0; 64]);
+            assert!(!t.clone().land(BlockId(log0), &headless), "a head recovery rejects drops it");
             write(&mut image, nv0, Register { committed, applied: 1 }.encode());
             let mut t = Tracker::new(&layout, &{
                 let mut i = image.clone();
