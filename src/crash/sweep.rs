@@ -1085,6 +1085,27 @@ mod tests {
         move |addr| !touched[addr as usize / 64]
     }
 
+    /// A recorded 150-transaction H-WAL run of `workload` (10 % aborts) whose check at 60
+    /// points on two workers finds nothing: what the structural-defect tests damage.
+    fn sound_run(cfg: Config, workload: WorkloadKind) -> (CrashSpec, RunSpec, Recorded) {
+        let run = RunSpec {
+            cfg,
+            workload,
+            protocol: ProtocolKind::HWal,
+            txs: 150,
+            warmup_txs: 0,
+            seed: 3,
+            abort_rate: 0.1,
+            bug: None,
+            record: true,
+        };
+        let mut spec = CrashSpec::new(run.clone(), 60);
+        spec.threads = 2;
+        let rec = execute(&run).unwrap().recorded.unwrap();
+        assert_eq!(check_recorded(&spec, &run, &rec).violations, 0, "{workload:?}: sound run");
+        (spec, run, rec)
+    }
+
     fn rd(d: &[u8], at: u64) -> u64 {
         u64::from_le_bytes(d[at as usize..at as usize + 8].try_into().unwrap())
     }
@@ -1104,21 +1125,7 @@ mod tests {
             cfg.workload.sdg.initial_edges = 32768;
             cfg.workload.sdg.max_edges = 65536;
             (cfg.workload.hash.key_space, cfg.workload.hash.buckets) = (8192, 2048);
-            let run = RunSpec {
-                cfg,
-                workload,
-                protocol: ProtocolKind::HWal,
-                txs: 150,
-                warmup_txs: 0,
-                seed: 3,
-                abort_rate: 0.1,
-                bug: None,
-                record: true,
-            };
-            let mut spec = CrashSpec::new(run.clone(), 60);
-            spec.threads = 2;
-            let mut rec = execute(&run).unwrap().recorded.unwrap();
-            assert_eq!(check_recorded(&spec, &run, &rec).violations, 0, "{workload:?}: sound run");
+            let (spec, run, mut rec) = sound_run(cfg, workload);
             let free = untouched(&rec);
             let d = &mut rec.initial;
             let (at, value) = match workload {
@@ -1162,21 +1169,7 @@ mod tests {
         let mut cfg = Config::default();
         cfg.workload.sqlite.rows = 2000;
         cfg.workload.sqlite.file_capacity_bytes = 1 << 20;
-        let run = RunSpec {
-            cfg,
-            workload: WorkloadKind::Sqlite,
-            protocol: ProtocolKind::HWal,
-            txs: 150,
-            warmup_txs: 0,
-            seed: 3,
-            abort_rate: 0.1,
-            bug: None,
-            record: true,
-        };
-        let mut spec = CrashSpec::new(run.clone(), 60);
-        spec.threads = 2;
-        let mut rec = execute(&run).unwrap().recorded.unwrap();
-        assert_eq!(check_recorded(&spec, &run, &rec).violations, 0, "sound run");
+        let (spec, run, mut rec) = sound_run(cfg, WorkloadKind::Sqlite);
         let free = untouched(&rec);
         let d = &mut rec.initial;
         let size = rd(d, 0);
