@@ -1,7 +1,7 @@
 //! The sweep over crash points; see the module documentation of [`crate::crash`].
 
 use super::torn;
-use crate::hostmem::{copy_of, Sparse};
+use crate::hostmem::Sparse;
 use crate::log::head::LogFormat;
 use crate::recovery::{self, Plan};
 use crate::rng::Rng;
@@ -451,7 +451,8 @@ impl<'a> Sweep<'a> {
             violations: 0,
             by_kind: Default::default(),
             first: None,
-            max_service: torn::max_service(&rec.record.durable.writes),
+            // A pass over every write of the run: only where torn states are checked.
+            max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { 0 },
             torn_states: 0,
             torn_now: None,
         }
@@ -469,6 +470,9 @@ impl<'a> Sweep<'a> {
     fn check_point(&mut self, t: Cycle) {
         let rec = self.rec;
         let writes = &rec.record.durable.writes;
+        if self.next_write == 0 {
+            self.catch_up(t);
+        }
         while self.next_write < writes.len() && writes[self.next_write].durable <= t {
             let w = &writes[self.next_write];
             self.land(w.block, &w.data);
@@ -485,6 +489,26 @@ impl<'a> Sweep<'a> {
         if self.spec.atomicity < 64 {
             self.check_torn(t, a, i);
         }
+    }
+
+    /// A worker's first point: the writes durable by `t` land at once, the last one to each
+    /// block only (found walking them backwards), instead of one by one. Nothing else is laid
+    /// over the image yet (no overlay, no tracker), so this is what landing each would leave.
+    /// Not with Start-Gap, whose physical image keeps a list of the log lines written.
+    fn catch_up(&mut self, t: Cycle) {
+        let writes = &self.rec.record.durable.writes;
+        let end = writes.partition_point(|w| w.durable <= t);
+        if end == 0 || self.phys.is_some() || !self.overlay.is_empty() || self.tracker.is_some() {
+            return;
+        }
+        let mut seen = vec![false; self.img.len() / 64];
+        for w in writes[..end].iter().rev() {
+            if !std::mem::replace(&mut seen[w.block.0 as usize], true) {
+                self.set_img(w.block, &w.data);
+            }
+        }
+        self.outside_written = true;
+        self.next_write = end;
     }
 
     /// Check each torn state of crash point `t` ([`torn::variants`]) like the clean one: land
@@ -840,7 +864,7 @@ impl<'a> Sweep<'a> {
         if self.vdata.is_empty() {
             // The first verdict this worker wants: take S_k whole (the oracle is at S_a with
             // a <= k), rather than S_0 followed through every transaction before the chunk.
-            self.vdata = copy_of(&self.oracle);
+            self.vdata = Sparse::of(&self.oracle).copy(&self.oracle);
             for j in self.oracle_k..k {
                 rec.oracle.apply_tx(j, &mut self.vdata);
             }
