@@ -355,6 +355,8 @@ struct Sweep<'a> {
     /// after a failed try until the log area is written); its uses (the 1st, 8th, 64th, ...
     /// compared with a whole recovery); the homes it re-derives.
     tracker: Option<recovery::kiln::Tracker>,
+    /// Whether this check uses a tracker at all (Kiln's log format, no Start-Gap).
+    trackable: bool,
     tracker_retry: bool,
     tracked: u64,
     retrack: Vec<(BlockId, Option<BlockId>)>,
@@ -403,7 +405,7 @@ impl<'a> Sweep<'a> {
     fn new(spec: &'a CrashSpec, rec: &'a Recorded, verifier: &'a Workload, sparse: &Sparse) -> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
         let geom = Geometry::of(&spec.run.cfg.startgap, &rec.layout);
-        let tracker_retry = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && geom.is_none();
+        let trackable = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && geom.is_none();
         let logical_len = rec.layout.total_bytes() as usize;
         Sweep {
             spec,
@@ -427,7 +429,8 @@ impl<'a> Sweep<'a> {
             last_plan: None,
             outside_written: true,
             tracker: None,
-            tracker_retry,
+            trackable,
+            tracker_retry: trackable,
             tracked: 0,
             retrack: Vec::new(),
             overlay: Vec::new(),
@@ -571,10 +574,9 @@ impl<'a> Sweep<'a> {
                 self.tracker = None;
                 self.tracker_retry = true;
             }
-        } else if self.rec.layout.log_block0().0 <= b.0
-            && b.0 < self.rec.layout.log_block0().0 + self.rec.layout.log_blocks()
-        {
-            self.tracker_retry = self.phys.is_none() && self.spec.run.protocol.log_format() == Some(LogFormat::Kiln);
+        } else if self.trackable {
+            let log0 = self.rec.layout.log_block0().0;
+            self.tracker_retry |= (log0..log0 + self.rec.layout.log_blocks()).contains(&b.0);
         }
     }
 
