@@ -35,6 +35,11 @@ impl OracleLog {
             .map(|&(a, len, off)| (a, &self.bytes[off as usize..off as usize + len as usize]))
     }
 
+    /// The data blocks transaction `k` stores to (a block once per store that touches it).
+    pub fn tx_blocks(&self, k: usize) -> impl Iterator<Item = usize> + '_ {
+        self.tx_stores(k).flat_map(|(a, bytes)| blocks_of(Addr(a), bytes.len()).map(|b| b.0 as usize))
+    }
+
     /// Apply transaction `k` to a data area.
     pub fn apply_tx(&self, k: usize, data: &mut [u8]) {
         for (a, bytes) in self.tx_stores(k) {

@@ -886,7 +886,7 @@ impl Walk<'_> {
 /// maximum, keys ascending in each node, every child a handed-out slot holding at least the
 /// non-root minimum, children's key ranges inside the separators, all leaves at one depth,
 /// consecutive children's leaves chained), its height, node count, smallest leaf key, smallest
-/// inner key, largest key, and first and last leaf. The parent applies the separator bounds
+/// inner key, largest key, its first leaf and its last leaf's `next` pointer. The parent applies the separator bounds
 /// to these extremes; the top applies the root's bounds (an inner key above 0), the root's
 /// minimum fill, the last leaf's `next` = 0, the height bound, and the count against the
 /// slab's slots in use.
@@ -909,35 +909,39 @@ pub struct BTreeFollow {
     keys: Vec<u64>,
 }
 
-/// A subtree's summary (see [`BTreeFollow`]).
+/// A subtree's summary (see [`BTreeFollow`]), packed into 56 bytes so that with its parent
+/// link ([`Subtrees`]) it fills one host cache line: re-evaluating an inner node reads one
+/// line per child.
 #[derive(Clone, Copy)]
 struct NodeSum {
-    ok: bool,
-    leaf: bool,
-    count: usize,
-    height: usize,
-    nodes: u64,
     /// Smallest leaf key, smallest inner key, largest key (`u64::MAX` / 0 when none).
     min_leaf: u64,
     min_inner: u64,
     max: u64,
-    any_key: bool,
+    /// The first leaf's address, and the `next` pointer of the last leaf as read (the last
+    /// leaf is inside the subtree, so a change to it marks this summary stale).
     first_leaf: u64,
-    last_leaf: u64,
+    last_next: u64,
+    nodes: u32,
+    count: u16,
+    height: u8,
+    ok: bool,
+    leaf: bool,
+    any_key: bool,
 }
 
 const FAILED: NodeSum = NodeSum {
-    ok: false,
-    leaf: false,
-    count: 0,
-    height: 0,
-    nodes: 0,
     min_leaf: u64::MAX,
     min_inner: u64::MAX,
     max: 0,
-    any_key: false,
     first_leaf: 0,
-    last_leaf: 0,
+    last_next: 0,
+    nodes: 0,
+    count: 0,
+    height: 0,
+    ok: false,
+    leaf: false,
+    any_key: false,
 };
 
 impl BTree {
@@ -981,7 +985,7 @@ impl BTreeFollow {
     /// The summary of the subtree at the handed-out node `a` (adopted by its parent).
     fn eval(&mut self, data: &[u8], a: u64, depth: usize) -> NodeSum {
         let slot = self.slot(a);
-        if let Some(sum) = self.subtrees.sums[slot] {
+        if let Some(sum) = self.subtrees.sum(slot) {
             return sum;
         }
         let (kind, count) = (rd_u32(data, a), rd_u32(data, a + COUNT_OFF) as usize);
@@ -990,22 +994,28 @@ impl BTreeFollow {
         let sum = if (kind != KIND_LEAF && kind != KIND_INNER) || count > max {
             FAILED
         } else {
+            // Host cache hint: the node's keys and children, all at once (a stale inner node
+            // is often cold: only its child changed).
+            let end = if leaf { key_at(Addr(a), count) } else { child_at(Addr(a), count + 1) };
+            if let Some(node) = data.get(a as usize..end.0 as usize) {
+                crate::hostmem::prefetch_bytes(node);
+            }
             let mut keys = std::mem::take(&mut self.keys);
             keys.clear();
             keys.extend((0..count).map(|i| rd_u64(data, key_at(Addr(a), i).0)));
-            let sum = if leaf { self.leaf_sum(a, &keys) } else { self.inner_sum(data, a, slot, &keys, depth) };
+            let sum = if leaf { self.leaf_sum(data, a, &keys) } else { self.inner_sum(data, a, slot, &keys, depth) };
             self.keys = keys;
             sum
         };
-        self.subtrees.sums[slot] = Some(sum);
+        self.subtrees.keep(slot, sum);
         sum
     }
 
-    fn leaf_sum(&self, a: u64, keys: &[u64]) -> NodeSum {
+    fn leaf_sum(&self, data: &[u8], a: u64, keys: &[u64]) -> NodeSum {
         NodeSum {
             ok: keys.windows(2).all(|p| p[0] < p[1]),
             leaf: true,
-            count: keys.len(),
+            count: keys.len() as u16,
             height: 0,
             nodes: 1,
             min_leaf: keys.first().copied().unwrap_or(u64::MAX),
@@ -1013,7 +1023,7 @@ impl BTreeFollow {
             max: keys.last().copied().unwrap_or(0),
             any_key: !keys.is_empty(),
             first_leaf: a,
-            last_leaf: a,
+            last_next: rd_u64(data, a + NEXT_OFF),
         }
     }
 
@@ -1022,7 +1032,7 @@ impl BTreeFollow {
         let mut sum = NodeSum {
             ok: keys.windows(2).all(|p| p[0] < p[1]),
             leaf: false,
-            count,
+            count: count as u16,
             height: 0,
             nodes: 1,
             min_leaf: u64::MAX,
@@ -1030,12 +1040,19 @@ impl BTreeFollow {
             max: keys.last().copied().unwrap_or(0),
             any_key: count > 0,
             first_leaf: 0,
-            last_leaf: 0,
+            last_next: 0,
         };
         let mut prev: Option<NodeSum> = None;
         for i in 0..=count {
             if !sum.ok {
                 break;
+            }
+            if i + 8 <= count {
+                // Host cache hint: the summary the walk reads 8 children on.
+                let ahead = rd_u64(data, child_at(Addr(a), i + 8).0);
+                if self.slab.contains(Addr(ahead)) {
+                    self.subtrees.prefetch(self.slot(ahead));
+                }
             }
             let c = rd_u64(data, child_at(Addr(a), i).0);
             let Some(cs) = self.handed_out(c, slot) else {
@@ -1052,19 +1069,19 @@ impl BTreeFollow {
             // Keys of child i in [keys[i-1], keys[i]); its inner keys above keys[i-1].
             let above = |lo: u64| k.min_leaf >= lo && (k.min_inner == u64::MAX || k.min_inner > lo);
             sum.ok &= k.ok
-                && k.count >= min_fill
+                && k.count as usize >= min_fill
                 && (i == 0 || above(keys[i - 1]))
                 && (i == count || !k.any_key || k.max < keys[i]);
             match prev {
                 None => (sum.height, sum.first_leaf) = (k.height + 1, k.first_leaf),
-                Some(p) => sum.ok &= k.height + 1 == sum.height && rd_u64(data, p.last_leaf + NEXT_OFF) == k.first_leaf,
+                Some(p) => sum.ok &= k.height + 1 == sum.height && p.last_next == k.first_leaf,
             }
-            sum.nodes += k.nodes;
+            sum.nodes = sum.nodes.saturating_add(k.nodes);
             sum.min_leaf = sum.min_leaf.min(k.min_leaf);
             sum.min_inner = sum.min_inner.min(k.min_inner);
             sum.max = sum.max.max(k.max);
             sum.any_key |= k.any_key;
-            sum.last_leaf = k.last_leaf;
+            sum.last_next = k.last_next;
             prev = Some(k);
         }
         if sum.ok {
@@ -1087,15 +1104,15 @@ impl BTreeFollow {
         let sum = self.eval(data, root, 0);
         if std::mem::take(&mut self.deep) {
             // A summary cut at the depth bound depends on its depth: keep none of this pass.
-            self.subtrees.sums.fill(None);
+            self.subtrees.forget_sums();
             return false;
         }
         sum.ok
             && (sum.leaf || sum.count >= 1)
             && (sum.min_inner == u64::MAX || sum.min_inner > 0)
-            && sum.height < MAX_DEPTH
-            && rd_u64(data, sum.last_leaf + NEXT_OFF) == 0
-            && sum.nodes == self.bump - self.free.len
+            && (sum.height as usize) < MAX_DEPTH
+            && sum.last_next == 0
+            && u64::from(sum.nodes) == self.bump - self.free.len
     }
 
     fn walk_free(&mut self, data: &[u8], old: Option<&[(usize, BlockData)]>) {

@@ -107,8 +107,7 @@ impl<T: Copy> Spans<T> {
 /// `up` leading inside that subtree to the summary's node, so marking from a changed node
 /// upwards reaches every summary that read it.
 pub(crate) struct Subtrees<S> {
-    pub sums: Vec<Option<S>>,
-    up: Vec<u32>,
+    nodes: Vec<Node<S>>,
     /// Nodes whose evaluation met a child pointer to a slot beyond the slab's bump (invalid
     /// now, valid once the bump grows past it).
     beyond_bump: Vec<u32>,
@@ -116,15 +115,42 @@ pub(crate) struct Subtrees<S> {
     chain: usize,
 }
 
+/// One node's summary and parent link, in one host cache line (a parent's evaluation reads
+/// both for every child).
+#[derive(Clone, Copy)]
+#[repr(align(64))]
+struct Node<S> {
+    sum: Option<S>,
+    up: u32,
+}
+
 impl<S: Copy> Subtrees<S> {
     pub fn new(nodes: usize, max_height: usize) -> Subtrees<S> {
-        Subtrees { sums: vec![None; nodes], up: vec![0; nodes], beyond_bump: Vec::new(), chain: 4 * max_height }
+        Subtrees { nodes: vec![Node { sum: None, up: 0 }; nodes], beyond_bump: Vec::new(), chain: 4 * max_height }
+    }
+
+    /// Node `slot`'s summary, if kept.
+    #[inline]
+    pub fn sum(&self, slot: usize) -> Option<S> {
+        self.nodes[slot].sum
+    }
+
+    /// Keep node `slot`'s summary.
+    #[inline]
+    pub fn keep(&mut self, slot: usize, sum: S) {
+        self.nodes[slot].sum = Some(sum);
+    }
+
+    /// Forget every summary (keeping the parents).
+    pub fn forget_sums(&mut self) {
+        for n in &mut self.nodes {
+            n.sum = None;
+        }
     }
 
     /// Forget every summary and parent.
     pub fn clear(&mut self) {
-        self.sums.fill(None);
-        self.up.fill(0);
+        self.nodes.fill(Node { sum: None, up: 0 });
         self.beyond_bump.clear();
     }
 
@@ -145,33 +171,33 @@ impl<S: Copy> Subtrees<S> {
     /// chain longer than any sound tree's height drops every summary.
     pub fn stale(&mut self, mut slot: usize) {
         for _ in 0..self.chain {
-            self.sums[slot] = None;
-            match self.up[slot] {
+            self.nodes[slot].sum = None;
+            match self.nodes[slot].up {
                 0 => return,
                 p => slot = p as usize - 1,
             }
         }
-        self.sums.fill(None);
+        self.forget_sums();
     }
 
-    /// `parent` (slot + 1, 0 for the root pointer) reads the node at `slot`: if another node
-    /// read it last, that node's summary (and those above) may no longer hold.
     /// Host cache hint: start loading node `slot`'s summary and parent link. No effect on
     /// results.
     #[inline]
     pub fn prefetch(&self, slot: usize) {
-        if let (Some(s), Some(u)) = (self.sums.get(slot), self.up.get(slot)) {
-            crate::hostmem::prefetch(s);
-            crate::hostmem::prefetch(u);
+        if let Some(n) = self.nodes.get(slot) {
+            crate::hostmem::prefetch(n);
         }
     }
 
+    /// `parent` (slot + 1, 0 for the root pointer) reads the node at `slot`: if another node
+    /// read it last, that node's summary (and those above) may no longer hold.
     pub fn adopt(&mut self, slot: usize, parent: u32) {
-        if self.up[slot] != parent {
-            if self.up[slot] != 0 {
-                self.stale(self.up[slot] as usize - 1);
+        let up = self.nodes[slot].up;
+        if up != parent {
+            if up != 0 {
+                self.stale(up as usize - 1);
             }
-            self.up[slot] = parent;
+            self.nodes[slot].up = parent;
         }
     }
 }

@@ -594,7 +594,7 @@ impl RbFollow {
     /// changed node upwards reaches every summary that read it.
     fn eval(&mut self, data: &[u8], n: u64, depth: u32) -> Sum {
         let slot = Self::slot(n);
-        if let Some(sum) = self.subtrees.sums[slot] {
+        if let Some(sum) = self.subtrees.sum(slot) {
             return sum;
         }
         let fail = Sum { ok: false, size: 0, min: 0, max: 0, black_height: 0, red: false };
@@ -652,7 +652,7 @@ impl RbFollow {
         } else {
             fail
         };
-        self.subtrees.sums[slot] = Some(sum);
+        self.subtrees.keep(slot, sum);
         sum
     }
 
@@ -674,7 +674,7 @@ impl RbFollow {
         let sum = self.eval(data, root, 0);
         if std::mem::take(&mut self.deep) {
             // A summary cut at the depth bound depends on its depth: keep none of this pass.
-            self.subtrees.sums.fill(None);
+            self.subtrees.forget_sums();
             return false;
         }
         sum.ok && !sum.red && sum.size == self.bump - self.free.len

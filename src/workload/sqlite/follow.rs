@@ -506,7 +506,7 @@ impl SqliteFollow {
         if !(2..=self.cap).contains(&p) {
             return FAILED;
         }
-        if let Some(s) = self.subtrees.sums[p] {
+        if let Some(s) = self.subtrees.sum(p) {
             return s;
         }
         let l = self.locals[p];
@@ -556,7 +556,7 @@ impl SqliteFollow {
             }
         }
         let sum = if sum.ok { sum } else { FAILED };
-        self.subtrees.sums[p] = Some(sum);
+        self.subtrees.keep(p, sum);
         sum
     }
 
