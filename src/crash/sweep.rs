@@ -377,11 +377,12 @@ struct Sweep<'a> {
     /// alone: each distinct recovered image is verified once.
     verdicts: Vec<Option<Result<(), String>>>,
     /// The incremental verifier, where the workload has one ([`crate::workload::follow`]): it
-    /// follows its own copy of the data area, `vdata` = S_`vk`, forward through the oracle's
-    /// transactions (from one wanted S_k to the next in one step) and records their verdicts.
+    /// follows the oracle's own data area, hearing of the blocks changed since it last looked
+    /// (`vold`: each block once, `vmark[b] == vstamp`, with its content then) whenever the
+    /// oracle holds an S_k whose verdict is wanted ([`Sweep::verdict_here`]); `synced`: it has
+    /// taken the oracle whole once.
     follower: Option<Box<dyn Follow>>,
-    vdata: Vec<u8>,
-    vk: usize,
+    synced: bool,
     vold: Vec<(usize, BlockData)>,
     vmark: Vec<u32>,
     vstamp: u32,
@@ -444,11 +445,10 @@ impl<'a> Sweep<'a> {
             redo_prefixes: 0,
             verdicts: vec![None; rec.oracle.txs() + 1],
             follower: verifier.follower(),
-            vdata: Vec::new(),
-            vk: 0,
+            synced: false,
             vold: Vec::new(),
             vmark: vec![0; data_len.div_ceil(64)],
-            vstamp: 0,
+            vstamp: 1,
             followed: 0,
             oracle_undo: Vec::new(),
             oracle_undo_bytes: Vec::new(),
@@ -797,8 +797,21 @@ impl<'a> Sweep<'a> {
         self.refresh(b.0 as usize);
     }
 
-    /// Write bytes of the oracle's data area, keeping the running difference.
+    /// Write bytes of the oracle's data area, keeping the running difference and, once the
+    /// follower has looked, each block's content as it last saw it.
     fn set_oracle(&mut self, addr: u64, bytes: &[u8]) {
+        if self.synced {
+            for b in blocks_of(Addr(addr), bytes.len()) {
+                let b = b.0 as usize;
+                if self.vmark[b] != self.vstamp {
+                    self.vmark[b] = self.vstamp;
+                    let mut before = [0u8; 64];
+                    let r = b * 64..(b * 64 + 64).min(self.data_len);
+                    before[..r.len()].copy_from_slice(&self.oracle[r]);
+                    self.vold.push((b, before));
+                }
+            }
+        }
         self.oracle[addr as usize..addr as usize + bytes.len()].copy_from_slice(bytes);
         for b in blocks_of(Addr(addr), bytes.len()) {
             self.refresh(b.0 as usize);
@@ -806,16 +819,17 @@ impl<'a> Sweep<'a> {
     }
 
     /// Host cache hint: start loading what landing a write to block `b` (or an oracle store
-    /// to it) touches: its line in `img`, and for a data block its line in the oracle and its
-    /// difference flag. No effect on results.
+    /// to it) touches: its line in `img`, and for a data block its line in the oracle, its
+    /// difference flag and its follower mark. No effect on results.
     #[inline]
     fn prefetch_block(&self, b: usize) {
         if let Some(x) = self.img.get(b * 64) {
             crate::hostmem::prefetch(x);
         }
-        if let (Some(d), Some(o)) = (self.differs.get(b), self.oracle.get(b * 64)) {
+        if let (Some(d), Some(o), Some(m)) = (self.differs.get(b), self.oracle.get(b * 64), self.vmark.get(b)) {
             crate::hostmem::prefetch(d);
             crate::hostmem::prefetch(o);
+            crate::hostmem::prefetch(m);
         }
     }
 
@@ -868,13 +882,6 @@ impl<'a> Sweep<'a> {
             return Err(("prefix", format!("recovered data equals no S_k with {a} <= k <= {i}")));
         };
         let k = k as usize;
-        if self.verdicts.get(k).is_some_and(|v| v.is_none()) {
-            if self.follower.is_some() && k >= self.vk {
-                self.follow_to(k);
-            } else {
-                self.verdicts[k] = Some(self.verifier.verify(&self.img[..self.data_len]));
-            }
-        }
         let verdict = match self.verdicts.get(k) {
             Some(v) => v.clone().expect("verdict recorded"),
             None => self.verifier.verify(&self.img[..self.data_len]),
@@ -882,65 +889,38 @@ impl<'a> Sweep<'a> {
         verdict.map_err(|e| ("structure", e))
     }
 
-    /// Move the follower's copy from S_vk to S_k (k >= vk) in one step, recording the verdict
-    /// on S_k. A "broken" verdict takes its message from the whole verifier, which must agree;
-    /// a "sound" one is confirmed by the whole verifier at the 64th, 4096th, ... time (the
+    /// The oracle holds S_k (and the recovered data area equals it): record S_k's verdict if
+    /// none is yet, through the follower where the workload has one (it hears of every block
+    /// the oracle changed since it last looked, however the oracle moved: forward through
+    /// transactions, or back from a tentative one), else from the whole verifier. A "broken"
+    /// verdict of the follower takes its message from the whole verifier, which must agree; a
+    /// "sound" one is confirmed by the whole verifier at the 64th, 4096th, ... time (the
     /// followers' model-based tests compare every verdict, `follow::check::agrees`).
-    fn follow_to(&mut self, k: usize) {
-        let rec = self.rec;
-        let mut f = self.follower.take().expect("a follower");
-        if self.vdata.is_empty() {
-            // The first verdict this worker wants: take S_k whole (the oracle is at S_a with
-            // a <= k), rather than S_0 followed through every transaction before the chunk.
-            self.vdata = Sparse::of(&self.oracle).copy(&self.oracle);
-            for j in self.oracle_k..k {
-                rec.oracle.apply_tx(j, &mut self.vdata);
-            }
-            self.vk = k;
-            let sound = f.reset(&self.vdata);
-            self.record(k, sound);
+    fn verdict_here(&mut self, k: usize) {
+        if !self.verdicts.get(k).is_some_and(|v| v.is_none()) {
+            return;
         }
-        if self.vk < k {
-            // Every transaction up to k at once: the follower hears of each block changed since
-            // S_vk once, with its content in S_vk (only S_k's verdict is wanted).
-            self.vstamp = self.vstamp.wrapping_add(1);
-            if self.vstamp == 0 {
-                self.vmark.fill(0);
-                self.vstamp = 1;
-            }
-            self.vold.clear();
-            for j in self.vk..k {
-                if j + 1 < k {
-                    // Host cache hint: the lines the next transaction's stores touch.
-                    for b in rec.oracle.tx_blocks(j + 1) {
-                        if let (Some(d), Some(m)) = (self.vdata.get(b * 64), self.vmark.get(b)) {
-                            crate::hostmem::prefetch(d);
-                            crate::hostmem::prefetch(m);
-                        }
-                    }
-                }
-                for (addr, bytes) in rec.oracle.tx_stores(j) {
-                    for b in blocks_of(Addr(addr), bytes.len()) {
-                        let b = b.0 as usize;
-                        if self.vmark[b] != self.vstamp {
-                            self.vmark[b] = self.vstamp;
-                            let mut before = [0u8; 64];
-                            let r = b * 64..(b * 64 + 64).min(self.data_len);
-                            before[..r.len()].copy_from_slice(&self.vdata[r]);
-                            self.vold.push((b, before));
-                        }
-                    }
-                    self.vdata[addr as usize..addr as usize + bytes.len()].copy_from_slice(bytes);
-                }
-            }
-            self.vk = k;
-            let sound = f.changed(&self.vdata, &self.vold);
-            self.record(k, sound);
-        }
+        let Some(mut f) = self.follower.take() else {
+            self.verdicts[k] = Some(self.verifier.verify(&self.oracle));
+            return;
+        };
+        // The first verdict this worker wants takes S_k whole.
+        let sound = if std::mem::replace(&mut self.synced, true) {
+            f.changed(&self.oracle, &self.vold)
+        } else {
+            f.reset(&self.oracle)
+        };
         self.follower = Some(f);
+        self.vold.clear();
+        self.vstamp = self.vstamp.wrapping_add(1);
+        if self.vstamp == 0 {
+            self.vmark.fill(0);
+            self.vstamp = 1;
+        }
+        self.record(k, sound);
     }
 
-    /// Record the follower's verdict on S_j (`vdata`).
+    /// Record the follower's verdict on S_j (the oracle's data area).
     fn record(&mut self, j: usize, sound: bool) {
         if self.verdicts[j].is_some() {
             return;
@@ -949,14 +929,14 @@ impl<'a> Sweep<'a> {
             self.followed += 1;
             if self.followed > 1 && guard_due(self.followed, 6) {
                 assert_eq!(
-                    self.verifier.verify(&self.vdata),
+                    self.verifier.verify(&self.oracle),
                     Ok(()),
                     "crash checker: the incremental verifier missed a fault in S_{j}"
                 );
             }
             Ok(())
         } else {
-            let whole = self.verifier.verify(&self.vdata);
+            let whole = self.verifier.verify(&self.oracle);
             assert!(
                 whole.is_err(),
                 "crash checker: the incremental verifier rejects S_{j}, the whole verifier does not"
@@ -967,8 +947,10 @@ impl<'a> Sweep<'a> {
     }
 
     /// The smallest k in a..=i with recovered data == S_k.
+    /// S_k's verdict is recorded while the oracle holds it ([`Sweep::verdict_here`]).
     fn matching_k(&mut self, a: u64, i: u64) -> Option<u64> {
         if self.same_data() {
+            self.verdict_here(a as usize);
             return Some(a);
         }
         let rec = self.rec;
@@ -983,6 +965,7 @@ impl<'a> Sweep<'a> {
                 self.set_oracle(addr, new);
             }
             if self.same_data() {
+                self.verdict_here(k as usize + 1);
                 found = Some(k + 1);
                 break;
             }
