@@ -477,8 +477,9 @@ impl<'a> Sweep<'a> {
     fn check_point(&mut self, t: Cycle) {
         let rec = self.rec;
         let writes = &rec.record.durable.writes;
-        if self.next_write == 0 {
-            self.catch_up(t);
+        let (a, i) = self.bounds(t);
+        if self.next_write == 0 && !self.synced {
+            self.catch_up(t, a);
         }
         while self.next_write < writes.len() && writes[self.next_write].durable <= t {
             if let Some(ahead) = writes.get(self.next_write + LOOK_AHEAD) {
@@ -488,7 +489,6 @@ impl<'a> Sweep<'a> {
             self.land(w.block, &w.data);
             self.next_write += 1;
         }
-        let (a, i) = self.bounds(t);
         while (self.oracle_k as u64) < a {
             if self.oracle_k + 1 < rec.oracle.txs() {
                 for b in rec.oracle.tx_blocks(self.oracle_k + 1) {
@@ -506,23 +506,49 @@ impl<'a> Sweep<'a> {
         }
     }
 
-    /// A worker's first point: the writes durable by `t` land at once, the last one to each
-    /// block only (found walking them backwards), instead of one by one. Nothing else is laid
-    /// over the image yet (no overlay, no tracker), so this is what landing each would leave.
-    /// Not with Start-Gap, whose physical image keeps a list of the log lines written.
-    fn catch_up(&mut self, t: Cycle) {
-        let writes = &self.rec.record.durable.writes;
+    /// A worker's first point (before the follower has looked at the oracle): the oracle moves
+    /// to S_`a` and the writes durable by `t` land at once, the last one to each block only
+    /// (found walking them backwards), instead of one by one; the running difference is then
+    /// brought up to date once per block either changed. Nothing else is laid over the image
+    /// yet (no overlay, no tracker), so this is what landing each would leave. Not with
+    /// Start-Gap, whose physical image keeps a list of the log lines written.
+    fn catch_up(&mut self, t: Cycle, a: u64) {
+        let (rec, writes) = (self.rec, &self.rec.record.durable.writes);
         let end = writes.partition_point(|w| w.durable <= t);
-        if end == 0 || self.phys.is_some() || !self.overlay.is_empty() || self.tracker.is_some() {
+        if self.phys.is_some() || !self.overlay.is_empty() || self.tracker.is_some() {
             return;
         }
-        let mut seen = vec![false; self.img.len() / 64];
-        for w in writes[..end].iter().rev() {
-            if !std::mem::replace(&mut seen[w.block.0 as usize], true) {
-                self.set_img(w.block, &w.data);
+        // Per block: bit 0, a later durable write has landed; bit 1, listed in `changed`.
+        let mut state = vec![0u8; self.img.len() / 64];
+        let mut changed = Vec::new();
+        for j in self.oracle_k..a as usize {
+            for (addr, bytes) in rec.oracle.tx_stores(j) {
+                self.oracle[addr as usize..addr as usize + bytes.len()].copy_from_slice(bytes);
+                for b in blocks_of(Addr(addr), bytes.len()) {
+                    let s = &mut state[b.0 as usize];
+                    if *s & 2 == 0 {
+                        *s |= 2;
+                        changed.push(b.0 as usize);
+                    }
+                }
             }
         }
-        self.outside_written = true;
+        self.oracle_k = a as usize;
+        for w in writes[..end].iter().rev() {
+            let s = &mut state[w.block.0 as usize];
+            if *s & 1 == 0 {
+                *s |= 1;
+                if *s & 2 == 0 {
+                    *s |= 2;
+                    changed.push(w.block.0 as usize);
+                }
+                self.img[w.block.range()].copy_from_slice(&w.data);
+            }
+        }
+        for b in changed {
+            self.refresh(b);
+        }
+        self.outside_written |= end > 0;
         self.next_write = end;
     }
 
@@ -820,16 +846,19 @@ impl<'a> Sweep<'a> {
 
     /// Host cache hint: start loading what landing a write to block `b` (or an oracle store
     /// to it) touches: its line in `img`, and for a data block its line in the oracle, its
-    /// difference flag and its follower mark. No effect on results.
+    /// difference flag, its follower mark and its overlay entry. No effect on results.
     #[inline]
     fn prefetch_block(&self, b: usize) {
         if let Some(x) = self.img.get(b * 64) {
             crate::hostmem::prefetch(x);
         }
-        if let (Some(d), Some(o), Some(m)) = (self.differs.get(b), self.oracle.get(b * 64), self.vmark.get(b)) {
+        if let (Some(d), Some(o), Some(m), Some(v)) =
+            (self.differs.get(b), self.oracle.get(b * 64), self.vmark.get(b), self.over_at.get(b))
+        {
             crate::hostmem::prefetch(d);
             crate::hostmem::prefetch(o);
             crate::hostmem::prefetch(m);
+            crate::hostmem::prefetch(v);
         }
     }
 
