@@ -484,6 +484,9 @@ impl<'a> Sweep<'a> {
         while self.next_write < writes.len() && writes[self.next_write].durable <= t {
             if let Some(ahead) = writes.get(self.next_write + LOOK_AHEAD) {
                 self.prefetch_block(ahead.block.0 as usize);
+                if let Some(tracker) = &self.tracker {
+                    tracker.prefetch(ahead.block, &ahead.data);
+                }
             }
             let w = &writes[self.next_write];
             self.land(w.block, &w.data);

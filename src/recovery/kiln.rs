@@ -232,6 +232,27 @@ impl Tracker {
         }
     }
 
+    /// Host cache hint: start loading what [`Tracker::land`] of `data` at block `b` will
+    /// touch (the slot's tag and link, and for a tag the new home's list head and mark). No
+    /// effect on results.
+    #[inline]
+    pub fn prefetch(&self, b: BlockId, data: &crate::types::BlockData) {
+        let Some(off) = b.0.checked_sub(self.nv0 + 1) else { return };
+        let s = (off / 2) as usize;
+        if let (Some(t), Some(n)) = (self.tags.get(s), self.next.get(s)) {
+            crate::hostmem::prefetch(t);
+            crate::hostmem::prefetch(n);
+            if off % 2 == 0 {
+                if let Some((home, _)) = nvllc::decode_tag(data) {
+                    if let (Some(f), Some(d)) = (self.first.get(home as usize), self.is_dirty.get(home as usize)) {
+                        crate::hostmem::prefetch(f);
+                        crate::hostmem::prefetch(d);
+                    }
+                }
+            }
+        }
+    }
+
     /// Block `b` of `image` was written (its new content is in `image`). False: the tracker
     /// cannot follow this image (see [`Tracker`]); drop it.
     pub fn land(&mut self, b: BlockId, image: &[u8]) -> bool {
