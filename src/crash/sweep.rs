@@ -19,6 +19,11 @@ use std::time::Instant;
 /// next landings touch (a host cache hint; no effect on results).
 const LOOK_AHEAD: usize = 8;
 
+/// Flags of a data block in [`Sweep`]'s running difference: it differs between the image and
+/// the oracle; it is queued to be compared again.
+const DIFFERS: u8 = 1;
+const QUEUED: u8 = 2;
+
 /// What to check.
 #[derive(Clone, Debug)]
 pub struct CrashSpec {
@@ -338,12 +343,15 @@ struct Sweep<'a> {
     oracle: Vec<u8>,
     oracle_k: usize,
     data_len: usize,
-    /// The running difference between the data area of `img` and `oracle`: `differs[b]` says
-    /// data block `b` differs, `ndiff` counts such blocks. Every write to either side (a durable
-    /// write, an oracle transaction, a recovery plan and its rollback) refreshes the blocks it
-    /// lands in, so "recovered data == S_k" is `ndiff == 0`; a whole comparison at the 1st,
-    /// 8th, 64th, ... comparison guards this bookkeeping.
-    differs: Vec<bool>,
+    /// The running difference between the data area of `img` and `oracle`: `differs[b] &
+    /// DIFFERS` says data block `b` differs, `ndiff` counts such blocks. Every write to either
+    /// side (a durable write, an oracle transaction, a recovery plan and its rollback) queues
+    /// the blocks it lands in (`unsettled`, flagged `QUEUED`), and each queued block is
+    /// compared once before the next comparison ([`Sweep::settle`]), so "recovered data ==
+    /// S_k" is `ndiff == 0`; a whole comparison at the 1st, 8th, 64th, ... comparison guards
+    /// this bookkeeping.
+    differs: Vec<u8>,
+    unsettled: Vec<u32>,
     ndiff: usize,
     compares: u64,
     /// The last write of the current recovery plan to each block: `plan_last[b] = (gen, index)`
@@ -426,7 +434,8 @@ impl<'a> Sweep<'a> {
             oracle: sparse.copy(&rec.initial[..data_len]),
             oracle_k: 0,
             data_len,
-            differs: vec![false; data_len / 64],
+            differs: vec![0; data_len / 64],
+            unsettled: Vec::new(),
             ndiff: 0,
             compares: 0,
             plan_last: vec![(0, 0); logical_len / 64],
@@ -865,20 +874,35 @@ impl<'a> Sweep<'a> {
         }
     }
 
-    /// Recompute whether data block `b` differs between `img` and `oracle`.
+    /// Data block `b` of `img` or `oracle` changed: compare it again before the next
+    /// comparison (once, however often it changes before then).
     #[inline]
     fn refresh(&mut self, b: usize) {
-        let Some(was) = self.differs.get(b).copied() else { return }; // outside the data area
-        let r = b * 64..b * 64 + 64;
-        let now = !same_block(&self.img[r.clone()], &self.oracle[r]);
-        if now != was {
-            self.differs[b] = now;
-            if now {
-                self.ndiff += 1;
-            } else {
-                self.ndiff -= 1;
+        let Some(f) = self.differs.get_mut(b) else { return }; // outside the data area
+        if *f & QUEUED == 0 {
+            *f |= QUEUED;
+            self.unsettled.push(b as u32);
+        }
+    }
+
+    /// Compare each queued block, bringing `ndiff` up to date.
+    fn settle(&mut self) {
+        let mut queued = std::mem::take(&mut self.unsettled);
+        for &b in &queued {
+            let b = b as usize;
+            let r = b * 64..b * 64 + 64;
+            let (was, now) = (self.differs[b] & DIFFERS != 0, !same_block(&self.img[r.clone()], &self.oracle[r]));
+            self.differs[b] = if now { DIFFERS } else { 0 };
+            if now != was {
+                if now {
+                    self.ndiff += 1;
+                } else {
+                    self.ndiff -= 1;
+                }
             }
         }
+        queued.clear();
+        self.unsettled = queued;
     }
 
     /// Start-Gap: bring the log area of `self.img` up to the physical durable image, line by line
@@ -1012,6 +1036,7 @@ impl<'a> Sweep<'a> {
 
     /// Does the (recovered) data area equal the oracle's current S_k?
     fn same_data(&mut self) -> bool {
+        self.settle();
         self.compares += 1;
         let same = self.ndiff == 0;
         if guard_due(self.compares, 3) {
