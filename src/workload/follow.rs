@@ -489,8 +489,8 @@ impl SlabLists {
         }
     }
 
-    /// The roots whose walk reads one of the changed blocks (an entry of the root table, a
-    /// slot its list reaches), and the failing roots a larger bump may repair; walks the free
+    /// The roots whose walk reads changed bytes (its entry of the root table, a block of a slot
+    /// its list reaches), and the failing roots a larger bump may repair; walks the free
     /// list again when a block it reads changed. Block 0 holds the slab's metadata.
     pub fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> Rewalk {
         self.qstamp = self.qstamp.wrapping_add(1);
@@ -501,8 +501,8 @@ impl SlabLists {
         let meta_block = self.slab.meta.0 / 64;
         let table_end = self.table_at + self.root_bytes * self.roots;
         let slab_end = self.slab.base.0 + self.slab.bytes();
-        for &(b, _) in old {
-            let at = b as u64 * 64;
+        for (b, before) in old {
+            let (b, at) = (*b, *b as u64 * 64);
             if b as u64 == meta_block {
                 let bump = le64(data, self.slab.meta.0 as usize + 8);
                 if bump < self.bump {
@@ -519,9 +519,14 @@ impl SlabLists {
                 }
             }
             if at >= self.table_at && at < table_end {
+                // Only the roots whose own entry changed: a block holds several.
                 let first = (at - self.table_at) / self.root_bytes;
                 for r in first..(first + 64 / self.root_bytes).min(self.roots) {
-                    self.queue(r as u32);
+                    let entry = (self.table_at + r * self.root_bytes) as usize;
+                    let within = entry - b * 64..entry - b * 64 + self.root_bytes as usize;
+                    if before[within.clone()] != data[entry..entry + within.len()] {
+                        self.queue(r as u32);
+                    }
                 }
             } else if at >= self.slab.base.0 && at < slab_end {
                 let slot = ((at - self.slab.base.0) / self.slab.slot_bytes) as usize;
