@@ -721,17 +721,20 @@ impl Follow for SdgFollow {
         match self.lists.changed(data, old) {
             Rewalk::Reset => self.reset(data),
             Rewalk::Roots(todo) => {
-                // The vertices' entries first, then (8 vertices ahead of the walk) their first
-                // chunk and lists, so that the walks' cache misses overlap.
+                // Cache hints in stages, each over every queued vertex so that its misses
+                // overlap: the vertices' entries and neighbour lists' records, then what
+                // those lead to (first chunk, its slot's record, the neighbour list; the
+                // walks' `set_adj` searches the lists of neighbours, mostly queued too).
                 for &v in &todo {
                     if let Some(x) = data.get(vertex_addr(v).0 as usize) {
                         crate::hostmem::prefetch(x);
                     }
+                    self.adj.prefetch_root(v as usize);
                 }
-                for (i, &v) in todo.iter().enumerate() {
-                    if let Some(&ahead) = todo.get(i + 8) {
-                        self.prefetch(data, ahead);
-                    }
+                for &v in &todo {
+                    self.prefetch(data, v);
+                }
+                for &v in &todo {
                     self.rewalk(data, v);
                 }
                 self.sound(data)
