@@ -132,6 +132,77 @@ impl<T: Copy, R: Copy + Default> Spans<T, R> {
     }
 }
 
+/// Per-root lists of `u32` (a follower's per-vertex neighbour lists), each in a cache line of
+/// its own when it has at most [`Lines::INLINE`] entries (most have), else in a [`Spans`]
+/// arena: reading a short list is then one cache miss, where a [`Spans`] list costs two
+/// dependent ones (the root's record, then the list, which may straddle two lines).
+pub(crate) struct Lines {
+    line: Vec<Line>,
+    long: Spans<u32>,
+}
+
+/// A root's list: its length and, when it has at most [`Lines::INLINE`] entries, the entries.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line {
+    len: u32,
+    ids: [u32; Lines::INLINE],
+}
+
+impl Lines {
+    pub const INLINE: usize = 15;
+    const EMPTY: Line = Line { len: 0, ids: [0; Lines::INLINE] };
+
+    pub fn new(roots: usize) -> Lines {
+        Lines { line: vec![Lines::EMPTY; roots], long: Spans::new(roots) }
+    }
+
+    /// Every list empty.
+    pub fn clear(&mut self) {
+        self.line.fill(Lines::EMPTY);
+        self.long.clear();
+    }
+
+    /// Host cache hint: start loading root `r`'s line. No effect on results.
+    #[inline]
+    pub fn prefetch(&self, r: usize) {
+        if let Some(x) = self.line.get(r) {
+            crate::hostmem::prefetch(x);
+        }
+    }
+
+    /// Host cache hint: start loading root `r`'s list if it is not in its line (the line is
+    /// read). No effect on results.
+    #[inline]
+    pub fn prefetch_long(&self, r: usize) {
+        if self.line[r].len as usize > Lines::INLINE {
+            self.long.prefetch(r);
+        }
+    }
+
+    pub fn get(&self, r: usize) -> &[u32] {
+        let line = &self.line[r];
+        match line.ids.get(..line.len as usize) {
+            Some(short) => short,
+            None => self.long.get(r),
+        }
+    }
+
+    /// Replace root `r`'s list.
+    pub fn set(&mut self, r: usize, new: &[u32]) {
+        let line = &mut self.line[r];
+        if new.len() <= Lines::INLINE {
+            if line.len as usize > Lines::INLINE {
+                self.long.set(r, &[]);
+            }
+            line.ids[..new.len()].copy_from_slice(new);
+        } else {
+            self.long.set(r, new);
+        }
+        line.len = new.len() as u32;
+    }
+}
+
 /// Per-node summaries of a tree's subtrees, kept by the tree followers (red-black tree, B+tree):
 /// a node's summary (`None`: stale) and the parent it was last evaluated under (slot + 1; 0 =
 /// the root pointer). Invariant the followers keep: every node inside a kept summary has its
@@ -234,6 +305,15 @@ impl FreeList {
             pos: vec![u32::MAX; c],
             bump: u64::MAX,
             fresh: Vec::new(),
+        }
+    }
+
+    /// Host cache hint: start loading what [`FreeList::update`] reads of `slot` when its block
+    /// changed. No effect on results.
+    #[inline]
+    pub fn prefetch(&self, slot: usize) {
+        if let Some(x) = self.pos.get(slot) {
+            crate::hostmem::prefetch(x);
         }
     }
 
@@ -381,6 +461,7 @@ impl SlabLists {
     pub fn new(slab: Slab, roots: u64, table_at: u64, root_bytes: u64) -> SlabLists {
         let (r, c) = (roots as usize, slab.capacity as usize);
         assert!(64 % root_bytes == 0 && table_at.is_multiple_of(64), "a block holds whole root entries");
+        assert!(root_bytes.is_multiple_of(8), "root entries are compared as 8-byte words");
         SlabLists {
             slab,
             roots,
@@ -570,6 +651,7 @@ impl SlabLists {
             } else if at >= self.slab.base.0 && at < slab_end {
                 let slot = ((at - self.slab.base.0) / self.slab.slot_bytes) as usize;
                 crate::hostmem::prefetch(&self.per_slot[slot]);
+                self.free.prefetch(slot);
             }
         }
         for (b, before) in old {
@@ -594,8 +676,8 @@ impl SlabLists {
                 let first = (at - self.table_at) / self.root_bytes;
                 for r in first..(first + 64 / self.root_bytes).min(self.roots) {
                     let entry = (self.table_at + r * self.root_bytes) as usize;
-                    let within = entry - b * 64..entry - b * 64 + self.root_bytes as usize;
-                    if before[within.clone()] != data[entry..entry + within.len()] {
+                    let mut words = (0..self.root_bytes as usize).step_by(8);
+                    if !words.all(|i| le64(before, entry - b * 64 + i) == le64(data, entry + i)) {
                         self.queue(r as u32);
                     }
                 }
@@ -724,6 +806,24 @@ pub(crate) mod check {
                 (i, block)
             })
             .collect()
+    }
+
+    /// Lists kept in their line or in the arena, as they grow and shrink across
+    /// [`super::Lines::INLINE`], read back as set.
+    #[test]
+    fn lines_read_back_what_was_set() {
+        let mut lines = super::Lines::new(8);
+        let mut model = vec![Vec::new(); 8];
+        let mut rng = Rng::new(5);
+        for _ in 0..4000 {
+            let r = rng.below(8) as usize;
+            let n = rng.below(2 * super::Lines::INLINE as u64 + 2) as usize;
+            model[r] = (0..n).map(|_| rng.next_u64() as u32).collect();
+            lines.set(r, &model[r]);
+            assert!((0..8).all(|r| lines.get(r) == model[r]));
+        }
+        lines.clear();
+        assert!((0..8).all(|r| lines.get(r).is_empty()));
     }
 
     /// Keep the helper honest: a follower that ignores changes is caught.

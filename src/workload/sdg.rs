@@ -92,7 +92,7 @@
 //! `ops_per_tx = 13` puts the P-Set near Table II's 52.85 blocks per transaction (measured:
 //! 53.67 at the defaults, seed 1; 12 operations would give about 49.6).
 
-use super::follow::{Follow, Rewalk, SlabLists, Spans};
+use super::follow::{Follow, Lines, Rewalk, SlabLists};
 use super::native::Native;
 use super::slab::Slab;
 use super::Pm;
@@ -546,13 +546,15 @@ impl Sdg {
 
 /// The incremental form of [`Sdg::verify`] ([`Follow`]): the vertices are the roots of
 /// [`SlabLists`] (which keeps the chunk and free-list checks); beside it, each vertex's
-/// neighbour set (sorted, without duplicates, self-loops or out-of-range ids), the directed
+/// neighbour set (sorted, without duplicates, self-loops or out-of-range ids; in a cache line of
+/// its own when it is short, [`Lines`], as most are: `set_adj` reads the sets of neighbours at
+/// random), the directed
 /// edges whose reverse is missing (`asym`: the adjacency is symmetric when it is 0) and the ids
 /// listed in total (twice the header's edge count when sound).
 pub struct SdgFollow {
     lists: SlabLists,
     data_bytes: u64,
-    adj: Spans<u32>,
+    adj: Lines,
     scratch: Vec<u32>,
     asym: u64,
     listed: u64,
@@ -565,7 +567,7 @@ impl Sdg {
         SdgFollow {
             lists,
             data_bytes: self.data_bytes(),
-            adj: Spans::new(self.cfg.vertices as usize),
+            adj: Lines::new(self.cfg.vertices as usize),
             scratch: Vec::new(),
             asym: 0,
             listed: 0,
@@ -585,12 +587,13 @@ impl SdgFollow {
     }
 
     /// Host cache hint: start loading what walking vertex `v` touches first (its first chunk,
-    /// that chunk's per-slot state, its neighbour list). No effect on results.
+    /// that chunk's per-slot state, its neighbour list if it is not in its line; the entry and
+    /// the line are read). No effect on results.
     fn prefetch(&self, data: &[u8], v: u32) {
         if (v as u64) < self.lists.roots {
             let head = rd64(data, vertex_addr(v).0 + HEAD);
             self.lists.prefetch_slot(data, head);
-            self.adj.prefetch(v as usize);
+            self.adj.prefetch_long(v as usize);
         }
     }
 
@@ -709,6 +712,7 @@ impl Follow for SdgFollow {
         // be a random look-up), then the count from the transpose in one sequential pass.
         self.bulk = true;
         for v in 0..self.lists.roots as u32 {
+            self.adj.prefetch(v as usize + 16);
             self.prefetch(data, v + 8);
             self.rewalk(data, v);
         }
@@ -729,7 +733,7 @@ impl Follow for SdgFollow {
                     if let Some(x) = data.get(vertex_addr(v).0 as usize) {
                         crate::hostmem::prefetch(x);
                     }
-                    self.adj.prefetch_root(v as usize);
+                    self.adj.prefetch(v as usize);
                 }
                 for &v in &todo {
                     self.prefetch(data, v);
