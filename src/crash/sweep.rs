@@ -883,7 +883,21 @@ impl<'a> Sweep<'a> {
                 self.vstamp = 1;
             }
             self.vold.clear();
+            // Cache hints (no effect on results): the blocks one transaction ahead writes and
+            // their marks, so that their misses overlap this transaction's copying.
+            let hint = |vdata: &[u8], vmark: &[u32], j: usize| {
+                for (addr, _) in rec.oracle.tx_stores(j) {
+                    if let (Some(x), Some(m)) = (vdata.get(addr as usize), vmark.get(addr as usize / 64)) {
+                        crate::hostmem::prefetch(x);
+                        crate::hostmem::prefetch(m);
+                    }
+                }
+            };
+            hint(&self.vdata, &self.vmark, self.vk);
             for j in self.vk..k {
+                if j + 1 < k {
+                    hint(&self.vdata, &self.vmark, j + 1);
+                }
                 for (addr, bytes) in rec.oracle.tx_stores(j) {
                     for b in blocks_of(Addr(addr), bytes.len()) {
                         let b = b.0 as usize;
