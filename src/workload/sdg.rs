@@ -546,11 +546,11 @@ impl Sdg {
 
 /// The incremental form of [`Sdg::verify`] ([`Follow`]): the vertices are the roots of
 /// [`SlabLists`] (which keeps the chunk and free-list checks); beside it, each vertex's
-/// neighbour set (sorted, without duplicates, self-loops or out-of-range ids; in a cache line of
-/// its own when it is short, [`Lines`], as most are: `set_adj` reads the sets of neighbours at
-/// random), the directed
+/// neighbour set (sorted, without duplicates, self-loops or out-of-range ids), the directed
 /// edges whose reverse is missing (`asym`: the adjacency is symmetric when it is 0) and the ids
-/// listed in total (twice the header's edge count when sound).
+/// listed in total (twice the header's edge count when sound). The neighbour sets are
+/// [`Lines`]: most are short, and a short one is a single cache line, since `set_adj` reads
+/// the sets of neighbours at random.
 pub struct SdgFollow {
     lists: SlabLists,
     data_bytes: u64,
@@ -726,9 +726,9 @@ impl Follow for SdgFollow {
             Rewalk::Reset => self.reset(data),
             Rewalk::Roots(todo) => {
                 // Cache hints in stages, each over every queued vertex so that its misses
-                // overlap: the vertices' entries and neighbour lists' records, then what
-                // those lead to (first chunk, its slot's record, the neighbour list; the
-                // walks' `set_adj` searches the lists of neighbours, mostly queued too).
+                // overlap: the vertices' entries and neighbour sets' lines, then what those
+                // lead to (first chunk, its slot's record, a long neighbour set; the walks'
+                // `set_adj` searches the sets of neighbours, mostly queued too).
                 for &v in &todo {
                     if let Some(x) = data.get(vertex_addr(v).0 as usize) {
                         crate::hostmem::prefetch(x);
