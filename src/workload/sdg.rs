@@ -747,38 +747,45 @@ impl Follow for SdgFollow {
     }
 }
 
-/// Sort a vertex's neighbour ids. Most lists are short (mean degree 8): those of at most
-/// `SMALL` ids are sorted by rank (an id's place is the number of ids below it), which has no
-/// data-dependent branch and vectorises, where an insertion sort's branches on random ids are
-/// mispredicted about once per id. A list with an id twice (only in a broken image) is sorted
-/// the ordinary way.
+/// Sort a vertex's neighbour ids. Most lists are short (mean degree 8): those of at most 16
+/// ids are sorted by rank ([`sort_by_rank`]), with no data-dependent branch, where an insertion
+/// sort's branches on random ids are mispredicted about once per id.
 fn sort_ids(ids: &mut [u32]) {
-    const SMALL: usize = 16;
-    let n = ids.len();
-    if n > SMALL {
+    let sorted = match ids.len() {
+        0..=8 => sort_by_rank::<8>(ids),
+        9..=16 => sort_by_rank::<16>(ids),
+        _ => false,
+    };
+    if !sorted {
         ids.sort_unstable();
-        return;
     }
+}
+
+/// Sort at most `K` ids by rank: an id's place is the number of ids below it, counted for all
+/// `K` places at once, which vectorises. False, the ids untouched, when an id is there twice
+/// (only in a broken image: ranks then collide).
+fn sort_by_rank<const K: usize>(ids: &mut [u32]) -> bool {
+    let n = ids.len();
     // Compared as signed numbers (biased), which vectorises on every x86-64; the padding
     // ranks nothing (only the ids are counted).
-    let mut a = [0i32; SMALL];
+    let mut a = [0i32; K];
     for (a, &x) in a.iter_mut().zip(ids.iter()) {
         *a = (x ^ 1 << 31) as i32;
     }
-    let (mut below, mut equal) = ([0i32; SMALL], [0i32; SMALL]);
+    let (mut below, mut equal) = ([0i32; K], [0i32; K]);
     for &y in &a[..n] {
-        for i in 0..SMALL {
+        for i in 0..K {
             below[i] += i32::from(y < a[i]);
             equal[i] += i32::from(y == a[i]);
         }
     }
     if equal[..n].iter().any(|&e| e != 1) {
-        ids.sort_unstable();
-        return;
+        return false;
     }
     for i in 0..n {
         ids[below[i] as usize % n] = (a[i] as u32) ^ 1 << 31;
     }
+    true
 }
 
 /// Every edge must be listed from both ends (the lists in `walk` are sorted and in range);
