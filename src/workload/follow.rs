@@ -26,43 +26,75 @@ pub trait Follow {
 /// Per-root lists in one arena (a follower's per-vertex or per-bucket payload), so that taking a
 /// data area whole allocates nothing per root: a list that grows moves to the end of the arena,
 /// and the arena is compacted once the space left behind outweighs the live entries.
-pub(crate) struct Spans<T> {
+///
+/// Each root's record (where its list is) also holds the owner's own per-root fields `R`
+/// ([`Spans::extra`]): the record is loaded anyway when the root's list is, so fields kept
+/// there cost no cache miss of their own (the per-root arrays are MBs, reached at random).
+pub(crate) struct Spans<T, R = ()> {
     items: Vec<T>,
-    /// Per root: its list's start in `items` and its length.
-    span: Vec<(u32, u32)>,
+    /// Per root: its list's start in `items`, its length, and its other fields.
+    span: Vec<Span<R>>,
     live: usize,
 }
 
-impl<T: Copy> Spans<T> {
-    pub fn new(roots: usize) -> Spans<T> {
-        Spans { items: Vec::new(), span: vec![(0, 0); roots], live: 0 }
+#[derive(Clone, Copy, Default)]
+struct Span<R> {
+    start: u32,
+    len: u32,
+    extra: R,
+}
+
+impl<T: Copy, R: Copy + Default> Spans<T, R> {
+    pub fn new(roots: usize) -> Spans<T, R> {
+        Spans { items: Vec::new(), span: vec![Span::default(); roots], live: 0 }
     }
 
-    /// Every list empty.
+    /// Every list empty, every root's fields default.
     pub fn clear(&mut self) {
         self.items.clear();
-        self.span.fill((0, 0));
+        self.span.fill(Span::default());
         self.live = 0;
     }
 
-    /// Host cache hint: start loading root `r`'s list. No effect on results.
+    /// Host cache hint: start loading root `r`'s record. No effect on results.
+    #[inline]
+    pub fn prefetch_root(&self, r: usize) {
+        if let Some(x) = self.span.get(r) {
+            crate::hostmem::prefetch(x);
+        }
+    }
+
+    /// Host cache hint: start loading root `r`'s list (its record is read). No effect on
+    /// results.
     #[inline]
     pub fn prefetch(&self, r: usize) {
         crate::hostmem::prefetch(&self.span[r]);
-        if let Some(x) = self.items.get(self.span[r].0 as usize) {
+        if let Some(x) = self.items.get(self.span[r].start as usize) {
             crate::hostmem::prefetch(x);
         }
     }
 
     pub fn get(&self, r: usize) -> &[T] {
-        let (start, len) = self.span[r];
+        let Span { start, len, .. } = self.span[r];
         &self.items[start as usize..(start + len) as usize]
+    }
+
+    /// Root `r`'s own fields.
+    #[inline]
+    pub fn extra(&self, r: usize) -> &R {
+        &self.span[r].extra
+    }
+
+    #[inline]
+    pub fn extra_mut(&mut self, r: usize) -> &mut R {
+        &mut self.span[r].extra
     }
 
     /// Empty root `r`'s list; its entries stay readable through the returned range of
     /// [`Spans::at`] until the next [`Spans::set`].
     pub fn forget(&mut self, r: usize) -> std::ops::Range<usize> {
-        let (start, len) = std::mem::take(&mut self.span[r]);
+        let sp = &mut self.span[r];
+        let (start, len) = (sp.start, std::mem::take(&mut sp.len));
         self.live -= len as usize;
         start as usize..(start + len) as usize
     }
@@ -74,17 +106,17 @@ impl<T: Copy> Spans<T> {
 
     /// Replace root `r`'s list.
     pub fn set(&mut self, r: usize, new: &[T]) {
-        let (start, len) = self.span[r];
+        let Span { start, len, .. } = self.span[r];
         self.live = self.live - len as usize + new.len();
         if new.len() <= len as usize {
             self.items[start as usize..start as usize + new.len()].copy_from_slice(new);
-            self.span[r] = (start, new.len() as u32);
+            self.span[r].len = new.len() as u32;
             return;
         }
         if self.items.len() + new.len() > 2 * self.live + 4096 {
             self.compact();
         }
-        self.span[r] = (self.items.len() as u32, new.len() as u32);
+        (self.span[r].start, self.span[r].len) = (self.items.len() as u32, new.len() as u32);
         self.items.extend_from_slice(new);
         assert!(self.items.len() <= u32::MAX as usize, "follower lists beyond 2^32 entries");
     }
@@ -93,11 +125,81 @@ impl<T: Copy> Spans<T> {
     fn compact(&mut self) {
         let mut items = Vec::with_capacity(2 * self.live + 4096);
         for sp in &mut self.span {
-            let (start, len) = *sp;
-            *sp = (items.len() as u32, len);
-            items.extend_from_slice(&self.items[start as usize..(start + len) as usize]);
+            let start = std::mem::replace(&mut sp.start, items.len() as u32);
+            items.extend_from_slice(&self.items[start as usize..(start + sp.len) as usize]);
         }
         self.items = items;
+    }
+}
+
+/// Per-root lists of `u32` (a follower's per-vertex neighbour lists), each in a cache line of
+/// its own when it has at most [`Lines::INLINE`] entries (most have), else in a [`Spans`]
+/// arena: reading a short list is then one cache miss, where a [`Spans`] list costs two
+/// dependent ones (the root's record, then the list, which may straddle two lines).
+pub(crate) struct Lines {
+    line: Vec<Line>,
+    long: Spans<u32>,
+}
+
+/// A root's list: its length and, when it has at most [`Lines::INLINE`] entries, the entries.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line {
+    len: u32,
+    ids: [u32; Lines::INLINE],
+}
+
+impl Lines {
+    pub const INLINE: usize = 15;
+    const EMPTY: Line = Line { len: 0, ids: [0; Lines::INLINE] };
+
+    pub fn new(roots: usize) -> Lines {
+        Lines { line: vec![Lines::EMPTY; roots], long: Spans::new(roots) }
+    }
+
+    /// Every list empty.
+    pub fn clear(&mut self) {
+        self.line.fill(Lines::EMPTY);
+        self.long.clear();
+    }
+
+    /// Host cache hint: start loading root `r`'s line. No effect on results.
+    #[inline]
+    pub fn prefetch(&self, r: usize) {
+        if let Some(x) = self.line.get(r) {
+            crate::hostmem::prefetch(x);
+        }
+    }
+
+    /// Host cache hint: start loading root `r`'s list if it is not in its line (the line is
+    /// read). No effect on results.
+    #[inline]
+    pub fn prefetch_long(&self, r: usize) {
+        if self.line[r].len as usize > Lines::INLINE {
+            self.long.prefetch(r);
+        }
+    }
+
+    pub fn get(&self, r: usize) -> &[u32] {
+        let line = &self.line[r];
+        match line.ids.get(..line.len as usize) {
+            Some(short) => short,
+            None => self.long.get(r),
+        }
+    }
+
+    /// Replace root `r`'s list.
+    pub fn set(&mut self, r: usize, new: &[u32]) {
+        let line = &mut self.line[r];
+        if new.len() <= Lines::INLINE {
+            if line.len as usize > Lines::INLINE {
+                self.long.set(r, &[]);
+            }
+            line.ids[..new.len()].copy_from_slice(new);
+        } else {
+            self.long.set(r, new);
+        }
+        line.len = new.len() as u32;
     }
 }
 
@@ -232,6 +334,15 @@ impl FreeList {
         }
     }
 
+    /// Host cache hint: start loading what [`FreeList::update`] reads of `slot` when its block
+    /// changed. No effect on results.
+    #[inline]
+    pub fn prefetch(&self, slot: usize) {
+        if let Some(x) = self.pos.get(slot) {
+            crate::hostmem::prefetch(x);
+        }
+    }
+
     /// Bring the list up to `data` after the blocks in `old` changed (all of it when `old` is
     /// `None`); `flip(slot, now_on)` hears of every slot whose membership changes.
     pub fn update(
@@ -319,26 +430,49 @@ pub(crate) struct SlabLists {
     root_bytes: u64,
     pub bump: u64,
     free: FreeList,
-    /// Per root: the slots its walk reached, and whether its own checks fail.
-    slots: Spans<u32>,
-    bad: Vec<bool>,
+    /// Per root: the slots its walk reached, and (in the same record) its [`RootState`].
+    slots: Spans<u32, RootState>,
+    /// The roots whose own checks fail (some perhaps no longer), and how many do.
     bad_list: Vec<u32>,
     nbad: u64,
-    /// Per slot: how many lists reach it, and one of them.
-    claims: Vec<u32>,
-    owner: Vec<u32>,
+    /// Per slot, one record: what walks and free-list changes read of a slot together.
+    per_slot: Vec<SlotState>,
     /// Slots reached by a second list; slots both reached and free; slots reached in total.
     shared: u64,
     overlap: u64,
     reached: u64,
-    /// The walk in progress: its slots, and stamps to find a slot reached twice.
+    /// The walk in progress: its slots, and the stamp that marks a slot reached by it
+    /// ([`SlotState::mark`]) to find a slot reached twice.
     walk: Vec<u32>,
-    mark: Vec<u32>,
     stamp: u32,
-    /// Roots queued for a walk in this call.
-    qmark: Vec<u32>,
+    /// The stamp marking the roots queued in this call ([`RootState::queued`]), and those roots.
     qstamp: u32,
     todo: Vec<u32>,
+}
+
+/// A root's fields of a [`SlabLists`], kept in its record of the slot lists ([`Spans`]): a
+/// walk, queueing and releasing a root read them together with its list's place.
+#[derive(Clone, Copy, Default)]
+#[repr(align(8))]
+struct RootState {
+    /// The stamp of the last call that queued the root.
+    queued: u32,
+    /// Its own checks fail.
+    bad: bool,
+}
+
+/// A slab slot's fields of a [`SlabLists`], in one record (16 bytes: one cache line holds it
+/// whole), because the slots a walk reaches are at random in arrays of MBs: how many lists
+/// reach the slot and one of them, the stamp of the walk that reached it last, and whether it
+/// is on the free list (a copy of [`FreeList::on`], kept here so that claiming a slot reads
+/// no other line).
+#[derive(Clone, Copy, Default)]
+#[repr(align(16))]
+struct SlotState {
+    claims: u32,
+    owner: u32,
+    mark: u32,
+    free: bool,
 }
 
 /// What [`SlabLists::changed`] asks of the caller.
@@ -353,6 +487,7 @@ impl SlabLists {
     pub fn new(slab: Slab, roots: u64, table_at: u64, root_bytes: u64) -> SlabLists {
         let (r, c) = (roots as usize, slab.capacity as usize);
         assert!(64 % root_bytes == 0 && table_at.is_multiple_of(64), "a block holds whole root entries");
+        assert!(root_bytes.is_multiple_of(8), "root entries are compared as 8-byte words");
         SlabLists {
             slab,
             roots,
@@ -361,18 +496,14 @@ impl SlabLists {
             bump: 0,
             free: FreeList::new(&slab),
             slots: Spans::new(r),
-            bad: vec![false; r],
             bad_list: Vec::new(),
             nbad: 0,
-            claims: vec![0; c],
-            owner: vec![0; c],
+            per_slot: vec![SlotState::default(); c],
             shared: 0,
             overlap: 0,
             reached: 0,
             walk: Vec::new(),
-            mark: vec![0; c],
             stamp: 0,
-            qmark: vec![0; r],
             qstamp: 0,
             todo: Vec::new(),
         }
@@ -410,19 +541,24 @@ impl SlabLists {
             if let Some(x) = data.get(at as usize) {
                 crate::hostmem::prefetch(x);
             }
-            crate::hostmem::prefetch(&self.claims[slot]);
-            crate::hostmem::prefetch(&self.owner[slot]);
-            crate::hostmem::prefetch(&self.mark[slot]);
-            crate::hostmem::prefetch(&self.free.on[slot]);
+            crate::hostmem::prefetch(&self.per_slot[slot]);
         }
+    }
+
+    /// Host cache hint: start loading root `r`'s record (where its slot list is, its own
+    /// fields). No effect on results.
+    #[inline]
+    pub fn prefetch_root(&self, r: u32) {
+        self.slots.prefetch_root(r as usize);
     }
 
     /// Bring the free list up to `data` (`old`: the blocks changed; `None`: walk it whole),
     /// keeping `overlap` (slots both reached and free).
     fn walk_free(&mut self, data: &[u8], old: Option<&[(usize, BlockData)]>) {
-        let (claims, overlap) = (&self.claims, &mut self.overlap);
+        let (state, overlap) = (&mut self.per_slot, &mut self.overlap);
         self.free.update(data, &self.slab, self.bump, old, |slot, on| {
-            if claims[slot] > 0 {
+            state[slot].free = on;
+            if state[slot].claims > 0 {
                 if on {
                     *overlap += 1;
                 } else {
@@ -438,7 +574,7 @@ impl SlabLists {
         self.walk.clear();
         self.stamp = self.stamp.wrapping_add(1);
         if self.stamp == 0 {
-            self.mark.fill(0);
+            self.per_slot.iter_mut().for_each(|s| s.mark = 0);
             self.stamp = 1;
         }
     }
@@ -447,16 +583,17 @@ impl SlabLists {
     fn release(&mut self, r: u32) {
         for i in self.slots.forget(r as usize) {
             let slot = self.slots.at(i) as usize;
-            self.claims[slot] -= 1;
-            match self.claims[slot] {
-                0 => self.overlap -= u64::from(self.free.on[slot]),
+            let st = &mut self.per_slot[slot];
+            st.claims -= 1;
+            match st.claims {
+                0 => self.overlap -= u64::from(st.free),
                 n => {
                     self.shared -= 1;
-                    if n == 1 && self.owner[slot] == r {
+                    if n == 1 && st.owner == r {
                         // Only in a broken image: find the list that still reaches it.
                         let rest =
                             (0..self.roots as u32).find(|&u| self.slots.get(u as usize).contains(&(slot as u32)));
-                        self.owner[slot] = rest.expect("a claimed slot is in some list");
+                        self.per_slot[slot].owner = rest.expect("a claimed slot is in some list");
                     }
                 }
             }
@@ -472,10 +609,10 @@ impl SlabLists {
 
     /// The walk reaches `slot`; false if it had already (a cycle).
     fn visit(&mut self, slot: usize) -> bool {
-        if self.mark[slot] == self.stamp {
+        if self.per_slot[slot].mark == self.stamp {
             return false;
         }
-        self.mark[slot] = self.stamp;
+        self.per_slot[slot].mark = self.stamp;
         self.walk.push(slot as u32);
         true
     }
@@ -484,11 +621,11 @@ impl SlabLists {
     pub fn end(&mut self, r: u32, ok: bool) {
         let walk = std::mem::take(&mut self.walk);
         for &slot in &walk {
-            let slot = slot as usize;
-            self.claims[slot] += 1;
-            if self.claims[slot] == 1 {
-                self.owner[slot] = r;
-                self.overlap += u64::from(self.free.on[slot]);
+            let st = &mut self.per_slot[slot as usize];
+            st.claims += 1;
+            if st.claims == 1 {
+                st.owner = r;
+                self.overlap += u64::from(st.free);
             } else {
                 self.shared += 1;
             }
@@ -496,9 +633,9 @@ impl SlabLists {
         self.reached += walk.len() as u64;
         self.slots.set(r as usize, &walk);
         self.walk = walk;
-        let ri = r as usize;
-        if ok == self.bad[ri] {
-            self.bad[ri] = !ok;
+        let bad = &mut self.slots.extra_mut(r as usize).bad;
+        if ok == *bad {
+            *bad = !ok;
             if ok {
                 self.nbad -= 1;
             } else {
@@ -509,26 +646,42 @@ impl SlabLists {
     }
 
     fn queue(&mut self, r: u32) {
-        if self.qmark[r as usize] != self.qstamp {
-            self.qmark[r as usize] = self.qstamp;
+        let queued = &mut self.slots.extra_mut(r as usize).queued;
+        if *queued != self.qstamp {
+            *queued = self.qstamp;
             self.todo.push(r);
         }
     }
 
-    /// The roots whose walk reads one of the changed blocks (an entry of the root table, a
-    /// slot its list reaches), and the failing roots a larger bump may repair; walks the free
+    /// The roots whose walk reads changed bytes (its entry of the root table, a block of a slot
+    /// its list reaches), and the failing roots a larger bump may repair; walks the free
     /// list again when a block it reads changed. Block 0 holds the slab's metadata.
     pub fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> Rewalk {
         self.qstamp = self.qstamp.wrapping_add(1);
         if self.qstamp == 0 {
-            self.qmark.fill(0);
+            (0..self.roots as usize).for_each(|r| self.slots.extra_mut(r).queued = 0);
             self.qstamp = 1;
         }
         let meta_block = self.slab.meta.0 / 64;
         let table_end = self.table_at + self.root_bytes * self.roots;
         let slab_end = self.slab.base.0 + self.slab.bytes();
+        // The records the loop below reads (cache hints only): a root's of a changed entry
+        // of the table (those of its block's first and last root span all of them), a
+        // slot's of a changed slab block.
         for &(b, _) in old {
             let at = b as u64 * 64;
+            if at >= self.table_at && at < table_end {
+                let first = (at - self.table_at) / self.root_bytes;
+                self.prefetch_root(first as u32);
+                self.prefetch_root((first + 64 / self.root_bytes - 1).min(self.roots - 1) as u32);
+            } else if at >= self.slab.base.0 && at < slab_end {
+                let slot = ((at - self.slab.base.0) / self.slab.slot_bytes) as usize;
+                crate::hostmem::prefetch(&self.per_slot[slot]);
+                self.free.prefetch(slot);
+            }
+        }
+        for (b, before) in old {
+            let (b, at) = (*b, *b as u64 * 64);
             if b as u64 == meta_block {
                 let bump = le64(data, self.slab.meta.0 as usize + 8);
                 if bump < self.bump {
@@ -538,22 +691,27 @@ impl SlabLists {
                     self.bump = bump;
                     for i in 0..self.bad_list.len() {
                         let r = self.bad_list[i];
-                        if self.bad[r as usize] {
+                        if self.slots.extra(r as usize).bad {
                             self.queue(r);
                         }
                     }
                 }
             }
             if at >= self.table_at && at < table_end {
+                // Only the roots whose own entry changed: a block holds several.
                 let first = (at - self.table_at) / self.root_bytes;
                 for r in first..(first + 64 / self.root_bytes).min(self.roots) {
-                    self.queue(r as u32);
+                    let entry = (self.table_at + r * self.root_bytes) as usize;
+                    let mut words = (0..self.root_bytes as usize).step_by(8);
+                    if !words.all(|i| le64(before, entry - b * 64 + i) == le64(data, entry + i)) {
+                        self.queue(r as u32);
+                    }
                 }
             } else if at >= self.slab.base.0 && at < slab_end {
                 let slot = ((at - self.slab.base.0) / self.slab.slot_bytes) as usize;
-                match self.claims[slot] {
+                match self.per_slot[slot].claims {
                     0 => {}
-                    1 => self.queue(self.owner[slot]),
+                    1 => self.queue(self.per_slot[slot].owner),
                     _ => {
                         for r in 0..self.roots as u32 {
                             if self.slots.get(r as usize).contains(&(slot as u32)) {
@@ -566,15 +724,25 @@ impl SlabLists {
         }
         self.walk_free(data, Some(old));
         if !self.bad_list.is_empty() {
-            let bad = &self.bad;
-            self.bad_list.retain(|&r| bad[r as usize]);
+            let slots = &self.slots;
+            self.bad_list.retain(|&r| slots.extra(r as usize).bad);
             self.bad_list.sort_unstable();
             self.bad_list.dedup();
         }
         // Every queued root lets go of its slots before any is walked again: a slot that moved
         // from one list to another is then claimed once, whichever list is walked first (else
         // it would look reached twice in between, and finding its other list is a search).
+        // Cache hints first, in stages so that each stage's misses overlap: the roots' lists
+        // (their records were read when queued), then their slots' records.
         let todo = std::mem::take(&mut self.todo);
+        for &r in &todo {
+            self.slots.prefetch(r as usize);
+        }
+        for &r in &todo {
+            for &slot in self.slots.get(r as usize) {
+                crate::hostmem::prefetch(&self.per_slot[slot as usize]);
+            }
+        }
         for &r in &todo {
             self.release(r);
         }
@@ -664,6 +832,24 @@ pub(crate) mod check {
                 (i, block)
             })
             .collect()
+    }
+
+    /// Lists kept in their line or in the arena, as they grow and shrink across
+    /// [`super::Lines::INLINE`], read back as set.
+    #[test]
+    fn lines_read_back_what_was_set() {
+        let mut lines = super::Lines::new(8);
+        let mut model = vec![Vec::new(); 8];
+        let mut rng = Rng::new(5);
+        for _ in 0..4000 {
+            let r = rng.below(8) as usize;
+            let n = rng.below(2 * super::Lines::INLINE as u64 + 2) as usize;
+            model[r] = (0..n).map(|_| rng.next_u64() as u32).collect();
+            lines.set(r, &model[r]);
+            assert!((0..8).all(|r| lines.get(r) == model[r]));
+        }
+        lines.clear();
+        assert!((0..8).all(|r| lines.get(r).is_empty()));
     }
 
     /// Keep the helper honest: a follower that ignores changes is caught.

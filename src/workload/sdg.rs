@@ -92,7 +92,7 @@
 //! `ops_per_tx = 13` puts the P-Set near Table II's 52.85 blocks per transaction (measured:
 //! 53.67 at the defaults, seed 1; 12 operations would give about 49.6).
 
-use super::follow::{Follow, Rewalk, SlabLists, Spans};
+use super::follow::{Follow, Lines, Rewalk, SlabLists};
 use super::native::Native;
 use super::slab::Slab;
 use super::Pm;
@@ -548,11 +548,13 @@ impl Sdg {
 /// [`SlabLists`] (which keeps the chunk and free-list checks); beside it, each vertex's
 /// neighbour set (sorted, without duplicates, self-loops or out-of-range ids), the directed
 /// edges whose reverse is missing (`asym`: the adjacency is symmetric when it is 0) and the ids
-/// listed in total (twice the header's edge count when sound).
+/// listed in total (twice the header's edge count when sound). The neighbour sets are
+/// [`Lines`]: most are short, and a short one is a single cache line, since `set_adj` reads
+/// the sets of neighbours at random.
 pub struct SdgFollow {
     lists: SlabLists,
     data_bytes: u64,
-    adj: Spans<u32>,
+    adj: Lines,
     scratch: Vec<u32>,
     asym: u64,
     listed: u64,
@@ -565,7 +567,7 @@ impl Sdg {
         SdgFollow {
             lists,
             data_bytes: self.data_bytes(),
-            adj: Spans::new(self.cfg.vertices as usize),
+            adj: Lines::new(self.cfg.vertices as usize),
             scratch: Vec::new(),
             asym: 0,
             listed: 0,
@@ -585,12 +587,13 @@ impl SdgFollow {
     }
 
     /// Host cache hint: start loading what walking vertex `v` touches first (its first chunk,
-    /// that chunk's per-slot state, its neighbour list). No effect on results.
+    /// that chunk's per-slot state, its neighbour list if it is not in its line; the entry and
+    /// the line are read). No effect on results.
     fn prefetch(&self, data: &[u8], v: u32) {
         if (v as u64) < self.lists.roots {
             let head = rd64(data, vertex_addr(v).0 + HEAD);
             self.lists.prefetch_slot(data, head);
-            self.adj.prefetch(v as usize);
+            self.adj.prefetch_long(v as usize);
         }
     }
 
@@ -615,11 +618,14 @@ impl SdgFollow {
             at = rd64(data, at + NEXT);
         }
         ok &= ids.len() as u64 == degree;
-        ids.sort_unstable();
-        let len = ids.len();
-        ids.dedup();
-        ids.retain(|&w| (w as u64) < self.lists.roots && w != v);
-        ok &= ids.len() == len;
+        sort_ids(&mut ids);
+        let roots = self.lists.roots;
+        let clean = |w: &[u32]| w[0] != w[1] && (w[1] as u64) < roots && w[1] != v;
+        if ids.first().is_some_and(|&w| w as u64 >= roots || w == v) || !ids.windows(2).all(clean) {
+            ids.dedup();
+            ids.retain(|&w| (w as u64) < roots && w != v);
+            ok = false;
+        }
         self.lists.end(v, ok);
         self.set_adj(v, &ids);
         self.scratch = ids;
@@ -706,6 +712,7 @@ impl Follow for SdgFollow {
         // be a random look-up), then the count from the transpose in one sequential pass.
         self.bulk = true;
         for v in 0..self.lists.roots as u32 {
+            self.adj.prefetch(v as usize + 16);
             self.prefetch(data, v + 8);
             self.rewalk(data, v);
         }
@@ -718,23 +725,67 @@ impl Follow for SdgFollow {
         match self.lists.changed(data, old) {
             Rewalk::Reset => self.reset(data),
             Rewalk::Roots(todo) => {
-                // The vertices' entries first, then (8 vertices ahead of the walk) their first
-                // chunk and lists, so that the walks' cache misses overlap.
+                // Cache hints in stages, each over every queued vertex so that its misses
+                // overlap: the vertices' entries and neighbour sets' lines, then what those
+                // lead to (first chunk, its slot's record, a long neighbour set; the walks'
+                // `set_adj` searches the sets of neighbours, mostly queued too).
                 for &v in &todo {
                     if let Some(x) = data.get(vertex_addr(v).0 as usize) {
                         crate::hostmem::prefetch(x);
                     }
+                    self.adj.prefetch(v as usize);
                 }
-                for (i, &v) in todo.iter().enumerate() {
-                    if let Some(&ahead) = todo.get(i + 8) {
-                        self.prefetch(data, ahead);
-                    }
+                for &v in &todo {
+                    self.prefetch(data, v);
+                }
+                for &v in &todo {
                     self.rewalk(data, v);
                 }
                 self.sound(data)
             }
         }
     }
+}
+
+/// Sort a vertex's neighbour ids. Most lists are short (mean degree 8): those of at most 16
+/// ids are sorted by rank ([`sort_by_rank`]), with no data-dependent branch, where an insertion
+/// sort's branches on random ids are mispredicted about once per id.
+fn sort_ids(ids: &mut [u32]) {
+    let sorted = match ids.len() {
+        0..=8 => sort_by_rank::<8>(ids),
+        9..=16 => sort_by_rank::<16>(ids),
+        _ => false,
+    };
+    if !sorted {
+        ids.sort_unstable();
+    }
+}
+
+/// Sort at most `K` ids by rank: an id's place is the number of ids below it, counted for all
+/// `K` places at once, which vectorises. False, the ids untouched, when an id is there twice
+/// (only in a broken image: ranks then collide).
+fn sort_by_rank<const K: usize>(ids: &mut [u32]) -> bool {
+    let n = ids.len();
+    // Compared as signed numbers (biased), which vectorises on every x86-64; the padding
+    // ranks nothing (only the ids are counted).
+    let mut a = [0i32; K];
+    for (a, &x) in a.iter_mut().zip(ids.iter()) {
+        *a = (x ^ 1 << 31) as i32;
+    }
+    let (mut below, mut equal) = ([0i32; K], [0i32; K]);
+    for &y in &a[..n] {
+        for i in 0..K {
+            below[i] += i32::from(y < a[i]);
+            equal[i] += i32::from(y == a[i]);
+        }
+    }
+    if equal[..n].iter().any(|&e| e != 1) {
+        return false;
+    }
+    for i in 0..n {
+        ids[below[i] as usize % n] = (a[i] as u32) ^ 1 << 31;
+    }
+    true
 }
 
 /// Every edge must be listed from both ends (the lists in `walk` are sorted and in range);
@@ -1043,6 +1094,20 @@ mod tests {
             followed.changed(&pm.mem, &undo);
         }
         assert!(seen_asym > 5, "the damage must make some states asymmetric: {seen_asym}");
+    }
+
+    #[test]
+    fn sorting_ids_by_rank_equals_a_sort() {
+        let mut rng = Rng::new(11);
+        for round in 0..2000 {
+            let n = round % 21;
+            let range = [4, 40, u64::from(u32::MAX) + 1][round % 3];
+            let mut ids: Vec<u32> = (0..n).map(|_| rng.below(range) as u32).collect();
+            let mut want = ids.clone();
+            want.sort_unstable();
+            sort_ids(&mut ids);
+            assert_eq!(ids, want);
+        }
     }
 
     #[test]
