@@ -910,8 +910,8 @@ pub struct BTreeFollow {
 }
 
 /// A subtree's summary (see [`BTreeFollow`]), packed into 56 bytes so that with its parent
-/// link ([`Subtrees`]) it fills one host cache line: re-evaluating an inner node reads one
-/// line per child.
+/// link ([`Subtrees`]) it takes 64: re-evaluating an inner node reads about one host line per
+/// child.
 #[derive(Clone, Copy)]
 struct NodeSum {
     /// Smallest leaf key, smallest inner key, largest key (`u64::MAX` / 0 when none).

@@ -217,10 +217,10 @@ pub(crate) struct Subtrees<S> {
     chain: usize,
 }
 
-/// One node's summary and parent link, in one host cache line (a parent's evaluation reads
-/// both for every child).
+/// One node's summary and parent link side by side (a parent's evaluation reads both for
+/// every child). Not aligned to a host line: the red-black tree's 48-byte records would grow to
+/// 64, and its whole takes were measured 10-15 % slower with them.
 #[derive(Clone, Copy)]
-#[repr(align(64))]
 struct Node<S> {
     sum: Option<S>,
     up: u32,
