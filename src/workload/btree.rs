@@ -879,7 +879,10 @@ impl Walk<'_> {
 
 /// The incremental form of [`BTree::verify`] ([`Follow`]): a summary per node of its subtree,
 /// kept until a block of the node changes, and recomputed along the path from a changed node
-/// to the root (as [`crate::workload::rbtree::RbFollow`] does).
+/// to the root (as [`crate::workload::rbtree::RbFollow`] does). An inner node on that path
+/// whose own blocks did not change folds in only its children whose summaries did (a
+/// [`Fold`]), so a point costs what changed, not the inner nodes' fan-out (hundreds of
+/// children each).
 ///
 /// A summary holds what the whole walk derives from the subtree without knowing where it
 /// hangs: whether it passes the checks that need no bounds from above (fill at most the
@@ -907,12 +910,42 @@ pub struct BTreeFollow {
     /// This evaluation met the depth bound (a cycle).
     deep: bool,
     keys: Vec<u64>,
+    /// Per node slot: its last whole fold, which later folds update child by child
+    /// ([`BTreeFollow::refold`]), and what its parent's fold counted of it; valid while
+    /// stamped with `fold_gen`.
+    folds: Vec<Fold>,
+    fold_gen: u32,
+    /// Per inner node with a valid fold: the children whose summaries were marked stale since,
+    /// each once ([`Fold::queued`]), from the trace of marking stale
+    /// ([`crate::workload::follow::Walks`]).
+    pending: Vec<Vec<u32>>,
+}
+
+/// An inner node's fold of its children's summaries, kept so that a child's new summary is
+/// folded in by re-checking that child and the next (the checks between neighbours: equal
+/// heights, the leaf chain), not all of them: how many children fail their checks, the sum of
+/// their node counts; and the node's own place in its parent's fold (index, whether it passed,
+/// the node count counted). With every child passing, the extremes come from the first and last
+/// child alone ([`BTreeFollow::refold`]).
+#[derive(Clone, Copy, Default)]
+struct Fold {
+    gen: u32,
+    bad: u32,
+    nodes: u64,
+    idx: u32,
+    counted: u32,
+    passed: bool,
+    /// The node whose pending children list this one (slot + 1; 0: none).
+    queued: u32,
+    /// Being folded (a cycle in a broken image reaches a node inside its own fold, which is
+    /// then folded whole again until the depth bound).
+    folding: bool,
 }
 
 /// A subtree's summary (see [`BTreeFollow`]), packed into 56 bytes so that with its parent
 /// link ([`Subtrees`]) it takes 64: re-evaluating an inner node reads about one host line per
 /// child.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Debug)]
 struct NodeSum {
     /// Smallest leaf key, smallest inner key, largest key (`u64::MAX` / 0 when none).
     min_leaf: u64,
@@ -944,6 +977,38 @@ const FAILED: NodeSum = NodeSum {
     any_key: false,
 };
 
+impl NodeSum {
+    /// An inner node's summary before its children are folded in ([`NodeSum::absorb`]).
+    fn inner(keys: &[u64]) -> NodeSum {
+        NodeSum {
+            ok: keys.windows(2).all(|p| p[0] < p[1]),
+            leaf: false,
+            count: keys.len() as u16,
+            height: 0,
+            nodes: 1,
+            min_leaf: u64::MAX,
+            min_inner: keys.first().copied().unwrap_or(u64::MAX),
+            max: keys.last().copied().unwrap_or(0),
+            any_key: !keys.is_empty(),
+            first_leaf: 0,
+            last_next: 0,
+        }
+    }
+
+    /// Fold the next child's summary in (its checks are [`BTreeFollow::passes`]).
+    fn absorb(&mut self, k: &NodeSum, first: bool) {
+        if first {
+            (self.height, self.first_leaf) = (k.height + 1, k.first_leaf);
+        }
+        self.nodes = self.nodes.saturating_add(k.nodes);
+        self.min_leaf = self.min_leaf.min(k.min_leaf);
+        self.min_inner = self.min_inner.min(k.min_inner);
+        self.max = self.max.max(k.max);
+        self.any_key |= k.any_key;
+        self.last_next = k.last_next;
+    }
+}
+
 impl BTree {
     /// The incremental verifier.
     pub fn follower(&self) -> BTreeFollow {
@@ -956,9 +1021,12 @@ impl BTree {
             data_bytes: self.data_bytes(),
             bump: 0,
             free: FreeList::new(&self.slab),
-            subtrees: Subtrees::new(n, MAX_DEPTH),
+            subtrees: Subtrees::with_walks(n, MAX_DEPTH),
             deep: false,
             keys: Vec::new(),
+            folds: vec![Fold::default(); n],
+            fold_gen: 1,
+            pending: vec![Vec::new(); n],
         }
     }
 }
@@ -988,11 +1056,18 @@ impl BTreeFollow {
         if let Some(sum) = self.subtrees.sum(slot) {
             return sum;
         }
+        self.take_walks();
         let (kind, count) = (rd_u32(data, a), rd_u32(data, a + COUNT_OFF) as usize);
         let leaf = kind == KIND_LEAF;
         let max = if leaf { self.leaf_max } else { self.inner_max };
+        // A re-fold re-checks two children per pending one; past a quarter of them pending,
+        // a whole fold reads fewer.
+        let f = &self.folds[slot];
+        let refold = !leaf && f.gen == self.fold_gen && !f.folding && 4 * self.pending[slot].len() <= count + 1;
         let sum = if (kind != KIND_LEAF && kind != KIND_INNER) || count > max {
             FAILED
+        } else if let Some(sum) = refold.then(|| self.refold(data, a, slot, count, depth)).flatten() {
+            sum
         } else {
             // Host cache hint: the node's keys and children, all at once (a stale inner node
             // is often cold: only its child changed).
@@ -1029,19 +1104,11 @@ impl BTreeFollow {
 
     fn inner_sum(&mut self, data: &[u8], a: u64, slot: usize, keys: &[u64], depth: usize) -> NodeSum {
         let count = keys.len();
-        let mut sum = NodeSum {
-            ok: keys.windows(2).all(|p| p[0] < p[1]),
-            leaf: false,
-            count: count as u16,
-            height: 0,
-            nodes: 1,
-            min_leaf: u64::MAX,
-            min_inner: keys.first().copied().unwrap_or(u64::MAX),
-            max: keys.last().copied().unwrap_or(0),
-            any_key: count > 0,
-            first_leaf: 0,
-            last_next: 0,
-        };
+        let mut sum = NodeSum::inner(keys);
+        // Provisionally valid, so that children marked stale while this fold runs are pending.
+        (self.folds[slot].gen, self.folds[slot].folding) = (self.fold_gen, true);
+        self.unqueue(slot);
+        let mut nodes = 0u64;
         let mut prev: Option<NodeSum> = None;
         for i in 0..=count {
             if !sum.ok {
@@ -1065,30 +1132,195 @@ impl BTreeFollow {
                 break;
             }
             let k = self.eval(data, c, depth + 1);
-            let min_fill = if k.leaf { self.leaf_max / 2 } else { self.inner_max / 2 };
-            // Keys of child i in [keys[i-1], keys[i]); its inner keys above keys[i-1].
-            let above = |lo: u64| k.min_leaf >= lo && (k.min_inner == u64::MAX || k.min_inner > lo);
-            sum.ok &= k.ok
-                && k.count as usize >= min_fill
-                && (i == 0 || above(keys[i - 1]))
-                && (i == count || !k.any_key || k.max < keys[i]);
-            match prev {
-                None => (sum.height, sum.first_leaf) = (k.height + 1, k.first_leaf),
-                Some(p) => sum.ok &= k.height + 1 == sum.height && p.last_next == k.first_leaf,
-            }
-            sum.nodes = sum.nodes.saturating_add(k.nodes);
-            sum.min_leaf = sum.min_leaf.min(k.min_leaf);
-            sum.min_inner = sum.min_inner.min(k.min_inner);
-            sum.max = sum.max.max(k.max);
-            sum.any_key |= k.any_key;
-            sum.last_next = k.last_next;
+            let passed = self.passes(&k, prev.as_ref(), i.checked_sub(1).map(|j| keys[j]), keys.get(i).copied());
+            self.folds[cs] = Fold { idx: i as u32, counted: k.nodes, passed, ..self.folds[cs] };
+            sum.ok &= passed;
+            sum.absorb(&k, prev.is_none());
+            nodes += u64::from(k.nodes);
             prev = Some(k);
+        }
+        let f = &mut self.folds[slot];
+        f.folding = false;
+        if sum.ok && f.gen == self.fold_gen {
+            (f.bad, f.nodes) = (0, nodes);
+        } else {
+            f.gen = 0;
         }
         if sum.ok {
             sum
         } else {
             FAILED
         }
+    }
+
+    /// The checks a parent makes of child `k` (after `prev`, between separators `lo` and `hi`):
+    /// sound, at least the non-root minimum fill, keys in [lo, hi) and inner keys above lo, and
+    /// at the height of its left neighbour, whose last leaf chains to its first.
+    fn passes(&self, k: &NodeSum, prev: Option<&NodeSum>, lo: Option<u64>, hi: Option<u64>) -> bool {
+        let min_fill = if k.leaf { self.leaf_max / 2 } else { self.inner_max / 2 };
+        k.ok && k.count as usize >= min_fill
+            && lo.is_none_or(|lo| k.min_leaf >= lo && (k.min_inner == u64::MAX || k.min_inner > lo))
+            && hi.is_none_or(|hi| !k.any_key || k.max < hi)
+            && prev.is_none_or(|p| p.height == k.height && p.last_next == k.first_leaf)
+    }
+
+    /// Bring the folds up to the trace of marking stale: a walk's start is folded whole next
+    /// time, a step's child is pending in its parent's fold.
+    fn take_walks(&mut self) {
+        let Some(w) = self.subtrees.walks() else { return };
+        if std::mem::take(&mut w.all) {
+            self.fold_gen = self.fold_gen.wrapping_add(1).max(1);
+        }
+        for &s in &w.starts {
+            self.folds[s as usize].gen = 0;
+        }
+        for &(p, c) in &w.steps {
+            if self.folds[p as usize].gen == self.fold_gen && self.folds[c as usize].queued != p + 1 {
+                self.folds[c as usize].queued = p + 1;
+                self.pending[p as usize].push(c);
+            }
+        }
+        w.starts.clear();
+        w.steps.clear();
+    }
+
+    /// The summary of the inner node `a` (`count` keys) from its last whole fold, re-checking
+    /// each pending child and the one after it; `None` when the fold stopped being valid on
+    /// the way (fold it whole).
+    ///
+    /// With every child passing its checks, the extremes are the first and last child's: child
+    /// i > 0 has its smallest leaf key and inner keys at or above keys[i-1] >= keys[0], child
+    /// i < count its largest key below keys[i] <= the last key, and every child holds a key (at
+    /// least the minimum fill, which is at least 1), so the whole fold's minimum leaf key is
+    /// the first child's, its minimum inner key min(keys[0], the first child's), its maximum
+    /// max(the last key, the last child's).
+    fn refold(&mut self, data: &[u8], a: u64, slot: usize, count: usize, depth: usize) -> Option<NodeSum> {
+        self.folds[slot].folding = true;
+        let sum = self.refold_in(data, a, slot, count, depth);
+        self.folds[slot].folding = false;
+        sum
+    }
+
+    fn refold_in(&mut self, data: &[u8], a: u64, slot: usize, count: usize, depth: usize) -> Option<NodeSum> {
+        let mut j = 0;
+        while let Some(&c) = self.pending[slot].get(j) {
+            j += 1;
+            if j > count + 1 {
+                // More re-checks than children (children marked stale again and again by what
+                // the re-checks evaluate, in a broken image): fold whole.
+                return None;
+            }
+            self.unqueue_one(slot, c);
+            // The index this child had in the fold (a child since moved elsewhere names a
+            // place whose re-check is merely redundant).
+            let i = self.folds[c as usize].idx as usize;
+            if i <= count {
+                self.recheck(data, a, slot, i, count, depth);
+            }
+            if i < count {
+                self.recheck(data, a, slot, i + 1, count, depth);
+            }
+            if self.deep {
+                return Some(FAILED);
+            }
+        }
+        self.pending[slot].clear();
+        self.take_walks();
+        if !self.pending[slot].is_empty() {
+            // Marked stale again by what the re-checks evaluated: fold whole.
+            self.unqueue(slot);
+            return None;
+        }
+        let f = self.folds[slot];
+        if f.gen != self.fold_gen {
+            return None;
+        }
+        if f.bad > 0 {
+            return Some(FAILED);
+        }
+        let first = self.child(data, a, 0, slot, depth);
+        let last = self.child(data, a, count, slot, depth);
+        if self.deep {
+            return Some(FAILED);
+        }
+        let key = |i: usize| rd_u64(data, key_at(Addr(a), i).0);
+        let sum = NodeSum {
+            ok: true,
+            leaf: false,
+            count: count as u16,
+            height: first.height + 1,
+            nodes: (1 + f.nodes).min(u64::from(u32::MAX)) as u32,
+            min_leaf: first.min_leaf,
+            min_inner: if count > 0 { key(0).min(first.min_inner) } else { first.min_inner },
+            max: if count > 0 { key(count - 1).max(last.max) } else { last.max },
+            any_key: count > 0 || first.any_key,
+            first_leaf: first.first_leaf,
+            last_next: last.last_next,
+        };
+        #[cfg(test)]
+        if let Some(whole) = self.whole_fold(data, a, count) {
+            assert_eq!(sum, whole, "B+tree follower: a re-fold differs from the whole fold");
+        }
+        Some(sum)
+    }
+
+    /// Empty the pending children of node `slot`.
+    fn unqueue(&mut self, slot: usize) {
+        for j in 0..self.pending[slot].len() {
+            self.unqueue_one(slot, self.pending[slot][j]);
+        }
+        self.pending[slot].clear();
+    }
+
+    fn unqueue_one(&mut self, slot: usize, c: u32) {
+        let f = &mut self.folds[c as usize];
+        if f.queued == slot as u32 + 1 {
+            f.queued = 0;
+        }
+    }
+
+    /// Re-check child `i` of the inner node `a` against its neighbour and separators, bringing
+    /// the fold's failing count and node sum up to date.
+    fn recheck(&mut self, data: &[u8], a: u64, slot: usize, i: usize, count: usize, depth: usize) {
+        let k = self.child(data, a, i, slot, depth);
+        let prev = if i > 0 { Some(self.child(data, a, i - 1, slot, depth)) } else { None };
+        let key = |i: usize| rd_u64(data, key_at(Addr(a), i).0);
+        let passed = self.passes(&k, prev.as_ref(), i.checked_sub(1).map(key), (i < count).then(|| key(i)));
+        let cs = self.slot(rd_u64(data, child_at(Addr(a), i).0));
+        let was = self.folds[cs];
+        self.folds[cs] = Fold { idx: i as u32, counted: k.nodes, passed, ..was };
+        let f = &mut self.folds[slot];
+        f.bad = f.bad + u32::from(!passed) - u32::from(!was.passed);
+        f.nodes = f.nodes - u64::from(was.counted) + u64::from(k.nodes);
+    }
+
+    /// The summary of child `i` of the inner node `a`, whose whole fold found every child
+    /// handed out.
+    fn child(&mut self, data: &[u8], a: u64, i: usize, slot: usize, depth: usize) -> NodeSum {
+        if depth + 1 >= MAX_DEPTH {
+            self.deep = true;
+            return FAILED;
+        }
+        let c = rd_u64(data, child_at(Addr(a), i).0);
+        self.subtrees.adopt(self.slot(c), slot as u32 + 1);
+        self.eval(data, c, depth + 1)
+    }
+
+    /// Test cross-check of [`BTreeFollow::refold`]: the whole fold of the inner node `a` from
+    /// the kept summaries of its children (`None` if one is not kept), without side effects.
+    #[cfg(test)]
+    fn whole_fold(&self, data: &[u8], a: u64, count: usize) -> Option<NodeSum> {
+        let key = |i: usize| rd_u64(data, key_at(Addr(a), i).0);
+        let keys: Vec<u64> = (0..count).map(key).collect();
+        let mut sum = NodeSum::inner(&keys);
+        let mut prev: Option<NodeSum> = None;
+        for i in 0..=count {
+            let k = self.subtrees.sum(self.slot(rd_u64(data, child_at(Addr(a), i).0)))?;
+            sum.ok &= self.passes(&k, prev.as_ref(), i.checked_sub(1).map(|j| keys[j]), keys.get(i).copied());
+            sum.absorb(&k, prev.is_none());
+            prev = Some(k);
+        }
+        Some(if sum.ok { sum } else { FAILED })
     }
 
     fn sound(&mut self, data: &[u8]) -> bool {
@@ -1384,11 +1616,14 @@ mod tests {
     }
 
     /// The incremental verifier against the whole one, over runs of deep trees of tiny nodes
-    /// (splits, merges, borrows, root changes) and random damage.
+    /// (splits, merges, borrows, root changes) and random damage; inner nodes of up to 9 keys
+    /// re-fold a few children at a time ([`BTreeFollow::refold`], which a test build checks
+    /// against the whole fold every time). Seed 40 damages a tree into a cycle through a
+    /// re-folded node.
     #[test]
     fn the_follower_agrees_with_the_verifier_on_a_run_and_on_damage() {
         for (leaf, inner, insert_percent, seed) in
-            [(4, 4, 50, 3), (3, 2, 80, 4), (6, 5, 20, 5), (2, 3, 50, 6), (2, 2, 60, 7)]
+            [(4, 4, 50, 3), (3, 2, 80, 4), (6, 5, 20, 5), (2, 3, 50, 6), (2, 2, 60, 7), (4, 4, 50, 40), (12, 9, 50, 8)]
         {
             let btree = BTreeConfig { insert_percent, ..cfg(400, leaf, inner, 5) };
             let cfg = crate::workload::WorkloadConfig { btree, ..Default::default() };

@@ -210,11 +210,25 @@ impl Lines {
 /// upwards reaches every summary that read it.
 pub(crate) struct Subtrees<S> {
     nodes: Vec<Node<S>>,
+    /// With [`Subtrees::with_walks`]: what marking stale did since the owner last took it.
+    walks: Option<Walks>,
     /// Nodes whose evaluation met a child pointer to a slot beyond the slab's bump (invalid
     /// now, valid once the bump grows past it).
     beyond_bump: Vec<u32>,
     /// Longer than any sound tree's height: a longer `up` chain exists only in a broken image.
     chain: usize,
+}
+
+/// The trace of marking stale ([`Subtrees::stale`] and what calls it), for a follower whose
+/// parents re-fold only the children whose summaries changed (the B+tree's, whose inner nodes
+/// have hundreds of children): each node a walk started at (its own content changed, or a
+/// child of it was adopted elsewhere: fold it whole), each (parent, child) step of a walk
+/// (re-check that child), and whether every summary was dropped.
+#[derive(Default)]
+pub(crate) struct Walks {
+    pub starts: Vec<u32>,
+    pub steps: Vec<(u32, u32)>,
+    pub all: bool,
 }
 
 /// One node's summary and parent link side by side (a parent's evaluation reads both for
@@ -228,7 +242,23 @@ struct Node<S> {
 
 impl<S: Copy> Subtrees<S> {
     pub fn new(nodes: usize, max_height: usize) -> Subtrees<S> {
-        Subtrees { nodes: vec![Node { sum: None, up: 0 }; nodes], beyond_bump: Vec::new(), chain: 4 * max_height }
+        Subtrees {
+            nodes: vec![Node { sum: None, up: 0 }; nodes],
+            walks: None,
+            beyond_bump: Vec::new(),
+            chain: 4 * max_height,
+        }
+    }
+
+    /// Like [`Subtrees::new`], keeping the trace of marking stale ([`Walks`]).
+    pub fn with_walks(nodes: usize, max_height: usize) -> Subtrees<S> {
+        Subtrees { walks: Some(Walks::default()), ..Subtrees::new(nodes, max_height) }
+    }
+
+    /// The trace of marking stale since the owner last emptied it (with
+    /// [`Subtrees::with_walks`]).
+    pub fn walks(&mut self) -> Option<&mut Walks> {
+        self.walks.as_mut()
     }
 
     /// Node `slot`'s summary, if kept.
@@ -248,12 +278,18 @@ impl<S: Copy> Subtrees<S> {
         for n in &mut self.nodes {
             n.sum = None;
         }
+        if let Some(w) = &mut self.walks {
+            w.all = true;
+        }
     }
 
     /// Forget every summary and parent.
     pub fn clear(&mut self) {
         self.nodes.fill(Node { sum: None, up: 0 });
         self.beyond_bump.clear();
+        if let Some(w) = &mut self.walks {
+            w.all = true;
+        }
     }
 
     /// The node at `slot` read a child pointer to a slot the slab has not handed out yet.
@@ -272,11 +308,19 @@ impl<S: Copy> Subtrees<S> {
     /// may be stale while one above it, evaluated on in the same pass, holds a summary. A
     /// chain longer than any sound tree's height drops every summary.
     pub fn stale(&mut self, mut slot: usize) {
+        if let Some(w) = &mut self.walks {
+            w.starts.push(slot as u32);
+        }
         for _ in 0..self.chain {
             self.nodes[slot].sum = None;
             match self.nodes[slot].up {
                 0 => return,
-                p => slot = p as usize - 1,
+                p => {
+                    if let Some(w) = &mut self.walks {
+                        w.steps.push((p - 1, slot as u32));
+                    }
+                    slot = p as usize - 1
+                }
             }
         }
         self.forget_sums();
