@@ -112,6 +112,11 @@ fn crashtest_finds_no_violation_in_correct_protocols() {
         assert!(r["crash_points"].as_u64().unwrap() >= 1500, "{p}");
         assert!(r["first_violation"].is_null());
         assert!(r["states_per_second"].as_f64().unwrap() > 0.0);
+        // The workers' time split: both parts measured, neither more than the workers had.
+        let (w, wall) = (&r["worker_seconds"], r["check_seconds"].as_f64().unwrap());
+        let parts: Vec<f64> = ["starting", "following", "at_points"].map(|k| w[k].as_f64().unwrap()).into();
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        assert!(parts.iter().all(|&s| s > 0.0) && parts.iter().sum::<f64>() <= workers * wall, "{p}: {w} of {wall} s");
     }
 }
 
@@ -187,7 +192,7 @@ fn torn_writes_break_loc_wal_not_h_wal_and_the_replay_reproduces_it() {
 
 /// The report without its host-timing fields.
 fn without_timing(mut v: Value) -> Value {
-    for f in ["states_per_second", "check_seconds"] {
+    for f in ["states_per_second", "check_seconds", "worker_seconds"] {
         v.as_object_mut().expect("object").remove(f);
     }
     v

@@ -13,7 +13,7 @@ use crate::workload::Workload;
 
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How many durable writes ahead of the one landing the sweep starts loading the lines the
 /// next landings touch (a host cache hint; no effect on results).
@@ -106,9 +106,25 @@ pub struct CrashReport {
     pub first_violation: Option<Violation>,
     pub states_per_second: f64,
     pub check_seconds: f64,
+    /// Where the workers' time went (host timing like `check_seconds`, summed over workers).
+    pub worker_seconds: WorkerSeconds,
     pub version: &'static str,
     pub git_rev: &'static str,
     pub config_hash: String,
+}
+
+/// The crash checker's workers' time, split by what it grows with: `starting`, a worker's own
+/// images and verifier (a copy of the initial image: grows with the memory); `following`, bringing a
+/// worker from one point to the next (landing the durable writes between them, applying the
+/// transactions committed between them to the oracle, the incremental verifier hearing of the
+/// blocks those changed), which grows with the transactions between points; `at_points`,
+/// checking each state (recovery, the comparison with S_k, the prefix search, idempotence),
+/// which grows with the points. Host timing: not part of the verdicts.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct WorkerSeconds {
+    pub starting: f64,
+    pub following: f64,
+    pub at_points: f64,
 }
 
 /// Block writes applied to an image, kept so they can be rolled back.
@@ -199,6 +215,11 @@ fn check_recorded(spec: &CrashSpec, run: &RunSpec, rec: &Recorded) -> CrashRepor
     let started = Instant::now();
     let parts = sweep_all(spec, rec, &points);
     let secs = started.elapsed().as_secs_f64();
+    let worker_seconds = WorkerSeconds {
+        starting: parts.iter().map(|p| p.starting.as_secs_f64()).sum(),
+        following: parts.iter().map(|p| p.following.as_secs_f64()).sum(),
+        at_points: parts.iter().map(|p| p.at_points.as_secs_f64()).sum(),
+    };
     let mut by_kind = std::collections::BTreeMap::new();
     for (kind, n) in parts.iter().flat_map(|p| &p.by_kind) {
         *by_kind.entry(kind.clone()).or_default() += n;
@@ -221,6 +242,7 @@ fn check_recorded(spec: &CrashSpec, run: &RunSpec, rec: &Recorded) -> CrashRepor
         first_violation: parts.into_iter().find_map(|p| p.first),
         states_per_second: points.len() as f64 / secs.max(1e-9),
         check_seconds: secs,
+        worker_seconds,
         version: VERSION,
         git_rev: GIT_REV,
         config_hash: run.cfg.hash_hex(),
@@ -245,6 +267,9 @@ fn same_block(x: &[u8], y: &[u8]) -> bool {
 
 /// What one worker found over its chunk of crash points.
 struct Part {
+    starting: Duration,
+    following: Duration,
+    at_points: Duration,
     torn_states: u64,
     violations: u64,
     by_kind: std::collections::BTreeMap<String, u64>,
@@ -268,14 +293,19 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
             .map(|pts| {
                 let (done, found) = (&done, &found);
                 s.spawn(move || {
+                    let start = Instant::now();
                     let verifier = spec.run.workload.build(&spec.run.cfg.workload);
                     let mut sweep = Sweep::new(spec, rec, &verifier, sparse);
+                    let starting = start.elapsed();
                     for &t in pts {
                         sweep.check_point(t);
                         done.fetch_add(1, Ordering::Relaxed);
                         found.store(sweep.violations, Ordering::Relaxed);
                     }
                     Part {
+                        starting,
+                        following: sweep.following,
+                        at_points: sweep.at_points,
                         torn_states: sweep.torn_states,
                         violations: sweep.violations,
                         by_kind: sweep.by_kind,
@@ -411,6 +441,11 @@ struct Sweep<'a> {
     max_service: Cycle,
     torn_states: u64,
     torn_now: Option<String>,
+    /// This worker's time ([`WorkerSeconds`]).
+    following: Duration,
+    at_points: Duration,
+    /// The incremental verifier's part of `following` at the current point.
+    heard: Duration,
 }
 
 impl<'a> Sweep<'a> {
@@ -471,6 +506,9 @@ impl<'a> Sweep<'a> {
             max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { 0 },
             torn_states: 0,
             torn_now: None,
+            following: Duration::ZERO,
+            at_points: Duration::ZERO,
+            heard: Duration::ZERO,
         }
     }
 
@@ -487,6 +525,7 @@ impl<'a> Sweep<'a> {
         let rec = self.rec;
         let writes = &rec.record.durable.writes;
         let (a, i) = self.bounds(t);
+        let start = Instant::now();
         if self.next_write == 0 && !self.synced {
             self.catch_up(t, a);
         }
@@ -512,10 +551,14 @@ impl<'a> Sweep<'a> {
             }
             self.oracle_k += 1;
         }
+        let followed = Instant::now();
+        self.following += followed - start;
         self.check_state(t, a, i);
         if self.spec.atomicity < 64 {
             self.check_torn(t, a, i);
         }
+        // Less the incremental verifier's following, which `verdict_here` counted.
+        self.at_points += followed.elapsed().saturating_sub(std::mem::take(&mut self.heard));
     }
 
     /// A worker's first point (before the follower has looked at the oracle): the oracle moves
@@ -961,11 +1004,14 @@ impl<'a> Sweep<'a> {
             return;
         };
         // The first verdict this worker wants takes S_k whole.
+        let start = Instant::now();
         let sound = if std::mem::replace(&mut self.synced, true) {
             f.changed(&self.oracle, &self.vold)
         } else {
             f.reset(&self.oracle)
         };
+        let heard = start.elapsed();
+        (self.following, self.heard) = (self.following + heard, self.heard + heard);
         self.follower = Some(f);
         self.vold.clear();
         self.vstamp = self.vstamp.wrapping_add(1);
