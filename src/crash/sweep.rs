@@ -444,7 +444,7 @@ struct Sweep<'a> {
     /// This worker's time ([`WorkerSeconds`]).
     following: Duration,
     at_points: Duration,
-    /// The incremental verifier's part of `following` at the current point.
+    /// The part of `following` done lazily at the current point ([`Sweep::lazily`]).
     heard: Duration,
 }
 
@@ -557,7 +557,7 @@ impl<'a> Sweep<'a> {
         if self.spec.atomicity < 64 {
             self.check_torn(t, a, i);
         }
-        // Less the incremental verifier's following, which `verdict_here` counted.
+        // Less the following done lazily at the point, counted already ([`Sweep::lazily`]).
         self.at_points += followed.elapsed().saturating_sub(std::mem::take(&mut self.heard));
     }
 
@@ -791,21 +791,36 @@ impl<'a> Sweep<'a> {
     /// The Kiln tracker in use for this point: lay the homes whose outcome changed since the
     /// last point over the data area (or take them away), and return the plan's redo count.
     fn track(&mut self) -> Option<usize> {
-        let tracker = self.tracker.as_mut()?;
-        let mut retrack = std::mem::take(&mut self.retrack);
-        tracker.take_dirty(|home, from| retrack.push((home, from)));
-        let redo = tracker.redo_writes();
-        for &(home, from) in &retrack {
-            let data = from.map(|f| <BlockData>::try_from(&self.img[f.range()]).unwrap());
-            self.overlay_set(home, data);
-        }
-        retrack.clear();
-        self.retrack = retrack;
+        self.tracker.as_ref()?;
+        let redo = self.lazily(|s| {
+            let tracker = s.tracker.as_mut().expect("checked above");
+            let mut retrack = std::mem::take(&mut s.retrack);
+            tracker.take_dirty(|home, from| retrack.push((home, from)));
+            let redo = tracker.redo_writes();
+            for &(home, from) in &retrack {
+                let data = from.map(|f| <BlockData>::try_from(&s.img[f.range()]).unwrap());
+                s.overlay_set(home, data);
+            }
+            retrack.clear();
+            s.retrack = retrack;
+            redo
+        });
         self.tracked += 1;
         if guard_due(self.tracked, 3) {
             self.check_tracker(redo);
         }
         Some(redo)
+    }
+
+    /// Run `f`, following done lazily at a point (the incremental verifier hearing of the
+    /// blocks changed since it last looked, the Kiln tracker laying the homes changed since the
+    /// last point over the image): its time counts as following ([`WorkerSeconds`]).
+    fn lazily<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let start = Instant::now();
+        let out = f(self);
+        let took = start.elapsed();
+        (self.following, self.heard) = (self.following + took, self.heard + took);
+        out
     }
 
     /// Lay `data` over block `b` of the data area (`None`: take the overlay away from `b`).
@@ -1004,14 +1019,10 @@ impl<'a> Sweep<'a> {
             return;
         };
         // The first verdict this worker wants takes S_k whole.
-        let start = Instant::now();
-        let sound = if std::mem::replace(&mut self.synced, true) {
-            f.changed(&self.oracle, &self.vold)
-        } else {
-            f.reset(&self.oracle)
-        };
-        let heard = start.elapsed();
-        (self.following, self.heard) = (self.following + heard, self.heard + heard);
+        let sound = self.lazily(|s| match std::mem::replace(&mut s.synced, true) {
+            true => f.changed(&s.oracle, &s.vold),
+            false => f.reset(&s.oracle),
+        });
         self.follower = Some(f);
         self.vold.clear();
         self.vstamp = self.vstamp.wrapping_add(1);

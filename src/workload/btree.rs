@@ -1077,7 +1077,10 @@ impl BTreeFollow {
             }
             let mut keys = std::mem::take(&mut self.keys);
             keys.clear();
-            keys.extend((0..count).map(|i| rd_u64(data, key_at(Addr(a), i).0)));
+            // One bounds check for the whole key array (the node is in the slab).
+            let at = key_at(Addr(a), 0).0 as usize;
+            let bytes = &data[at..at + 8 * count];
+            keys.extend(bytes.chunks_exact(8).map(|k| u64::from_le_bytes(k.try_into().unwrap())));
             let sum = if leaf { self.leaf_sum(data, a, &keys) } else { self.inner_sum(data, a, slot, &keys, depth) };
             self.keys = keys;
             sum
