@@ -20,13 +20,22 @@ pub fn zeroed<T: Plain>(len: usize) -> Vec<T> {
 /// simulated access to each page.
 pub fn committed<T: Plain>(len: usize) -> Vec<T> {
     let mut v = zeroed::<T>(len);
-    let step = (4096 / std::mem::size_of::<T>()).max(1);
-    for i in (0..len).step_by(step) {
-        // SAFETY: `i < len`: inside the vector. A volatile write of the zero already there, so
-        // that the compiler keeps the write that commits the page.
-        unsafe { std::ptr::write_volatile(v.as_mut_ptr().add(i), T::default()) };
-    }
+    commit_zeroed(&mut v, T::default());
     v
+}
+
+/// Commit every host page of a fresh vector whose every element is `zero` (built by `vec!` or
+/// [`zeroed`]), writing `zero` once per 4 KiB without reading first. A page read before it is
+/// written is first mapped to the kernel's shared zero page; the write that then replaces it
+/// must flush the TLBs of every CPU running the process: an inter-processor interrupt per page
+/// that stalls the process's other threads.
+pub fn commit_zeroed<T: Copy>(v: &mut [T], zero: T) {
+    let step = (4096 / std::mem::size_of::<T>().max(1)).max(1);
+    for i in (0..v.len()).step_by(step) {
+        // SAFETY: `i < v.len()`: inside the slice. A volatile write (never a read) of the value
+        // already there, so that the compiler keeps it.
+        unsafe { std::ptr::write_volatile(v.as_mut_ptr().add(i), zero) };
+    }
 }
 
 /// A copy of `src` in storage advised as [`zeroed`].

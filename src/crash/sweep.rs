@@ -287,6 +287,9 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
     let found = AtomicU64::new(0);
     let bar = spec.progress.then(|| progress_bar(spec, points.len() as u64)).flatten();
     let sparse = &Sparse::of(&rec.initial);
+    // With other workers beside it, a worker commits its per-block arrays at its start (see
+    // `Sweep::new`).
+    let shared = threads > 1;
     std::thread::scope(|s| {
         let workers: Vec<_> = points
             .chunks(chunk)
@@ -295,7 +298,7 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
                 s.spawn(move || {
                     let start = Instant::now();
                     let verifier = spec.run.workload.build(&spec.run.cfg.workload);
-                    let mut sweep = Sweep::new(spec, rec, &verifier, sparse);
+                    let mut sweep = Sweep::new(spec, rec, &verifier, sparse, shared);
                     let starting = start.elapsed();
                     for &t in pts {
                         sweep.check_point(t);
@@ -449,12 +452,23 @@ struct Sweep<'a> {
 }
 
 impl<'a> Sweep<'a> {
-    /// `sparse`: the non-zero pages of `rec.initial` (workers copy only those).
-    fn new(spec: &'a CrashSpec, rec: &'a Recorded, verifier: &'a Workload, sparse: &Sparse) -> Sweep<'a> {
+    /// `sparse`: the non-zero pages of `rec.initial` (workers copy only those); `shared`: other
+    /// workers run beside this one.
+    fn new(spec: &'a CrashSpec, rec: &'a Recorded, verifier: &'a Workload, sparse: &Sparse, shared: bool) -> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
         let geom = Geometry::of(&spec.run.cfg.startgap, &rec.layout);
         let trackable = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && geom.is_none();
         let logical_len = rec.layout.total_bytes() as usize;
+        // Arrays read at random places before they are written there: committed when other
+        // workers run. Otherwise a page read first maps the kernel's shared zero page, and the
+        // write that later replaces it interrupts every other worker to flush its TLB
+        // (`hostmem::commit_zeroed`; at two workers this took half of their time at the points).
+        fn commit<T: Copy>(mut v: Vec<T>, zero: T, shared: bool) -> Vec<T> {
+            if shared {
+                crate::hostmem::commit_zeroed(&mut v, zero);
+            }
+            v
+        }
         Sweep {
             spec,
             rec,
@@ -469,11 +483,11 @@ impl<'a> Sweep<'a> {
             oracle: sparse.copy(&rec.initial[..data_len]),
             oracle_k: 0,
             data_len,
-            differs: vec![0; data_len / 64],
+            differs: commit(vec![0; data_len / 64], 0, shared),
             unsettled: Vec::new(),
             ndiff: 0,
             compares: 0,
-            plan_last: vec![(0, 0); logical_len / 64],
+            plan_last: commit(vec![(0, 0); logical_len / 64], (0, 0), shared),
             plan_gen: 0,
             last_plan: None,
             outside_written: true,
@@ -483,7 +497,7 @@ impl<'a> Sweep<'a> {
             tracked: 0,
             retrack: Vec::new(),
             overlay: Vec::new(),
-            over_at: vec![(0, 0); data_len / 64],
+            over_at: commit(vec![(0, 0); data_len / 64], (0, 0), shared),
             over_gen: 1,
             reuses: 0,
             redo_prefixes: 0,
@@ -491,7 +505,7 @@ impl<'a> Sweep<'a> {
             follower: verifier.follower(),
             synced: false,
             vold: Vec::new(),
-            vmark: vec![0; data_len.div_ceil(64)],
+            vmark: commit(vec![0; data_len.div_ceil(64)], 0, shared),
             vstamp: 1,
             followed: 0,
             oracle_undo: Vec::new(),
