@@ -116,8 +116,9 @@ pub struct CrashReport {
 /// The crash checker's workers' time, split by what it grows with: `starting`, a worker's own
 /// images and verifier (a copy of the initial image: grows with the memory); `following`, bringing a
 /// worker from one point to the next (landing the durable writes between them, applying the
-/// transactions committed between them to the oracle, the incremental verifier hearing of the
-/// blocks those changed), which grows with the transactions between points; `at_points`,
+/// transactions committed between them to the oracle, the incremental verifier and the Kiln
+/// tracker catching up on the blocks those changed), which grows with the transactions between
+/// points; `at_points`,
 /// checking each state (recovery, the comparison with S_k, the prefix search, idempotence),
 /// which grows with the points. Host timing: not part of the verdicts.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
