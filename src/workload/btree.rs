@@ -978,16 +978,18 @@ const FAILED: NodeSum = NodeSum {
 };
 
 impl NodeSum {
-    /// An inner node's summary before its children are folded in ([`NodeSum::absorb`]).
-    fn inner(keys: &[u64]) -> NodeSum {
+    /// What a node's own keys say: a leaf's whole summary but for its address and `next`
+    /// pointer, an inner node's before its children are folded in ([`NodeSum::absorb`]).
+    fn of_keys(keys: &[u64], leaf: bool) -> NodeSum {
+        let first = keys.first().copied().unwrap_or(u64::MAX);
         NodeSum {
             ok: keys.windows(2).all(|p| p[0] < p[1]),
-            leaf: false,
+            leaf,
             count: keys.len() as u16,
             height: 0,
             nodes: 1,
-            min_leaf: u64::MAX,
-            min_inner: keys.first().copied().unwrap_or(u64::MAX),
+            min_leaf: if leaf { first } else { u64::MAX },
+            min_inner: if leaf { u64::MAX } else { first },
             max: keys.last().copied().unwrap_or(0),
             any_key: !keys.is_empty(),
             first_leaf: 0,
@@ -1090,24 +1092,12 @@ impl BTreeFollow {
     }
 
     fn leaf_sum(&self, data: &[u8], a: u64, keys: &[u64]) -> NodeSum {
-        NodeSum {
-            ok: keys.windows(2).all(|p| p[0] < p[1]),
-            leaf: true,
-            count: keys.len() as u16,
-            height: 0,
-            nodes: 1,
-            min_leaf: keys.first().copied().unwrap_or(u64::MAX),
-            min_inner: u64::MAX,
-            max: keys.last().copied().unwrap_or(0),
-            any_key: !keys.is_empty(),
-            first_leaf: a,
-            last_next: rd_u64(data, a + NEXT_OFF),
-        }
+        NodeSum { first_leaf: a, last_next: rd_u64(data, a + NEXT_OFF), ..NodeSum::of_keys(keys, true) }
     }
 
     fn inner_sum(&mut self, data: &[u8], a: u64, slot: usize, keys: &[u64], depth: usize) -> NodeSum {
         let count = keys.len();
-        let mut sum = NodeSum::inner(keys);
+        let mut sum = NodeSum::of_keys(keys, false);
         // Provisionally valid, so that children marked stale while this fold runs are pending.
         (self.folds[slot].gen, self.folds[slot].folding) = (self.fold_gen, true);
         self.unqueue(slot);
@@ -1315,7 +1305,7 @@ impl BTreeFollow {
     fn whole_fold(&self, data: &[u8], a: u64, count: usize) -> Option<NodeSum> {
         let key = |i: usize| rd_u64(data, key_at(Addr(a), i).0);
         let keys: Vec<u64> = (0..count).map(key).collect();
-        let mut sum = NodeSum::inner(&keys);
+        let mut sum = NodeSum::of_keys(&keys, false);
         let mut prev: Option<NodeSum> = None;
         for i in 0..=count {
             let k = self.subtrees.sum(self.slot(rd_u64(data, child_at(Addr(a), i).0)))?;
