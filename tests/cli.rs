@@ -229,6 +229,43 @@ fn crashtest_report_is_the_same_for_any_thread_count() {
 }
 
 #[test]
+fn journal_crashtest_report_is_the_same_for_any_thread_count() {
+    for bug in [None, Some("hot-clear-before-db-sync")] {
+        let mut base = vec![
+            "journal-crashtest",
+            "--app",
+            "kt",
+            "--config",
+            "RU20-S2X",
+            "--txs",
+            "60",
+            "--crashes",
+            "150",
+            "--json",
+        ];
+        if let Some(b) = bug {
+            base.extend(["--inject-bug", b]);
+        }
+        let reports: Vec<Value> = ["1", "2", "3"]
+            .iter()
+            .map(|n| {
+                let mut args = base.clone();
+                args.extend(["--threads", n]);
+                let out = locsim(&args);
+                assert_eq!(out.status.code(), Some(bug.map_or(0, |_| 1)), "{args:?}");
+                serde_json::from_slice(&out.stdout).expect("JSON")
+            })
+            .collect();
+        assert_eq!(reports[0], reports[1], "{bug:?}: 1 vs 2 threads");
+        assert_eq!(reports[0], reports[2], "{bug:?}: 1 vs 3 threads");
+        assert_eq!(reports[0]["crash_points"].as_u64(), Some(150));
+        if bug.is_some() {
+            assert!(reports[0]["violations"].as_u64().unwrap() > 0, "{bug:?} not caught");
+        }
+    }
+}
+
+#[test]
 fn baseline_makes_no_promise_and_the_checker_says_so() {
     let (code, r) = crashtest("baseline", &["--crashes", "200", "--set", "workload.sps.entries=1048576"]);
     assert_eq!(code, Some(1));

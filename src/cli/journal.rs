@@ -90,6 +90,8 @@ pub struct JournalCrashArgs {
     /// Override the application trace's transaction count.
     #[arg(long, conflicts_with = "sql")]
     pub txs: Option<u64>,
+    #[command(flatten)]
+    pub threads: super::ThreadsArg,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -209,6 +211,7 @@ pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
         return Err("--crashes 0: allowed 1 or more".into());
     }
     let on_error = OnError::parse(&a.on_error)?;
+    let threads = a.threads.resolve()?;
     let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
     let (_, _, tr) = load_trace(src, a.seed, a.txs)?;
     let setup = Setup {
@@ -221,7 +224,7 @@ pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
         bug,
         on_error,
     };
-    let r = crash::campaign(&tr, &setup, a.crashes, a.crash_at, a.inject_bug.as_deref())?;
+    let r = crash::campaign(&tr, &setup, a.crashes, a.crash_at, a.inject_bug.as_deref(), threads)?;
     if a.json {
         super::commands::emit(&format!("{}\n", serde_json::to_string_pretty(&r).expect("serializable")));
     } else {

@@ -28,3 +28,10 @@ mod sweep;
 pub mod torn;
 
 pub use sweep::{check, check_run, CrashReport, CrashSpec, Violation};
+
+/// The guards of incremental bookkeeping (a whole comparison, a whole verification or a crash
+/// run of its own beside the incremental answer) run at the `n`-th use when `n` is a power of
+/// `2^shift`, so that they cost a whole pass a logarithmic number of times.
+pub(crate) fn guard_due(n: u64, shift: u32) -> bool {
+    n.is_power_of_two() && n.trailing_zeros().is_multiple_of(shift)
+}

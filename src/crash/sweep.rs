@@ -1,6 +1,6 @@
 //! The sweep over crash points; see the module documentation of [`crate::crash`].
 
-use super::torn;
+use super::{guard_due, torn};
 use crate::hostmem::Sparse;
 use crate::log::head::LogFormat;
 use crate::recovery::{self, Plan};
@@ -250,13 +250,6 @@ fn check_recorded(spec: &CrashSpec, run: &RunSpec, rec: &Recorded) -> CrashRepor
     }
 }
 
-/// The guards of the incremental bookkeeping (a whole comparison or a whole verification
-/// beside the incremental answer) run at the `n`-th use when `n` is a power of `2^shift`, so
-/// that they cost a whole pass a logarithmic number of times.
-fn guard_due(n: u64, shift: u32) -> bool {
-    n.is_power_of_two() && n.trailing_zeros().is_multiple_of(shift)
-}
-
 /// Two 64-byte blocks are equal: eight word compares, inlined (a slice comparison calls
 /// `memcmp`, whose call costs more than the compare at this size).
 #[inline(always)]
@@ -302,9 +295,10 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
                     let mut sweep = Sweep::new(spec, rec, &verifier, sparse, shared);
                     let starting = start.elapsed();
                     for &t in pts {
+                        let before = sweep.violations;
                         sweep.check_point(t);
                         done.fetch_add(1, Ordering::Relaxed);
-                        found.store(sweep.violations, Ordering::Relaxed);
+                        found.fetch_add(sweep.violations - before, Ordering::Relaxed);
                     }
                     Part {
                         starting,
@@ -319,9 +313,19 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
             })
             .collect();
         if let Some(bar) = &bar {
+            let began = Instant::now();
+            let mut estimated = !spec.exhaustive;
             while workers.iter().any(|w| !w.is_finished()) {
-                bar.set_position(done.load(Ordering::Relaxed));
+                let n = done.load(Ordering::Relaxed);
+                bar.set_position(n);
                 bar.set_message(format!("{} violations", found.load(Ordering::Relaxed)));
+                // An exhaustive check that is still running after its first second says how
+                // long the whole takes at the rate so far.
+                let elapsed = began.elapsed();
+                if !estimated && elapsed >= ESTIMATE_AFTER && n > 0 {
+                    estimated = true;
+                    bar.println(estimate_line(points.len() as u64, n, elapsed));
+                }
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             bar.finish_and_clear();
@@ -330,9 +334,30 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
     })
 }
 
+/// How long an exhaustive check runs before it estimates its whole time.
+const ESTIMATE_AFTER: Duration = Duration::from_secs(1);
+
+/// The estimate an exhaustive check prints once it has checked `done` of `total` states in
+/// `elapsed` (the workers' start included, so it errs long).
+fn estimate_line(total: u64, done: u64, elapsed: Duration) -> String {
+    let rate = done as f64 / elapsed.as_secs_f64().max(1e-9);
+    let whole = total as f64 / rate.max(1e-9);
+    let span = |s: f64| match s {
+        s if s < 120.0 => format!("{s:.0} s"),
+        s if s < 7200.0 => format!("{:.0} min", s / 60.0),
+        s => format!("{:.1} h", s / 3600.0),
+    };
+    format!(
+        "exhaustive: about {} in all at {:.0} states/s so far ({} left)",
+        span(whole),
+        rate,
+        span((whole - elapsed.as_secs_f64()).max(0.0))
+    )
+}
+
 /// A progress bar on standard error (points done, states per second, violations so far, time
 /// left), when standard error is a terminal. An exhaustive check first says how many states it
-/// will check.
+/// will check, and after its first second about how long the whole takes ([`estimate_line`]).
 fn progress_bar(spec: &CrashSpec, total: u64) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;
     if !std::io::stderr().is_terminal() {
@@ -1248,6 +1273,17 @@ mod tests {
     use crate::config::Config;
     use crate::protocol::ProtocolKind;
     use crate::workload::WorkloadKind;
+
+    /// The exhaustive check's estimate: the whole time at the rate so far, and what is left.
+    #[test]
+    fn the_exhaustive_estimate_extrapolates_the_rate_so_far() {
+        let line = estimate_line(600_000, 10_000, Duration::from_secs(1));
+        assert_eq!(line, "exhaustive: about 60 s in all at 10000 states/s so far (59 s left)");
+        let line = estimate_line(5_000_000, 1_000, Duration::from_secs(2));
+        assert_eq!(line, "exhaustive: about 2.8 h in all at 500 states/s so far (2.8 h left)");
+        let line = estimate_line(1_200_000, 2_000, Duration::from_secs(1));
+        assert_eq!(line, "exhaustive: about 10 min in all at 2000 states/s so far (10 min left)");
+    }
 
     /// Data blocks no committed transaction writes.
     fn untouched(rec: &Recorded) -> impl Fn(u64) -> bool {

@@ -69,16 +69,32 @@ pub fn choose(kinds: &[EventKind], n: u64, seed: u64) -> Vec<u64> {
     pts
 }
 
-/// Run `crashes` crash points of `trace` under `setup` (or only event `only`).
+/// Run `crashes` crash points of `trace` under `setup` (or only event `only`), their checks on
+/// `threads` workers (the report does not depend on it).
+///
+/// Two replays in all, not one per point: the first records the kinds of the events (from which
+/// the points are drawn); the second records the oracle digests and captures, before each
+/// chosen event, the durable state that a crash there leaves ([`replay::replay_capturing`]).
+/// Captured states are checked in batches, the replay paused between two commands, each worker
+/// on its own world; SQLite's generator is saved and restored around a batch, so the replay
+/// draws its journal nonces as if alone. A captured state is what a run crashed at its event
+/// holds: the same replay up to there, the same generator for the torn sectors, the counts of
+/// the transactions as the crash leaves them ([`replay::Replay::at_crash`]). A crash run of its own guards this at the 1st, 8th, 64th,
+/// ... point (and at `only`): it must reach the event through the same kinds of events and
+/// leave the same state, or the point is a violation, as any point's was when each had its
+/// own crash run.
 pub fn campaign(
     trace: &Trace,
     setup: &Setup,
     crashes: u64,
     only: Option<u64>,
     bug_name: Option<&str>,
+    threads: usize,
 ) -> Result<CrashReport, String> {
-    let oracle = replay::replay(trace, setup, None, true, true)?;
-    let kinds = replay::kinds_of(&oracle).to_vec();
+    let _g = replay::lock();
+    let first = replay::replay_locked(trace, setup, None, true, false, None)?;
+    let kinds = replay::kinds_of(&first).to_vec();
+    drop(first);
     let points = match only {
         Some(k) if k >= kinds.len() as u64 => {
             return Err(format!("--crash-at {k}: allowed 0..{} (events of this run)", kinds.len()))
@@ -87,16 +103,44 @@ pub fn campaign(
         None if kinds.is_empty() => Vec::new(),
         None => choose(&kinds, crashes, setup.seed),
     };
+    let mut events = points.clone();
+    events.dedup();
+    let mut verdicts: Vec<(u64, Result<(), String>)> = Vec::with_capacity(events.len());
+    if !events.is_empty() {
+        let threads = threads.max(1);
+        let mut batch = Batch {
+            trace,
+            setup,
+            kinds: &kinds,
+            events: &events,
+            threads,
+            pending: Vec::new(),
+            spares: Vec::new(),
+            verdicts: &mut verdicts,
+        };
+        let mut on_command = |fresh: &mut Vec<replay::Captured>, digests: &[Vec<u64>], end: bool| {
+            batch.pending.append(fresh);
+            batch.check_ready(digests, end);
+            Ok(())
+        };
+        let second = replay::replay_capturing(trace, setup, events.clone(), &mut on_command)?;
+        if replay::kinds_of(&second) != &kinds[..] {
+            return Err("journal-crashtest: two replays of the trace made different events".into());
+        }
+    }
+    verdicts.sort_by_key(|v| v.0);
+    debug_assert_eq!(verdicts.iter().map(|v| v.0).collect::<Vec<_>>(), events);
     let mut per_kind: Vec<(EventKind, u64)> = EVENT_KINDS.iter().map(|&k| (k, 0)).collect();
     let mut violations = Vec::new();
     for &k in &points {
         let kind = kinds[k as usize];
         per_kind.iter_mut().find(|(x, _)| *x == kind).expect("kind").1 += 1;
-        if let Err(what) = check_point(trace, setup, k, &kinds, &oracle.digests) {
+        let at = verdicts.partition_point(|v| v.0 < k);
+        if let Err(what) = &verdicts[at].1 {
             violations.push(Violation {
                 event: k,
                 kind,
-                what,
+                what: what.clone(),
                 replay: format!("--config {} --crash-at {k} --seed {}", setup.policy.name, setup.seed),
             });
         }
@@ -115,31 +159,126 @@ pub fn campaign(
     })
 }
 
-/// Crash at event `k`, recover, check. Err describes the violation.
-pub fn check_point(
+/// Captured states waiting for their check, and the checks made so far.
+struct Batch<'a> {
+    trace: &'a Trace,
+    setup: &'a Setup,
+    kinds: &'a [EventKind],
+    threads: usize,
+    /// The distinct events captured, in order (a guard's number is its place here).
+    events: &'a [u64],
+    pending: Vec<replay::Captured>,
+    /// Each worker's media, done with, to make the next state's from ([`Media::from_snapshot_reusing`]).
+    spares: Vec<Option<Media>>,
+    verdicts: &'a mut Vec<(u64, Result<(), String>)>,
+}
+
+impl Batch<'_> {
+    /// Check the pending states whose oracle digests are all recorded (the one after the
+    /// transaction in flight too), once there are enough of them to keep every worker busy, or
+    /// all at the end of the trace.
+    fn check_ready(&mut self, digests: &[Vec<u64>], end: bool) {
+        let ready = |c: &replay::Captured| end || c.in_flight.is_none_or(|d| digests[d].len() as u64 > c.ended[d] + 1);
+        let n = self.pending.iter().filter(|c| ready(c)).count();
+        if n == 0 || (!end && n < BATCH_PER_THREAD * self.threads) {
+            return;
+        }
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(|c| ready(c));
+        self.pending = later;
+        let (trace, setup, kinds) = (self.trace, self.setup, self.kinds);
+        let chunk = now.len().div_ceil(self.threads);
+        let spares = &mut self.spares;
+        spares.resize_with(self.threads, || None);
+        let found: Vec<Result<(), String>> = vfs::keeping_sqlite_prng(|| {
+            std::thread::scope(|s| {
+                let workers: Vec<_> = now
+                    .chunks(chunk)
+                    .zip(spares.iter_mut())
+                    .map(|(part, spare)| {
+                        s.spawn(move || {
+                            let mut out = Vec::with_capacity(part.len());
+                            for c in part {
+                                let (v, media) = check_captured(trace, setup, c, digests, spare.take());
+                                *spare = Some(media);
+                                out.push(v);
+                            }
+                            out
+                        })
+                    })
+                    .collect();
+                workers.into_iter().flat_map(|w| w.join().expect("journal crash-check worker panicked")).collect()
+            })
+        });
+        for (c, v) in now.iter().zip(found) {
+            // A guarded point whose crash run disagrees is a violation of its own (checked first,
+            // as when every point had its own crash run).
+            let nth = self.events.partition_point(|&e| e < c.event) as u64 + 1;
+            let guarded = crate::crash::guard_due(nth, 3);
+            let v = match guarded {
+                true => crash_run_agrees(trace, setup, kinds, c).and(v),
+                false => v,
+            };
+            self.verdicts.push((c.event, v));
+        }
+    }
+}
+
+/// Captured states checked per worker in a batch (the batch's snapshots are held at once).
+const BATCH_PER_THREAD: usize = 8;
+
+/// The guard of a captured state: a replay crashed at its event, on a thread of its own (its
+/// own world; SQLite's generator is restored after it), reaches the event through the same
+/// kinds of events as the oracle and leaves the same state.
+pub(super) fn crash_run_agrees(
     trace: &Trace,
     setup: &Setup,
-    k: u64,
     kinds: &[EventKind],
-    digests: &[Vec<u64>],
+    c: &replay::Captured,
 ) -> Result<(), String> {
-    let run = replay::replay(trace, setup, Some(k), true, false)?;
+    let k = c.event;
+    let run = vfs::keeping_sqlite_prng(|| {
+        std::thread::scope(|s| s.spawn(|| replay::replay_locked(trace, setup, Some(k), true, false, None)).join())
+    })
+    .expect("journal crash run panicked")?;
     let got = replay::kinds_of(&run);
     if got.len() as u64 != k || got != &kinds[..k as usize] {
         return Err(format!("crash run diverged from the oracle run ({} events before the crash)", got.len()));
     }
-    let snap = run.snapshot.ok_or("crash point not reached")?;
-    let mut media = Media::from_snapshot(&setup.pcm, &snap, setup.timing.clone());
-    let journal = Journal::rebuild(&mut media, setup.policy.clone()).map_err(|e| format!("rebuild: {e}"))?;
-    let _g = replay::lock();
-    vfs::install(World { media, journal, bug: None, error: None, db_page_writes: 0 });
-    let r = verify(trace, &run.ended, run.in_flight, digests);
-    let w = vfs::take();
-    r?;
-    if let Some(s) = w.journal.slots.iter().find(|s| s.hot) {
-        return Err(format!("journal of {} still hot after recovery", s.name));
+    let counts = run.at_crash.as_ref().map(|(e, f)| (e, *f));
+    let same = run.snapshot.as_ref() == Some(&c.snapshot) && counts == Some((&c.ended, c.in_flight));
+    if !same {
+        return Err("crash run left another state than the replay captured at its event".into());
     }
-    w.journal.check(&w.media).map_err(|e| format!("metadata after recovery: {e}"))
+    Ok(())
+}
+
+/// Check a captured crash state: rebuild the journal's metadata from it, reopen every database
+/// with real SQLite on this thread's world (its media made from `spare`, media done with, if
+/// any). Err describes the violation; the media are returned for the next state.
+fn check_captured(
+    trace: &Trace,
+    setup: &Setup,
+    c: &replay::Captured,
+    digests: &[Vec<u64>],
+    spare: Option<Media>,
+) -> (Result<(), String>, Media) {
+    let timing = setup.timing.clone();
+    let mut media = match spare {
+        Some(old) => Media::from_snapshot_reusing(old, &c.snapshot, timing),
+        None => Media::from_snapshot(&setup.pcm, &c.snapshot, timing),
+    };
+    let journal = match Journal::rebuild(&mut media, setup.policy.clone()) {
+        Ok(j) => j,
+        Err(e) => return (Err(format!("rebuild: {e}")), media),
+    };
+    vfs::install(World { media, journal, bug: None, error: None, db_page_writes: 0 });
+    let r = verify(trace, &c.ended, c.in_flight, digests);
+    let w = vfs::take();
+    let r = r.and_then(|()| match w.journal.slots.iter().find(|s| s.hot) {
+        Some(s) => Err(format!("journal of {} still hot after recovery", s.name)),
+        None => w.journal.check(&w.media).map_err(|e| format!("metadata after recovery: {e}")),
+    });
+    (r, w.media)
 }
 
 fn verify(trace: &Trace, ended: &[u64], in_flight: Option<usize>, digests: &[Vec<u64>]) -> Result<(), String> {

@@ -98,7 +98,7 @@ impl DbFile {
 }
 
 /// The durable state at a crash.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Snapshot {
     pub pcm: Vec<u8>,
     pub dbs: Vec<(String, Vec<u8>)>,
@@ -121,7 +121,14 @@ pub struct Media {
     pub kinds: Option<Vec<EventKind>>,
     crash_at: Option<u64>,
     crash_rng: Rng,
+    crash_seed: u64,
     pub snapshot: Option<Snapshot>,
+    /// Events at which to take the snapshot a crash would take, without crashing (sorted,
+    /// distinct; [`Media::capture_at`]), the next of them, and the snapshots taken, each with
+    /// its event, for the owner to take.
+    capture: Vec<u64>,
+    capture_next: usize,
+    pub captured: Vec<(u64, Snapshot)>,
     pub pcm_block_writes: u64,
     /// Whole-page database writes over an existing page, and those changing at most 64 bytes.
     pub db_overwrites: u64,
@@ -133,11 +140,21 @@ pub struct Media {
 
 impl Media {
     pub fn new(cfg: &PcmConfig, frames: u64, timing: Timing) -> Media {
-        let bytes = frames * super::format::FRAME_BYTES;
-        let regions = [("manager", 0, super::format::FRAME_BYTES), ("frames", super::format::FRAME_BYTES, bytes)];
+        Media::build(cfg, vec![0; (frames * super::format::FRAME_BYTES) as usize], timing, true)
+    }
+
+    /// Media holding `bytes` in PCM; `commit_counters`: see [`Pcm::build`].
+    fn build(cfg: &PcmConfig, bytes: Vec<u8>, timing: Timing, commit_counters: bool) -> Media {
+        let len = bytes.len() as u64;
+        let regions = [("manager", 0, super::format::FRAME_BYTES), ("frames", super::format::FRAME_BYTES, len)];
+        Media::with_pcm(Pcm::build(cfg, len, &regions, commit_counters), bytes, timing)
+    }
+
+    /// Media holding `bytes` in `pcm` (a device of that size), nothing else done yet.
+    fn with_pcm(pcm: Pcm, bytes: Vec<u8>, timing: Timing) -> Media {
         Media {
-            bytes: vec![0; bytes as usize],
-            pcm: Pcm::new(cfg, bytes, &regions),
+            bytes,
+            pcm,
             dbs: Vec::new(),
             timing,
             pcm_ns: 0,
@@ -147,7 +164,11 @@ impl Media {
             kinds: None,
             crash_at: None,
             crash_rng: Rng::new(0),
+            crash_seed: 0,
             snapshot: None,
+            capture: Vec::new(),
+            capture_next: 0,
+            captured: Vec::new(),
             pcm_block_writes: 0,
             db_overwrites: 0,
             db_small_overwrites: 0,
@@ -155,10 +176,23 @@ impl Media {
         }
     }
 
-    /// Media holding a crash snapshot's durable state (fresh wear counters).
+    /// Media holding a crash snapshot's durable state (fresh wear counters, whose host pages
+    /// are provided as recovery first writes them: it writes few).
     pub fn from_snapshot(cfg: &PcmConfig, s: &Snapshot, timing: Timing) -> Media {
-        let mut m = Media::new(cfg, s.pcm.len() as u64 / super::format::FRAME_BYTES, timing);
-        m.bytes.copy_from_slice(&s.pcm);
+        let mut m = Media::build(cfg, s.pcm.clone(), timing, false);
+        m.dbs = s.dbs.iter().map(|(n, b)| DbFile::new(n, b.clone())).collect();
+        m
+    }
+
+    /// [`Media::from_snapshot`] made from media done with (of the same configuration and size):
+    /// its device renewed ([`Pcm::renew`]) rather than a new one built, whose wear counters
+    /// (16 MiB for the paper's 2 MB journal area) cost more to provide than checking a state.
+    pub fn from_snapshot_reusing(old: Media, s: &Snapshot, timing: Timing) -> Media {
+        let (mut pcm, mut bytes) = (old.pcm, old.bytes);
+        assert_eq!(bytes.len(), s.pcm.len(), "reused media of another size");
+        pcm.renew();
+        bytes.copy_from_slice(&s.pcm);
+        let mut m = Media::with_pcm(pcm, bytes, timing);
         m.dbs = s.dbs.iter().map(|(n, b)| DbFile::new(n, b.clone())).collect();
         m
     }
@@ -167,7 +201,18 @@ impl Media {
     pub fn arm(&mut self, at: Option<u64>, seed: u64) {
         self.events = 0;
         self.crash_at = at;
+        self.crash_seed = seed;
         self.crash_rng = Rng::derive(seed, 0xC4A5);
+        self.capture_next = 0;
+    }
+
+    /// Before each of `events` (counted from [`Media::arm`]; sorted, distinct) take the snapshot
+    /// that a crash there takes, and go on: each snapshot draws its torn sectors from a
+    /// generator seeded as a crash run's, so it equals the snapshot of a run armed to crash there.
+    pub fn capture_at(&mut self, events: Vec<u64>) {
+        debug_assert!(events.windows(2).all(|p| p[0] < p[1]), "capture events sorted and distinct");
+        self.capture = events;
+        self.capture_next = 0;
     }
 
     /// Forget wear, energy and time so far (start of the measured region).
@@ -205,6 +250,12 @@ impl Media {
     fn event(&mut self, kind: EventKind) -> bool {
         if self.crashed() {
             return false;
+        }
+        if self.capture.get(self.capture_next) == Some(&self.events) {
+            self.capture_next += 1;
+            self.crash_rng = Rng::derive(self.crash_seed, 0xC4A5);
+            let s = self.take_snapshot();
+            self.captured.push((self.events, s));
         }
         if self.crash_at == Some(self.events) {
             self.snapshot = Some(self.take_snapshot());

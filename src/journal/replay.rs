@@ -67,6 +67,12 @@ pub struct Replay {
     /// Per database: content digest after setup and after each transaction (when recorded).
     pub digests: Vec<Vec<u64>>,
     pub snapshot: Option<Snapshot>,
+    /// With a crash: the transactions ended per database before the command during which it
+    /// happened, and the database whose transaction that command belongs to. (Not `ended` and
+    /// `in_flight`: SQLite may report success for a command whose I/O failed at the crash, a
+    /// rollback's, and the loop then goes on to the next command that fails, counting the
+    /// transaction ended and, after an I/O-free `BEGIN`, the next one in flight.)
+    pub at_crash: Option<(Vec<u64>, Option<usize>)>,
     /// Statements SQLite rejected (with `OnError::Continue`): line and message.
     pub errors: Vec<String>,
 }
@@ -142,23 +148,73 @@ pub fn replay(
     digests: bool,
 ) -> Result<Replay, String> {
     let _g = lock();
+    replay_locked(trace, setup, crash_at, kinds, digests, None)
+}
+
+/// A crash state taken during a replay without crashing ([`Media::capture_at`]): the event
+/// before which it was taken, the durable state, and the counts a crash there leaves
+/// ([`Replay::at_crash`]): the transactions ended per database before the command that made
+/// the event, and the database whose transaction that command belongs to.
+pub struct Captured {
+    pub event: u64,
+    pub snapshot: Snapshot,
+    pub ended: Vec<u64>,
+    pub in_flight: Option<usize>,
+}
+
+/// What a capturing replay hands its caller after every command of the measured part (outside
+/// any SQLite call): the states captured during the command, the oracle digests so far (as
+/// [`Replay::digests`]), and whether the trace has ended.
+pub type OnCommand<'a> = &'a mut dyn FnMut(&mut Vec<Captured>, &[Vec<u64>], bool) -> Result<(), String>;
+
+/// Replay `trace` once, recording the kinds of its events and the oracle digests, and capture
+/// the crash state before each of `events` (sorted, distinct) without crashing: one pass in
+/// place of a crash run per event. The caller holds [`lock`]; `on_command` may run other
+/// threads' SQLite between commands (this thread's world stays installed).
+pub fn replay_capturing(
+    trace: &Trace,
+    setup: &Setup,
+    events: Vec<u64>,
+    on_command: OnCommand,
+) -> Result<Replay, String> {
+    replay_locked(trace, setup, None, true, true, Some((events, on_command)))
+}
+
+/// [`replay`] with the lock held by the caller (other threads' replays are excluded, and this
+/// one may be run on a helper thread of the lock's holder).
+pub fn replay_locked(
+    trace: &Trace,
+    setup: &Setup,
+    crash_at: Option<u64>,
+    kinds: bool,
+    digests: bool,
+    capture: Option<(Vec<u64>, OnCommand)>,
+) -> Result<Replay, String> {
     vfs::register()?;
     vfs::seed_sqlite_prng(setup.seed);
     let mut media = Media::new(&setup.pcm, setup.frames, setup.timing.clone());
     Journal::format(&mut media);
     let journal = Journal::new(setup.policy.clone(), setup.frames as usize);
     vfs::install(World { media, journal, bug: None, error: None, db_page_writes: 0 });
-    let r = replay_inner(trace, setup, crash_at, kinds, digests);
+    let r = replay_inner(trace, setup, crash_at, kinds, digests, capture);
     let mut world = vfs::take();
-    let (commands, ended, in_flight, digests, errors) = r?;
+    let (commands, ended, in_flight, digests, errors, at_crash) = r?;
     let snapshot = world.media.snapshot.take();
-    Ok(Replay { world, commands, ended, in_flight, digests, snapshot, errors })
+    Ok(Replay { world, commands, ended, in_flight, digests, snapshot, at_crash, errors })
 }
 
-/// Commands, transactions ended per database, the database in flight, the digests, the errors.
-type Counts = (u64, Vec<u64>, Option<usize>, Vec<Vec<u64>>, Vec<String>);
+/// Commands, transactions ended per database, the database in flight, the digests, the errors,
+/// the counts at the crash ([`Replay::at_crash`]).
+type Counts = (u64, Vec<u64>, Option<usize>, Vec<Vec<u64>>, Vec<String>, Option<(Vec<u64>, Option<usize>)>);
 
-fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool, dig: bool) -> Result<Counts, String> {
+fn replay_inner(
+    trace: &Trace,
+    setup: &Setup,
+    crash_at: Option<u64>,
+    kinds: bool,
+    dig: bool,
+    mut capture: Option<(Vec<u64>, OnCommand)>,
+) -> Result<Counts, String> {
     let mut conns: Vec<Option<Connection>> = (0..trace.dbs.len()).map(|_| None).collect();
     let mut cur = 0usize;
     let sql_err = |i: usize, e: rusqlite::Error| format!("trace setup command {i}: {e}");
@@ -200,12 +256,17 @@ fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool
         w.journal.stats = Default::default();
         w.db_page_writes = 0;
         w.media.arm(crash_at, setup.seed);
+        if let Some((events, _)) = &mut capture {
+            w.media.capture_at(std::mem::take(events));
+        }
         w.media.kinds = kinds.then(Vec::new);
         w.bug = setup.bug;
         w.journal.bug = setup.bug;
     });
     let mut ended = vec![0u64; trace.dbs.len()];
     let mut in_flight = None;
+    let mut fresh: Vec<Captured> = Vec::new();
+    let mut at_crash = None;
     let mut commands = 0u64;
     let mut errors = Vec::new();
     for (i, op) in trace.ops.iter().enumerate() {
@@ -228,9 +289,28 @@ fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool
                 (s.as_str(), auto)
             }
         };
+        if let Some((_, hook)) = &mut capture {
+            hook(&mut fresh, &out_digests, false)?;
+        }
         commands += 1;
         let c = conns[cur].as_ref().expect("opened");
-        if let Err(e) = c.execute_batch(sql) {
+        let done = c.execute_batch(sql);
+        if crash_at.is_some() && at_crash.is_none() && vfs::with(|w| w.media.crashed()) {
+            at_crash = Some((ended.clone(), in_flight));
+        }
+        if capture.is_some() {
+            // States captured during this command: a crash there stops the loop here, with
+            // `ended` and `in_flight` as they are now. Handed over before the next command,
+            // once the digests of the transactions this one ends are recorded.
+            let taken = vfs::with(|w| std::mem::take(&mut w.media.captured));
+            fresh.extend(taken.into_iter().map(|(event, snapshot)| Captured {
+                event,
+                snapshot,
+                ended: ended.clone(),
+                in_flight,
+            }));
+        }
+        if let Err(e) = done {
             let (crashed, err) = vfs::with(|w| (w.media.crashed(), w.error.clone()));
             if crashed {
                 break;
@@ -255,8 +335,11 @@ fn replay_inner(trace: &Trace, setup: &Setup, crash_at: Option<u64>, kinds: bool
             }
         }
     }
+    if let Some((_, hook)) = &mut capture {
+        hook(&mut fresh, &out_digests, true)?;
+    }
     drop(conns);
-    Ok((commands, ended, in_flight, out_digests, errors))
+    Ok((commands, ended, in_flight, out_digests, errors, at_crash))
 }
 
 /// Event kinds recorded by a replay (empty if not recorded).

@@ -39,7 +39,7 @@ fn campaign_of(config: &str, frames: u64, txs: u64, crashes: u64, bug: Option<&s
     println!("crash campaign {config} frames {frames} txs {txs} crashes {crashes} bug {bug:?} seed {seed}");
     let tr = small(App::Kt, txs);
     let s = Setup { frames, bug: bug.map(|b| vfs::Bug::parse(b).unwrap()), ..setup(config, seed) };
-    let r = crash::campaign(&tr, &s, crashes, None, bug).unwrap();
+    let r = crash::campaign(&tr, &s, crashes, None, bug, 2).unwrap();
     for v in r.violation_details.iter().take(3) {
         println!("  violation at event {} ({:?}): {}", v.event, v.kind, v.what);
     }
@@ -97,6 +97,21 @@ fn the_checker_catches_the_placement_gc_and_portion_limit_bugs() {
 
 #[test]
 fn a_rolled_back_transaction_reads_its_journal_back_and_crashes_around_it_recover() {
+    let tr = rounds();
+    let r = replay(&tr, &setup("RU-S2X", 5), None, false, true).unwrap();
+    let d = &r.digests[0];
+    assert_eq!(d.len(), 7);
+    assert_eq!(d[1], d[0], "round 0 rolled back: content unchanged");
+    assert_ne!(d[2], d[1], "round 1 committed");
+    assert_eq!(r.world.journal.stats.journals, 6);
+    r.world.journal.check(&r.world.media).unwrap();
+    let c = crash::campaign(&tr, &setup("RU-S2X", 5), 40, None, None, 1).unwrap();
+    assert_eq!(c.violations, 0, "{:?}", c.violation_details.first());
+}
+
+/// A short script with rolled-back and committed transactions (a crash during a rollback is
+/// one SQLite may report as a success).
+fn rounds() -> Trace {
     let mut text = String::from("@db r.db\nCREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)\n");
     for i in 0..200 {
         text += &format!("INSERT INTO t VALUES({i}, '{}')\n", "x".repeat(i % 50));
@@ -108,14 +123,71 @@ fn a_rolled_back_transaction_reads_its_journal_back_and_crashes_around_it_recove
         text += &format!("DELETE FROM t WHERE id = {}\n", 10 + round);
         text += if round % 2 == 0 { "ROLLBACK\n" } else { "COMMIT\n" };
     }
-    let tr = Trace::parse(&text).unwrap();
-    let r = replay(&tr, &setup("RU-S2X", 5), None, false, true).unwrap();
-    let d = &r.digests[0];
-    assert_eq!(d.len(), 7);
-    assert_eq!(d[1], d[0], "round 0 rolled back: content unchanged");
-    assert_ne!(d[2], d[1], "round 1 committed");
-    assert_eq!(r.world.journal.stats.journals, 6);
-    r.world.journal.check(&r.world.media).unwrap();
-    let c = crash::campaign(&tr, &setup("RU-S2X", 5), 40, None, None).unwrap();
-    assert_eq!(c.violations, 0, "{:?}", c.violation_details.first());
+    Trace::parse(&text).unwrap()
+}
+
+/// The capturing replay's state before an event equals the state a replay crashed at that
+/// event leaves (durable bytes, torn sectors, the counts of transactions): at every event of
+/// [`rounds`], and at every 16th of an application trace, for two configurations and seeds
+/// whose torn sectors differ.
+#[test]
+fn a_captured_state_is_the_state_a_crash_run_leaves_at_every_event() {
+    for (tr, config, seed, step) in
+        [(rounds(), "RU-S2X", 5, 1), (small(App::Kt, 12), "RU20-S2X", 3, 16), (small(App::Kt, 12), "RR", 4, 16)]
+    {
+        let s = setup(config, seed);
+        let _g = replay::lock();
+        let first = replay::replay_locked(&tr, &s, None, true, false, None).unwrap();
+        let kinds = replay::kinds_of(&first).to_vec();
+        assert!(kinds.len() > 50, "{config}: {} events", kinds.len());
+        let events: Vec<u64> = (0..kinds.len() as u64).step_by(step).collect();
+        let mut captured = Vec::new();
+        let mut take = |fresh: &mut Vec<replay::Captured>, _: &[Vec<u64>], _: bool| {
+            captured.append(fresh);
+            Ok(())
+        };
+        replay::replay_capturing(&tr, &s, events.clone(), &mut take).unwrap();
+        assert_eq!(captured.iter().map(|c| c.event).collect::<Vec<_>>(), events, "{config}");
+        for c in &captured {
+            assert_eq!(crash::crash_run_agrees(&tr, &s, &kinds, c), Ok(()), "{config} seed {seed} event {}", c.event);
+        }
+    }
+}
+
+/// The guard of a captured state catches a capture that differs from the crash run's state:
+/// a byte of the PCM image, a torn sector of a database file, the transactions ended, the one
+/// in flight.
+#[test]
+fn the_crash_run_guard_catches_a_wrong_capture() {
+    let tr = small(App::Kt, 12);
+    let s = setup("RU20-S2X", 3);
+    let _g = replay::lock();
+    let first = replay::replay_locked(&tr, &s, None, true, false, None).unwrap();
+    let kinds = replay::kinds_of(&first).to_vec();
+    // An event inside a transaction (a journal write), after the first transaction ended.
+    let k = (kinds.len() / 2..kinds.len()).find(|&k| kinds[k] == media::EventKind::JournalData).unwrap() as u64;
+    let mut captured = Vec::new();
+    let mut take = |fresh: &mut Vec<replay::Captured>, _: &[Vec<u64>], _: bool| {
+        captured.append(fresh);
+        Ok(())
+    };
+    replay::replay_capturing(&tr, &s, vec![k], &mut take).unwrap();
+    let c = captured.pop().unwrap();
+    assert_eq!(crash::crash_run_agrees(&tr, &s, &kinds, &c), Ok(()));
+    let d = c.in_flight.expect("a journal write is inside a transaction");
+    for i in 0..4 {
+        let mut bad = replay::Captured {
+            event: c.event,
+            snapshot: c.snapshot.clone(),
+            ended: c.ended.clone(),
+            in_flight: c.in_flight,
+        };
+        match i {
+            0 => bad.snapshot.pcm[100] ^= 1,
+            1 => bad.snapshot.dbs[0].1.push(0),
+            2 => bad.ended[d] += 1,
+            _ => bad.in_flight = None,
+        }
+        assert!(crash::crash_run_agrees(&tr, &s, &kinds, &bad).is_err(), "wrong capture {i} not caught");
+    }
 }

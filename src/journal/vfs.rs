@@ -477,6 +477,17 @@ pub fn prng_seed_value(seed: u64) -> c_int {
     ((seed as u32 ^ (seed >> 32) as u32) | 1) as c_int
 }
 
+/// Run `f` with SQLite's process-wide generator saved before and restored after, so that
+/// whatever `f` draws (other threads' replays, reseeding it) leaves a replay paused around it
+/// drawing as it would have.
+pub fn keeping_sqlite_prng<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: documented test-control operations without arguments.
+    unsafe { ffi::sqlite3_test_control(ffi::SQLITE_TESTCTRL_PRNG_SAVE) };
+    let r = f();
+    unsafe { ffi::sqlite3_test_control(ffi::SQLITE_TESTCTRL_PRNG_RESTORE) };
+    r
+}
+
 /// Seed SQLite's process-wide generator (the journal nonce comes from it).
 pub fn seed_sqlite_prng(seed: u64) {
     let x = prng_seed_value(seed);

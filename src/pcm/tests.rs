@@ -538,3 +538,46 @@ fn endurance_spread_is_seeded_centred_and_bounded() {
     let other = retire::Retire::new(&PcmConfig { cell_endurance_seed: 2, ..cfg }, 1 << 12, 0, &[]);
     assert!((0..100).any(|id| other.endurance_of(id) != r.endurance_of(id)));
 }
+
+/// A renewed device (`Pcm::renew`) behaves as a new one: the same writes cost the same cells,
+/// chunks and time, leave the same per-region wear, the same counts and the same stuck cells,
+/// whatever the device went through before (flipped words, wear, cells stuck at endurance 3).
+#[test]
+fn a_renewed_device_behaves_as_a_new_one() {
+    use crate::rng::Rng;
+    for (mode, endurance) in [(WriteMode::Fnw, 1e8), (WriteMode::Diff, 3.0)] {
+        let make = || {
+            let cfg = PcmConfig {
+                write_mode: mode,
+                retire_worn_cells: endurance < 10.0,
+                cell_endurance_writes: endurance,
+                ..PcmConfig::default()
+            };
+            Pcm::new(&cfg, 1 << 16, &[("data", 0, 1 << 15), ("log", 1 << 15, 1 << 15)])
+        };
+        // Random block writes over a few blocks (so that cells wear out), each against the
+        // bytes the run has written there: the cost of every write and the figures after.
+        let run = |p: &mut Pcm, seed: u64| {
+            let mut rng = Rng::new(seed);
+            let mut mem = vec![0u8; 1 << 16];
+            let mut costs = Vec::new();
+            for _ in 0..400 {
+                let addr = rng.below(6) * 4096 + rng.below(2) * 64;
+                let mut new = [0u8; 64];
+                new.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
+                let old: [u8; 64] = mem[addr as usize..addr as usize + 64].try_into().unwrap();
+                costs.push(p.write(addr, &old, &new));
+                mem[addr as usize..addr as usize + 64].copy_from_slice(&new);
+            }
+            let wear = p.wear.regions();
+            let counts: Vec<u64> = (0..64 * 8).map(|bit| p.wear.count(bit, false)).collect();
+            let stuck = p.retire.as_ref().map(|r| r.figures.clone());
+            (costs, format!("{wear:?}"), counts, p.wear.total_bit_updates, stuck)
+        };
+        let fresh = run(&mut make(), 7);
+        let mut used = make();
+        run(&mut used, 3);
+        used.renew();
+        assert_eq!(run(&mut used, 7), fresh, "{mode:?}");
+    }
+}
