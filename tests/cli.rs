@@ -198,6 +198,30 @@ fn without_timing(mut v: Value) -> Value {
     v
 }
 
+/// The report of a crash check (`base`, `--inject-bug bug` if any) at 1, 2 and 3 threads: the
+/// same apart from timing, a violation exactly with a bug; returns it.
+fn same_report_at_any_thread_count<'a>(mut base: Vec<&'a str>, bug: Option<&'a str>) -> Value {
+    if let Some(b) = bug {
+        base.extend(["--inject-bug", b]);
+    }
+    let reports: Vec<Value> = ["1", "2", "3"]
+        .iter()
+        .map(|n| {
+            let mut args = base.clone();
+            args.extend(["--threads", n]);
+            let out = locsim(&args);
+            assert_eq!(out.status.code(), Some(bug.map_or(0, |_| 1)), "{args:?}");
+            without_timing(serde_json::from_slice(&out.stdout).expect("JSON"))
+        })
+        .collect();
+    assert_eq!(reports[0], reports[1], "{base:?}: 1 vs 2 threads");
+    assert_eq!(reports[0], reports[2], "{base:?}: 1 vs 3 threads");
+    if bug.is_some() {
+        assert!(reports[0]["violations"].as_u64().unwrap() > 0, "{base:?} not caught");
+    }
+    reports[0].clone()
+}
+
 #[test]
 fn crashtest_report_is_the_same_for_any_thread_count() {
     for (w, p, bug) in [
@@ -206,62 +230,17 @@ fn crashtest_report_is_the_same_for_any_thread_count() {
         ("hash", "ec-wal", Some("meta-before-data")),
         ("btree", "loc-wal", Some("ignore-dependency-pairs")),
     ] {
-        let mut base = vec!["crashtest", "-w", w, "-p", p, "--txs", "300", "--crashes", "400", "--json"];
-        if let Some(b) = bug {
-            base.extend(["--inject-bug", b]);
-        }
-        let reports: Vec<Value> = ["1", "2", "3"]
-            .iter()
-            .map(|n| {
-                let mut args = base.clone();
-                args.extend(["--threads", n]);
-                let out = locsim(&args);
-                assert_eq!(out.status.code(), Some(bug.map_or(0, |_| 1)), "{args:?}");
-                without_timing(serde_json::from_slice(&out.stdout).expect("JSON"))
-            })
-            .collect();
-        assert_eq!(reports[0], reports[1], "{w} {p} {bug:?}: 1 vs 2 threads");
-        assert_eq!(reports[0], reports[2], "{w} {p} {bug:?}: 1 vs 3 threads");
-        if bug.is_some() {
-            assert!(reports[0]["violations"].as_u64().unwrap() > 0, "{w} {p} {bug:?} not caught");
-        }
+        let base = vec!["crashtest", "-w", w, "-p", p, "--txs", "300", "--crashes", "400", "--json"];
+        same_report_at_any_thread_count(base, bug);
     }
 }
 
 #[test]
 fn journal_crashtest_report_is_the_same_for_any_thread_count() {
     for bug in [None, Some("hot-clear-before-db-sync")] {
-        let mut base = vec![
-            "journal-crashtest",
-            "--app",
-            "kt",
-            "--config",
-            "RU20-S2X",
-            "--txs",
-            "60",
-            "--crashes",
-            "150",
-            "--json",
-        ];
-        if let Some(b) = bug {
-            base.extend(["--inject-bug", b]);
-        }
-        let reports: Vec<Value> = ["1", "2", "3"]
-            .iter()
-            .map(|n| {
-                let mut args = base.clone();
-                args.extend(["--threads", n]);
-                let out = locsim(&args);
-                assert_eq!(out.status.code(), Some(bug.map_or(0, |_| 1)), "{args:?}");
-                serde_json::from_slice(&out.stdout).expect("JSON")
-            })
-            .collect();
-        assert_eq!(reports[0], reports[1], "{bug:?}: 1 vs 2 threads");
-        assert_eq!(reports[0], reports[2], "{bug:?}: 1 vs 3 threads");
-        assert_eq!(reports[0]["crash_points"].as_u64(), Some(150));
-        if bug.is_some() {
-            assert!(reports[0]["violations"].as_u64().unwrap() > 0, "{bug:?} not caught");
-        }
+        let base = "journal-crashtest --app kt --config RU20-S2X --txs 60 --crashes 150 --json";
+        let report = same_report_at_any_thread_count(base.split(' ').collect(), bug);
+        assert_eq!(report["crash_points"].as_u64(), Some(150));
     }
 }
 
