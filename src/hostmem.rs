@@ -45,10 +45,12 @@ pub fn copy_of<T: Plain>(src: &[T]) -> Vec<T> {
     v
 }
 
-/// Integer types whose default value is all-zero bytes.
+/// Integer types (and `bool`) whose default value is all-zero bytes.
 pub trait Plain: Copy + Default {}
 impl Plain for u8 {}
+impl Plain for u32 {}
 impl Plain for u64 {}
+impl Plain for bool {}
 
 /// Host cache hint: start loading the line holding `x` (no effect on results).
 #[inline(always)]

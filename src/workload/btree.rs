@@ -741,7 +741,7 @@ impl BTree {
             t: self,
             data,
             bump: rd_u64(data, SLAB_META_AT.0 + 8),
-            seen: vec![false; self.slab.capacity as usize],
+            seen: crate::hostmem::committed(self.slab.capacity as usize),
             nodes: 0,
             leaves: Vec::new(),
             leaf_depth: None,

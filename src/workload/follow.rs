@@ -369,7 +369,7 @@ impl FreeList {
         let c = slab.capacity as usize;
         FreeList {
             ok: true,
-            on: vec![false; c],
+            on: crate::hostmem::committed(c),
             len: 0,
             rev: Vec::new(),
             pos: vec![u32::MAX; c],

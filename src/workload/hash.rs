@@ -260,8 +260,8 @@ impl HashTable {
         let used = self.slab.used_in(data).map_err(|e| format!("hash: {e}"))?;
         let bump = rd(data, self.slab.meta.0 + 8);
         let mut seen = Seen {
-            slot: vec![false; self.cfg.key_space as usize],
-            key: vec![false; self.cfg.key_space as usize],
+            slot: crate::hostmem::committed(self.cfg.key_space as usize),
+            key: crate::hostmem::committed(self.cfg.key_space as usize),
             entries: 0,
         };
         self.walk_chains(data, bump, &mut seen)?;
@@ -358,7 +358,7 @@ impl HashTable {
             lists,
             keys: Spans::new(self.cfg.buckets as usize),
             scratch: Vec::new(),
-            count: vec![0; self.cfg.key_space as usize],
+            count: crate::hostmem::committed(self.cfg.key_space as usize),
             dups: 0,
         }
     }

@@ -427,7 +427,7 @@ impl RbTree {
         let used = self.slab.used_in(data).map_err(|e| format!("rbtree: {e}"))?;
         let mut walk = Walk {
             bump: rd(data, self.slab.meta.0 + 8),
-            seen: vec![false; self.cfg.key_space as usize],
+            seen: crate::hostmem::committed(self.cfg.key_space as usize),
             nodes: 0,
             black_height: None,
         };

@@ -459,8 +459,12 @@ impl Sdg {
             return Err("sdg: header magic or vertex count differs from the configuration".into());
         }
         let used = self.slab.used_in(data).map_err(|e| format!("sdg: {e}"))?;
-        let mut walk =
-            Walk { seen: vec![false; self.slab.capacity as usize], reached: 0, ids: Vec::new(), start: vec![0] };
+        let mut walk = Walk {
+            seen: crate::hostmem::committed(self.slab.capacity as usize),
+            reached: 0,
+            ids: Vec::new(),
+            start: vec![0],
+        };
         for v in 0..self.cfg.vertices as u32 {
             self.check_vertex(data, v, &mut walk)?;
         }
@@ -635,7 +639,7 @@ impl SdgFollow {
     /// listing it (the transpose, built in increasing `v` by a counting sort) not in `adj(w)`.
     fn count_asymmetric(&self) -> u64 {
         let n = self.lists.roots as usize;
-        let mut start = vec![0u32; n + 1];
+        let mut start: Vec<u32> = crate::hostmem::committed(n + 1);
         for v in 0..n {
             for &w in self.adj.get(v) {
                 start[w as usize + 1] += 1;
@@ -645,7 +649,7 @@ impl SdgFollow {
             start[w + 1] += start[w];
         }
         let mut fill = start.clone();
-        let mut rev = vec![0u32; start[n] as usize];
+        let mut rev: Vec<u32> = crate::hostmem::committed(start[n] as usize);
         for v in 0..n {
             for &w in self.adj.get(v) {
                 rev[fill[w as usize] as usize] = v as u32;
@@ -797,7 +801,7 @@ fn symmetric_edges(walk: &Walk) -> Result<Vec<(u64, u64)>, String> {
     let n = walk.start.len() - 1;
     let adj = |v: usize| &walk.ids[walk.start[v]..walk.start[v + 1]];
     let mut fill = walk.start.clone();
-    let mut rev = vec![0u32; walk.ids.len()];
+    let mut rev: Vec<u32> = crate::hostmem::committed(walk.ids.len());
     for v in 0..n {
         for &w in adj(v) {
             let w = w as usize;

@@ -179,7 +179,7 @@ impl SpsFollow {
 
 impl Follow for SpsFollow {
     fn reset(&mut self, data: &[u8]) -> bool {
-        (self.count, self.dups, self.out) = (vec![0; self.entries as usize], 0, 0);
+        (self.count, self.dups, self.out) = (crate::hostmem::committed(self.entries as usize), 0, 0);
         for i in 0..self.entries as usize {
             self.add(le64(data, i * 8));
         }
