@@ -129,15 +129,18 @@ impl Tracker {
             data_blocks,
             committed: reg.committed,
             applied: reg.applied,
+            // Arrays read at random before written there: committed now, so that no page is
+            // first mapped to the zero page (whose replacement at the first write would flush
+            // every other crash-check worker's TLB).
             tags: vec![None; slots],
-            first: vec![0; data_blocks as usize],
-            next: vec![0; slots],
+            first: crate::hostmem::committed(data_blocks as usize),
+            next: crate::hostmem::committed(slots),
             pending: Vec::new(),
-            is_pending: vec![false; slots],
+            is_pending: crate::hostmem::committed(slots),
             log_cands: Vec::new(),
             admitted: 0,
             dirty: Vec::new(),
-            is_dirty: vec![false; data_blocks as usize],
+            is_dirty: crate::hostmem::committed(data_blocks as usize),
         };
         if !t.scan_log(image) {
             return None;

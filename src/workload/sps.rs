@@ -124,7 +124,7 @@ impl Sps {
     }
 
     pub fn verify(&self, data: &[u8]) -> Result<(), String> {
-        let mut seen = vec![false; self.entries as usize];
+        let mut seen: Vec<bool> = crate::hostmem::committed(self.entries as usize);
         for i in 0..self.entries as usize {
             let v = u64::from_le_bytes(data[i * 8..i * 8 + 8].try_into().unwrap());
             if v >= self.entries || seen[v as usize] {
