@@ -224,7 +224,7 @@ pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
         bug,
         on_error,
     };
-    let r = crash::campaign(&tr, &setup, a.crashes, a.crash_at, a.inject_bug.as_deref(), threads)?;
+    let r = crash::campaign(&tr, &setup, a.crashes, a.crash_at, a.inject_bug.as_deref(), threads, true)?;
     if a.json {
         super::commands::emit(&format!("{}\n", serde_json::to_string_pretty(&r).expect("serializable")));
     } else {

@@ -35,3 +35,21 @@ pub use sweep::{check, check_run, CrashReport, CrashSpec, Violation};
 pub(crate) fn guard_due(n: u64, shift: u32) -> bool {
     n.is_power_of_two() && n.trailing_zeros().is_multiple_of(shift)
 }
+
+/// A progress bar on standard error (states checked, states per second, the message set by the
+/// caller, time left) when standard error is a terminal; `None` otherwise. Shared by
+/// `crashtest` and `journal-crashtest`.
+pub(crate) fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    let style = indicatif::ProgressStyle::with_template(
+        "[{bar:30}] {pos}/{len} states, {per_sec}, {msg}, {elapsed} elapsed, ETA {eta}",
+    )
+    .expect("valid template")
+    .progress_chars("=> ");
+    bar.set_style(style);
+    Some(bar)
+}

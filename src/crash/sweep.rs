@@ -355,24 +355,14 @@ fn estimate_line(total: u64, done: u64, elapsed: Duration) -> String {
     )
 }
 
-/// A progress bar on standard error (points done, states per second, violations so far, time
-/// left), when standard error is a terminal. An exhaustive check first says how many states it
-/// will check, and after its first second about how long the whole takes ([`estimate_line`]).
+/// A progress bar on standard error ([`super::progress_bar`]); an exhaustive check first says
+/// how many states it will check, and after its first second about how long the whole takes
+/// ([`estimate_line`]).
 fn progress_bar(spec: &CrashSpec, total: u64) -> Option<indicatif::ProgressBar> {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
+    let bar = super::progress_bar(total)?;
     if spec.exhaustive {
-        eprintln!("exhaustive: {total} crash states to check on {} threads", spec.threads.max(1));
+        bar.println(format!("exhaustive: {total} crash states to check on {} threads", spec.threads.max(1)));
     }
-    let bar = indicatif::ProgressBar::new(total);
-    let style = indicatif::ProgressStyle::with_template(
-        "[{bar:30}] {pos}/{len} states, {per_sec}, {msg}, {elapsed} elapsed, ETA {eta}",
-    )
-    .expect("valid template")
-    .progress_chars("=> ");
-    bar.set_style(style);
     Some(bar)
 }
 

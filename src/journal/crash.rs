@@ -90,6 +90,7 @@ pub fn campaign(
     only: Option<u64>,
     bug_name: Option<&str>,
     threads: usize,
+    progress: bool,
 ) -> Result<CrashReport, String> {
     let _g = replay::lock();
     let first = replay::replay_locked(trace, setup, None, true, false, None)?;
@@ -116,6 +117,9 @@ pub fn campaign(
             threads,
             pending: Vec::new(),
             spares: Vec::new(),
+            bar: progress.then(|| crate::crash::progress_bar(events.len() as u64)).flatten().inspect(|b| {
+                b.set_message("0 failing");
+            }),
             verdicts: &mut verdicts,
         };
         let mut on_command = |fresh: &mut Vec<replay::Captured>, digests: &[Vec<u64>], end: bool| {
@@ -123,8 +127,11 @@ pub fn campaign(
             batch.check_ready(digests, end);
             Ok(())
         };
-        let second = replay::replay_capturing(trace, setup, events.clone(), &mut on_command)?;
-        if replay::kinds_of(&second) != &kinds[..] {
+        let second = replay::replay_capturing(trace, setup, events.clone(), &mut on_command);
+        if let Some(bar) = &batch.bar {
+            bar.finish_and_clear();
+        }
+        if replay::kinds_of(&second?) != &kinds[..] {
             return Err("journal-crashtest: two replays of the trace made different events".into());
         }
     }
@@ -168,6 +175,8 @@ struct Batch<'a> {
     /// The distinct events captured, in order (a guard's number is its place here).
     events: &'a [u64],
     pending: Vec<replay::Captured>,
+    /// The progress bar of the distinct events checked (`--crashes` draws with replacement).
+    bar: Option<indicatif::ProgressBar>,
     /// Each worker's media, done with, to make the next state's from ([`Media::from_snapshot_reusing`]).
     spares: Vec<Option<Media>>,
     verdicts: &'a mut Vec<(u64, Result<(), String>)>,
@@ -219,6 +228,10 @@ impl Batch<'_> {
                 false => v,
             };
             self.verdicts.push((c.event, v));
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_position(self.verdicts.len() as u64);
+            bar.set_message(format!("{} failing", self.verdicts.iter().filter(|v| v.1.is_err()).count()));
         }
     }
 }

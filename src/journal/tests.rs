@@ -39,7 +39,7 @@ fn campaign_of(config: &str, frames: u64, txs: u64, crashes: u64, bug: Option<&s
     println!("crash campaign {config} frames {frames} txs {txs} crashes {crashes} bug {bug:?} seed {seed}");
     let tr = small(App::Kt, txs);
     let s = Setup { frames, bug: bug.map(|b| vfs::Bug::parse(b).unwrap()), ..setup(config, seed) };
-    let r = crash::campaign(&tr, &s, crashes, None, bug, 2).unwrap();
+    let r = crash::campaign(&tr, &s, crashes, None, bug, 2, false).unwrap();
     for v in r.violation_details.iter().take(3) {
         println!("  violation at event {} ({:?}): {}", v.event, v.kind, v.what);
     }
@@ -105,7 +105,7 @@ fn a_rolled_back_transaction_reads_its_journal_back_and_crashes_around_it_recove
     assert_ne!(d[2], d[1], "round 1 committed");
     assert_eq!(r.world.journal.stats.journals, 6);
     r.world.journal.check(&r.world.media).unwrap();
-    let c = crash::campaign(&tr, &setup("RU-S2X", 5), 40, None, None, 1).unwrap();
+    let c = crash::campaign(&tr, &setup("RU-S2X", 5), 40, None, None, 1, false).unwrap();
     assert_eq!(c.violations, 0, "{:?}", c.violation_details.first());
 }
 
