@@ -79,10 +79,10 @@ pub fn choose(kinds: &[EventKind], n: u64, seed: u64) -> Vec<u64> {
 /// on its own world; SQLite's generator is saved and restored around a batch, so the replay
 /// draws its journal nonces as if alone. A captured state is what a run crashed at its event
 /// holds: the same replay up to there, the same generator for the torn sectors, the counts of
-/// the transactions as the crash leaves them ([`replay::Replay::at_crash`]). A crash run of its own guards this at the 1st, 8th, 64th,
-/// ... point (and at `only`): it must reach the event through the same kinds of events and
-/// leave the same state, or the point is a violation, as any point's was when each had its
-/// own crash run.
+/// the transactions as the crash leaves them ([`replay::Replay::at_crash`]). A crash run of
+/// its own guards this at the 1st, 8th, 64th, ... point (and at `only`): it must reach the
+/// event through the same kinds of events and leave the same state and counts, or the point is
+/// a violation, as any point's was when each had its own crash run.
 pub fn campaign(
     trace: &Trace,
     setup: &Setup,
