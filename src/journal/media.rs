@@ -120,7 +120,7 @@ pub struct Media {
     /// Record the kind of each event (for choosing crash points).
     pub kinds: Option<Vec<EventKind>>,
     crash_at: Option<u64>,
-    crash_rng: Rng,
+    /// Seeds the generator of a crash snapshot's torn sectors, derived anew for each snapshot.
     crash_seed: u64,
     pub snapshot: Option<Snapshot>,
     /// Events at which to take the snapshot a crash would take, without crashing (sorted,
@@ -140,14 +140,14 @@ pub struct Media {
 
 impl Media {
     pub fn new(cfg: &PcmConfig, frames: u64, timing: Timing) -> Media {
-        Media::build(cfg, vec![0; (frames * super::format::FRAME_BYTES) as usize], timing, true)
+        Media::holding(cfg, vec![0; (frames * super::format::FRAME_BYTES) as usize], timing)
     }
 
-    /// Media holding `bytes` in PCM; `commit_counters`: see [`Pcm::build`].
-    fn build(cfg: &PcmConfig, bytes: Vec<u8>, timing: Timing, commit_counters: bool) -> Media {
+    /// Media holding `bytes` in a new PCM device of that size.
+    fn holding(cfg: &PcmConfig, bytes: Vec<u8>, timing: Timing) -> Media {
         let len = bytes.len() as u64;
         let regions = [("manager", 0, super::format::FRAME_BYTES), ("frames", super::format::FRAME_BYTES, len)];
-        Media::with_pcm(Pcm::build(cfg, len, &regions, commit_counters), bytes, timing)
+        Media::with_pcm(Pcm::new(cfg, len, &regions), bytes, timing)
     }
 
     /// Media holding `bytes` in `pcm` (a device of that size), nothing else done yet.
@@ -163,7 +163,6 @@ impl Media {
             events: 0,
             kinds: None,
             crash_at: None,
-            crash_rng: Rng::new(0),
             crash_seed: 0,
             snapshot: None,
             capture: Vec::new(),
@@ -176,10 +175,9 @@ impl Media {
         }
     }
 
-    /// Media holding a crash snapshot's durable state (fresh wear counters, whose host pages
-    /// are provided as recovery first writes them: it writes few).
+    /// Media holding a crash snapshot's durable state (fresh wear counters).
     pub fn from_snapshot(cfg: &PcmConfig, s: &Snapshot, timing: Timing) -> Media {
-        let mut m = Media::build(cfg, s.pcm.clone(), timing, false);
+        let mut m = Media::holding(cfg, s.pcm.clone(), timing);
         m.dbs = s.dbs.iter().map(|(n, b)| DbFile::new(n, b.clone())).collect();
         m
     }
@@ -202,7 +200,6 @@ impl Media {
         self.events = 0;
         self.crash_at = at;
         self.crash_seed = seed;
-        self.crash_rng = Rng::derive(seed, 0xC4A5);
         self.capture_next = 0;
     }
 
@@ -253,7 +250,6 @@ impl Media {
         }
         if self.capture.get(self.capture_next) == Some(&self.events) {
             self.capture_next += 1;
-            self.crash_rng = Rng::derive(self.crash_seed, 0xC4A5);
             let s = self.take_snapshot();
             self.captured.push((self.events, s));
         }
@@ -268,14 +264,15 @@ impl Media {
         true
     }
 
-    fn take_snapshot(&mut self) -> Snapshot {
+    fn take_snapshot(&self) -> Snapshot {
+        let mut rng = Rng::derive(self.crash_seed, 0xC4A5);
         let mut dbs = Vec::with_capacity(self.dbs.len());
         for f in &self.dbs {
             let mut img = f.durable.clone();
             for p in &f.pending {
                 match p {
                     Pending::Truncate(n) => {
-                        if self.crash_rng.chance(0.5) {
+                        if rng.chance(0.5) {
                             img.resize(*n as usize, 0);
                         }
                     }
@@ -284,7 +281,7 @@ impl Media {
                         while at < data.len() as u64 {
                             let sector_end = ((off + at) / SECTOR + 1) * SECTOR;
                             let n = (sector_end - (off + at)).min(data.len() as u64 - at);
-                            if self.crash_rng.chance(0.5) {
+                            if rng.chance(0.5) {
                                 let o = (off + at) as usize;
                                 if img.len() < o + n as usize {
                                     img.resize(o + n as usize, 0);

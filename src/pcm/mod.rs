@@ -161,11 +161,6 @@ pub struct Pcm {
 impl Pcm {
     /// A device of `bytes` bytes whose regions (name, first byte, bytes) are reported apart.
     pub fn new(cfg: &PcmConfig, bytes: u64, regions: &[(&'static str, u64, u64)]) -> Pcm {
-        Pcm::build(cfg, bytes, regions, true)
-    }
-
-    /// [`Pcm::new`]; `commit_counters`: see [`Wear::build`].
-    pub fn build(cfg: &PcmConfig, bytes: u64, regions: &[(&'static str, u64, u64)], commit_counters: bool) -> Pcm {
         let words = bytes * 8 / cfg.fnw_word_bits;
         let per_chunk = (cfg.chunk_bytes / 8).max(1) as u32;
         let group = (1u32 << per_chunk) - 1;
@@ -186,7 +181,7 @@ impl Pcm {
         Pcm {
             cfg: cfg.clone(),
             flips: crate::hostmem::zeroed(words.div_ceil(64) as usize),
-            wear: Wear::build(bytes, cfg.fnw_word_bits, regions, commit_counters),
+            wear: Wear::new(bytes, cfg.fnw_word_bits, regions),
             programmed_cells: 0,
             read_cells: 0,
             chunks_of_words,
@@ -211,7 +206,7 @@ impl Pcm {
         self.read_cells = 0;
     }
 
-    /// Make this device as [`Pcm::build`] makes a new one (no wear, no energy, no stuck cell,
+    /// Make this device as [`Pcm::new`] makes a new one (no wear, no energy, no stuck cell,
     /// no flipped word), at the cost of what was written since it was built or renewed, not
     /// of its size: for the crash checker, which opens a device per checked state.
     pub fn renew(&mut self) {

@@ -220,21 +220,13 @@ impl Iterator for BitIter {
 
 impl Wear {
     pub fn new(bytes: u64, word_bits: u64, regions: &[(&'static str, u64, u64)]) -> Wear {
-        Wear::build(bytes, word_bits, regions, true)
-    }
-
-    /// [`Wear::new`]; `commit`: write every host page of the counters now (a device that will
-    /// be written all over), else leave them fresh memory that the host provides at its first
-    /// touch (a device written in a few places: the crash checker's, reopening an image).
-    pub fn build(bytes: u64, word_bits: u64, regions: &[(&'static str, u64, u64)], commit: bool) -> Wear {
         let pages = bytes.div_ceil(PAGE_BYTES) as usize;
         let flip_words = (512 / word_bits) as usize;
-        let counters = |n: usize| if commit { crate::hostmem::committed(n) } else { crate::hostmem::zeroed(n) };
         Wear {
             word_bits,
             flip_words,
-            low: counters(pages * DATA_WORDS),
-            flip_low: counters(pages * flip_words * HALF),
+            low: crate::hostmem::committed(pages * DATA_WORDS),
+            flip_low: crate::hostmem::committed(pages * flip_words * HALF),
             high: (0..pages).map(|_| None).collect(),
             pages: vec![CLEAN; pages],
             wraps: BTreeMap::new(),
