@@ -273,6 +273,7 @@ fn shard_file(tag: &str) -> (PathBuf, Vec<u8>) {
         shard: Some((0, 1)),
         bench: false,
         quiet: true,
+        timings: None,
     };
     locsim::reproduce::reproduce(&o).unwrap();
     let path = out.join("shard-0-of-1.json");

@@ -492,10 +492,14 @@ fn reproduce(a: ReproduceArgs) -> Result<i32, String> {
         shard: a.shard.as_deref().map(parse_shard).transpose()?,
         bench: !a.no_bench,
         quiet: false,
+        timings: a.timings.map(Into::into),
     };
     let started = std::time::Instant::now();
     let s = crate::reproduce::reproduce(&opts)?;
     print_summary(&s, &a.out, started.elapsed().as_secs_f64(), opts.shard.is_some());
+    for line in crate::reproduce::timing::report_lines(&s.times, &s.phases, jobs) {
+        outln!("{line}");
+    }
     Ok(0)
 }
 

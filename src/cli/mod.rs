@@ -66,6 +66,10 @@ pub struct ReproduceArgs {
     /// Leave the simulator-speed measurement out of the report.
     #[arg(long)]
     pub no_bench: bool,
+    /// Write the host seconds of every point (experiment, point, seconds, CPU seconds, cached)
+    /// to FILE as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub timings: Option<String>,
 }
 
 #[derive(Args, Debug)]

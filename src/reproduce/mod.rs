@@ -21,6 +21,7 @@ pub mod report;
 pub mod spec;
 pub mod svg;
 pub mod table;
+pub mod timing;
 
 use crate::bench::BenchRow;
 use kind::Job;
@@ -48,6 +49,8 @@ pub struct Options {
     pub bench: bool,
     /// No progress output (tests).
     pub quiet: bool,
+    /// Write the per-point host timings ([`timing::csv`]) to this file.
+    pub timings: Option<PathBuf>,
 }
 
 /// What a run did.
@@ -59,6 +62,10 @@ pub struct Summary {
     /// Specs written (name), and specs left out with the reason.
     pub written: Vec<String>,
     pub pending: Vec<(String, String)>,
+    /// Host seconds of every distinct point (cached ones included, at 0 s), in point order.
+    pub times: Vec<timing::PointTime>,
+    /// Host seconds by phase.
+    pub phases: timing::Phases,
 }
 
 /// The identity of a point's computation (without the build; see [`cache`]).
@@ -95,13 +102,20 @@ pub fn reproduce(o: &Options) -> Result<Summary, String> {
     if o.jobs == 0 {
         return Err("--jobs 0: allowed 1 or more".into());
     }
+    let started = std::time::Instant::now();
     let specs = spec::load_dir(&o.experiments, &o.only, o.quick)?;
     let mut summary = Summary::default();
     let (runnable, pending): (Vec<Spec>, Vec<Spec>) = specs.into_iter().partition(|s| s.pending.is_none());
     summary.pending = pending.iter().map(|s| (s.name.clone(), s.pending.clone().unwrap_or_default())).collect();
-    let results = run_points(o, &runnable, &mut summary)?;
+    let results = run_points(o, &runnable, &mut summary, started)?;
+    let bench_started = std::time::Instant::now();
     let bench = if o.bench && o.shard.is_none_or(|(i, _)| i == 0) { Some(measure_speed(o.quick)?) } else { None };
+    summary.phases.bench = bench_started.elapsed().as_secs_f64();
+    let outputs_started = std::time::Instant::now();
     std::fs::create_dir_all(&o.out).map_err(|e| format!("--out {}: {e}", o.out.display()))?;
+    if let Some(path) = &o.timings {
+        crate::outfile::write(path, timing::csv(&summary.times))?;
+    }
     if let Some((i, n)) = o.shard {
         let file = ShardFile {
             version: crate::runner::VERSION.into(),
@@ -116,10 +130,12 @@ pub fn reproduce(o: &Options) -> Result<Summary, String> {
         let path = o.out.join(format!("shard-{i}-of-{n}.json"));
         let text = serde_json::to_string_pretty(&file).expect("serializable");
         crate::outfile::write(&path, text)?;
+        summary.phases.outputs = outputs_started.elapsed().as_secs_f64();
         return Ok(summary);
     }
     let prov = report::Provenance::current(o.quick);
     summary.written = write_outputs(&o.out, &runnable, &pending, &results, bench.as_deref(), &prov)?;
+    summary.phases.outputs = outputs_started.elapsed().as_secs_f64();
     Ok(summary)
 }
 
@@ -139,23 +155,38 @@ fn distinct_points(specs: &[Spec]) -> Vec<(String, usize, Point)> {
     out
 }
 
-fn run_points(o: &Options, specs: &[Spec], summary: &mut Summary) -> Result<BTreeMap<String, Values>, String> {
+fn run_points(
+    o: &Options,
+    specs: &[Spec],
+    summary: &mut Summary,
+    started: std::time::Instant,
+) -> Result<BTreeMap<String, Values>, String> {
     let cache = cache::Cache::new(&o.out);
     let mut todo = Vec::new();
     let mut results = BTreeMap::new();
+    let mut times = Vec::new();
     for (idx, (text, si, p)) in distinct_points(specs).into_iter().enumerate() {
         if o.shard.is_some_and(|(i, n)| idx % n != i) {
             continue;
         }
+        let time = timing::PointTime {
+            experiment: specs[si].name.clone(),
+            point: table::label(&p),
+            seconds: 0.0,
+            cpu_seconds: 0.0,
+            cached: true,
+        };
         // An entry of the wrong length (edited by hand) is computed again.
         match cache.get(&text).filter(|v| v.len() == specs[si].kind.executor().metrics().len()) {
             Some(v) => {
                 results.insert(text, v);
                 summary.cached += 1;
             }
-            None => todo.push((text, si, p)),
+            None => todo.push((text, si, p, times.len())),
         }
+        times.push(time);
     }
+    summary.phases.setup = started.elapsed().as_secs_f64();
     let sweeps: Vec<(String, u64)> = specs
         .iter()
         .enumerate()
@@ -165,28 +196,29 @@ fn run_points(o: &Options, specs: &[Spec], summary: &mut Summary) -> Result<BTre
     let bar_of: Vec<Option<usize>> = specs.iter().map(|s| sweeps.iter().position(|w| w.0 == s.name)).collect();
     let progress = progress::Progress::new(&sweeps, o.quiet);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(o.jobs).build().map_err(|e| format!("--jobs: {e}"))?;
-    let done: Vec<Result<(String, Values), String>> = pool.install(|| {
+    let sweep_started = std::time::Instant::now();
+    let done: Vec<Result<(String, Values, usize, f64, f64), String>> = pool.install(|| {
         todo.par_iter()
-            .map(|(text, si, p)| {
+            .map(|(text, si, p, ti)| {
                 let s = &specs[*si];
                 let job = Job { point: p, set: &s.set, txs: s.run.txs, warmup_txs: s.run.warmup_txs };
-                let v = s
-                    .kind
-                    .executor()
-                    .run(&job)
-                    .map_err(|e| format!("experiment {} at {}: {e}", s.name, table::label(p)))?;
+                let (v, secs, cpu) = timing::timed(|| s.kind.executor().run(&job));
+                let v = v.map_err(|e| format!("experiment {} at {}: {e}", s.name, table::label(p)))?;
                 cache.put(text, &v)?;
                 progress.tick(bar_of[*si].expect("spec with work has a bar"));
-                Ok((text.clone(), v))
+                Ok((text.clone(), v, *ti, secs, cpu))
             })
             .collect()
     });
     progress.finish();
+    summary.phases.points = sweep_started.elapsed().as_secs_f64();
     for r in done {
-        let (t, v) = r?;
+        let (t, v, ti, secs, cpu) = r?;
         results.insert(t, v);
+        times[ti] = timing::PointTime { seconds: secs, cpu_seconds: cpu, cached: false, ..times[ti].clone() };
         summary.executed += 1;
     }
+    summary.times = times;
     Ok(results)
 }
 

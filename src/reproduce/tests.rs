@@ -35,6 +35,7 @@ fn opts(experiments: &Path, out: &Path, jobs: usize, shard: Option<(usize, usize
         shard,
         bench: false,
         quiet: true,
+        timings: None,
     }
 }
 
