@@ -11,9 +11,10 @@ use crate::protocol::{
 };
 use crate::rng::Rng;
 use crate::sim::{OracleLog, Sim};
-use crate::workload::{native::Native, Workload, WorkloadKind};
+use crate::workload::{native::Native, Workload, WorkloadConfig, WorkloadKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// What to run.
@@ -157,20 +158,73 @@ pub const GIT_REV: &str = env!("LOCSIM_GIT_REV");
 
 /// Run `spec`. `Err` is a one-line message (e.g. the log area is too small).
 pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
-    execute_with(spec, spec.workload.build(&spec.cfg.workload))
+    match populated(spec.workload, &spec.cfg.workload) {
+        Some((wl, data)) => run_on(spec, wl, Some(&data)),
+        None => execute_with(spec, spec.workload.build(&spec.cfg.workload)),
+    }
 }
 
 /// Run `spec` on an already built workload (a replayed trace: `spec.txs` bounds the measured
 /// region, which also ends with the trace).
 pub fn execute_with(spec: &RunSpec, wl: Workload) -> Result<RunOutput, String> {
+    run_on(spec, wl, None)
+}
+
+/// A populated data area and the workload's driver state right after populating it.
+struct Populated {
+    key: String,
+    wl: Workload,
+    data: Arc<Vec<u8>>,
+}
+
+/// Populated workloads kept per process, most recently used first (at most
+/// [`POPULATED_KEPT`]). Populating (inserting a B+tree's or an SDG's initial contents) costs
+/// more than a short measured region, and is the same for every run of one workload
+/// configuration, whatever the protocol, machine, latency or seed: a sweep (`reproduce`, `run`
+/// with several protocols, the crash checker) populates each configuration once and copies it.
+static POPULATED: Mutex<Vec<Populated>> = Mutex::new(Vec::new());
+const POPULATED_KEPT: usize = 8;
+
+/// The workload `kind` built from `cfg` and populated, with its data area; `None` for a
+/// workload whose driver state cannot be copied ([`Workload::try_clone`]).
+fn populated(kind: WorkloadKind, cfg: &WorkloadConfig) -> Option<(Workload, Arc<Vec<u8>>)> {
+    let key = format!("{}:{}", kind.name(), serde_json::to_string(cfg).expect("serializable"));
+    {
+        let mut kept = POPULATED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = kept.iter().position(|p| p.key == key) {
+            let p = kept.remove(i);
+            let copy = p.wl.try_clone().map(|wl| (wl, p.data.clone()));
+            kept.insert(0, p);
+            return copy;
+        }
+    }
+    let mut wl = kind.build(cfg);
+    // Not copyable: populated by the run itself (checked before populating, while it is cheap).
+    wl.try_clone()?;
+    let mut data = crate::hostmem::zeroed::<u8>(wl.data_bytes() as usize);
+    wl.populate(&mut data);
+    let data = Arc::new(data);
+    let kept_wl = wl.try_clone().expect("copyable above");
+    let mut kept = POPULATED.lock().unwrap_or_else(|e| e.into_inner());
+    if !kept.iter().any(|p| p.key == key) {
+        kept.insert(0, Populated { key, wl: kept_wl, data: data.clone() });
+        kept.truncate(POPULATED_KEPT);
+    }
+    Some((wl, data))
+}
+
+/// Run `spec` on `wl`, built and, when `data` is given, already populated with it.
+fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput, String> {
     let layout = Layout::new(wl.data_bytes(), spec.cfg.log.size_bytes);
     let layout =
         if spec.cfg.startgap.enabled { layout.with_startgap(crate::startgap::Geometry::EXTRA_BYTES) } else { layout };
     match spec.protocol {
-        ProtocolKind::Baseline => drive(spec, wl, layout, Baseline),
-        ProtocolKind::HWal => drive(spec, wl, layout, HWal::new(&layout, spec.bug)),
-        ProtocolKind::EcWal => drive(spec, wl, layout, EcWal::new(&layout, spec.cfg.min_write_cycles(), spec.bug)),
-        ProtocolKind::SWal => drive(spec, wl, layout, SWal::new(&layout, &spec.cfg.swal, spec.bug)),
+        ProtocolKind::Baseline => drive(spec, wl, data, layout, Baseline),
+        ProtocolKind::HWal => drive(spec, wl, data, layout, HWal::new(&layout, spec.bug)),
+        ProtocolKind::EcWal => {
+            drive(spec, wl, data, layout, EcWal::new(&layout, spec.cfg.min_write_cycles(), spec.bug))
+        }
+        ProtocolKind::SWal => drive(spec, wl, data, layout, SWal::new(&layout, &spec.cfg.swal, spec.bug)),
         ProtocolKind::LocWal => {
             if spec.cfg.llc.ways < 2 {
                 return Err(format!(
@@ -179,7 +233,7 @@ pub fn execute_with(spec: &RunSpec, wl: Workload) -> Result<RunOutput, String> {
                 ));
             }
             let sd = spec.cfg.loc.speculation_degree;
-            drive(spec, wl, layout, LocWal::new(&layout, sd, spec.cfg.min_write_cycles(), spec.bug))
+            drive(spec, wl, data, layout, LocWal::new(&layout, sd, spec.cfg.min_write_cycles(), spec.bug))
         }
         ProtocolKind::Kiln | ProtocolKind::LocKiln => {
             let loose = spec.protocol == ProtocolKind::LocKiln;
@@ -192,10 +246,12 @@ pub fn execute_with(spec: &RunSpec, wl: Workload) -> Result<RunOutput, String> {
             let slots = (spec.cfg.llc.size_bytes / 64) as usize;
             let layout = layout.with_nvllc(crate::log::nvllc::bytes(slots));
             let (sd, w) = (spec.cfg.loc.speculation_degree, spec.cfg.min_write_cycles());
-            drive(spec, wl, layout, Kiln::new(&layout, loose, sd, w, slots, spec.bug))
+            drive(spec, wl, data, layout, Kiln::new(&layout, loose, sd, w, slots, spec.bug))
         }
         #[cfg(test)]
-        ProtocolKind::Trivial => drive(spec, wl, layout, crate::protocol::trivial::Trivial::new(&layout, spec.bug)),
+        ProtocolKind::Trivial => {
+            drive(spec, wl, data, layout, crate::protocol::trivial::Trivial::new(&layout, spec.bug))
+        }
     }
 }
 
@@ -205,9 +261,18 @@ pub(crate) fn rngs(seed: u64) -> (Rng, Rng) {
     (Rng::derive(seed, 1), Rng::derive(seed, 2))
 }
 
-fn drive<P: Protocol>(spec: &RunSpec, mut wl: Workload, layout: Layout, p: P) -> Result<RunOutput, String> {
+fn drive<P: Protocol>(
+    spec: &RunSpec,
+    mut wl: Workload,
+    data: Option<&[u8]>,
+    layout: Layout,
+    p: P,
+) -> Result<RunOutput, String> {
     let mut image = crate::hostmem::zeroed::<u8>(layout.total_bytes() as usize);
-    wl.populate(&mut image[..layout.data_bytes as usize]);
+    match data {
+        Some(d) => image[..d.len()].copy_from_slice(d),
+        None => wl.populate(&mut image[..layout.data_bytes as usize]),
+    }
     p.format(&layout, &mut image);
     if spec.cfg.log.meta_checksum && spec.protocol.log_format().is_some_and(crate::log::ec::in_groups) {
         crate::log::ec::format_checked(&layout, &mut image);

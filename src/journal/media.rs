@@ -391,8 +391,21 @@ impl Media {
             return false;
         }
         let f = &mut self.dbs[i];
-        f.durable.clone_from(&f.cur);
-        f.pending.clear();
+        // `durable` was `cur` at the last sync; the pending writes and truncations, in order,
+        // make it `cur` again at the cost of the bytes written, not of the file.
+        for p in f.pending.drain(..) {
+            match p {
+                Pending::Truncate(n) => f.durable.resize(n as usize, 0),
+                Pending::Write(off, data) => {
+                    let end = off as usize + data.len();
+                    if f.durable.len() < end {
+                        f.durable.resize(end, 0);
+                    }
+                    f.durable[off as usize..end].copy_from_slice(&data);
+                }
+            }
+        }
+        debug_assert!(f.durable == f.cur, "a sync leaves the durable file equal to what reads see");
         self.db_ns += f.dirty_pages.len() as u64 * self.timing.db_sync_ns_per_page;
         f.dirty_pages.clear();
         true

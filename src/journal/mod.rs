@@ -155,14 +155,12 @@ pub fn measure(
     };
     let mut r = replay::replay(tr, &setup, None, false, false)?;
     let reference = replay::replay(tr, &Setup { journal: false, ..setup.clone() }, None, false, false)?;
+    let times = CommandTimes::of(&r, &dev.timing);
+    let nref = CommandTimes::of(&reference, &dev.timing);
     let w = &mut r.world;
     let m = &mut w.media;
     let wear = Wear::of(m);
     let cmds = r.commands.max(1) as f64;
-    let cpu_ns = r.commands * dev.timing.cpu_ns_per_command;
-    let nref = &reference.world.media;
-    let nref_cpu = reference.commands * dev.timing.cpu_ns_per_command;
-    let nref_cmds = reference.commands.max(1) as f64;
     let copies = policy.header_copies as u64 - 1;
     let area = frames * format::FRAME_BYTES;
     let mut rebuilt = media::Media::from_snapshot(
@@ -192,14 +190,14 @@ pub fn measure(
         manager_total_bit_updates: wear.manager_total,
         manager_max_bit_updates: wear.manager_max,
         pcm_block_writes: m.pcm_block_writes,
-        energy_nj: m.pcm.energy_nj((cpu_ns + m.pcm_ns + m.db_ns) as f64 * 1e-9),
-        energy_busy_nj: m.pcm.energy_nj((cpu_ns + m.pcm_ns) as f64 * 1e-9),
+        energy_nj: times.energy_nj(m),
+        energy_busy_nj: times.energy_busy_nj(m),
         energy_busy_vs_rr_s2x: None,
-        avg_cmd_latency_ns: (cpu_ns + m.pcm_ns + m.db_ns) as f64 / cmds,
+        avg_cmd_latency_ns: times.latency_ns,
         avg_cmd_journal_ns: m.pcm_ns as f64 / cmds,
-        avg_cmd_busy_ns: (cpu_ns + m.pcm_ns) as f64 / cmds,
-        avg_cmd_latency_nojournal_ns: (nref_cpu + nref.pcm_ns + nref.db_ns) as f64 / nref_cmds,
-        avg_cmd_busy_nojournal_ns: (nref_cpu + nref.pcm_ns) as f64 / nref_cmds,
+        avg_cmd_busy_ns: times.busy_ns,
+        avg_cmd_latency_nojournal_ns: nref.latency_ns,
+        avg_cmd_busy_nojournal_ns: nref.busy_ns,
         timing: dev.timing.clone(),
         pcm_chunk_program_ns: dev.pcm.chunk_program_ns,
         area_overhead_bytes: copies * format::COPY_BYTES * tr.dbs.len() as u64,
@@ -213,6 +211,87 @@ pub fn measure(
         statement_error_details: r.errors.iter().take(10).cloned().collect(),
         version: crate::runner::VERSION,
         git_rev: crate::runner::GIT_REV,
+    })
+}
+
+/// The time of a replay's measured part: per command, and in total (ns).
+pub struct CommandTimes {
+    /// SQLite's CPU time, journal PCM accesses, database file writes and syncs, per command.
+    pub latency_ns: f64,
+    /// SQLite's CPU time and journal PCM accesses per command (the core busy, no flash wait).
+    pub busy_ns: f64,
+    /// The same two over the whole measured part.
+    total_ns: u64,
+    total_busy_ns: u64,
+}
+
+impl CommandTimes {
+    pub fn of(r: &replay::Replay, timing: &Timing) -> CommandTimes {
+        let m = &r.world.media;
+        let cmds = r.commands.max(1) as f64;
+        let cpu_ns = r.commands * timing.cpu_ns_per_command;
+        let (total_ns, total_busy_ns) = (cpu_ns + m.pcm_ns + m.db_ns, cpu_ns + m.pcm_ns);
+        CommandTimes {
+            latency_ns: total_ns as f64 / cmds,
+            busy_ns: total_busy_ns as f64 / cmds,
+            total_ns,
+            total_busy_ns,
+        }
+    }
+
+    /// The PCM's energy over the whole measured part.
+    pub fn energy_nj(&self, m: &media::Media) -> f64 {
+        m.pcm.energy_nj(self.total_ns as f64 * 1e-9)
+    }
+
+    /// The same with background power over the busy time only.
+    pub fn energy_busy_nj(&self, m: &media::Media) -> f64 {
+        m.pcm.energy_nj(self.total_busy_ns as f64 * 1e-9)
+    }
+}
+
+/// The figures of one replay of a trace that a sweep point needs (`reproduce`), without what
+/// [`measure`] adds: the no-journal reference replay, the hottest cell, the rebuild.
+pub struct PointFigures {
+    pub wear: Wear,
+    pub times: CommandTimes,
+    pub energy_nj: f64,
+    pub energy_busy_nj: f64,
+}
+
+/// Replay `app`'s trace under `config` (`journal`) or with `journal_mode=OFF` (not `journal`:
+/// the no-journal reference of [`JournalResult::avg_cmd_latency_nojournal_ns`]), and give the
+/// figures of that one replay; the same values as the corresponding fields of [`run_on`]'s result.
+pub fn measure_point(
+    app: App,
+    trace: u32,
+    config: &str,
+    seed: u64,
+    dev: &Device,
+    journal: bool,
+) -> Result<PointFigures, String> {
+    if !(1..=4).contains(&trace) {
+        return Err(format!("--trace {trace}: allowed 1..=4"));
+    }
+    let setup = Setup {
+        policy: Policy::parse(config)?,
+        pcm: dev.pcm.clone(),
+        timing: dev.timing.clone(),
+        frames: DEFAULT_FRAMES,
+        seed,
+        journal,
+        bug: None,
+        on_error: Default::default(),
+    };
+    let tr = apps::generate(app, trace, seed, None);
+    let mut r = replay::replay(&tr, &setup, None, false, false)?;
+    let times = CommandTimes::of(&r, &dev.timing);
+    let m = &mut r.world.media;
+    Ok(PointFigures {
+        wear: Wear::of(m),
+        energy_nj: times.energy_nj(m),
+        energy_busy_nj: times.energy_busy_nj(m),
+        times,
     })
 }
 

@@ -261,7 +261,8 @@ impl Executor for JournalExec {
         crate::journal::Device::build(&[kv.to_string()], 0).map(|_| ())
     }
 
-    /// One `journal::run` per point (`app`, `trace`, `config`); `no-journal` is SQLite with
+    /// One replay per point (`app`, `trace`, `config`: `journal::measure_point`, the figures
+    /// `journal::run_on` gives without its extra replays and scans); `no-journal` is SQLite with
     /// `journal_mode=OFF` on the same trace (its command time; it programs no journal cell).
     fn run(&self, job: &Job) -> Result<Vec<Option<f64>>, String> {
         let p = job.point;
@@ -277,23 +278,24 @@ impl Executor for JournalExec {
         let dev = crate::journal::Device::build(&sets, cpu)?;
         let _one_at_a_time = SQLITE.lock().unwrap_or_else(|e| e.into_inner());
         if config == NO_JOURNAL {
-            let r = crate::journal::run_on(app, trace, "RR-S2X", p.seed, &dev)?;
+            // The no-journal reference replay of an RR-S2X measurement (its command time).
+            let r = crate::journal::measure_point(app, trace, "RR-S2X", p.seed, &dev, false)?;
             return Ok(vec![
                 Some(0.0),
                 Some(0.0),
                 Some(0.0),
-                Some(r.avg_cmd_latency_nojournal_ns),
-                Some(r.avg_cmd_busy_nojournal_ns),
+                Some(r.times.latency_ns),
+                Some(r.times.busy_ns),
                 Some(0.0),
             ]);
         }
-        let r = crate::journal::run_on(app, trace, config, p.seed, &dev)?;
+        let r = crate::journal::measure_point(app, trace, config, p.seed, &dev, true)?;
         Ok(vec![
-            Some(r.total_bit_updates as f64),
-            Some(r.max_bit_updates as f64),
+            Some(r.wear.total as f64),
+            Some(r.wear.max as f64),
             Some(r.energy_nj),
-            Some(r.avg_cmd_latency_ns),
-            Some(r.avg_cmd_busy_ns),
+            Some(r.times.latency_ns),
+            Some(r.times.busy_ns),
             Some(r.energy_busy_nj),
         ])
     }

@@ -170,8 +170,14 @@ mod tests {
         let rows = [row("a", "x=1", 1.0, false), row("b", "x=1", 0.0, true), row("a", "x=2", 2.5, false)];
         let e = by_experiment(&rows);
         assert_eq!(e.len(), 2);
-        assert_eq!(e[0], ExperimentTime { experiment: "a".into(), executed: 2, cached: 0, seconds: 3.5, cpu_seconds: 1.75 });
-        assert_eq!(e[1], ExperimentTime { experiment: "b".into(), executed: 0, cached: 1, seconds: 0.0, cpu_seconds: 0.0 });
+        assert_eq!(
+            e[0],
+            ExperimentTime { experiment: "a".into(), executed: 2, cached: 0, seconds: 3.5, cpu_seconds: 1.75 }
+        );
+        assert_eq!(
+            e[1],
+            ExperimentTime { experiment: "b".into(), executed: 0, cached: 1, seconds: 0.0, cpu_seconds: 0.0 }
+        );
     }
 
     #[test]

@@ -234,6 +234,7 @@ struct Costs {
 
 /// The B+tree workload. Holds no state about the tree: only its parameters and the descent
 /// path of the running operation.
+#[derive(Clone)]
 pub struct BTree {
     key_space: u64,
     ops_per_tx: u64,

@@ -164,6 +164,7 @@ impl HashTableConfig {
 
 /// The hash-table workload: configuration and the table's fixed geometry (no volatile copy of
 /// the table).
+#[derive(Clone)]
 pub struct HashTable {
     cfg: HashTableConfig,
     slab: Slab,

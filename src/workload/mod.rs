@@ -136,6 +136,16 @@ macro_rules! workloads {
                 }
             }
 
+            /// A copy with the same driver state, for the built-in workloads whose state is
+            /// plain data; `None` for SQLite (its connection and page cache belong to SQLite), a
+            /// trace and a user's program.
+            pub fn try_clone(&self) -> Option<Workload> {
+                match self {
+                    $(Workload::$variant(w) => Clonable::try_clone_as(w).map(Workload::$variant),)*
+                    Workload::$tvariant(_) | Workload::User(_) => None,
+                }
+            }
+
             /// Run one transaction.
             #[inline]
             pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
@@ -191,6 +201,28 @@ workloads! {
     Sdg "sdg" sdg::Sdg.sdg;
     Sqlite "sqlite" sqlite::Sqlite.sqlite;
     @replayed Trace "trace" trace::TraceWorkload;
+}
+
+/// What [`Workload::try_clone`] asks of each built-in workload.
+trait Clonable: Sized {
+    fn try_clone_as(&self) -> Option<Self>;
+}
+
+macro_rules! clonable {
+    ($($ty:ty),*) => {
+        $(impl Clonable for $ty {
+            fn try_clone_as(&self) -> Option<Self> {
+                Some(self.clone())
+            }
+        })*
+    };
+}
+clonable!(sps::Sps, btree::BTree, hash::HashTable, rbtree::RbTree, sdg::Sdg);
+
+impl Clonable for sqlite::Sqlite {
+    fn try_clone_as(&self) -> Option<Self> {
+        None
+    }
 }
 
 impl WorkloadKind {

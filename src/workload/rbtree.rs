@@ -187,6 +187,7 @@ fn is_red<P: Pm>(pm: &mut P, node: u64) -> bool {
 
 /// The red-black tree workload: configuration and the slab geometry (no volatile copy of the
 /// tree).
+#[derive(Clone)]
 pub struct RbTree {
     cfg: RbTreeConfig,
     slab: Slab,

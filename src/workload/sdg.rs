@@ -206,6 +206,7 @@ enum Change {
 }
 
 /// The SDG driver: configuration, slab geometry and volatile state for choosing operations.
+#[derive(Clone)]
 pub struct Sdg {
     cfg: SdgConfig,
     slab: Slab,

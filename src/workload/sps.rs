@@ -44,6 +44,7 @@ impl SpsConfig {
     }
 }
 
+#[derive(Clone)]
 pub struct Sps {
     entries: u64,
     swaps: u64,
