@@ -55,6 +55,10 @@ pub trait Executor: Sync {
     fn check_set(&self, kv: &str) -> Result<(), String>;
     /// Run one point.
     fn run(&self, job: &Job) -> Result<Vec<Option<f64>>, String>;
+    /// Whether the point must not run beside another exclusive point in the same process
+    /// (its [`Executor::run`] then waits for the other to finish): the engine runs these one
+    /// after the other and the free points beside them.
+    fn exclusive(&self, job: &Job) -> bool;
 }
 
 /// The experiment kinds a spec's `kind` may name.
@@ -196,6 +200,10 @@ impl Executor for SimExec {
         Config::build(None, &[kv.to_string()]).map(|_| ()).map_err(|e| e.0)
     }
 
+    fn exclusive(&self, job: &Job) -> bool {
+        job.point.get("workload") == Some(WorkloadKind::Sqlite.name())
+    }
+
     fn run(&self, job: &Job) -> Result<Vec<Option<f64>>, String> {
         let spec = self.run_spec(job)?;
         let _one_at_a_time =
@@ -259,6 +267,10 @@ impl Executor for JournalExec {
 
     fn check_set(&self, kv: &str) -> Result<(), String> {
         crate::journal::Device::build(&[kv.to_string()], 0).map(|_| ())
+    }
+
+    fn exclusive(&self, _job: &Job) -> bool {
+        true
     }
 
     /// One replay per point (`app`, `trace`, `config`: `journal::measure_point`, the figures

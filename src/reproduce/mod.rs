@@ -4,7 +4,8 @@
 //! Flow: load the specs ([`spec`]), expand each into points, identify each point by its text
 //! (kind, overrides, coordinates, seed, run lengths) so that a point shared by several specs
 //! (e.g. a baseline run) runs once, take what the [`cache`] has, run the rest in parallel
-//! (rayon, one [`kind::Executor`] call per point), then write per spec a CSV, a JSON with
+//! ([`schedule`]: `--jobs` threads, one [`kind::Executor`] call per point, the points that
+//! must run one at a time as one chain beside the others), then write per spec a CSV, a JSON with
 //! provenance and an SVG ([`svg`]), and the report ([`report`]). With `--shard i/N` only the
 //! points whose index is `i` modulo `N` run and a shard file is written instead; [`merge`]
 //! combines shard files and writes the same outputs.
@@ -18,6 +19,7 @@ pub mod claim;
 pub mod kind;
 mod progress;
 pub mod report;
+mod schedule;
 pub mod spec;
 pub mod svg;
 pub mod table;
@@ -25,7 +27,6 @@ pub mod timing;
 
 use crate::bench::BenchRow;
 use kind::Job;
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use spec::{Point, Spec};
 use std::collections::BTreeMap;
@@ -109,7 +110,7 @@ pub fn reproduce(o: &Options) -> Result<Summary, String> {
     summary.pending = pending.iter().map(|s| (s.name.clone(), s.pending.clone().unwrap_or_default())).collect();
     let results = run_points(o, &runnable, &mut summary, started)?;
     let bench_started = std::time::Instant::now();
-    let bench = if o.bench && o.shard.is_none_or(|(i, _)| i == 0) { Some(measure_speed(o.quick)?) } else { None };
+    let bench = if o.bench && o.shard.is_none_or(|(i, _)| i == 0) { Some(measure_speed()?) } else { None };
     summary.phases.bench = bench_started.elapsed().as_secs_f64();
     let outputs_started = std::time::Instant::now();
     std::fs::create_dir_all(&o.out).map_err(|e| format!("--out {}: {e}", o.out.display()))?;
@@ -195,20 +196,16 @@ fn run_points(
         .collect();
     let bar_of: Vec<Option<usize>> = specs.iter().map(|s| sweeps.iter().position(|w| w.0 == s.name)).collect();
     let progress = progress::Progress::new(&sweeps, o.quiet);
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(o.jobs).build().map_err(|e| format!("--jobs: {e}"))?;
+    let exclusive: Vec<bool> = todo.iter().map(|t| specs[t.1].kind.executor().exclusive(&job_of(specs, t))).collect();
     let sweep_started = std::time::Instant::now();
-    let done: Vec<Result<(String, Values, usize, f64, f64), String>> = pool.install(|| {
-        todo.par_iter()
-            .map(|(text, si, p, ti)| {
-                let s = &specs[*si];
-                let job = Job { point: p, set: &s.set, txs: s.run.txs, warmup_txs: s.run.warmup_txs };
-                let (v, secs, cpu) = timing::timed(|| s.kind.executor().run(&job));
-                let v = v.map_err(|e| format!("experiment {} at {}: {e}", s.name, table::label(p)))?;
-                cache.put(text, &v)?;
-                progress.tick(bar_of[*si].expect("spec with work has a bar"));
-                Ok((text.clone(), v, *ti, secs, cpu))
-            })
-            .collect()
+    let done: Vec<Result<(String, Values, usize, f64, f64), String>> = schedule::run(&todo, &exclusive, o.jobs, |t| {
+        let (text, si, p, ti) = t;
+        let s = &specs[*si];
+        let (v, secs, cpu) = timing::timed(|| s.kind.executor().run(&job_of(specs, t)));
+        let v = v.map_err(|e| format!("experiment {} at {}: {e}", s.name, table::label(p)))?;
+        cache.put(text, &v)?;
+        progress.tick(bar_of[*si].expect("spec with work has a bar"));
+        Ok((text.clone(), v, *ti, secs, cpu))
     });
     progress.finish();
     summary.phases.points = sweep_started.elapsed().as_secs_f64();
@@ -222,12 +219,19 @@ fn run_points(
     Ok(results)
 }
 
-/// Simulator speed for the report: every workload and protocol, a short measurement.
-fn measure_speed(quick: bool) -> Result<Vec<BenchRow>, String> {
+/// The job of a point to run (text, spec index, point, timing row).
+fn job_of<'a>(specs: &'a [Spec], (_, si, p, _): &'a (String, usize, Point, usize)) -> Job<'a> {
+    let s = &specs[*si];
+    Job { point: p, set: &s.set, txs: s.run.txs, warmup_txs: s.run.warmup_txs }
+}
+
+/// Simulator speed for the report: every workload and protocol, one short measurement each,
+/// the same in both modes (a sample beside the figures; `locsim bench` measures with longer
+/// runs and repeats).
+fn measure_speed() -> Result<Vec<BenchRow>, String> {
     let mut cfg = crate::config::Config::default();
-    cfg.workload.warmup_txs = if quick { 200 } else { 2_000 };
-    let (txs, repeat) = if quick { (2_000, 1) } else { (20_000, 3) };
-    crate::bench::measure(&cfg, crate::workload::WorkloadKind::ALL, crate::protocol::ProtocolKind::ALL, txs, repeat)
+    cfg.workload.warmup_txs = 200;
+    crate::bench::measure(&cfg, crate::workload::WorkloadKind::ALL, crate::protocol::ProtocolKind::ALL, 2_000, 1)
 }
 
 /// Write every runnable spec's CSV, JSON and SVG, then REPORT.md and report.html. Returns the

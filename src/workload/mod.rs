@@ -136,9 +136,9 @@ macro_rules! workloads {
                 }
             }
 
-            /// A copy with the same driver state, for the built-in workloads whose state is
-            /// plain data; `None` for SQLite (its connection and page cache belong to SQLite), a
-            /// trace and a user's program.
+            /// A copy with the same driver state, for the built-in workloads; `None` for SQLite
+            /// once it has opened its connection (whose page cache belongs to SQLite), a trace
+            /// and a user's program.
             pub fn try_clone(&self) -> Option<Workload> {
                 match self {
                     $(Workload::$variant(w) => Clonable::try_clone_as(w).map(Workload::$variant),)*
@@ -221,7 +221,7 @@ clonable!(sps::Sps, btree::BTree, hash::HashTable, rbtree::RbTree, sdg::Sdg);
 
 impl Clonable for sqlite::Sqlite {
     fn try_clone_as(&self) -> Option<Self> {
-        None
+        self.without_connection()
     }
 }
 

@@ -236,6 +236,12 @@ impl Sqlite {
         Sqlite { cfg: cfg.clone(), conn: None, next_seq_key: cfg.rows }
     }
 
+    /// A copy of a driver that has not opened its connection yet (populating opens its own
+    /// and closes it): its state is then plain data. `None` once it has.
+    pub fn without_connection(&self) -> Option<Sqlite> {
+        self.conn.is_none().then(|| Sqlite { cfg: self.cfg.clone(), conn: None, next_seq_key: self.next_seq_key })
+    }
+
     /// The database file's region: the whole data area.
     fn region(&self) -> Region {
         Region { base: 0, capacity_bytes: self.cfg.file_capacity_bytes }
