@@ -504,7 +504,12 @@ fn reproduce(a: ReproduceArgs) -> Result<i32, String> {
 }
 
 fn print_summary(s: &crate::reproduce::Summary, out: &str, secs: f64, sharded: bool) {
-    outln!("{} points simulated, {} from the cache, {secs:.1} s", s.executed, s.cached);
+    outln!(
+        "{} points simulated, {} from the cache, {} shared with another point, {secs:.1} s",
+        s.executed,
+        s.cached,
+        s.shared
+    );
     for (name, why) in &s.pending {
         outln!("not run: {name}: {why}");
     }

@@ -55,6 +55,10 @@ pub trait Executor: Sync {
     fn check_set(&self, kv: &str) -> Result<(), String>;
     /// Run one point.
     fn run(&self, job: &Job) -> Result<Vec<Option<f64>>, String>;
+    /// What the point computes, resolved (e.g. the full configuration), when that can say that
+    /// two points with different coordinates compute the same: such points run once. `None`:
+    /// the point's text is its identity.
+    fn identity(&self, job: &Job) -> Option<String>;
     /// Whether the point must not run beside another exclusive point in the same process
     /// (its [`Executor::run`] then waits for the other to finish): the engine runs these one
     /// after the other and the free points beside them.
@@ -204,6 +208,19 @@ impl Executor for SimExec {
         job.point.get("workload") == Some(WorkloadKind::Sqlite.name())
     }
 
+    /// Every input of [`runner::execute`]: the configuration in full, workload, protocol, seed
+    /// and run lengths (a point that does not resolve has no identity but its text).
+    fn identity(&self, job: &Job) -> Option<String> {
+        let r = self.run_spec(job).ok()?;
+        let RunSpec { cfg, workload, protocol, txs, warmup_txs, seed, abort_rate, bug, record } = &r;
+        Some(format!(
+            "workload={} protocol={} txs={txs} warmup_txs={warmup_txs} seed={seed} abort_rate={abort_rate} bug={bug:?} record={record}\n{}",
+            workload.name(),
+            protocol.name(),
+            cfg.to_toml()
+        ))
+    }
+
     fn run(&self, job: &Job) -> Result<Vec<Option<f64>>, String> {
         let spec = self.run_spec(job)?;
         let _one_at_a_time =
@@ -271,6 +288,10 @@ impl Executor for JournalExec {
 
     fn exclusive(&self, _job: &Job) -> bool {
         true
+    }
+
+    fn identity(&self, _job: &Job) -> Option<String> {
+        None
     }
 
     /// One replay per point (`app`, `trace`, `config`: `journal::measure_point`, the figures

@@ -60,6 +60,9 @@ pub struct Summary {
     /// Distinct points simulated, and taken from the cache.
     pub executed: usize,
     pub cached: usize,
+    /// Points not simulated because another point of this run computes the same (see
+    /// [`kind::Executor::identity`]).
+    pub shared: usize,
     /// Specs written (name), and specs left out with the reason.
     pub written: Vec<String>,
     pub pending: Vec<(String, String)>,
@@ -175,7 +178,7 @@ fn run_points(
             point: table::label(&p),
             seconds: 0.0,
             cpu_seconds: 0.0,
-            cached: true,
+            source: timing::Source::Cache,
         };
         // An entry of the wrong length (edited by hand) is computed again.
         match cache.get(&text).filter(|v| v.len() == specs[si].kind.executor().metrics().len()) {
@@ -188,32 +191,54 @@ fn run_points(
         times.push(time);
     }
     summary.phases.setup = started.elapsed().as_secs_f64();
+    // Points of different texts that compute the same thing (e.g. the ordering ablation's
+    // `paper` step and the figures on the papers' machine, at equal run lengths) run once.
+    let mut first_of: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut same_as: Vec<usize> = Vec::with_capacity(todo.len());
+    let mut runs: Vec<usize> = Vec::new();
+    for (i, t) in todo.iter().enumerate() {
+        let id = specs[t.1].kind.executor().identity(&job_of(specs, t)).unwrap_or_else(|| t.0.clone());
+        let r = *first_of.entry(format!("{}\n{id}", specs[t.1].kind.name())).or_insert_with(|| {
+            runs.push(i);
+            runs.len() - 1
+        });
+        same_as.push(r);
+    }
     let sweeps: Vec<(String, u64)> = specs
         .iter()
         .enumerate()
-        .map(|(si, s)| (s.name.clone(), todo.iter().filter(|t| t.1 == si).count() as u64))
+        .map(|(si, s)| (s.name.clone(), runs.iter().filter(|&&i| todo[i].1 == si).count() as u64))
         .filter(|s| s.1 > 0)
         .collect();
     let bar_of: Vec<Option<usize>> = specs.iter().map(|s| sweeps.iter().position(|w| w.0 == s.name)).collect();
     let progress = progress::Progress::new(&sweeps, o.quiet);
-    let exclusive: Vec<bool> = todo.iter().map(|t| specs[t.1].kind.executor().exclusive(&job_of(specs, t))).collect();
+    let exclusive: Vec<bool> =
+        runs.iter().map(|&i| specs[todo[i].1].kind.executor().exclusive(&job_of(specs, &todo[i]))).collect();
     let sweep_started = std::time::Instant::now();
-    let done: Vec<Result<(String, Values, usize, f64, f64), String>> = schedule::run(&todo, &exclusive, o.jobs, |t| {
-        let (text, si, p, ti) = t;
-        let s = &specs[*si];
+    let done: Vec<Result<(Values, f64, f64), String>> = schedule::run(&runs, &exclusive, o.jobs, |&i| {
+        let t = &todo[i];
+        let s = &specs[t.1];
         let (v, secs, cpu) = timing::timed(|| s.kind.executor().run(&job_of(specs, t)));
-        let v = v.map_err(|e| format!("experiment {} at {}: {e}", s.name, table::label(p)))?;
-        cache.put(text, &v)?;
-        progress.tick(bar_of[*si].expect("spec with work has a bar"));
-        Ok((text.clone(), v, *ti, secs, cpu))
+        let v = v.map_err(|e| format!("experiment {} at {}: {e}", s.name, table::label(&t.2)))?;
+        cache.put(&t.0, &v)?;
+        progress.tick(bar_of[t.1].expect("spec with work has a bar"));
+        Ok((v, secs, cpu))
     });
     progress.finish();
     summary.phases.points = sweep_started.elapsed().as_secs_f64();
-    for r in done {
-        let (t, v, ti, secs, cpu) = r?;
-        results.insert(t, v);
-        times[ti] = timing::PointTime { seconds: secs, cpu_seconds: cpu, cached: false, ..times[ti].clone() };
-        summary.executed += 1;
+    let done: Vec<(Values, f64, f64)> = done.into_iter().collect::<Result<_, _>>()?;
+    for (i, (text, _, _, ti)) in todo.iter().enumerate() {
+        let r = same_as[i];
+        let (v, secs, cpu) = &done[r];
+        times[*ti] = if runs[r] == i {
+            summary.executed += 1;
+            timing::PointTime { seconds: *secs, cpu_seconds: *cpu, source: timing::Source::Run, ..times[*ti].clone() }
+        } else {
+            cache.put(text, v)?;
+            summary.shared += 1;
+            timing::PointTime { source: timing::Source::Shared, ..times[*ti].clone() }
+        };
+        results.insert(text.clone(), v.clone());
     }
     summary.times = times;
     Ok(results)

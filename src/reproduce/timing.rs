@@ -17,11 +17,32 @@ pub struct PointTime {
     pub experiment: String,
     /// Coordinates and seed (`protocol=h-wal workload=sps seed=1`).
     pub point: String,
-    /// Wall seconds of the point in this run (0 when taken from the cache).
+    /// Wall seconds of the point in this run (0 when not run: [`Source`]).
     pub seconds: f64,
-    /// CPU seconds of the worker thread over the point (0 when taken from the cache).
+    /// CPU seconds of the worker thread over the point (0 when not run).
     pub cpu_seconds: f64,
-    pub cached: bool,
+    pub source: Source,
+}
+
+/// Where a point's values came from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Simulated in this run.
+    Run,
+    /// The cache of an earlier run.
+    Cache,
+    /// Another point of this run that computes the same ([`super::kind::Executor::identity`]).
+    Shared,
+}
+
+impl Source {
+    pub fn word(self) -> &'static str {
+        match self {
+            Source::Run => "run",
+            Source::Cache => "cache",
+            Source::Shared => "shared",
+        }
+    }
 }
 
 /// What a run spent outside the points, in wall seconds, by phase.
@@ -67,7 +88,7 @@ fn field(s: &str) -> String {
 /// The per-point table (`--timings FILE`): one row per distinct point, in the order of the
 /// points of all experiments.
 pub fn csv(rows: &[PointTime]) -> String {
-    let mut s = String::from("experiment,point,seconds,cpu_seconds,cached\n");
+    let mut s = String::from("experiment,point,seconds,cpu_seconds,source\n");
     for r in rows {
         let _ = writeln!(
             s,
@@ -76,18 +97,19 @@ pub fn csv(rows: &[PointTime]) -> String {
             field(&r.point),
             r.seconds,
             r.cpu_seconds,
-            r.cached
+            r.source.word()
         );
     }
     s
 }
 
-/// Per experiment (first-appearance order): points run, points cached, wall and CPU seconds.
+/// Per experiment (first-appearance order): points run, points not run (cached or shared), wall
+/// and CPU seconds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExperimentTime {
     pub experiment: String,
     pub executed: usize,
-    pub cached: usize,
+    pub not_run: usize,
     pub seconds: f64,
     pub cpu_seconds: f64,
 }
@@ -101,7 +123,7 @@ pub fn by_experiment(rows: &[PointTime]) -> Vec<ExperimentTime> {
                 out.push(ExperimentTime {
                     experiment: r.experiment.clone(),
                     executed: 0,
-                    cached: 0,
+                    not_run: 0,
                     seconds: 0.0,
                     cpu_seconds: 0.0,
                 });
@@ -109,10 +131,10 @@ pub fn by_experiment(rows: &[PointTime]) -> Vec<ExperimentTime> {
             }
         };
         let e = &mut out[i];
-        if r.cached {
-            e.cached += 1;
-        } else {
+        if r.source == Source::Run {
             e.executed += 1;
+        } else {
+            e.not_run += 1;
         }
         e.seconds += r.seconds;
         e.cpu_seconds += r.cpu_seconds;
@@ -162,7 +184,8 @@ mod tests {
     use super::*;
 
     fn row(e: &str, p: &str, s: f64, cached: bool) -> PointTime {
-        PointTime { experiment: e.into(), point: p.into(), seconds: s, cpu_seconds: s / 2.0, cached }
+        let source = if cached { Source::Cache } else { Source::Run };
+        PointTime { experiment: e.into(), point: p.into(), seconds: s, cpu_seconds: s / 2.0, source }
     }
 
     #[test]
@@ -172,11 +195,11 @@ mod tests {
         assert_eq!(e.len(), 2);
         assert_eq!(
             e[0],
-            ExperimentTime { experiment: "a".into(), executed: 2, cached: 0, seconds: 3.5, cpu_seconds: 1.75 }
+            ExperimentTime { experiment: "a".into(), executed: 2, not_run: 0, seconds: 3.5, cpu_seconds: 1.75 }
         );
         assert_eq!(
             e[1],
-            ExperimentTime { experiment: "b".into(), executed: 0, cached: 1, seconds: 0.0, cpu_seconds: 0.0 }
+            ExperimentTime { experiment: "b".into(), executed: 0, not_run: 1, seconds: 0.0, cpu_seconds: 0.0 }
         );
     }
 
@@ -192,6 +215,6 @@ mod tests {
     #[test]
     fn csv_quotes_fields_with_commas() {
         let t = csv(&[row("e", "app=fb,x", 1.0, false)]);
-        assert_eq!(t, "experiment,point,seconds,cpu_seconds,cached\ne,\"app=fb,x\",1.000,0.500,false\n");
+        assert_eq!(t, "experiment,point,seconds,cpu_seconds,source\ne,\"app=fb,x\",1.000,0.500,run\n");
     }
 }
