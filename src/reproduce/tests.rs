@@ -393,3 +393,36 @@ fn a_cache_entry_with_too_few_values_is_computed_again() {
     assert_eq!((again.executed, again.cached), (1, 11));
     assert_eq!(read(&out, "tiny-bar.csv"), csv);
 }
+
+/// The values of `column` in a CSV written by `reproduce`, row by row.
+fn csv_column(csv: &str, column: &str) -> Vec<String> {
+    let mut lines = csv.lines();
+    let at = lines.next().unwrap().split(',').position(|c| c == column).unwrap_or_else(|| panic!("no {column}"));
+    lines.map(|l| l.split(',').nth(at).unwrap().to_string()).collect()
+}
+
+#[test]
+fn points_that_resolve_alike_run_once_give_equal_values_and_show_in_the_timings() {
+    let exp = tmp_dir("alike-exp");
+    std::fs::write(exp.join("tiny-bar.toml"), TINY_BAR).unwrap();
+    // The same runs, with the log size an axis instead of a fixed override: other texts.
+    let alike = TINY_BAR.replace("\"log.size_bytes\" = 1048576\n", "").replace(
+        "protocol = [\"h-wal\", \"ec-wal\"]",
+        "protocol = [\"h-wal\", \"ec-wal\"]\n\"log.size_bytes\" = [1048576]",
+    );
+    std::fs::write(exp.join("tiny-bar-alike.toml"), alike).unwrap();
+    let out = tmp_dir("alike-out");
+    let timings = out.join("timings.csv");
+    let s = reproduce(&Options { timings: Some(timings.clone()), ..opts(&exp, &out, 2, None) }).unwrap();
+    assert_eq!((s.executed, s.shared, s.cached), (6, 6, 0));
+    let (a, b) = (read(&out, "tiny-bar.csv"), read(&out, "tiny-bar-alike.csv"));
+    for m in ["throughput_tx_per_mcycle", "normalized_throughput", "cycles"] {
+        assert_eq!(csv_column(&a, m), csv_column(&b, m), "{m}");
+    }
+    let t = read(&out, "timings.csv");
+    assert_eq!(t.lines().count(), 13, "{t}");
+    assert_eq!(csv_column(&t, "source").iter().filter(|s| *s == "shared").count(), 6, "{t}");
+    assert_eq!(csv_column(&t, "source").iter().filter(|s| *s == "run").count(), 6, "{t}");
+    let again = reproduce(&opts(&exp, &out, 2, None)).unwrap();
+    assert_eq!((again.executed, again.shared, again.cached), (0, 0, 12), "shared points are cached too");
+}
