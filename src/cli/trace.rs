@@ -1,7 +1,7 @@
 //! `locsim trace-gen`, and the `--trace FILE` forms of `run` and `crashtest`
 //! (docs/your-own-workload.md).
 
-use super::commands::{build_config, parse_list, print_runs};
+use super::commands::{build_config, parse_list};
 use super::{MachineArgs, RunArgs, TxArgs};
 use crate::crash::{self, CrashReport, CrashSpec};
 use crate::protocol::ProtocolKind;
@@ -55,7 +55,7 @@ fn replay(mut run: RunSpec, src: Source) -> Result<(RunSpec, RunOutput), String>
 
 /// `locsim run --trace FILE`: every protocol at once, each on its own branch of the stream (a
 /// file is opened once per protocol; standard input is split by [`trace::tee::tee`]).
-pub(super) fn run(a: &RunArgs, path: &str) -> Result<i32, String> {
+pub(super) fn run(a: &RunArgs, path: &str) -> Result<Vec<crate::runner::RunResult>, String> {
     no_abort_rate(a.tx.abort_rate)?;
     let cfg = build_config(&a.machine)?;
     let protocols = parse_list(&a.protocol, "protocol", ProtocolKind::parse)?;
@@ -85,8 +85,7 @@ pub(super) fn run(a: &RunArgs, path: &str) -> Result<i32, String> {
             .collect();
         runs.into_iter().map(|h| h.join().expect("replay thread panicked")).collect()
     });
-    print_runs(results.into_iter().collect::<Result<_, _>>()?, a.json);
-    Ok(0)
+    results.into_iter().collect()
 }
 
 /// `locsim crashtest --trace FILE`: a recorded replay, then the crash sweep.
