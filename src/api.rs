@@ -95,3 +95,6 @@ pub fn crash_check(
 /// on standard error): the same parsing, checks and code paths as the command line. The
 /// Python binding (docs/python.md) calls locsim through it.
 pub use crate::cli::json as command_json;
+
+/// The `--help` text of a command (`run`, `crashtest`, ...), as the command line prints it.
+pub use crate::cli::help as command_help;

@@ -213,7 +213,6 @@ pub(super) fn measure(a: &JournalArgs) -> Result<Option<Vec<journal::JournalResu
 pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
     let r = campaign(&a)?;
     if a.json {
-
         super::commands::emit(&format!("{}\n", serde_json::to_string_pretty(&r).expect("serializable")));
     } else {
         let kinds: Vec<String> = r

@@ -49,9 +49,12 @@ pub struct CrashSpec {
     pub verify: Option<UserVerify>,
 }
 
-/// A structural check of a data area supplied by a library caller: `Err` names what is broken.
+/// A structural check of a data area: `Err` names what is broken.
+pub type VerifyFn = dyn Fn(&[u8]) -> Result<(), String> + Send + Sync;
+
+/// A structural check of a data area supplied by a library caller.
 #[derive(Clone)]
-pub struct UserVerify(pub std::sync::Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>);
+pub struct UserVerify(pub std::sync::Arc<VerifyFn>);
 
 impl std::fmt::Debug for UserVerify {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
