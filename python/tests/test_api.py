@@ -217,3 +217,23 @@ def test_reproduce_returns_each_figures_table_and_claims(tmp_path):
     assert "write_traffic" in f.table.columns
     assert f.claims["verdict"].iloc[0] in ("supported", "not supported") and f.provenance["txs"] == 300
     assert os.path.exists(f.svg)
+
+
+def test_the_gil_is_released_while_simulating():
+    """Another Python thread runs while a simulation does: a thread sleeping 50 ms wakes long
+    before the simulation returns (with the GIL held by the run it would wake only after)."""
+    import threading
+    import time
+
+    done = []
+
+    def simulate():
+        locsim.run("rbtree", ["h-wal"], txs=10000, warmup_txs=0, set={"workload.rbtree.key_space": 65536})
+        done.append(time.perf_counter())
+
+    t = threading.Thread(target=simulate)
+    t.start()
+    time.sleep(0.05)
+    woke = time.perf_counter()
+    t.join()
+    assert woke < done[0] - 0.05, (woke, done[0])
