@@ -291,14 +291,22 @@ def crash_check(workload: Optional[str] = None, protocol: Optional[str] = None, 
     return CrashReport(_call(args, verify), lambda cycle: crash_check(crash_at=cycle, **kw))
 
 
-def _journal_source(app: Optional[str], trace: int, sql: Optional[str], sql_file: Optional[PathLike],
-                    trace_file: Optional[PathLike], txs: Optional[int]) -> List[str]:
-    args: List[str] = []
-    if sql is not None:
-        fd, path = tempfile.mkstemp(prefix="locsim-sql-", suffix=".sql")
+def _call_with_sql(args: List[str], sql: Optional[str]) -> Any:
+    """``_call(args)``, with ``sql`` (SQL text) written to a temporary file ``--sql`` names."""
+    if sql is None:
+        return _call(args)
+    fd, path = tempfile.mkstemp(prefix="locsim-sql-", suffix=".sql")
+    try:
         with os.fdopen(fd, "w") as f:
             f.write(sql)
-        sql_file = path
+        return _call(args + ["--sql", path])
+    finally:
+        os.unlink(path)
+
+
+def _journal_source(app: Optional[str], trace: int, sql_file: Optional[PathLike],
+                    trace_file: Optional[PathLike], txs: Optional[int]) -> List[str]:
+    args: List[str] = []
     if sql_file is not None:
         args += ["--sql", os.fspath(sql_file)]
     if trace_file is not None:
@@ -323,7 +331,7 @@ def journal(app: Optional[str] = None, configs: Union[str, Sequence[str], None] 
     comma-separated string of Table IV's configurations (default: the command's list). seed,
     frames, txs, cpu_ns_per_command, on_error: the command's options; set: ``{pcm.key: value}``.
     """
-    args = ["journal"] + _journal_source(app, trace, sql, sql_file, trace_file, txs)
+    args = ["journal"] + _journal_source(app, trace, sql_file, trace_file, txs)
     if configs is not None:
         args += ["--config", _names(configs)]
     args += ["--seed", str(seed), "--on-error", on_error]
@@ -331,7 +339,7 @@ def journal(app: Optional[str] = None, configs: Union[str, Sequence[str], None] 
     _opt(args, "--cpu-ns-per-command", cpu_ns_per_command)
     for k, v in (set or {}).items():
         args += ["--set", f"{k}={_value(v)}"]
-    return pd.DataFrame.from_records(_call(args))
+    return pd.DataFrame.from_records(_call_with_sql(args, sql))
 
 
 def journal_crash_check(app: Optional[str] = None, config: Optional[str] = None, *, trace: int = 1,
@@ -348,7 +356,7 @@ def journal_crash_check(app: Optional[str] = None, config: Optional[str] = None,
     """
     if config is None:
         raise ValueError("journal_crash_check: config is required")
-    args = ["journal-crashtest"] + _journal_source(app, trace, sql, sql_file, trace_file, txs)
+    args = ["journal-crashtest"] + _journal_source(app, trace, sql_file, trace_file, txs)
     args += ["--config", config, "--crashes", str(crashes), "--seed", str(seed), "--on-error", on_error]
     _opt(args, "--crash-at", crash_at)
     _opt(args, "--inject-bug", inject_bug)
@@ -357,7 +365,7 @@ def journal_crash_check(app: Optional[str] = None, config: Optional[str] = None,
     kw = dict(app=app, config=config, trace=trace, sql=sql, sql_file=sql_file, trace_file=trace_file,
               crashes=crashes, inject_bug=inject_bug, seed=seed, frames=frames, txs=txs, threads=threads,
               on_error=on_error)
-    return CrashReport(_call(args), lambda event: journal_crash_check(crash_at=event, **kw))
+    return CrashReport(_call_with_sql(args, sql), lambda event: journal_crash_check(crash_at=event, **kw))
 
 
 class Figure:
