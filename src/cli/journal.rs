@@ -142,34 +142,7 @@ fn check_frames(frames: u64) -> Result<(), String> {
 }
 
 pub fn run(a: JournalArgs) -> Result<i32, String> {
-    check_frames(a.frames)?;
-    let policies: Vec<Policy> =
-        a.config.split(',').map(str::trim).filter(|s| !s.is_empty()).map(Policy::parse).collect::<Result<_, _>>()?;
-    if policies.is_empty() {
-        return Err("--config: empty list".into());
-    }
-    let dev = journal::Device::build(&a.set, a.cpu_ns_per_command)?;
-    let on_error = OnError::parse(&a.on_error)?;
-    let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
-    let (app, trace, tr) = load_trace(src, a.seed, a.txs)?;
-    if a.emit_trace {
-        super::commands::emit(&tr.to_text());
-        return Ok(0);
-    }
-    let mut rs = Vec::new();
-    for p in &policies {
-        let r = journal::measure((&app, &trace), &tr, p, a.seed, a.frames, &dev, on_error)?;
-        if rs.is_empty() {
-            for e in &r.statement_error_details {
-                eprintln!("{e}");
-            }
-            if r.statement_errors > 10 {
-                eprintln!("... {} statement errors in all", r.statement_errors);
-            }
-        }
-        rs.push(r);
-    }
-    journal::normalize(&mut rs);
+    let Some(rs) = measure(&a)? else { return Ok(0) };
     if a.json {
         super::commands::emit(&format!("{}\n", serde_json::to_string_pretty(&rs).expect("serializable")));
         return Ok(0);
@@ -203,28 +176,42 @@ pub fn run(a: JournalArgs) -> Result<i32, String> {
     Ok(0)
 }
 
-pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
+/// What `journal` prints, one result per configuration (the printer and [`super::json`] both
+/// take it from here); `None` once `--emit-trace` has printed the trace.
+pub(super) fn measure(a: &JournalArgs) -> Result<Option<Vec<journal::JournalResult>>, String> {
     check_frames(a.frames)?;
-    let policy = Policy::parse(&a.config)?;
-    let bug = a.inject_bug.as_deref().map(Bug::parse).transpose()?;
-    if a.crashes == 0 && a.crash_at.is_none() {
-        return Err("--crashes 0: allowed 1 or more".into());
+    let policies: Vec<Policy> =
+        a.config.split(',').map(str::trim).filter(|s| !s.is_empty()).map(Policy::parse).collect::<Result<_, _>>()?;
+    if policies.is_empty() {
+        return Err("--config: empty list".into());
     }
+    let dev = journal::Device::build(&a.set, a.cpu_ns_per_command)?;
     let on_error = OnError::parse(&a.on_error)?;
-    let threads = a.threads.resolve()?;
     let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
-    let (_, _, tr) = load_trace(src, a.seed, a.txs)?;
-    let setup = Setup {
-        policy,
-        pcm: Default::default(),
-        timing: Timing::default(),
-        frames: a.frames,
-        seed: a.seed,
-        journal: true,
-        bug,
-        on_error,
-    };
-    let r = crash::campaign(&tr, &setup, a.crashes, a.crash_at, a.inject_bug.as_deref(), threads, true)?;
+    let (app, trace, tr) = load_trace(src, a.seed, a.txs)?;
+    if a.emit_trace {
+        super::commands::emit(&tr.to_text());
+        return Ok(None);
+    }
+    let mut rs = Vec::new();
+    for p in &policies {
+        let r = journal::measure((&app, &trace), &tr, p, a.seed, a.frames, &dev, on_error)?;
+        if rs.is_empty() {
+            for e in &r.statement_error_details {
+                eprintln!("{e}");
+            }
+            if r.statement_errors > 10 {
+                eprintln!("... {} statement errors in all", r.statement_errors);
+            }
+        }
+        rs.push(r);
+    }
+    journal::normalize(&mut rs);
+    Ok(Some(rs))
+}
+
+pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
+    let r = campaign(&a)?;
     if a.json {
         super::commands::emit(&format!("{}\n", serde_json::to_string_pretty(&r).expect("serializable")));
     } else {
@@ -249,4 +236,29 @@ pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
         super::commands::emit(&out);
     }
     Ok(if r.violations > 0 { 1 } else { 0 })
+}
+
+/// What `journal-crashtest` reports (the printer and [`super::json`] both take it from here).
+pub(super) fn campaign(a: &JournalCrashArgs) -> Result<crash::CrashReport, String> {
+    check_frames(a.frames)?;
+    let policy = Policy::parse(&a.config)?;
+    let bug = a.inject_bug.as_deref().map(Bug::parse).transpose()?;
+    if a.crashes == 0 && a.crash_at.is_none() {
+        return Err("--crashes 0: allowed 1 or more".into());
+    }
+    let on_error = OnError::parse(&a.on_error)?;
+    let threads = a.threads.resolve()?;
+    let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
+    let (_, _, tr) = load_trace(src, a.seed, a.txs)?;
+    let setup = Setup {
+        policy,
+        pcm: Default::default(),
+        timing: Timing::default(),
+        frames: a.frames,
+        seed: a.seed,
+        journal: true,
+        bug,
+        on_error,
+    };
+    crash::campaign(&tr, &setup, a.crashes, a.crash_at, a.inject_bug.as_deref(), threads, true)
 }
