@@ -192,6 +192,28 @@ fn the_crash_run_guard_catches_a_wrong_capture() {
     }
 }
 
+#[test]
+fn sqlite_cpu_time_is_its_instructions_at_the_boards_rate_unless_a_constant_replaces_it() {
+    let tr = apps::generate(App::Kt, 1, 1, Some(20));
+    let p = Policy::parse("RR-S2X").unwrap();
+    let m = |dev: &Device| measure(("kt", "1"), &tr, &p, 1, DEFAULT_FRAMES, dev, replay::OnError::Stop).unwrap();
+    let measured = m(&Device::default());
+    let fixed = m(&Device::build(&[], Some(0)).unwrap());
+    let ps = measured.timing.cpu_ps_per_vm_step as f64;
+    assert_eq!(ps, (media::HOST_CYCLES_PER_VM_STEP * 1_000_000 / media::BOARD_CORE_MHZ) as f64);
+    let want = measured.vm_steps_per_command * ps / 1000.0;
+    assert!((measured.avg_cmd_cpu_ns - want).abs() < 1.0, "{} vs {want}", measured.avg_cmd_cpu_ns);
+    assert!(measured.vm_steps_per_command_p10 <= measured.vm_steps_per_command_p90);
+    assert_eq!((fixed.avg_cmd_cpu_ns, fixed.vm_steps_per_command), (0.0, measured.vm_steps_per_command));
+    // The counted time is CPU + PCM + page-cache copies: the CPU time is its only difference
+    // here, and the whole command time adds the syncs to it.
+    let d = measured.avg_cmd_counted_ns - fixed.avg_cmd_counted_ns;
+    assert!((d - measured.avg_cmd_cpu_ns).abs() < 1.0, "{d}");
+    assert!(measured.avg_cmd_latency_ns > measured.avg_cmd_counted_ns + 100_000.0);
+    assert_eq!(measured.total_bit_updates, fixed.total_bit_updates);
+    assert_eq!(measured.pcm_chunk_program_ns, media::CHUNK_PROGRAM_NS);
+}
+
 /// The trace's SQL run against in-memory databases (SQLite's own work, no journal model): host
 /// nanoseconds of the measured commands and the virtual-machine instructions they executed.
 fn sqlite_alone(tr: &Trace) -> (f64, u64) {
