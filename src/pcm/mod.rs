@@ -42,7 +42,8 @@ pub const SIMD_ENV: &str = "LOCSIM_PCM_SIMD";
 /// instructions compare greater; a host that runs one runs every narrower one.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Simd {
-    /// Portable code (no vector instructions, no population count instruction).
+    /// Portable code: no vector instructions (the scalar population count instruction where
+    /// the host has one).
     Portable,
     /// 256-bit vectors and the population count instruction (x86-64 with AVX2).
     Avx2,
@@ -69,26 +70,27 @@ impl Simd {
     /// The path [`SIMD_ENV`] asks for (the detected one when it is unset or `auto`); an unknown
     /// name, or a path the host cannot run, is an error naming the allowed values.
     pub fn from_env() -> Result<Simd, String> {
-        let Some(v) = std::env::var_os(SIMD_ENV) else { return Ok(Simd::detect()) };
-        let host = Simd::detect();
-        let want = match v.to_str() {
-            Some("auto") => return Ok(host),
+        let v = std::env::var_os(SIMD_ENV);
+        Simd::choose(v.as_ref().map(|v| v.to_string_lossy()).as_deref(), Simd::detect())
+    }
+
+    /// The path named `want` (`None`: not named) on a host whose widest path is `host`.
+    fn choose(want: Option<&str>, host: Simd) -> Result<Simd, String> {
+        let want = match want {
+            None | Some("auto") => return Ok(host),
             Some("portable") => Simd::Portable,
             Some("avx2") => Simd::Avx2,
             Some("avx512") => Simd::Avx512,
-            _ => return Err(format!("{SIMD_ENV} = {:?}: allowed auto, avx512, avx2, portable", v.to_string_lossy())),
+            Some(other) => return Err(format!("{SIMD_ENV} = {other:?}: allowed auto, avx512, avx2, portable")),
         };
         if want > host {
+            let runs: Vec<&str> =
+                [Simd::Avx512, Simd::Avx2, Simd::Portable].into_iter().filter(|&s| s <= host).map(Simd::name).collect();
             return Err(format!(
-                "{SIMD_ENV} = {}: this host runs at most {} (allowed: auto, {})",
+                "{SIMD_ENV} = {}: this host has no {} instructions (allowed here: auto, {})",
                 want.name(),
-                host.name(),
-                [Simd::Avx512, Simd::Avx2, Simd::Portable]
-                    .iter()
-                    .filter(|s| **s <= host)
-                    .map(|s| s.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                want.name(),
+                runs.join(", ")
             ));
         }
         Ok(want)
@@ -222,6 +224,9 @@ pub struct Pcm {
     /// The block path's instructions ([`Simd::from_env`]: the host's widest unless
     /// [`SIMD_ENV`] chooses); AVX-512 puts one block or counter plane in a register.
     simd: Simd,
+    /// The host has the (scalar) population count instruction: the portable path uses it for the
+    /// Flip-N-Write choice (the generic code counts bits with about 12 word operations).
+    popcnt: bool,
     /// Stuck cells and failed writes, with `retire_worn_cells` (boxed: the device stays small).
     pub retire: Option<Box<retire::Retire>>,
 }
@@ -240,6 +245,10 @@ impl Pcm {
         // The command line rejects a bad choice before any device is built; elsewhere (the
         // library, tests) a bad choice leaves the host's widest path.
         let simd = Simd::from_env().unwrap_or_else(|_| Simd::detect());
+        #[cfg(target_arch = "x86_64")]
+        let popcnt = std::arch::is_x86_feature_detected!("popcnt");
+        #[cfg(not(target_arch = "x86_64"))]
+        let popcnt = false;
         Pcm {
             cfg: cfg.clone(),
             flips: crate::hostmem::zeroed(words.div_ceil(64) as usize),
@@ -249,6 +258,7 @@ impl Pcm {
             chunks_of_words,
             block_latency_ns,
             simd,
+            popcnt,
             retire: cfg.retire_worn_cells.then(|| {
                 let names: Vec<&'static str> = regions.iter().map(|r| r.0).collect();
                 Box::new(retire::Retire::new(cfg, bytes, words, &names))
@@ -319,6 +329,9 @@ impl Pcm {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the host has the features `write_block_avx2` is compiled for (as above).
             Simd::Avx2 => unsafe { self.write_block_avx2(addr, old, new, in_order) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the host has the population count instruction (`Pcm::new` checked it).
+            _ if self.popcnt => unsafe { self.write_block_popcnt(addr, old, new, in_order) },
             _ => self.write_block::<PORTABLE>(addr, old, new, in_order),
         }
     }
@@ -328,6 +341,13 @@ impl Pcm {
     #[target_feature(enable = "popcnt,avx2,avx512f,avx512vpopcntdq")]
     fn write_block_avx512(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
         self.write_block::<AVX512>(addr, old, new, in_order)
+    }
+
+    /// [`Pcm::write_block`]'s portable code with the population count instruction.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    fn write_block_popcnt(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
+        self.write_block::<PORTABLE>(addr, old, new, in_order)
     }
 
     /// [`Pcm::write_block`] with AVX2 vectors and the population count instruction.
