@@ -28,7 +28,7 @@ dump() { # BIN OUT
 import json, os, re, sys
 path = sys.argv[1]
 text = open(path).read()
-drop = {"host_seconds", "sim_mem_accesses_per_second", "git_rev", "states_per_second", "check_seconds", "version"}
+drop = {"host_seconds", "sim_mem_accesses_per_second", "git_rev", "states_per_second", "check_seconds", "worker_seconds", "version"}
 # Keys a change adds on purpose (e.g. IGNORE="config_hash ordering" when a config section is
 # added): say so in the commit that uses it.
 drop |= set(os.environ.get("IGNORE", "").split())
