@@ -391,44 +391,54 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
     if a.crash {
         return bench_crash(&a, &cfg, &workloads);
     }
-    let rows = crate::bench::measure(&cfg, &workloads, &protocols, a.txs.unwrap_or(300_000), a.repeat)?;
+    let shape = (a.txs.unwrap_or(300_000), a.repeat);
+    let rows = crate::bench::measure_devices(&cfg, &workloads, &protocols, shape, a.pcm)?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&rows).expect("serializable"));
-    } else {
+        return Ok(0);
+    }
+    let pcm = |h: &str| if a.pcm { format!(" {h:>8} {:>8}", "pcm/plain") } else { String::new() };
+    outln!(
+        "{:<10} {:<10} {:>12} {:>8} {:>12} {:>8} {:>9} {:>8} {:>6}{}",
+        "workload",
+        "protocol",
+        "accesses",
+        "Macc/s",
+        "NVM reqs",
+        "Mreq/s",
+        "slowdown",
+        "cyc/acc",
+        "GHz",
+        pcm("pcm Macc")
+    );
+    for r in &rows {
+        let pcm = match (r.pcm_sim_mem_accesses_per_second, r.pcm_vs_plain) {
+            (Some(v), Some(x)) => format!(" {:>8.1} {:>8.0}%", v / 1e6, x * 100.0),
+            _ => String::new(),
+        };
         outln!(
-            "{:<10} {:<10} {:>12} {:>8} {:>12} {:>8} {:>9} {:>8} {:>6}",
-            "workload",
-            "protocol",
-            "accesses",
-            "Macc/s",
-            "NVM reqs",
-            "Mreq/s",
-            "slowdown",
-            "cyc/acc",
-            "GHz"
-        );
-        for r in &rows {
-            outln!(
-                "{:<10} {:<10} {:>12} {:>8.1} {:>12} {:>8.1} {:>9.1} {:>8} {:>6}",
-                r.workload,
-                r.protocol,
-                r.sim_mem_accesses,
-                r.sim_mem_accesses_per_second / 1e6,
-                r.sim_mem_requests,
-                r.sim_mem_requests_per_second / 1e6,
-                r.slowdown_vs_native,
-                crate::bench::show(r.host_cycles_per_access, 0),
-                crate::bench::show(r.host_clock_ghz, 2)
-            );
-        }
-        outln!(
-            "median of {} runs of {} transactions; cyc/acc: host cycles per access at the host clock (GHz) measured around each point | locsim {} ({})",
-            a.repeat,
-            a.txs.unwrap_or(300_000),
-            runner::VERSION,
-            runner::GIT_REV
+            "{:<10} {:<10} {:>12} {:>8.1} {:>12} {:>8.1} {:>9.1} {:>8} {:>6}{pcm}",
+            r.workload,
+            r.protocol,
+            r.sim_mem_accesses,
+            r.sim_mem_accesses_per_second / 1e6,
+            r.sim_mem_requests,
+            r.sim_mem_requests_per_second / 1e6,
+            r.slowdown_vs_native,
+            crate::bench::show(r.host_cycles_per_access, 0),
+            crate::bench::show(r.host_clock_ghz, 2)
         );
     }
+    let simd =
+        rows.first().and_then(|r| r.pcm_simd.as_deref()).map(|s| format!("; PCM block path {s}")).unwrap_or_default();
+    outln!(
+        "median of {} runs of {} transactions; cyc/acc: host cycles per access at the host clock (GHz) measured around each point{simd} | {} | locsim {} ({})",
+        a.repeat,
+        a.txs.unwrap_or(300_000),
+        crate::bench::cpu_model(),
+        runner::VERSION,
+        runner::GIT_REV
+    );
     Ok(0)
 }
 

@@ -232,6 +232,11 @@ pub struct BenchArgs {
     /// protocol (default protocols: every one that promises durability).
     #[arg(long)]
     pub crash: bool,
+    /// Also run each point with the bit-level PCM device (`memory.device = pcm`) and report its
+    /// speed beside the plain device's, and their ratio (the block path's instructions:
+    /// LOCSIM_PCM_SIMD = auto, avx512, avx2 or portable).
+    #[arg(long, conflicts_with = "crash")]
+    pub pcm: bool,
     /// With --crash: crash points per check.
     #[arg(long, default_value_t = 1000)]
     pub crashes: u64,
@@ -259,6 +264,11 @@ pub fn main() -> i32 {
             return 2;
         }
     };
+    // The PCM block path's instructions are chosen by the environment (host speed only).
+    if let Err(e) = crate::pcm::Simd::from_env() {
+        eprintln!("error: {e}");
+        return 2;
+    }
     match commands::dispatch(cli.cmd) {
         Ok(code) => code,
         Err(msg) => {
