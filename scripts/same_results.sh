@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Do two builds of locsim give the same results? Runs every workload x every protocol (plus the
-# PCM device, Start-Gap, aborts and LOC's speculation degree) at a short length with each build,
-# drops the host-timing and provenance fields, and diffs. Used for refactors that must not
-# change any result.
+# PCM device, Start-Gap, aborts and LOC's speculation degree, and the PCM journal's first traces)
+# at a short length with each build, drops the host-timing and provenance fields, and diffs. Used
+# for refactors that must not change any result.
 #
 #   scripts/same_results.sh REV            # this tree (release build) against commit REV
 #   scripts/same_results.sh --dump BIN OUT # only write BIN's canonical results to OUT
@@ -23,12 +23,16 @@ dump() { # BIN OUT
       --set startgap.enabled=true --set startgap.psi_writes=8 >>"$out"
     "$bin" crashtest -w "$w" -p loc-wal --txs 300 --crashes 200 --json >>"$out" || true
   done
+  # The PCM SQLite journal under its default devices (first traces: a few seconds each).
+  for a in fb kt; do
+    "$bin" journal --app "$a" --trace 1 --config RR,RR-S2X,RU20-S2X-WH64 --json >>"$out"
+  done
   # Host timings and provenance differ between builds by design.
   python3 - "$out" <<'PY'
 import json, os, re, sys
 path = sys.argv[1]
 text = open(path).read()
-drop = {"host_seconds", "sim_mem_accesses_per_second", "git_rev", "states_per_second", "check_seconds", "version"}
+drop = {"host_seconds", "sim_mem_accesses_per_second", "git_rev", "states_per_second", "check_seconds", "worker_seconds", "version"}
 # Keys a change adds on purpose (e.g. IGNORE="config_hash ordering" when a config section is
 # added): say so in the commit that uses it.
 drop |= set(os.environ.get("IGNORE", "").split())

@@ -33,7 +33,7 @@
 #![warn(missing_docs)]
 
 pub use crate::config::Config;
-pub use crate::crash::{check_run, CrashReport, CrashSpec};
+pub use crate::crash::{check_run, CrashReport, CrashSpec, UserVerify};
 pub use crate::pmem::Pm;
 pub use crate::protocol::{Bug, ProtocolKind};
 pub use crate::rng::Rng;
@@ -90,3 +90,11 @@ pub fn crash_check(
     let out = execute_with(&crash.run, Workload::User(make()))?;
     check_run(&crash, out)
 }
+
+/// Run `locsim ARGS...` and get what it prints with `--json` (or the one line it would print
+/// on standard error): the same parsing, checks and code paths as the command line. The
+/// Python binding (docs/python.md) calls locsim through it.
+pub use crate::cli::json as command_json;
+
+/// The `--help` text of a command (`run`, `crashtest`, ...), as the command line prints it.
+pub use crate::cli::help as command_help;

@@ -29,6 +29,17 @@ pub struct BenchRow {
     /// figure to compare across hosts and moments (the clock of a shared machine moves).
     #[serde(default)]
     pub host_cycles_per_access: Option<f64>,
+    /// With `bench --pcm`: the same point with the bit-level PCM device (`memory.device =
+    /// "pcm"`), simulated core accesses per host second (median; its runs alternate with the
+    /// plain ones, so that the host's load moves both alike).
+    #[serde(default)]
+    pub pcm_sim_mem_accesses_per_second: Option<f64>,
+    /// `pcm_sim_mem_accesses_per_second` / `sim_mem_accesses_per_second`.
+    #[serde(default)]
+    pub pcm_vs_plain: Option<f64>,
+    /// The PCM block path's instructions (`avx512`, `avx2` or `portable`; `LOCSIM_PCM_SIMD`).
+    #[serde(default)]
+    pub pcm_simd: Option<String>,
     pub version: String,
     pub git_rev: String,
 }
@@ -127,6 +138,24 @@ pub fn measure(
     txs: u64,
     repeat: u32,
 ) -> Result<Vec<BenchRow>, String> {
+    measure_devices(cfg, workloads, protocols, (txs, repeat), false)
+}
+
+/// [`measure`]; with `pcm`, each point also with the bit-level PCM device, its runs alternating
+/// with the plain device's (`cfg` must leave `memory.device` plain).
+pub fn measure_devices(
+    cfg: &Config,
+    workloads: &[WorkloadKind],
+    protocols: &[ProtocolKind],
+    (txs, repeat): (u64, u32),
+    pcm: bool,
+) -> Result<Vec<BenchRow>, String> {
+    use crate::config::Device;
+    if pcm && cfg.memory.device != Device::Ideal {
+        return Err("bench --pcm compares the PCM device with the plain one: leave memory.device = ideal".into());
+    }
+    let mut pcm_cfg = cfg.clone();
+    pcm_cfg.memory.device = Device::Pcm;
     let mut rows = Vec::new();
     for &w in workloads {
         let base = RunSpec {
@@ -145,13 +174,19 @@ pub fn measure(
             let spec = RunSpec { protocol: p, ..base.clone() };
             let clock_before = host_clock_ghz();
             let mut secs = Vec::new();
+            let mut pcm_rates = Vec::new();
             let (mut accesses, mut requests) = (0, 0);
             for _ in 0..repeat {
                 let r = runner::execute(&spec)?.result;
                 (accesses, requests) = (r.sim_mem_accesses, r.sim_mem_requests);
                 secs.push(r.host_seconds);
+                if pcm {
+                    let r = runner::execute(&RunSpec { cfg: pcm_cfg.clone(), ..spec.clone() })?.result;
+                    pcm_rates.push(r.sim_mem_accesses_per_second);
+                }
             }
             let s = median(secs);
+            let pcm_rate = pcm.then(|| median(pcm_rates));
             let clock = clock_before.zip(host_clock_ghz()).map(|(a, b)| (a + b) / 2.0);
             rows.push(BenchRow {
                 workload: w.name().into(),
@@ -167,6 +202,10 @@ pub fn measure(
                 repeat,
                 host_clock_ghz: clock,
                 host_cycles_per_access: clock.map(|ghz| s * ghz * 1e9 / accesses.max(1) as f64),
+                pcm_sim_mem_accesses_per_second: pcm_rate,
+                pcm_vs_plain: pcm_rate.map(|r| r * s / accesses.max(1) as f64),
+                pcm_simd: pcm
+                    .then(|| crate::pcm::Simd::from_env().unwrap_or_else(|_| crate::pcm::Simd::detect()).name().into()),
                 version: runner::VERSION.into(),
                 git_rev: runner::GIT_REV.into(),
             });

@@ -355,6 +355,28 @@ fn bench_json_reports_speed_and_slowdown_per_workload_and_protocol() {
 }
 
 #[test]
+fn bench_pcm_reports_the_pcm_device_speed_beside_the_plain_one_on_the_chosen_block_path() {
+    let args = ["bench", "-w", "sps", "-p", "h-wal", "--txs", "3000", "--repeat", "1", "--pcm", "--json"];
+    let out = Command::new(env!("CARGO_BIN_EXE_locsim")).args(args).env("LOCSIM_PCM_SIMD", "portable").output();
+    let rows = json(&out.expect("runs"));
+    let r = &rows.as_array().expect("array")[0];
+    let (plain, pcm) =
+        (r["sim_mem_accesses_per_second"].as_f64().unwrap(), r["pcm_sim_mem_accesses_per_second"].as_f64().unwrap());
+    let ratio = r["pcm_vs_plain"].as_f64().unwrap();
+    assert!(pcm > 0.0 && (ratio - pcm / plain).abs() <= 1e-9 * ratio, "{r}");
+    assert_eq!(r["pcm_simd"], "portable");
+    // Without --pcm the fields are null; the PCM device cannot be its own plain reference.
+    let rows = json(&locsim(&["bench", "-w", "sps", "-p", "h-wal", "--txs", "1000", "--repeat", "1", "--json"]));
+    assert!(rows[0]["pcm_vs_plain"].is_null() && rows[0]["pcm_simd"].is_null());
+    assert_usage_error(&["bench", "-w", "sps", "--pcm", "--set", "memory.device=pcm"], &["--pcm", "memory.device"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_locsim")).args(["bench"]).env("LOCSIM_PCM_SIMD", "sse").output();
+    let out = out.expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.trim_end().lines().count() == 1 && err.contains("allowed auto, avx512, avx2, portable"), "{err}");
+}
+
+#[test]
 fn help_is_available_for_every_subcommand() {
     for sub in ["run", "crashtest", "bench", "config"] {
         let out = locsim(&[sub, "--help"]);

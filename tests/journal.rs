@@ -29,12 +29,23 @@ fn journal_json_has_the_required_fields_for_each_configuration_and_is_determinis
             "max_bit_updates",
             "energy_nj",
             "avg_cmd_latency_ns",
+            "avg_cmd_counted_ns",
+            "avg_cmd_counted_nojournal_ns",
+            "energy_counted_nj",
+            "avg_cmd_cpu_ns",
+            "vm_steps_per_command",
             "git_rev",
             "seed",
         ] {
             assert!(!r[f].is_null(), "{name}: {f} missing");
         }
         assert!(r["total_bit_updates"].as_u64().unwrap() > 0);
+        // The counted time leaves out the flash syncs of the whole command time; SQLite's CPU
+        // time comes from its instruction count; the cited chip programs a chunk in 5 us.
+        let f = |k: &str| r[k].as_f64().unwrap();
+        assert!(f("avg_cmd_counted_ns") < f("avg_cmd_latency_ns"), "{name}");
+        assert!(f("avg_cmd_cpu_ns") > 0.0 && f("vm_steps_per_command") > 1.0, "{name}");
+        assert_eq!(r["pcm_chunk_program_ns"].as_u64(), Some(5000));
     }
     assert_eq!(rs[0]["total_bit_updates_vs_rr"].as_f64(), Some(1.0));
     assert_eq!(rs[2]["max_bit_updates_vs_rr_s2x"].as_f64(), Some(1.0));

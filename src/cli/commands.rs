@@ -77,10 +77,23 @@ pub(super) fn check_common(abort_rate: f64) -> Result<(), String> {
 }
 
 fn run(a: RunArgs) -> Result<i32, String> {
+    print_runs(run_results(&a)?, a.json);
+    Ok(0)
+}
+
+/// What `run` prints, one result per protocol, related to the baseline's if it ran (the
+/// printer and [`super::json`] both take it from here).
+pub(super) fn run_results(a: &RunArgs) -> Result<Vec<RunResult>, String> {
     check_common(a.tx.abort_rate)?;
-    if let Some(path) = &a.trace {
-        return super::trace::run(&a, path);
-    }
+    let mut results = match &a.trace {
+        Some(path) => super::trace::run(a, path)?,
+        None => run_workload(a)?,
+    };
+    runner::relate_to_baseline(&mut results);
+    Ok(results)
+}
+
+fn run_workload(a: &RunArgs) -> Result<Vec<RunResult>, String> {
     let cfg = build_config(&a.machine)?;
     let workload = WorkloadKind::parse(a.workload.as_deref().expect("clap requires it"))?;
     let protocols = parse_list(&a.protocol, "protocol", ProtocolKind::parse)?;
@@ -99,13 +112,11 @@ fn run(a: RunArgs) -> Result<i32, String> {
         };
         results.push(runner::execute(&spec)?.result);
     }
-    print_runs(results, a.json);
-    Ok(0)
+    Ok(results)
 }
 
-/// The results of `run` (relative to the baseline's if it ran), as JSON or a table.
-pub(super) fn print_runs(mut results: Vec<RunResult>, json: bool) {
-    runner::relate_to_baseline(&mut results);
+/// The results of `run`, as JSON or a table.
+fn print_runs(results: Vec<RunResult>, json: bool) {
     if json {
         outln!("{}", serde_json::to_string_pretty(&results).expect("serializable"));
     } else {
@@ -174,14 +185,20 @@ fn print_retired(rs: &[RunResult]) {
 }
 
 fn crashtest(a: CrashArgs) -> Result<i32, String> {
-    if a.list_bugs {
-        for p in ProtocolKind::ALL {
-            let bugs: Vec<String> = p.injectable().iter().map(|b| format!("{} ({})", b.name(), b.describe())).collect();
-            let list = if bugs.is_empty() { "none: makes no durability promise".into() } else { bugs.join("; ") };
-            outln!("{}: {}", p.name(), list);
-        }
-        return Ok(0);
+    if !a.list_bugs {
+        return Ok(print_crash_report(&crash_report(&a, None)?, a.json));
     }
+    for p in ProtocolKind::ALL {
+        let bugs: Vec<String> = p.injectable().iter().map(|b| format!("{} ({})", b.name(), b.describe())).collect();
+        let list = if bugs.is_empty() { "none: makes no durability promise".into() } else { bugs.join("; ") };
+        outln!("{}: {}", p.name(), list);
+    }
+    Ok(0)
+}
+
+/// What `crashtest` reports (the printer and [`super::json`] both take it from here), with a
+/// library caller's own structural check of the data area besides the workload's, if any.
+pub(super) fn crash_report(a: &CrashArgs, verify: Option<crash::UserVerify>) -> Result<crash::CrashReport, String> {
     check_common(a.tx.abort_rate)?;
     let cfg = build_config(&a.machine)?;
     let protocol = ProtocolKind::parse(a.protocol.as_deref().expect("clap requires it"))?;
@@ -208,16 +225,16 @@ fn crashtest(a: CrashArgs) -> Result<i32, String> {
         crashes: a.crashes,
         exhaustive: a.exhaustive,
         crash_at: a.crash_at,
-        replay_base: replay_base(&a),
+        replay_base: replay_base(a),
         threads: a.threads.resolve()?,
         progress: true,
         atomicity: crash::torn::parse_atomicity(a.atomicity)?,
+        verify,
     };
-    let report = match &a.trace {
-        Some(path) => super::trace::crashtest(spec, path)?,
-        None => crash::check(&spec)?,
-    };
-    Ok(print_crash_report(&report, a.json))
+    match &a.trace {
+        Some(path) => super::trace::crashtest(spec, path),
+        None => crash::check(&spec),
+    }
 }
 
 /// Transactions of `run` on a built-in workload unless `--txs` says (`trace-gen` writes as many).
@@ -374,44 +391,54 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
     if a.crash {
         return bench_crash(&a, &cfg, &workloads);
     }
-    let rows = crate::bench::measure(&cfg, &workloads, &protocols, a.txs.unwrap_or(300_000), a.repeat)?;
+    let shape = (a.txs.unwrap_or(300_000), a.repeat);
+    let rows = crate::bench::measure_devices(&cfg, &workloads, &protocols, shape, a.pcm)?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&rows).expect("serializable"));
-    } else {
+        return Ok(0);
+    }
+    let pcm = |h: &str| if a.pcm { format!(" {h:>8} {:>8}", "pcm/plain") } else { String::new() };
+    outln!(
+        "{:<10} {:<10} {:>12} {:>8} {:>12} {:>8} {:>9} {:>8} {:>6}{}",
+        "workload",
+        "protocol",
+        "accesses",
+        "Macc/s",
+        "NVM reqs",
+        "Mreq/s",
+        "slowdown",
+        "cyc/acc",
+        "GHz",
+        pcm("pcm Macc")
+    );
+    for r in &rows {
+        let pcm = match (r.pcm_sim_mem_accesses_per_second, r.pcm_vs_plain) {
+            (Some(v), Some(x)) => format!(" {:>8.1} {:>8.0}%", v / 1e6, x * 100.0),
+            _ => String::new(),
+        };
         outln!(
-            "{:<10} {:<10} {:>12} {:>8} {:>12} {:>8} {:>9} {:>8} {:>6}",
-            "workload",
-            "protocol",
-            "accesses",
-            "Macc/s",
-            "NVM reqs",
-            "Mreq/s",
-            "slowdown",
-            "cyc/acc",
-            "GHz"
-        );
-        for r in &rows {
-            outln!(
-                "{:<10} {:<10} {:>12} {:>8.1} {:>12} {:>8.1} {:>9.1} {:>8} {:>6}",
-                r.workload,
-                r.protocol,
-                r.sim_mem_accesses,
-                r.sim_mem_accesses_per_second / 1e6,
-                r.sim_mem_requests,
-                r.sim_mem_requests_per_second / 1e6,
-                r.slowdown_vs_native,
-                crate::bench::show(r.host_cycles_per_access, 0),
-                crate::bench::show(r.host_clock_ghz, 2)
-            );
-        }
-        outln!(
-            "median of {} runs of {} transactions; cyc/acc: host cycles per access at the host clock (GHz) measured around each point | locsim {} ({})",
-            a.repeat,
-            a.txs.unwrap_or(300_000),
-            runner::VERSION,
-            runner::GIT_REV
+            "{:<10} {:<10} {:>12} {:>8.1} {:>12} {:>8.1} {:>9.1} {:>8} {:>6}{pcm}",
+            r.workload,
+            r.protocol,
+            r.sim_mem_accesses,
+            r.sim_mem_accesses_per_second / 1e6,
+            r.sim_mem_requests,
+            r.sim_mem_requests_per_second / 1e6,
+            r.slowdown_vs_native,
+            crate::bench::show(r.host_cycles_per_access, 0),
+            crate::bench::show(r.host_clock_ghz, 2)
         );
     }
+    let simd =
+        rows.first().and_then(|r| r.pcm_simd.as_deref()).map(|s| format!("; PCM block path {s}")).unwrap_or_default();
+    outln!(
+        "median of {} runs of {} transactions; cyc/acc: host cycles per access at the host clock (GHz) measured around each point{simd} | {} | locsim {} ({})",
+        a.repeat,
+        a.txs.unwrap_or(300_000),
+        crate::bench::cpu_model(),
+        runner::VERSION,
+        runner::GIT_REV
+    );
     Ok(0)
 }
 
@@ -482,6 +509,19 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
 }
 
 fn reproduce(a: ReproduceArgs) -> Result<i32, String> {
+    let started = std::time::Instant::now();
+    let out = a.out.clone();
+    let (s, sharded) = reproduce_summary(a)?;
+    print_summary(&s, &out, started.elapsed().as_secs_f64(), sharded);
+    for line in crate::reproduce::timing::report_lines(&s.times, &s.phases) {
+        outln!("{line}");
+    }
+    Ok(0)
+}
+
+/// Run `reproduce`: what it wrote, and whether it was one shard (the printer and
+/// [`super::json`] both take it from here).
+pub(super) fn reproduce_summary(a: ReproduceArgs) -> Result<(crate::reproduce::Summary, bool), String> {
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let opts = crate::reproduce::Options {
         experiments: a.experiments.into(),
@@ -494,13 +534,7 @@ fn reproduce(a: ReproduceArgs) -> Result<i32, String> {
         quiet: false,
         timings: a.timings.map(Into::into),
     };
-    let started = std::time::Instant::now();
-    let s = crate::reproduce::reproduce(&opts)?;
-    print_summary(&s, &a.out, started.elapsed().as_secs_f64(), opts.shard.is_some());
-    for line in crate::reproduce::timing::report_lines(&s.times, &s.phases, jobs) {
-        outln!("{line}");
-    }
-    Ok(0)
+    Ok((crate::reproduce::reproduce(&opts)?, opts.shard.is_some()))
 }
 
 fn print_summary(s: &crate::reproduce::Summary, out: &str, secs: f64, sharded: bool) {

@@ -43,9 +43,10 @@ pub struct JournalArgs {
     /// A PCM device parameter, e.g. `pcm.chunk_program_ns=300` (repeatable; `pcm.*` keys only).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
-    /// SQLite's CPU time per command, ns (an assumption of the model; 0..=100000000).
-    #[arg(long, default_value_t = Timing::default().cpu_ns_per_command)]
-    pub cpu_ns_per_command: u64,
+    /// SQLite's CPU time per command as a constant, ns (0..=100000000), in place of the measured
+    /// one (its virtual-machine instructions at the board's time per instruction).
+    #[arg(long)]
+    pub cpu_ns_per_command: Option<u64>,
     /// Print one JSON array (one object per configuration).
     #[arg(long)]
     pub json: bool,
@@ -142,52 +143,26 @@ fn check_frames(frames: u64) -> Result<(), String> {
 }
 
 pub fn run(a: JournalArgs) -> Result<i32, String> {
-    check_frames(a.frames)?;
-    let policies: Vec<Policy> =
-        a.config.split(',').map(str::trim).filter(|s| !s.is_empty()).map(Policy::parse).collect::<Result<_, _>>()?;
-    if policies.is_empty() {
-        return Err("--config: empty list".into());
-    }
-    let dev = journal::Device::build(&a.set, a.cpu_ns_per_command)?;
-    let on_error = OnError::parse(&a.on_error)?;
-    let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
-    let (app, trace, tr) = load_trace(src, a.seed, a.txs)?;
-    if a.emit_trace {
-        super::commands::emit(&tr.to_text());
-        return Ok(0);
-    }
-    let mut rs = Vec::new();
-    for p in &policies {
-        let r = journal::measure((&app, &trace), &tr, p, a.seed, a.frames, &dev, on_error)?;
-        if rs.is_empty() {
-            for e in &r.statement_error_details {
-                eprintln!("{e}");
-            }
-            if r.statement_errors > 10 {
-                eprintln!("... {} statement errors in all", r.statement_errors);
-            }
-        }
-        rs.push(r);
-    }
-    journal::normalize(&mut rs);
+    let Some(rs) = measure(&a)? else { return Ok(0) };
     if a.json {
         super::commands::emit(&format!("{}\n", serde_json::to_string_pretty(&rs).expect("serializable")));
         return Ok(0);
     }
     let mut out = format!(
-        "{:<22} {:>11} {:>7} {:>10} {:>7} {:>12} {:>12} {:>9}\n",
-        "config", "total bits", "vs RR", "max bits", "vs S2X", "energy uJ", "cmd us", "jrnl us"
+        "{:<22} {:>11} {:>7} {:>10} {:>7} {:>12} {:>10} {:>12} {:>9}\n",
+        "config", "total bits", "vs RR", "max bits", "vs S2X", "energy uJ", "counted us", "cmd us", "jrnl us"
     );
     let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.3}"));
     for r in &rs {
         out += &format!(
-            "{:<22} {:>11} {:>7} {:>10} {:>7} {:>12.1} {:>12.2} {:>9.2}\n",
+            "{:<22} {:>11} {:>7} {:>10} {:>7} {:>12.1} {:>10.2} {:>12.2} {:>9.2}\n",
             r.config,
             r.total_bit_updates,
             opt(r.total_bit_updates_vs_rr),
             r.max_bit_updates,
             opt(r.max_bit_updates_vs_rr_s2x),
             r.energy_nj / 1e3,
+            r.avg_cmd_counted_ns / 1e3,
             r.avg_cmd_latency_ns / 1e3,
             r.avg_cmd_journal_ns / 1e3
         );
@@ -203,28 +178,42 @@ pub fn run(a: JournalArgs) -> Result<i32, String> {
     Ok(0)
 }
 
-pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
+/// What `journal` prints, one result per configuration (the printer and [`super::json`] both
+/// take it from here); `None` once `--emit-trace` has printed the trace.
+pub(super) fn measure(a: &JournalArgs) -> Result<Option<Vec<journal::JournalResult>>, String> {
     check_frames(a.frames)?;
-    let policy = Policy::parse(&a.config)?;
-    let bug = a.inject_bug.as_deref().map(Bug::parse).transpose()?;
-    if a.crashes == 0 && a.crash_at.is_none() {
-        return Err("--crashes 0: allowed 1 or more".into());
+    let policies: Vec<Policy> =
+        a.config.split(',').map(str::trim).filter(|s| !s.is_empty()).map(Policy::parse).collect::<Result<_, _>>()?;
+    if policies.is_empty() {
+        return Err("--config: empty list".into());
     }
+    let dev = journal::Device::build(&a.set, a.cpu_ns_per_command)?;
     let on_error = OnError::parse(&a.on_error)?;
-    let threads = a.threads.resolve()?;
     let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
-    let (_, _, tr) = load_trace(src, a.seed, a.txs)?;
-    let setup = Setup {
-        policy,
-        pcm: Default::default(),
-        timing: Timing::default(),
-        frames: a.frames,
-        seed: a.seed,
-        journal: true,
-        bug,
-        on_error,
-    };
-    let r = crash::campaign(&tr, &setup, a.crashes, a.crash_at, a.inject_bug.as_deref(), threads, true)?;
+    let (app, trace, tr) = load_trace(src, a.seed, a.txs)?;
+    if a.emit_trace {
+        super::commands::emit(&tr.to_text());
+        return Ok(None);
+    }
+    let mut rs = Vec::new();
+    for p in &policies {
+        let r = journal::measure((&app, &trace), &tr, p, a.seed, a.frames, &dev, on_error)?;
+        if rs.is_empty() {
+            for e in &r.statement_error_details {
+                eprintln!("{e}");
+            }
+            if r.statement_errors > 10 {
+                eprintln!("... {} statement errors in all", r.statement_errors);
+            }
+        }
+        rs.push(r);
+    }
+    journal::normalize(&mut rs);
+    Ok(Some(rs))
+}
+
+pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
+    let r = campaign(&a)?;
     if a.json {
         super::commands::emit(&format!("{}\n", serde_json::to_string_pretty(&r).expect("serializable")));
     } else {
@@ -249,4 +238,29 @@ pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
         super::commands::emit(&out);
     }
     Ok(if r.violations > 0 { 1 } else { 0 })
+}
+
+/// What `journal-crashtest` reports (the printer and [`super::json`] both take it from here).
+pub(super) fn campaign(a: &JournalCrashArgs) -> Result<crash::CrashReport, String> {
+    check_frames(a.frames)?;
+    let policy = Policy::parse(&a.config)?;
+    let bug = a.inject_bug.as_deref().map(Bug::parse).transpose()?;
+    if a.crashes == 0 && a.crash_at.is_none() {
+        return Err("--crashes 0: allowed 1 or more".into());
+    }
+    let on_error = OnError::parse(&a.on_error)?;
+    let threads = a.threads.resolve()?;
+    let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
+    let (_, _, tr) = load_trace(src, a.seed, a.txs)?;
+    let setup = Setup {
+        policy,
+        pcm: Default::default(),
+        timing: Timing::default(),
+        frames: a.frames,
+        seed: a.seed,
+        journal: true,
+        bug,
+        on_error,
+    };
+    crash::campaign(&tr, &setup, a.crashes, a.crash_at, a.inject_bug.as_deref(), threads, true)
 }

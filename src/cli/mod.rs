@@ -236,6 +236,11 @@ pub struct BenchArgs {
     /// protocol (default protocols: every one that promises durability).
     #[arg(long)]
     pub crash: bool,
+    /// Also run each point with the bit-level PCM device (`memory.device = pcm`) and report its
+    /// speed beside the plain device's, and their ratio (the block path's instructions:
+    /// LOCSIM_PCM_SIMD = auto, avx512, avx2 or portable).
+    #[arg(long, conflicts_with = "crash")]
+    pub pcm: bool,
     /// With --crash: crash points per check.
     #[arg(long, default_value_t = 1000)]
     pub crashes: u64,
@@ -263,14 +268,69 @@ pub fn main() -> i32 {
             return 2;
         }
     };
+    // The PCM block path's instructions are chosen by the environment (host speed only).
+    if let Err(e) = crate::pcm::Simd::from_env() {
+        eprintln!("error: {e}");
+        return 2;
+    }
     match commands::dispatch(cli.cmd) {
         Ok(code) => code,
         Err(msg) => {
-            // One line, whatever a message quotes from the user's input.
-            eprintln!("error: {}", msg.trim_end().replace('\n', "\\n"));
+            eprintln!("{}", error_line(&msg));
             2
         }
     }
+}
+
+/// The line the command line prints on standard error for a bad input: one line, whatever a
+/// message quotes from the user's input.
+fn error_line(msg: &str) -> String {
+    format!("error: {}", msg.trim_end().replace('\n', "\\n"))
+}
+
+/// The `--help` text of the subcommand `name` (`run`, `crashtest`, ...), as `locsim NAME
+/// --help` prints it; `None` for an unknown name.
+pub fn help(name: &str) -> Option<String> {
+    use clap::CommandFactory;
+    let mut cli = Cli::command();
+    cli.build();
+    Some(cli.find_subcommand_mut(name)?.render_help().to_string())
+}
+
+/// Run `locsim ARGS...` as the command line does and return what it prints with `--json` (as
+/// JSON text) instead of printing it: `run` (an array, one object per protocol), `crashtest` (one
+/// object; `verify` is a structural check of the caller's own, run on each recovered data
+/// area besides the workload's: a message is a `structure` violation), `journal` (an array),
+/// `journal-crashtest` (one object), `reproduce` (what it wrote: `written`, `pending`,
+/// `executed`, `cached`). `Err` is the exact line the command line prints on standard error
+/// for the same arguments (it would exit with status 2). This is the Python binding's one way
+/// in (python/, docs/python.md): the same parsing, checks and code paths as the command line.
+pub fn json(args: &[String], verify: Option<crate::crash::UserVerify>) -> Result<String, String> {
+    let cli = Cli::try_parse_from(std::iter::once("locsim".to_string()).chain(args.iter().cloned()))
+        .map_err(|e| one_line_clap_error(&e))?;
+    // Serialized from the results themselves, as the printers do: the same fields in the same order.
+    fn text<T: serde::Serialize>(v: T) -> String {
+        serde_json::to_string(&v).expect("serializable")
+    }
+    match cli.cmd {
+        Cmd::Run(a) => commands::run_results(&a).map(text),
+        Cmd::Crashtest(a) if !a.list_bugs => commands::crash_report(&a, verify).map(text),
+        Cmd::Journal(a) if !a.emit_trace => journal::measure(&a).map(|r| text(r.expect("no --emit-trace"))),
+        Cmd::JournalCrashtest(a) => journal::campaign(&a).map(text),
+        Cmd::Reproduce(a) => commands::reproduce_summary(a).map(|(s, _)| {
+            text(serde_json::json!({
+                "executed": s.executed,
+                "cached": s.cached,
+                "written": s.written,
+                "pending": s.pending,
+            }))
+        }),
+        _ => Err(format!(
+            "{}: no JSON form (run, crashtest, journal, journal-crashtest, reproduce have one)",
+            args.join(" ")
+        )),
+    }
+    .map_err(|msg| error_line(&msg))
 }
 
 /// clap's error, condensed to one line (its message plus the possible values, if any).

@@ -1,7 +1,7 @@
 //! `locsim trace-gen`, and the `--trace FILE` forms of `run` and `crashtest`
 //! (docs/your-own-workload.md).
 
-use super::commands::{build_config, parse_list, print_runs};
+use super::commands::{build_config, parse_list};
 use super::{MachineArgs, RunArgs, TxArgs};
 use crate::crash::{self, CrashReport, CrashSpec};
 use crate::protocol::ProtocolKind;
@@ -44,18 +44,20 @@ fn no_abort_rate(rate: f64) -> Result<(), String> {
     Ok(())
 }
 
-/// Open a trace and run it under `run` (its warm-up as the trace declares).
-fn replay(mut run: RunSpec, src: Source) -> Result<(RunSpec, RunOutput), String> {
+/// Open a trace and run it under `run` (its warm-up as the trace declares); also the bytes of
+/// its region (the data area is that, rounded up by the machine's layout).
+fn replay(mut run: RunSpec, src: Source) -> Result<(RunSpec, RunOutput, usize), String> {
     let tw = TraceWorkload::open(src)?;
+    let region = tw.data_bytes() as usize;
     run.workload = WorkloadKind::Trace;
     run.warmup_txs = tw.warmup_txs();
     let out = execute_with(&run, Workload::Trace(tw))?;
-    Ok((run, out))
+    Ok((run, out, region))
 }
 
 /// `locsim run --trace FILE`: every protocol at once, each on its own branch of the stream (a
 /// file is opened once per protocol; standard input is split by [`trace::tee::tee`]).
-pub(super) fn run(a: &RunArgs, path: &str) -> Result<i32, String> {
+pub(super) fn run(a: &RunArgs, path: &str) -> Result<Vec<crate::runner::RunResult>, String> {
     no_abort_rate(a.tx.abort_rate)?;
     let cfg = build_config(&a.machine)?;
     let protocols = parse_list(&a.protocol, "protocol", ProtocolKind::parse)?;
@@ -80,20 +82,23 @@ pub(super) fn run(a: &RunArgs, path: &str) -> Result<i32, String> {
                     bug: None,
                     record: false,
                 };
-                s.spawn(move || replay(spec, src).map(|(_, out)| out.result))
+                s.spawn(move || replay(spec, src).map(|(_, out, _)| out.result))
             })
             .collect();
         runs.into_iter().map(|h| h.join().expect("replay thread panicked")).collect()
     });
-    print_runs(results.into_iter().collect::<Result<_, _>>()?, a.json);
-    Ok(0)
+    results.into_iter().collect()
 }
 
 /// `locsim crashtest --trace FILE`: a recorded replay, then the crash sweep.
 pub(super) fn crashtest(spec: CrashSpec, path: &str) -> Result<CrashReport, String> {
     no_abort_rate(spec.run.abort_rate)?;
-    let (run, out) = replay(spec.run.clone(), trace::open(path)?)?;
-    crash::check_run(&CrashSpec { run, ..spec }, out)
+    let (run, out, region) = replay(spec.run.clone(), trace::open(path)?)?;
+    // A caller's own check sees the trace's region, not the layout's rounding beyond it.
+    let verify = spec.verify.clone().map(|crash::UserVerify(f)| {
+        crash::UserVerify(std::sync::Arc::new(move |data: &[u8]| f(&data[..region.min(data.len())])))
+    });
+    crash::check_run(&CrashSpec { run, verify, ..spec }, out)
 }
 
 /// `locsim trace-gen`.

@@ -44,6 +44,22 @@ pub struct CrashSpec {
     /// 64, each crash point is also checked in the torn states of the writes in flight at it
     /// ([`super::torn`], docs/faults.md).
     pub atomicity: u32,
+    /// A library caller's structural check of each recovered data area, besides the
+    /// workload's own (the Python binding's `verify=`): a message is a `structure` violation.
+    pub verify: Option<UserVerify>,
+}
+
+/// A structural check of a data area: `Err` names what is broken.
+pub type VerifyFn = dyn Fn(&[u8]) -> Result<(), String> + Send + Sync;
+
+/// A structural check of a data area supplied by a library caller.
+#[derive(Clone)]
+pub struct UserVerify(pub std::sync::Arc<VerifyFn>);
+
+impl std::fmt::Debug for UserVerify {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UserVerify")
+    }
 }
 
 impl CrashSpec {
@@ -58,6 +74,7 @@ impl CrashSpec {
             threads: 1,
             progress: false,
             atomicity: 64,
+            verify: None,
         }
     }
 }
@@ -520,7 +537,8 @@ impl<'a> Sweep<'a> {
             reuses: 0,
             redo_prefixes: 0,
             verdicts: vec![None; rec.oracle.txs() + 1],
-            follower: verifier.follower(),
+            // A caller's own check sees whole images: no incremental verifier then.
+            follower: if spec.verify.is_none() { verifier.follower() } else { None },
             synced: false,
             vold: Vec::new(),
             vmark: commit(vec![0; data_len.div_ceil(64)], 0, shared),
@@ -1030,7 +1048,7 @@ impl<'a> Sweep<'a> {
         let k = k as usize;
         let verdict = match self.verdicts.get(k) {
             Some(v) => v.clone().expect("verdict recorded"),
-            None => self.verifier.verify(&self.img[..self.data_len]),
+            None => self.verify(&self.img[..self.data_len]),
         };
         verdict.map_err(|e| ("structure", e))
     }
@@ -1047,7 +1065,8 @@ impl<'a> Sweep<'a> {
             return;
         }
         let Some(mut f) = self.follower.take() else {
-            self.verdicts[k] = Some(self.verifier.verify(&self.oracle));
+            let verdict = self.verify(&self.oracle);
+            self.verdicts[k] = Some(verdict);
             return;
         };
         // The first verdict this worker wants takes S_k whole.
@@ -1063,6 +1082,16 @@ impl<'a> Sweep<'a> {
             self.vstamp = 1;
         }
         self.record(k, sound);
+    }
+
+    /// The whole structural check of a data area: the workload's verifier, then the library
+    /// caller's own check if the spec has one.
+    fn verify(&self, data: &[u8]) -> Result<(), String> {
+        self.verifier.verify(data)?;
+        match &self.spec.verify {
+            Some(UserVerify(f)) => f(data),
+            None => Ok(()),
+        }
     }
 
     /// Record the follower's verdict on S_j (the oracle's data area).

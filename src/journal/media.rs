@@ -18,6 +18,14 @@ pub const BLOCK: u64 = 64;
 /// Sector of the database file device (survives a crash whole or not at all).
 pub const SECTOR: u64 = 512;
 
+/// Time to program one 32-byte chunk on one PCM chip of the board, ns: the chip the paper cites
+/// (Chung et al., ISSCC 2011, "A 58nm 1.8V 1Gb PRAM with 6.4 MB/s program BW"; four x16 chips
+/// on the board, Table I) programs 6.4 MB/s, so one 32-byte chunk takes 32 B / 6.4e6 B/s =
+/// 5 us; the four chips program in parallel (a 128-byte step in 5 us, 25.6 MB/s for the DIMM;
+/// the 2 KB program buffer, 512 B per chip, fills in 16 steps, 80 us). docs/journal.md gives
+/// the derivation. The journal device's default; `--set pcm.chunk_program_ns=N` overrides it.
+pub const CHUNK_PROGRAM_NS: u64 = 5_000;
+
 /// Timing of the journal model besides the PCM device's writes (docs/journal.md gives the
 /// sources; PCM write latency is the device's, `crate::pcm`).
 #[derive(Clone, Debug, Serialize)]
@@ -31,10 +39,24 @@ pub struct Timing {
     /// Flash program of one database page at a sync (the paper, section 4: "~1 ms per page
     /// write").
     pub db_sync_ns_per_page: u64,
-    /// CPU time of SQLite itself per trace command on the board's 667 MHz core, modelled as a
-    /// constant (not measured). Assumed; `scripts/journal_eval.py --sweep` varies it.
-    pub cpu_ns_per_command: u64,
+    /// CPU time of SQLite itself per trace command as a constant, in place of the measured
+    /// one (`--cpu-ns-per-command N`; `scripts/journal_eval.py` sweeps it). `None`: measured,
+    /// [`Timing::cpu_ps_per_vm_step`] per virtual-machine instruction SQLite executed.
+    pub cpu_ns_per_command: Option<u64>,
+    /// CPU time of one SQLite virtual-machine instruction on the board's 667 MHz Cortex-A9
+    /// (Table I), ps: [`HOST_CYCLES_PER_VM_STEP`] cycles at 667 MHz.
+    pub cpu_ps_per_vm_step: u64,
 }
+
+/// Host core cycles per SQLite virtual-machine instruction, measured on the journal traces
+/// against in-memory databases (the SQLite work alone, no journal model;
+/// `cargo test --release -- --ignored sqlite_host_cycles_per_vm_step --nocapture`, AMD EPYC:
+/// 425-707 cycles over the four applications in the least loaded of three runs, rounded to
+/// 600; docs/journal.md). The board's core is taken to need as many cycles per instruction: a
+/// lower bound, the Cortex-A9 being the narrower core.
+pub const HOST_CYCLES_PER_VM_STEP: u64 = 600;
+/// The board's core clock, MHz (Table I).
+pub const BOARD_CORE_MHZ: u64 = 667;
 
 impl Default for Timing {
     fn default() -> Self {
@@ -42,7 +64,8 @@ impl Default for Timing {
             pcm_read_ns_per_block: 133,
             db_write_ns_per_page: 1_000,
             db_sync_ns_per_page: 1_000_000,
-            cpu_ns_per_command: 50_000,
+            cpu_ns_per_command: None,
+            cpu_ps_per_vm_step: HOST_CYCLES_PER_VM_STEP * 1_000_000 / BOARD_CORE_MHZ,
         }
     }
 }
@@ -114,6 +137,8 @@ pub struct Media {
     pub pcm_ns: u64,
     /// Device time of database file writes and syncs, ns.
     pub db_ns: u64,
+    /// The syncs' part of `db_ns`: time the process is blocked on the flash device.
+    pub db_sync_ns: u64,
     /// Context of the PCM writes being made (set by the allocator).
     pub ctx: EventKind,
     pub events: u64,
@@ -159,6 +184,7 @@ impl Media {
             timing,
             pcm_ns: 0,
             db_ns: 0,
+            db_sync_ns: 0,
             ctx: EventKind::JournalMeta,
             events: 0,
             kinds: None,
@@ -217,6 +243,7 @@ impl Media {
         self.pcm.reset_stats();
         self.pcm_ns = 0;
         self.db_ns = 0;
+        self.db_sync_ns = 0;
         self.pcm_block_writes = 0;
         self.db_overwrites = 0;
         self.db_small_overwrites = 0;
@@ -406,7 +433,9 @@ impl Media {
             }
         }
         debug_assert!(f.durable == f.cur, "a sync leaves the durable file equal to what reads see");
-        self.db_ns += f.dirty_pages.len() as u64 * self.timing.db_sync_ns_per_page;
+        let wait = f.dirty_pages.len() as u64 * self.timing.db_sync_ns_per_page;
+        self.db_ns += wait;
+        self.db_sync_ns += wait;
         f.dirty_pages.clear();
         true
     }

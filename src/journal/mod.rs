@@ -39,23 +39,36 @@ use trace::Trace;
 pub const DEFAULT_FRAMES: u64 = 32;
 
 /// The devices of a run: the PCM's parameters and the rest of the timing.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Device {
     pub pcm: PcmConfig,
     pub timing: Timing,
 }
 
+impl Default for Device {
+    /// The board's devices: the PCM device's defaults with the cited chip's program time per
+    /// chunk ([`media::CHUNK_PROGRAM_NS`]), and [`Timing::default`].
+    fn default() -> Self {
+        let pcm = PcmConfig { chunk_program_ns: media::CHUNK_PROGRAM_NS, ..PcmConfig::default() };
+        Device { pcm, timing: Timing::default() }
+    }
+}
+
 impl Device {
     /// The devices from `pcm.*` settings (`KEY=VALUE`) and SQLite's CPU time per command, each
     /// checked once; an error names what is allowed.
-    pub fn build(set: &[String], cpu_ns_per_command: u64) -> Result<Device, String> {
+    pub fn build(set: &[String], cpu_ns_per_command: Option<u64>) -> Result<Device, String> {
         if let Some(bad) = set.iter().find(|s| !s.starts_with("pcm.")) {
             return Err(format!("--set {bad}: allowed pcm.* keys (the journal model's PCM device)"));
         }
-        if cpu_ns_per_command > 100_000_000 {
-            return Err(format!("cpu_ns_per_command {cpu_ns_per_command}: allowed 0..=100000000"));
+        if let Some(n) = cpu_ns_per_command.filter(|&n| n > 100_000_000) {
+            return Err(format!("cpu_ns_per_command {n}: allowed 0..=100000000"));
         }
-        let cfg = crate::config::Config::build(None, set).map_err(|e| e.0)?;
+        // The journal's chip programs a chunk in `CHUNK_PROGRAM_NS` unless a setting says
+        // otherwise (the LOC machine's PCM device keeps its own default).
+        let chip = format!("pcm.chunk_program_ns={}", media::CHUNK_PROGRAM_NS);
+        let sets: Vec<String> = std::iter::once(chip).chain(set.iter().cloned()).collect();
+        let cfg = crate::config::Config::build(None, &sets).map_err(|e| e.0)?;
         Ok(Device { pcm: cfg.pcm, timing: Timing { cpu_ns_per_command, ..Timing::default() } })
     }
 }
@@ -73,6 +86,14 @@ pub struct JournalResult {
     pub journal_records: u64,
     pub transactions: u64,
     pub commands: u64,
+    /// SQLite virtual-machine instructions per command (`SQLITE_STMTSTATUS_VM_STEP`): mean,
+    /// 10th and 90th percentile over the measured commands.
+    pub vm_steps_per_command: f64,
+    pub vm_steps_per_command_p10: u32,
+    pub vm_steps_per_command_p90: u32,
+    /// SQLite's CPU time per command on the board (measured: the instructions at
+    /// `timing.cpu_ps_per_vm_step`; or the constant `timing.cpu_ns_per_command`).
+    pub avg_cmd_cpu_ns: f64,
     /// Mean writes per database page written (the paper, Fig. 5: 5.2 on average).
     pub db_writes_per_page: f64,
     /// Fraction of page overwrites that change at most 64 bytes (the paper, Fig. 6: 72.8 %).
@@ -95,22 +116,24 @@ pub struct JournalResult {
     pub manager_max_bit_updates: u64,
     pub pcm_block_writes: u64,
     /// PCM energy: programming, reads, and background power over every nanosecond of the
-    /// commands (CPU, PCM and database file time).
+    /// commands (CPU, PCM and database file time): the whole-command variant.
     pub energy_nj: f64,
-    /// The same with background power over the busy time only (CPU and PCM, no flash wait).
-    pub energy_busy_nj: f64,
-    pub energy_busy_vs_rr_s2x: Option<f64>,
-    /// Time per command: SQLite's CPU time, journal PCM accesses, database file writes and
-    /// syncs.
+    /// The same with background power over the counted time only (`avg_cmd_counted_ns`): the
+    /// paper's estimate from "the measured execution cycles per memory power mode".
+    pub energy_counted_nj: f64,
+    pub energy_counted_vs_rr_s2x: Option<f64>,
+    /// Whole time per command: SQLite's CPU time, journal PCM accesses, database file writes
+    /// and syncs.
     pub avg_cmd_latency_ns: f64,
     /// The journal's PCM part of it.
     pub avg_cmd_journal_ns: f64,
-    /// The part the core is busy: SQLite's CPU time and its stalls on non-cacheable PCM
-    /// accesses (the flash waits left out).
-    pub avg_cmd_busy_ns: f64,
-    /// The same trace with `journal_mode=OFF` (no journal at all): time and busy time.
+    /// Time per command as the board's performance monitor counts execution cycles: SQLite's
+    /// CPU time, its stalls on non-cacheable PCM loads and stores, and the copies of database
+    /// pages into the page cache; not the time blocked in the kernel on the flash syncs.
+    pub avg_cmd_counted_ns: f64,
+    /// The same trace with `journal_mode=OFF` (no journal at all): whole and counted time.
     pub avg_cmd_latency_nojournal_ns: f64,
-    pub avg_cmd_busy_nojournal_ns: f64,
+    pub avg_cmd_counted_nojournal_ns: f64,
     /// The timing the run used (PCM writes: `pcm_chunk_program_ns` per step).
     pub timing: Timing,
     pub pcm_chunk_program_ns: u64,
@@ -157,6 +180,8 @@ pub fn measure(
     let reference = replay::replay(tr, &Setup { journal: false, ..setup.clone() }, None, false, false)?;
     let times = CommandTimes::of(&r, &dev.timing);
     let nref = CommandTimes::of(&reference, &dev.timing);
+    let cpu_ns = cpu_time_ns(&r, &dev.timing);
+    let spread = vm_step_spread(&r.vm_steps);
     let w = &mut r.world;
     let m = &mut w.media;
     let wear = Wear::of(m);
@@ -179,6 +204,10 @@ pub fn measure(
         journal_records: w.journal.stats.records,
         transactions: r.ended.iter().sum(),
         commands: r.commands,
+        vm_steps_per_command: spread.0,
+        vm_steps_per_command_p10: spread.1,
+        vm_steps_per_command_p90: spread.2,
+        avg_cmd_cpu_ns: cpu_ns as f64 / cmds,
         db_writes_per_page: m.writes_per_page(),
         db_small_overwrite_fraction: m.db_small_overwrites as f64 / m.db_overwrites.max(1) as f64,
         total_bit_updates: wear.total,
@@ -191,13 +220,13 @@ pub fn measure(
         manager_max_bit_updates: wear.manager_max,
         pcm_block_writes: m.pcm_block_writes,
         energy_nj: times.energy_nj(m),
-        energy_busy_nj: times.energy_busy_nj(m),
-        energy_busy_vs_rr_s2x: None,
+        energy_counted_nj: times.energy_counted_nj(m),
+        energy_counted_vs_rr_s2x: None,
         avg_cmd_latency_ns: times.latency_ns,
         avg_cmd_journal_ns: m.pcm_ns as f64 / cmds,
-        avg_cmd_busy_ns: times.busy_ns,
+        avg_cmd_counted_ns: times.counted_ns,
         avg_cmd_latency_nojournal_ns: nref.latency_ns,
-        avg_cmd_busy_nojournal_ns: nref.busy_ns,
+        avg_cmd_counted_nojournal_ns: nref.counted_ns,
         timing: dev.timing.clone(),
         pcm_chunk_program_ns: dev.pcm.chunk_program_ns,
         area_overhead_bytes: copies * format::COPY_BYTES * tr.dbs.len() as u64,
@@ -216,26 +245,27 @@ pub fn measure(
 
 /// The time of a replay's measured part: per command, and in total (ns).
 pub struct CommandTimes {
-    /// SQLite's CPU time, journal PCM accesses, database file writes and syncs, per command.
+    /// SQLite's CPU time, journal PCM accesses, database file writes and syncs, per command
+    /// ([`JournalResult::avg_cmd_latency_ns`]).
     pub latency_ns: f64,
-    /// SQLite's CPU time and journal PCM accesses per command (the core busy, no flash wait).
-    pub busy_ns: f64,
+    /// The same without the database syncs' wait ([`JournalResult::avg_cmd_counted_ns`]).
+    pub counted_ns: f64,
     /// The same two over the whole measured part.
     total_ns: u64,
-    total_busy_ns: u64,
+    total_counted_ns: u64,
 }
 
 impl CommandTimes {
     pub fn of(r: &replay::Replay, timing: &Timing) -> CommandTimes {
         let m = &r.world.media;
         let cmds = r.commands.max(1) as f64;
-        let cpu_ns = r.commands * timing.cpu_ns_per_command;
-        let (total_ns, total_busy_ns) = (cpu_ns + m.pcm_ns + m.db_ns, cpu_ns + m.pcm_ns);
+        let total_ns = cpu_time_ns(r, timing) + m.pcm_ns + m.db_ns;
+        let total_counted_ns = total_ns - m.db_sync_ns;
         CommandTimes {
             latency_ns: total_ns as f64 / cmds,
-            busy_ns: total_busy_ns as f64 / cmds,
+            counted_ns: total_counted_ns as f64 / cmds,
             total_ns,
-            total_busy_ns,
+            total_counted_ns,
         }
     }
 
@@ -244,9 +274,9 @@ impl CommandTimes {
         m.pcm.energy_nj(self.total_ns as f64 * 1e-9)
     }
 
-    /// The same with background power over the busy time only.
-    pub fn energy_busy_nj(&self, m: &media::Media) -> f64 {
-        m.pcm.energy_nj(self.total_busy_ns as f64 * 1e-9)
+    /// The same over the time without the database syncs' wait.
+    pub fn energy_counted_nj(&self, m: &media::Media) -> f64 {
+        m.pcm.energy_nj(self.total_counted_ns as f64 * 1e-9)
     }
 }
 
@@ -256,7 +286,7 @@ pub struct PointFigures {
     pub wear: Wear,
     pub times: CommandTimes,
     pub energy_nj: f64,
-    pub energy_busy_nj: f64,
+    pub energy_counted_nj: f64,
 }
 
 /// Replay `app`'s trace under `config` (`journal`) or with `journal_mode=OFF` (not `journal`:
@@ -290,7 +320,7 @@ pub fn measure_point(
     Ok(PointFigures {
         wear: Wear::of(m),
         energy_nj: times.energy_nj(m),
-        energy_busy_nj: times.energy_busy_nj(m),
+        energy_counted_nj: times.energy_counted_nj(m),
         times,
     })
 }
@@ -382,6 +412,26 @@ fn hottest(m: &mut media::Media, j: &alloc::Journal) -> String {
     format!("{role}: {what}{}", if best.2 { " (flip cell)" } else { "" })
 }
 
+/// SQLite's CPU time over a replay's commands: the constant per command if one is set, else
+/// the virtual-machine instructions it executed at the board's time per instruction.
+fn cpu_time_ns(r: &replay::Replay, t: &Timing) -> u64 {
+    match t.cpu_ns_per_command {
+        Some(n) => r.commands * n,
+        None => r.vm_steps.iter().map(|&s| s as u64).sum::<u64>() * t.cpu_ps_per_vm_step / 1000,
+    }
+}
+
+/// The mean and the 10th and 90th percentiles of the virtual-machine instructions per command.
+fn vm_step_spread(steps: &[u32]) -> (f64, u32, u32) {
+    if steps.is_empty() {
+        return (0.0, 0, 0);
+    }
+    let mut v = steps.to_vec();
+    v.sort_unstable();
+    let mean = v.iter().map(|&s| s as f64).sum::<f64>() / v.len() as f64;
+    (mean, v[v.len() / 10], v[(v.len() * 9) / 10])
+}
+
 /// Fill the normalised figures of results of one trace (RR for totals, RR-S2X for maxima and
 /// energy, as in the paper's Figs. 9, 13 and 18).
 pub fn normalize(rs: &mut [JournalResult]) {
@@ -393,7 +443,7 @@ pub fn normalize(rs: &mut [JournalResult]) {
         if let Some(b) = &rrs2x {
             r.max_bit_updates_vs_rr_s2x = Some(ratio(r.max_bit_updates as f64, b.max_bit_updates as f64));
             r.energy_vs_rr_s2x = Some(ratio(r.energy_nj, b.energy_nj));
-            r.energy_busy_vs_rr_s2x = Some(ratio(r.energy_busy_nj, b.energy_busy_nj));
+            r.energy_counted_vs_rr_s2x = Some(ratio(r.energy_counted_nj, b.energy_counted_nj));
         }
     }
 }

@@ -75,6 +75,9 @@ pub struct Replay {
     pub at_crash: Option<(Vec<u64>, Option<usize>)>,
     /// Statements SQLite rejected (with `OnError::Continue`): line and message.
     pub errors: Vec<String>,
+    /// Per command of the measured part: the virtual-machine instructions SQLite executed
+    /// ([`execute_counted`]).
+    pub vm_steps: Vec<u32>,
 }
 
 /// The connection settings the journal model needs: 1 KiB pages, the journal written and synced
@@ -198,14 +201,28 @@ pub fn replay_locked(
     vfs::install(World { media, journal, bug: None, error: None, db_page_writes: 0 });
     let r = replay_inner(trace, setup, crash_at, kinds, digests, capture);
     let mut world = vfs::take();
-    let (commands, ended, in_flight, digests, errors, at_crash) = r?;
+    let (commands, ended, in_flight, digests, errors, at_crash, vm_steps) = r?;
     let snapshot = world.media.snapshot.take();
-    Ok(Replay { world, commands, ended, in_flight, digests, snapshot, at_crash, errors })
+    Ok(Replay { world, commands, ended, in_flight, digests, snapshot, at_crash, errors, vm_steps })
 }
 
 /// Commands, transactions ended per database, the database in flight, the digests, the errors,
-/// the counts at the crash ([`Replay::at_crash`]).
-type Counts = (u64, Vec<u64>, Option<usize>, Vec<Vec<u64>>, Vec<String>, Option<(Vec<u64>, Option<usize>)>);
+/// the counts at the crash ([`Replay::at_crash`]), the VM instructions per command.
+type Counts = (u64, Vec<u64>, Option<usize>, Vec<Vec<u64>>, Vec<String>, Option<(Vec<u64>, Option<usize>)>, Vec<u32>);
+
+/// Run `sql` as `Connection::execute_batch` does (each statement prepared and stepped once,
+/// then finalized) and return the virtual-machine instructions SQLite executed for it
+/// (`SQLITE_STMTSTATUS_VM_STEP`, counted up to an error too): a deterministic count of
+/// SQLite's own work per command.
+pub(crate) fn execute_counted(c: &Connection, sql: &str, steps: &mut u64) -> rusqlite::Result<()> {
+    let mut batch = rusqlite::Batch::new(c, sql);
+    while let Some(mut st) = batch.next()? {
+        let stepped = st.raw_query().next().map(|_| ());
+        *steps += st.get_status(rusqlite::StatementStatus::VmStep).max(0) as u64;
+        stepped?;
+    }
+    Ok(())
+}
 
 fn replay_inner(
     trace: &Trace,
@@ -269,6 +286,7 @@ fn replay_inner(
     let mut at_crash = None;
     let mut commands = 0u64;
     let mut errors = Vec::new();
+    let mut vm_steps = Vec::new();
     for (i, op) in trace.ops.iter().enumerate() {
         let (sql, ends) = match op {
             Op::Use(d) => {
@@ -294,7 +312,9 @@ fn replay_inner(
         }
         commands += 1;
         let c = conns[cur].as_ref().expect("opened");
-        let done = c.execute_batch(sql);
+        let mut steps = 0u64;
+        let done = execute_counted(c, sql, &mut steps);
+        vm_steps.push(steps.min(u32::MAX as u64) as u32);
         if crash_at.is_some() && at_crash.is_none() && vfs::with(|w| w.media.crashed()) {
             at_crash = Some((ended.clone(), in_flight));
         }
@@ -339,7 +359,7 @@ fn replay_inner(
         hook(&mut fresh, &out_digests, true)?;
     }
     drop(conns);
-    Ok((commands, ended, in_flight, out_digests, errors, at_crash))
+    Ok((commands, ended, in_flight, out_digests, errors, at_crash, vm_steps))
 }
 
 /// Event kinds recorded by a replay (empty if not recorded).

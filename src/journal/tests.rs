@@ -191,3 +191,87 @@ fn the_crash_run_guard_catches_a_wrong_capture() {
         assert!(crash::crash_run_agrees(&tr, &s, &kinds, &bad).is_err(), "wrong capture {i} not caught");
     }
 }
+
+#[test]
+fn sqlite_cpu_time_is_its_instructions_at_the_boards_rate_unless_a_constant_replaces_it() {
+    let tr = apps::generate(App::Kt, 1, 1, Some(20));
+    let p = Policy::parse("RR-S2X").unwrap();
+    let m = |dev: &Device| measure(("kt", "1"), &tr, &p, 1, DEFAULT_FRAMES, dev, replay::OnError::Stop).unwrap();
+    let measured = m(&Device::default());
+    let fixed = m(&Device::build(&[], Some(0)).unwrap());
+    let ps = measured.timing.cpu_ps_per_vm_step as f64;
+    assert_eq!(ps, (media::HOST_CYCLES_PER_VM_STEP * 1_000_000 / media::BOARD_CORE_MHZ) as f64);
+    let want = measured.vm_steps_per_command * ps / 1000.0;
+    assert!((measured.avg_cmd_cpu_ns - want).abs() < 1.0, "{} vs {want}", measured.avg_cmd_cpu_ns);
+    assert!(measured.vm_steps_per_command_p10 <= measured.vm_steps_per_command_p90);
+    assert_eq!((fixed.avg_cmd_cpu_ns, fixed.vm_steps_per_command), (0.0, measured.vm_steps_per_command));
+    // The counted time is CPU + PCM + page-cache copies: the CPU time is its only difference
+    // here, and the whole command time adds the syncs to it.
+    let d = measured.avg_cmd_counted_ns - fixed.avg_cmd_counted_ns;
+    assert!((d - measured.avg_cmd_cpu_ns).abs() < 1.0, "{d}");
+    assert!(measured.avg_cmd_latency_ns > measured.avg_cmd_counted_ns + 100_000.0);
+    assert_eq!(measured.total_bit_updates, fixed.total_bit_updates);
+    assert_eq!(measured.pcm_chunk_program_ns, media::CHUNK_PROGRAM_NS);
+}
+
+/// The trace's SQL run against in-memory databases (SQLite's own work, no journal model): host
+/// nanoseconds of the measured commands and the virtual-machine instructions they executed.
+fn sqlite_alone(tr: &Trace) -> (f64, u64) {
+    use super::trace::Op;
+    let conns: Vec<rusqlite::Connection> = (0..tr.dbs.len())
+        .map(|_| {
+            let c = rusqlite::Connection::open_in_memory().unwrap();
+            c.execute_batch(replay::SETTINGS).unwrap();
+            c
+        })
+        .collect();
+    fn sql(op: &Op) -> Option<&str> {
+        match op {
+            Op::Use(_) => None,
+            Op::Begin => Some("BEGIN"),
+            Op::Commit => Some("COMMIT"),
+            Op::Rollback => Some("ROLLBACK"),
+            Op::Sql(s) => Some(s.as_str()),
+        }
+    }
+    let mut cur = 0;
+    for op in &tr.setup {
+        match (op, sql(op)) {
+            (Op::Use(d), _) => cur = *d,
+            (_, Some(s)) => conns[cur].execute_batch(s).unwrap(),
+            _ => {}
+        }
+    }
+    let (mut steps, t) = (0u64, std::time::Instant::now());
+    for op in &tr.ops {
+        match (op, sql(op)) {
+            (Op::Use(d), _) => cur = *d,
+            (_, Some(s)) => replay::execute_counted(&conns[cur], s, &mut steps).unwrap(),
+            _ => {}
+        }
+    }
+    (t.elapsed().as_secs_f64() * 1e9, steps)
+}
+
+/// The host's core cycles per SQLite virtual-machine instruction on the journal traces (trace 2
+/// of each application, median of 7 runs), the figure behind `media::HOST_CYCLES_PER_VM_STEP`.
+/// A host timing, so not a test that can fail: run by hand with
+/// `cargo test --release -- --ignored sqlite_host_cycles_per_vm_step --nocapture`.
+#[test]
+#[ignore]
+fn sqlite_host_cycles_per_vm_step() {
+    let _g = replay::lock();
+    let ghz = crate::bench::host_clock_ghz().expect("an x86-64 host (its clock is measured)");
+    for (name, app) in App::ALL {
+        let tr = apps::generate(app, 2, 1, None);
+        let mut ns_per_step: Vec<f64> = (0..7)
+            .map(|_| {
+                let (ns, steps) = sqlite_alone(&tr);
+                ns / steps as f64
+            })
+            .collect();
+        ns_per_step.sort_by(f64::total_cmp);
+        let m = ns_per_step[3];
+        println!("{name}: {:.2} host ns per VM instruction, {:.1} cycles at {ghz:.2} GHz", m, m * ghz);
+    }
+}

@@ -37,8 +37,9 @@ pub(super) fn choose_block(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: b
 /// for baseline x86-64), and a load takes its data from stores still waiting in the core's store
 /// buffer only when it lies within one of them: a single 64-byte load waits until all four have
 /// reached the host cache, which is behind every older instruction, host cache misses included.
-/// SPS h-wal with the device: 10.4 - 10.6 M accesses/s against 9.7 - 10.0 (docs/performance.md,
-/// "Session 10").
+/// On an Intel Xeon with AVX-512, SPS h-wal with the device ran at 10.4 - 10.6 M accesses/s
+/// with these loads against 9.7 - 10.0 with one 64-byte load (docs/performance.md, the PCM
+/// path).
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn load_by_16(b: &[u8; 64]) -> __m512i {

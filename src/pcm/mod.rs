@@ -33,6 +33,78 @@ pub(crate) const PORTABLE: u8 = 0;
 pub(crate) const AVX2: u8 = 1;
 pub(crate) const AVX512: u8 = 2;
 
+/// The environment variable that chooses the block path's instructions (host speed only; every
+/// result is the same on each path): `auto` (unset: the widest the host has), `avx512`, `avx2`
+/// or `portable` (no vector instructions, as on a host without them).
+pub const SIMD_ENV: &str = "LOCSIM_PCM_SIMD";
+
+/// The instructions of the block path: [`Simd::detect`]ed, or chosen with [`SIMD_ENV`]. Wider
+/// instructions compare greater; a host that runs one runs every narrower one.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Simd {
+    /// Portable code: no vector instructions (the scalar population count instruction where
+    /// the host has one).
+    Portable,
+    /// 256-bit vectors and the population count instruction (x86-64 with AVX2).
+    Avx2,
+    /// 512-bit vectors and their population count (x86-64 with AVX-512F and VPOPCNTDQ).
+    Avx512,
+}
+
+impl Simd {
+    /// The widest path the host has.
+    pub fn detect() -> Simd {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("popcnt") && has!("avx2") && has!("avx512f") && has!("avx512vpopcntdq") {
+                return Simd::Avx512;
+            }
+            if has!("popcnt") && has!("avx2") {
+                return Simd::Avx2;
+            }
+        }
+        Simd::Portable
+    }
+
+    /// The path [`SIMD_ENV`] asks for (the detected one when it is unset or `auto`); an unknown
+    /// name, or a path the host cannot run, is an error naming the allowed values.
+    pub fn from_env() -> Result<Simd, String> {
+        let v = std::env::var_os(SIMD_ENV);
+        Simd::choose(v.as_ref().map(|v| v.to_string_lossy()).as_deref(), Simd::detect())
+    }
+
+    /// The path named `want` (`None`: not named) on a host whose widest path is `host`.
+    fn choose(want: Option<&str>, host: Simd) -> Result<Simd, String> {
+        let want = match want {
+            None | Some("auto") => return Ok(host),
+            Some("portable") => Simd::Portable,
+            Some("avx2") => Simd::Avx2,
+            Some("avx512") => Simd::Avx512,
+            Some(other) => return Err(format!("{SIMD_ENV} = {other:?}: allowed auto, avx512, avx2, portable")),
+        };
+        if want > host {
+            let runs: Vec<&str> =
+                [Simd::Avx512, Simd::Avx2, Simd::Portable].into_iter().filter(|&s| s <= host).map(Simd::name).collect();
+            return Err(format!(
+                "{SIMD_ENV} = {}: this host has no {} instructions (allowed here: auto, {})",
+                want.name(),
+                want.name(),
+                runs.join(", ")
+            ));
+        }
+        Ok(want)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Simd::Portable => "portable",
+            Simd::Avx2 => "avx2",
+            Simd::Avx512 => "avx512",
+        }
+    }
+}
+
 /// How a write programs cells.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -149,11 +221,12 @@ pub struct Pcm {
     chunks_of_words: [u8; 256],
     /// Latency of a block write, ns, by programmed chunks (0 to 8).
     block_latency_ns: [u64; 9],
-    /// The host has AVX2 and a population count instruction: the block path with vectors.
-    avx2: bool,
-    /// The host has AVX-512F and its vector population count: the block path with 512-bit
-    /// vectors (one register per block or counter plane).
-    avx512: bool,
+    /// The block path's instructions ([`Simd::from_env`]: the host's widest unless
+    /// [`SIMD_ENV`] chooses); AVX-512 puts one block or counter plane in a register.
+    simd: Simd,
+    /// The host has the (scalar) population count instruction: the portable path uses it for the
+    /// Flip-N-Write choice (the generic code counts bits with about 12 word operations).
+    popcnt: bool,
     /// Stuck cells and failed writes, with `retire_worn_cells` (boxed: the device stays small).
     pub retire: Option<Box<retire::Retire>>,
 }
@@ -169,15 +242,13 @@ impl Pcm {
         });
         let block_latency_ns =
             std::array::from_fn(|c| cfg.write_overhead_ns + (c as u64).div_ceil(cfg.chips) * cfg.chunk_program_ns);
+        // The command line rejects a bad choice before any device is built; elsewhere (the
+        // library, tests) a bad choice leaves the host's widest path.
+        let simd = Simd::from_env().unwrap_or_else(|_| Simd::detect());
         #[cfg(target_arch = "x86_64")]
-        let avx2 = std::arch::is_x86_feature_detected!("popcnt") && std::arch::is_x86_feature_detected!("avx2");
+        let popcnt = std::arch::is_x86_feature_detected!("popcnt");
         #[cfg(not(target_arch = "x86_64"))]
-        let avx2 = false;
-        #[cfg(target_arch = "x86_64")]
-        let avx512 =
-            std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vpopcntdq");
-        #[cfg(not(target_arch = "x86_64"))]
-        let avx512 = false;
+        let popcnt = false;
         Pcm {
             cfg: cfg.clone(),
             flips: crate::hostmem::zeroed(words.div_ceil(64) as usize),
@@ -186,8 +257,8 @@ impl Pcm {
             read_cells: 0,
             chunks_of_words,
             block_latency_ns,
-            avx2,
-            avx512,
+            simd,
+            popcnt,
             retire: cfg.retire_worn_cells.then(|| {
                 let names: Vec<&'static str> = regions.iter().map(|r| r.0).collect();
                 Box::new(retire::Retire::new(cfg, bytes, words, &names))
@@ -250,19 +321,19 @@ impl Pcm {
         if self.cfg.fnw_word_bits != 64 {
             return self.write_words(addr, old, new);
         }
-        #[cfg(target_arch = "x86_64")]
-        if self.avx512 {
+        match self.simd {
+            #[cfg(target_arch = "x86_64")]
             // SAFETY: the host has the features `write_block_avx512` is compiled for
-            // (`Pcm::new` checked them).
-            return unsafe { self.write_block_avx512(addr, old, new, in_order) };
+            // (`Simd::from_env` and `Simd::detect` checked them).
+            Simd::Avx512 => unsafe { self.write_block_avx512(addr, old, new, in_order) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the host has the features `write_block_avx2` is compiled for (as above).
+            Simd::Avx2 => unsafe { self.write_block_avx2(addr, old, new, in_order) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the host has the population count instruction (`Pcm::new` checked it).
+            _ if self.popcnt => unsafe { self.write_block_popcnt(addr, old, new, in_order) },
+            _ => self.write_block::<PORTABLE>(addr, old, new, in_order),
         }
-        #[cfg(target_arch = "x86_64")]
-        if self.avx2 {
-            // SAFETY: the host has the features `write_block_avx2` is compiled for (`Pcm::new`
-            // checked them).
-            return unsafe { self.write_block_avx2(addr, old, new, in_order) };
-        }
-        self.write_block::<PORTABLE>(addr, old, new, in_order)
     }
 
     /// [`Pcm::write_block`] with AVX-512 vectors.
@@ -270,6 +341,13 @@ impl Pcm {
     #[target_feature(enable = "popcnt,avx2,avx512f,avx512vpopcntdq")]
     fn write_block_avx512(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
         self.write_block::<AVX512>(addr, old, new, in_order)
+    }
+
+    /// [`Pcm::write_block`]'s portable code with the population count instruction.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    fn write_block_popcnt(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
+        self.write_block::<PORTABLE>(addr, old, new, in_order)
     }
 
     /// [`Pcm::write_block`] with AVX2 vectors and the population count instruction.
@@ -464,6 +542,11 @@ impl Pcm {
 
     pub fn config(&self) -> &PcmConfig {
         &self.cfg
+    }
+
+    /// The block path's instructions on this device.
+    pub fn simd(&self) -> Simd {
+        self.simd
     }
 }
 

@@ -581,3 +581,17 @@ fn a_renewed_device_behaves_as_a_new_one() {
         assert_eq!(run(&mut used, 7), fresh, "{mode:?}");
     }
 }
+
+#[test]
+fn the_block_path_is_the_one_named_if_the_host_runs_it() {
+    use super::Simd::*;
+    assert_eq!(super::Simd::choose(None, Avx2), Ok(Avx2));
+    assert_eq!(super::Simd::choose(Some("auto"), Avx512), Ok(Avx512));
+    assert_eq!(super::Simd::choose(Some("portable"), Avx512), Ok(Portable));
+    assert_eq!(super::Simd::choose(Some("avx2"), Avx512), Ok(Avx2));
+    assert_eq!(super::Simd::choose(Some("avx512"), Avx512), Ok(Avx512));
+    let e = super::Simd::choose(Some("avx512"), Avx2).unwrap_err();
+    assert!(e.contains("no avx512") && e.ends_with("auto, avx2, portable)"), "{e}");
+    let e = super::Simd::choose(Some("sse"), Avx512).unwrap_err();
+    assert!(e.contains("\"sse\"") && e.contains("allowed auto, avx512, avx2, portable"), "{e}");
+}

@@ -134,8 +134,9 @@ pub(super) fn add_block(planes: &mut [u64; BLOCK_WORDS], carry: &mut [u64; LANES
 
 /// Planes of a block's low half requested from host memory ahead of its carries, for a write to
 /// a random place: planes 0 and 1 (most writes reach plane 1; a plane fetched on demand costs a
-/// whole host memory latency). Fetching 4, as the AMD host of sessions 3 - 7 liked, wasted host
-/// memory bandwidth on this Intel host: SPS h-wal 5.4 M accesses/s with 4, 6.7 M with 2.
+/// whole host memory latency). Fetching 4 wasted host memory bandwidth on an Intel Xeon with
+/// AVX-512: SPS h-wal 5.4 M accesses/s with 4, 6.7 M with 2 (an older AMD EPYC host without
+/// AVX-512 had run faster with 4). A fit to the hosts measured, to re-measure on another.
 const PREFETCH_RANDOM: usize = 2;
 /// The same for a write in a run of consecutive blocks (a log): plane 0 only; the host's own
 /// prefetcher follows the stream of plane-1 lines (7.2 M with 1; baseline, whose writes are all

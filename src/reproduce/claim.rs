@@ -7,7 +7,8 @@
 //!   on the means over the x values.
 //! - `monotonic`: each listed series (default all) is non-decreasing (`direction =
 //!   "increasing"`) or non-increasing along the x values, in the spec's order.
-//! - `bound`: every shown value of the listed series relation `value`.
+//! - `bound`: every shown value of the listed series relation `value`; with `scope =
+//!   "largest"`, only the largest of them (a claim about an extreme: "up to ...").
 //! - `ratio_trend`: the ratio series `a` / series `b` is monotonic along x (`direction`).
 //!
 //! `tolerance` (relative, default 0) forgives differences that small: `a <= b` holds when
@@ -92,7 +93,7 @@ impl Rel {
 pub enum Test {
     Order { a: String, b: String, rel: Rel, along_x: bool, every: bool },
     Monotonic { series: Option<Vec<String>>, increasing: bool },
-    Bound { series: Option<Vec<String>>, rel: Rel, value: f64 },
+    Bound { series: Option<Vec<String>>, rel: Rel, value: f64, largest: bool },
     RatioTrend { a: String, b: String, increasing: bool },
 }
 
@@ -165,6 +166,11 @@ impl Claim {
                 series: r.series,
                 rel: Rel::parse(&need(r.relation, "relation", k)?)?,
                 value: need(r.value, "value", k)?,
+                largest: match r.scope.as_deref().unwrap_or("every") {
+                    "every" => false,
+                    "largest" => true,
+                    o => return Err(format!("scope `{o}` of a bound: allowed every, largest")),
+                },
             },
             "ratio_trend" => Test::RatioTrend {
                 a: need(r.a, "a", k)?,
@@ -262,11 +268,16 @@ impl Claim {
                 }
                 describe(&checks, tol, if *increasing { "non-decreasing" } else { "non-increasing" })
             }
-            Test::Bound { series, rel, value: bound } => {
+            Test::Bound { series, rel, value: bound, largest } => {
                 for s in series.clone().unwrap_or_else(|| g.series.clone()) {
                     for x in &g.xs {
                         checks.push((format!("{s} {x}"), value(g.get(x, &s), &s, x)?, *bound, *rel));
                     }
+                }
+                if *largest {
+                    let top = checks.iter().max_by(|a, b| a.1.total_cmp(&b.1)).cloned();
+                    checks = top.into_iter().collect();
+                    return describe(&checks, tol, &format!("largest {} {bound}", rel.symbol()));
                 }
                 describe(&checks, tol, &format!("{} {bound}", rel.symbol()))
             }

@@ -244,8 +244,8 @@ const JOURNAL_METRICS: &[Metric] = &[
     m("max_bit_updates", "programs of the most-written cell"),
     m("energy_nj", "nJ"),
     m("mean_command_ns", "ns per SQLite command"),
-    m("mean_command_busy_ns", "ns per SQLite command, CPU and PCM (no flash wait)"),
-    m("energy_busy_nj", "nJ, background power over CPU and PCM time only"),
+    m("mean_command_counted_ns", "ns per SQLite command, as the performance monitor counts (no flash wait)"),
+    m("energy_counted_nj", "nJ, background power over the counted time"),
 ];
 
 impl Executor for JournalExec {
@@ -262,10 +262,10 @@ impl Executor for JournalExec {
             "cpu_ns_per_command" => {
                 let n =
                     value.parse::<u64>().map_err(|_| format!("cpu_ns_per_command = {value}: allowed 0..=100000000"))?;
-                return crate::journal::Device::build(&[], n).map(|_| Check::Ok);
+                return crate::journal::Device::build(&[], Some(n)).map(|_| Check::Ok);
             }
             key if key.contains('.') => {
-                return crate::journal::Device::build(&[format!("{key}={value}")], 0).map(|_| Check::Ok);
+                return crate::journal::Device::build(&[format!("{key}={value}")], None).map(|_| Check::Ok);
             }
             other => {
                 return Err(format!(
@@ -283,7 +283,7 @@ impl Executor for JournalExec {
     }
 
     fn check_set(&self, kv: &str) -> Result<(), String> {
-        crate::journal::Device::build(&[kv.to_string()], 0).map(|_| ())
+        crate::journal::Device::build(&[kv.to_string()], None).map(|_| ())
     }
 
     fn exclusive(&self, _job: &Job) -> bool {
@@ -305,8 +305,8 @@ impl Executor for JournalExec {
         let mut sets = job.set.to_vec();
         sets.extend(p.coords.iter().filter(|(a, _)| a.contains('.')).map(|(a, v)| format!("{a}={v}")));
         let cpu = match p.get("cpu_ns_per_command") {
-            Some(v) => v.parse().map_err(|_| format!("cpu_ns_per_command = {v}: allowed 0..=100000000"))?,
-            None => crate::journal::media::Timing::default().cpu_ns_per_command,
+            Some(v) => Some(v.parse().map_err(|_| format!("cpu_ns_per_command = {v}: allowed 0..=100000000"))?),
+            None => None,
         };
         let dev = crate::journal::Device::build(&sets, cpu)?;
         let _one_at_a_time = SQLITE.lock().unwrap_or_else(|e| e.into_inner());
@@ -318,7 +318,7 @@ impl Executor for JournalExec {
                 Some(0.0),
                 Some(0.0),
                 Some(r.times.latency_ns),
-                Some(r.times.busy_ns),
+                Some(r.times.counted_ns),
                 Some(0.0),
             ]);
         }
@@ -328,8 +328,8 @@ impl Executor for JournalExec {
             Some(r.wear.max as f64),
             Some(r.energy_nj),
             Some(r.times.latency_ns),
-            Some(r.times.busy_ns),
-            Some(r.energy_busy_nj),
+            Some(r.times.counted_ns),
+            Some(r.energy_counted_nj),
         ])
     }
 }

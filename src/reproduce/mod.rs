@@ -109,6 +109,7 @@ pub fn reproduce(o: &Options) -> Result<Summary, String> {
     let started = std::time::Instant::now();
     let specs = spec::load_dir(&o.experiments, &o.only, o.quick)?;
     let mut summary = Summary::default();
+    summary.phases.jobs = o.jobs;
     let (runnable, pending): (Vec<Spec>, Vec<Spec>) = specs.into_iter().partition(|s| s.pending.is_none());
     summary.pending = pending.iter().map(|s| (s.name.clone(), s.pending.clone().unwrap_or_default())).collect();
     let results = run_points(o, &runnable, &mut summary, started)?;

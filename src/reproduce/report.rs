@@ -205,7 +205,7 @@ fn machine_rows(figs: &[Figure]) -> Vec<(String, String, Vec<String>)> {
     rows
 }
 
-const MACHINES_INTRO: &str = "Each claim of the LOC evaluation on the papers' strict-ordering machine (`ordering.preset = paper`) and on locsim's overlapped machine (docs/ordering.md).";
+const MACHINES_INTRO: &str = "Each claim of the LOC evaluation on the papers' strict-ordering machine (`ordering.preset = paper`), on locsim's overlapped machine and on the strictest reading of the papers' text (`strictest`; docs/ordering.md).";
 
 fn provenance_line(prov: &Provenance) -> String {
     format!("locsim {} (git {}), {} run lengths", prov.version, prov.git_rev, prov.mode())
@@ -222,7 +222,7 @@ pub fn markdown(figs: &[Figure], pending: &[Spec], bench: Option<&[BenchRow]>, p
     }
     let rows = machine_rows(figs);
     if !rows.is_empty() {
-        let _ = write!(s, "\n## Claims on both machines\n\n{MACHINES_INTRO}\n\n| experiment | claim |");
+        let _ = write!(s, "\n## Claims on each machine\n\n{MACHINES_INTRO}\n\n| experiment | claim |");
         for m in super::spec::MACHINES {
             let _ = write!(s, " {m} |");
         }
@@ -328,7 +328,7 @@ pub fn html(figs: &[Figure], pending: &[Spec], bench: Option<&[BenchRow]>, prov:
     if !rows.is_empty() {
         let _ = write!(
             s,
-            "<h2>Claims on both machines</h2><p>{}</p><table class=\"summary\"><tr><th>experiment</th><th>claim</th>",
+            "<h2>Claims on each machine</h2><p>{}</p><table class=\"summary\"><tr><th>experiment</th><th>claim</th>",
             escape(MACHINES_INTRO)
         );
         for m in super::spec::MACHINES {

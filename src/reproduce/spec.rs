@@ -121,7 +121,7 @@ pub struct Spec {
 }
 
 /// The machines a spec's `machines` key may name (`ordering.preset` values).
-pub const MACHINES: [&str; 2] = ["paper", "overlapped"];
+pub const MACHINES: [&str; 3] = ["paper", "overlapped", "strictest"];
 
 /// One simulation: coordinates (axis name, value), sorted by axis name, and a seed.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

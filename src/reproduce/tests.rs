@@ -228,6 +228,13 @@ fn monotonic_bound_and_ratio_claims_catch_a_single_reversed_step() {
     assert_eq!(bound.evaluate(&rising).supported, Some(true));
     let bound_all = claim("kind = \"bound\"\nmetric = \"write_traffic\"\nrelation = \"<=\"\nvalue = 3.0");
     assert_eq!(bound_all.evaluate(&rising).supported, Some(false));
+    // `scope = "largest"`: only the largest value counts (ec-wal at 1000: 6; once bent, h-wal at 1000: 3).
+    let largest =
+        claim("kind = \"bound\"\nmetric = \"write_traffic\"\nrelation = \">=\"\nvalue = 5.0\nscope = \"largest\"");
+    let v = largest.evaluate(&rising);
+    assert_eq!(v.supported, Some(true));
+    assert!(v.detail.contains("1/1 hold") && v.detail.contains("ec-wal 1000: 6.000 >= 5.000"), "{}", v.detail);
+    assert_eq!(largest.evaluate(&bent).supported, Some(false));
 }
 
 #[test]
@@ -301,29 +308,30 @@ fn two_shards_merged_write_the_same_files_as_one_run() {
 
 #[test]
 fn a_spec_with_machines_runs_once_per_machine_and_the_report_sets_their_claims_side_by_side() {
-    let text = TINY_BAR.replacen("\n[set]", "\nmachines = [\"paper\", \"overlapped\"]\n[set]", 1);
+    let text = TINY_BAR.replacen("\n[set]", "\nmachines = [\"paper\", \"overlapped\", \"strictest\"]\n[set]", 1);
     let d = tmp_dir("machines");
     std::fs::write(d.join("tiny-bar.toml"), &text).expect("write");
     let specs = spec::load_dir(&d, &[], true).unwrap();
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["tiny-bar", "tiny-bar@overlapped"]);
+    assert_eq!(names, ["tiny-bar", "tiny-bar@overlapped", "tiny-bar@strictest"]);
     assert!(specs[0].set.contains(&"ordering.preset=paper".to_string()));
     assert!(specs[1].set.contains(&"ordering.preset=overlapped".to_string()));
+    assert!(specs[2].set.contains(&"ordering.preset=strictest".to_string()));
     assert_eq!((specs[1].base.as_str(), specs[1].machine.as_deref()), ("tiny-bar", Some("overlapped")));
-    let e = spec::parse("t", &text.replace("\"overlapped\"]", "\"fast\"]"), true).unwrap_err();
-    assert!(e.contains("unknown machine `fast`") && e.contains("allowed paper, overlapped"), "{e}");
+    let e = spec::parse("t", &text.replace("\"strictest\"]", "\"fast\"]"), true).unwrap_err();
+    assert!(e.contains("unknown machine `fast`") && e.contains("allowed paper, overlapped, strictest"), "{e}");
     let out = tmp_dir("machines-out");
     reproduce(&opts(&d, &out, 2, None)).unwrap();
     let md = read(&out, "REPORT.md");
-    let table = md.split("## Claims on both machines").nth(1).expect("the side-by-side section");
+    let table = md.split("## Claims on each machine").nth(1).expect("the side-by-side section");
     let claims = spec::parse("t", &text, true).unwrap().claims;
     assert!(!claims.is_empty());
     for c in claims {
         let row = table.lines().find(|l| l.contains(&c.text)).unwrap_or_else(|| panic!("{} missing", c.text));
-        assert_eq!(row.matches(" | ").count(), 3, "experiment, claim and two machines: {row}");
+        assert_eq!(row.matches(" | ").count(), 4, "experiment, claim and three machines: {row}");
     }
     assert!(out.join("tiny-bar@overlapped.csv").exists());
-    assert!(read(&out, "report.html").contains("Claims on both machines"));
+    assert!(read(&out, "report.html").contains("Claims on each machine"));
 }
 
 /// `dir/shard-1-of-2.json` rewritten by `edit` (on its JSON) into a fresh directory.

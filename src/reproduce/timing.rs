@@ -56,6 +56,8 @@ pub struct Phases {
     pub bench: f64,
     /// Tables, claims, SVGs, JSONs and the report.
     pub outputs: f64,
+    /// Worker threads.
+    pub jobs: usize,
 }
 
 /// CPU seconds consumed by the calling thread so far.
@@ -148,12 +150,12 @@ pub const SLOW_SHARE: f64 = 0.02;
 
 /// The lines `reproduce` ends with: the phases, then every experiment whose points took at least
 /// [`SLOW_SHARE`] of the point seconds, slowest first, with its seconds, share and slowest point.
-pub fn report_lines(rows: &[PointTime], phases: &Phases, jobs: usize) -> Vec<String> {
+pub fn report_lines(rows: &[PointTime], phases: &Phases) -> Vec<String> {
     let total: f64 = rows.iter().map(|r| r.seconds).sum();
     let cpu: f64 = rows.iter().map(|r| r.cpu_seconds).sum();
     let mut lines = vec![format!(
-        "time: set-up {:.1} s, points {:.1} s wall ({total:.1} s of point time, {cpu:.1} s CPU, {jobs} jobs), speed measurement {:.1} s, outputs {:.1} s",
-        phases.setup, phases.points, phases.bench, phases.outputs
+        "time: set-up {:.1} s, points {:.1} s wall ({total:.1} s of point time, {cpu:.1} s CPU, {} jobs), speed measurement {:.1} s, outputs {:.1} s",
+        phases.setup, phases.points, phases.jobs, phases.bench, phases.outputs
     )];
     if total <= 0.0 {
         return lines;
@@ -206,7 +208,7 @@ mod tests {
     #[test]
     fn report_lists_slow_experiments_slowest_first_and_leaves_out_small_ones() {
         let rows = [row("small", "p", 0.01, false), row("fast", "p", 1.0, false), row("slow", "q", 3.0, false)];
-        let lines = report_lines(&rows, &Phases::default(), 2);
+        let lines = report_lines(&rows, &Phases { jobs: 2, ..Phases::default() });
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert!(lines[1].trim_start().starts_with("slow") && lines[1].contains("74.8 %"), "{}", lines[1]);
         assert!(lines[2].trim_start().starts_with("fast"), "{}", lines[2]);

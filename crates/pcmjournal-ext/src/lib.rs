@@ -179,7 +179,7 @@ fn open_area(db: &str, p: Params) -> Result<Area, String> {
     if format::SlotRec::name_field(&slot_name).is_none() {
         return Err(format!("database file name {slot_name}: allowed at most {} bytes", format::NAME_BYTES));
     }
-    let pcm = locsim::pcm::PcmConfig::default();
+    let pcm = locsim::journal::Device::default().pcm;
     let mut rebuilt = None;
     if let Ok(bytes) = std::fs::read(&image_path) {
         let (frames, cfg, pcm_bytes) = parse_image(&bytes).map_err(|e| format!("{image_path}: {e}"))?;

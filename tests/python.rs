@@ -1,0 +1,138 @@
+//! The Python package (python/, docs/python.md): maturin builds the wheel, a fresh virtual
+//! environment installs it, pytest runs python/tests against this build's `locsim` binary, and
+//! the notebook examples/notebooks/protocols.ipynb runs top to bottom.
+//!
+//! It needs python3 and the packages of python/requirements-dev.txt. Where one is missing it
+//! says so loudly on standard error and passes, on a developer's machine; in CI (`CI` set, as
+//! `.ci/run` runs), which installs them, a missing one fails the test.
+//!
+//! The wheel is built with the `wheel` profile (quick's settings: no LTO, incremental) in this
+//! target directory: the outer cargo holds the lock of the profile it tests while its tests
+//! run, so the wheel has a profile of its own (a full build the first time, incremental after).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_locsim");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The importable name of each package of python/requirements-dev.txt.
+fn module_of(package: &str) -> &str {
+    match package {
+        "matplotlib" | "pandas" | "tqdm" | "pytest" | "nbclient" | "nbformat" | "ipykernel" | "maturin" => package,
+        other => panic!("python/requirements-dev.txt: {other}: no module name known for it"),
+    }
+}
+
+/// The pinned requirements, `name==version`.
+fn requirements() -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("python/requirements-dev.txt")).expect("requirements");
+    text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect()
+}
+
+/// Missing python3 or packages: loud on a developer's machine, a failure in CI.
+fn missing(what: &str) -> bool {
+    let msg = format!(
+        "\n{bar}\nPYTHON PACKAGE TESTS NOT RUN: {what}.\nInstall: pip install -r python/requirements-dev.txt \
+         (python3 >= 3.9 with venv and pip)\n{bar}\n",
+        bar = "!".repeat(78)
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg}");
+    }
+    eprintln!("{msg}");
+    true
+}
+
+fn run(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or(""));
+}
+
+#[test]
+fn the_python_package_builds_installs_passes_its_tests_and_runs_the_notebook() {
+    let python = std::env::var("LOCSIM_PYTHON").unwrap_or_else(|_| "python3".into());
+    let Ok(v) = Command::new(&python).args(["-c", "import sys, venv, pip; print(sys.version_info >= (3, 9))"]).output()
+    else {
+        missing(&format!("`{python}` not found"));
+        return;
+    };
+    if String::from_utf8_lossy(&v.stdout).trim() != "True" {
+        missing(&format!("`{python}` is not python >= 3.9 with venv and pip"));
+        return;
+    }
+    let reqs = requirements();
+    let absent: Vec<&String> = reqs
+        .iter()
+        .filter(|r| {
+            let name = r.split("==").next().unwrap_or(r);
+            let import = format!("import {}", module_of(name));
+            !Command::new(&python).args(["-c", &import]).status().is_ok_and(|s| s.success())
+        })
+        .collect();
+    if !absent.is_empty() {
+        let names: Vec<&str> = absent.iter().map(|s| s.as_str()).collect();
+        missing(&format!("{python} lacks {}", names.join(", ")));
+        return;
+    }
+
+    let bin = Path::new(BIN);
+    let target = bin.parent().and_then(Path::parent).expect("target/<profile>/locsim");
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("python");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let wheels = work.join("wheels");
+    run(
+        Command::new(&python)
+            .args(["-m", "maturin", "build", "--profile", "wheel", "--offline", "-m"])
+            .arg(Path::new(ROOT).join("python/Cargo.toml"))
+            .arg("--out")
+            .arg(&wheels)
+            .arg("--target-dir")
+            .arg(target),
+        "maturin build",
+    );
+    let wheel = std::fs::read_dir(&wheels)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .expect("a wheel");
+    assert!(wheel.to_string_lossy().contains("abi3"), "{}: not an abi3 wheel", wheel.display());
+
+    // A fresh environment: the wheel installed in it, the test tools from the interpreter's own.
+    let venv = work.join("venv");
+    run(Command::new(&python).args(["-m", "venv", "--system-site-packages"]).arg(&venv), "python -m venv");
+    let py = venv.join("bin/python");
+    run(Command::new(&py).args(["-m", "pip", "install", "-q", "--no-deps", "--no-index"]).arg(&wheel), "pip install");
+
+    // Outside the source tree, so `import locsim` is the installed package.
+    let common = |c: &mut Command| {
+        c.current_dir(&work).env("LOCSIM_BIN", BIN).env("MPLBACKEND", "Agg").env_remove("PYTHONPATH");
+    };
+    let mut pytest = Command::new(&py);
+    pytest
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib"])
+        .arg(Path::new(ROOT).join("python/tests"));
+    common(&mut pytest);
+    run(&mut pytest, "pytest python/tests");
+
+    let nb = Path::new(ROOT).join("examples/notebooks/protocols.ipynb");
+    let script = format!(
+        "import nbformat, nbclient\n\
+         nb = nbformat.read({nb:?}, as_version=4)\n\
+         nbclient.NotebookClient(nb, timeout=900, kernel_name='python3', resources={{'metadata': {{'path': {work:?}}}}}).execute()\n\
+         print('notebook: %d cells run' % len(nb.cells))\n",
+        nb = nb.display().to_string(),
+        work = work.display().to_string()
+    );
+    let mut notebook = Command::new(&py);
+    notebook.args(["-c", &script]);
+    common(&mut notebook);
+    run(&mut notebook, "the notebook");
+}
