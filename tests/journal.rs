@@ -112,6 +112,16 @@ fn journal_crashtest_reports_zero_violations_and_exits_1_on_an_injected_bug() {
     assert_eq!(code, 1, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(v["violations"].as_u64().unwrap() > 0);
+    // The replay line is a whole command: run as it stands, it finds the same violation.
+    let replay = v["violation_details"][0]["replay"].as_str().unwrap();
+    let event = v["violation_details"][0]["event"].as_u64().unwrap();
+    let words: Vec<&str> = replay.split_whitespace().collect();
+    assert_eq!(&words[..6], ["locsim", "journal-crashtest", "--app", "gm", "--trace", "1"], "{replay}");
+    let (code, out, err) = locsim(&[&words[1..], &["--json"]].concat());
+    assert_eq!(code, 1, "{replay}: {err}");
+    let again: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((again["crash_points"].as_u64(), again["violations"].as_u64()), (Some(1), Some(1)), "{replay}");
+    assert_eq!(again["violation_details"][0]["event"].as_u64(), Some(event));
 }
 
 #[test]

@@ -262,5 +262,34 @@ pub(super) fn campaign(a: &JournalCrashArgs) -> Result<crash::CrashReport, Strin
         bug,
         on_error,
     };
-    crash::campaign(&tr, &setup, a.crashes, a.crash_at, a.inject_bug.as_deref(), threads, true)
+    let mut r = crash::campaign(&tr, &setup, a.crashes, a.crash_at, a.inject_bug.as_deref(), threads, true)?;
+    let base = replay_base(a);
+    for v in &mut r.violation_details {
+        v.replay = format!("{base} {}", v.replay);
+    }
+    Ok(r)
+}
+
+/// The command that replays a violation, but for its `--config`, `--crash-at` and `--seed`
+/// (which the crash checker adds): the trace's source and every argument that changes the run.
+fn replay_base(a: &JournalCrashArgs) -> String {
+    let mut s = String::from("locsim journal-crashtest");
+    match (&a.sql, &a.trace_file, &a.app) {
+        (Some(path), _, _) => s += &format!(" --sql {path}"),
+        (None, Some(path), _) => s += &format!(" --trace-file {path}"),
+        (None, None, app) => s += &format!(" --app {} --trace {}", app.as_deref().unwrap_or(""), a.trace),
+    }
+    if let Some(n) = a.txs {
+        s += &format!(" --txs {n}");
+    }
+    if a.frames != journal::DEFAULT_FRAMES {
+        s += &format!(" --frames {}", a.frames);
+    }
+    if a.on_error != "stop" {
+        s += &format!(" --on-error {}", a.on_error);
+    }
+    if let Some(b) = &a.inject_bug {
+        s += &format!(" --inject-bug {b}");
+    }
+    s
 }
