@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// How many cores share the LLC and the memory controller (docs/multicore.md).
+    pub machine: MachineConfig,
     pub core: CoreConfig,
     pub l1: CacheConfig,
     pub l2: CacheConfig,
@@ -48,6 +50,19 @@ pub struct LocConfig {
 impl LocConfig {
     /// The speculation degrees allowed (checked once, in [`Config::validate`]).
     pub const SD_RANGE: std::ops::RangeInclusive<u32> = 1..=32;
+}
+
+/// The machine's shape (`[machine]`): how many cores.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MachineConfig {
+    /// In-order blocking cores, each with its own L1 and L2 (`--cores`); 1 is the papers' machine.
+    pub cores: u32,
+}
+
+impl MachineConfig {
+    /// The core counts allowed (checked once, in [`Config::validate`]).
+    pub const CORES_RANGE: std::ops::RangeInclusive<u32> = 1..=16;
 }
 
 /// The in-order, blocking core.
@@ -119,6 +134,7 @@ pub struct SwalConfig {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            machine: MachineConfig { cores: 1 },
             core: CoreConfig { freq_mhz: 1000 },
             l1: CacheConfig { size_bytes: 32 << 10, ways: 2, latency_cycles: 1 },
             l2: CacheConfig { size_bytes: 256 << 10, ways: 8, latency_cycles: 8 },
@@ -191,6 +207,9 @@ impl Config {
     /// Range checks; each error names the key, the value and the allowed range.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |k: &str, v: u64, allowed: &str| Err(ConfigError(format!("{k} = {v}: allowed {allowed}")));
+        if !MachineConfig::CORES_RANGE.contains(&self.machine.cores) {
+            return err("machine.cores", self.machine.cores as u64, "1..=16");
+        }
         if !(1..=10_000).contains(&self.core.freq_mhz) {
             return err("core.freq_mhz", self.core.freq_mhz, "1..=10000");
         }

@@ -137,8 +137,12 @@ struct Deferred {
 
 /// The simulated machine (everything but the protocol and the workload).
 pub struct Machine {
-    /// Current core cycle.
+    /// The running core's clock (the other cores' clocks wait in `clocks`).
     pub now: Cycle,
+    /// The core whose operation the machine is executing ([`Machine::switch_core`]).
+    core: usize,
+    /// Per core, its clock while it is not the running core (`clocks[core]` is stale).
+    clocks: Vec<Cycle>,
     pub layout: Layout,
     pub hier: Hierarchy,
     pub ctl: MemCtl,
@@ -218,6 +222,8 @@ impl Machine {
             sg,
             pcm_write_cycles,
             now: 0,
+            core: 0,
+            clocks: vec![0; cfg.machine.cores as usize],
             layout,
             hier: Hierarchy::new(cfg),
             ctl: MemCtl::new(cfg),
@@ -239,6 +245,37 @@ impl Machine {
             ord: cfg.ordering.resolve(),
             chain: None,
             meta_checksum: cfg.log.meta_checksum,
+        }
+    }
+
+    /// Number of cores (`machine.cores`).
+    #[inline]
+    pub fn cores(&self) -> usize {
+        self.clocks.len()
+    }
+
+    /// The core whose operation is executing.
+    #[inline]
+    pub fn core(&self) -> usize {
+        self.core
+    }
+
+    /// The clock of core `c`.
+    pub fn clock_of(&self, c: usize) -> Cycle {
+        if c == self.core {
+            self.now
+        } else {
+            self.clocks[c]
+        }
+    }
+
+    /// Make core `c` the running core: `now` becomes its clock, and accesses go through its
+    /// private caches. The scheduler calls it between two operations (docs/multicore.md).
+    pub fn switch_core(&mut self, c: usize) {
+        if c != self.core {
+            self.clocks[self.core] = self.now;
+            self.now = self.clocks[c];
+            self.core = c;
         }
     }
 

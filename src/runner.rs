@@ -277,6 +277,9 @@ fn drive<P: Protocol>(
     if spec.cfg.log.meta_checksum && spec.protocol.log_format().is_some_and(crate::log::ec::in_groups) {
         crate::log::ec::format_checked(&layout, &mut image);
     }
+    if spec.cfg.machine.cores > 1 {
+        return Err(format!("machine.cores = {}: only 1 runs so far (docs/multicore.md)", spec.cfg.machine.cores));
+    }
     let mut m = Machine::new(&spec.cfg, layout, image, spec.record);
     // The device's initial content (physical: Start-Gap places the log lines).
     let initial = spec.record.then(|| m.nvm.clone());

@@ -53,9 +53,13 @@ pub(super) fn build_config(a: &MachineArgs) -> Result<Config, String> {
     if let Some(sd) = sd {
         cfg.loc.speculation_degree = sd;
     }
+    if let Some(n) = a.cores {
+        cfg.machine.cores = n;
+    }
     cfg.validate().map_err(|e| match (a.mem_latency_ns, sd) {
         (Some(_), _) if e.0.starts_with("memory.") => format!("--mem-latency-ns: {e}"),
         (_, Some(_)) if e.0.starts_with("loc.speculation_degree") => format!("--sd: {e}"),
+        _ if a.cores.is_some() && e.0.starts_with("machine.cores") => format!("--cores: {e}"),
         _ => e.0,
     })?;
     Ok(cfg)
@@ -305,6 +309,9 @@ fn replay_base(a: &CrashArgs) -> String {
     }
     if let Some(sd) = a.machine.sd {
         s += &format!(" --sd {sd}");
+    }
+    if let Some(n) = a.machine.cores {
+        s += &format!(" --cores {n}");
     }
     if let Some(b) = &a.inject_bug {
         s += &format!(" --inject-bug {b}");

@@ -110,6 +110,9 @@ pub struct MachineArgs {
     /// default 16).
     #[arg(long)]
     pub sd: Option<u32>,
+    /// Shortcut: simulated cores, 1..=16 (machine.cores, default 1; docs/multicore.md).
+    #[arg(long, value_name = "N")]
+    pub cores: Option<u32>,
 }
 
 /// What the workload does, shared by `run` and `crashtest`.
