@@ -120,8 +120,11 @@ pub struct Recorder {
     pub durable: DurableRecord,
     /// Per transaction in commit order: cycle at which its commit was called.
     pub commit_called: Vec<Cycle>,
-    /// (cycle, n): from this cycle on, the first n transactions are acknowledged durable.
+    /// (cycle, n): from this cycle on, the first n transactions (of core `ack_cores[i]`, in
+    /// that core's commit order) are acknowledged durable.
     pub acks: Vec<(Cycle, u64)>,
+    /// The core of each entry of `acks`.
+    pub ack_cores: Vec<u8>,
 }
 
 /// How many blocks ahead of a log-area write the device state is prefetched (host hint).
@@ -143,6 +146,8 @@ pub struct Machine {
     core: usize,
     /// Per core, its clock while it is not the running core (`clocks[core]` is stale).
     clocks: Vec<Cycle>,
+    /// Per core, its `(txs_committed, acked, unacked)` while it is not the running core.
+    parked: Vec<(u64, u64, std::collections::VecDeque<Cycle>)>,
     pub layout: Layout,
     pub hier: Hierarchy,
     pub ctl: MemCtl,
@@ -166,13 +171,13 @@ pub struct Machine {
     pub record: Option<Recorder>,
     /// Dirty LLC victims carrying a transaction tag, for the protocol to place (log or home).
     pub tx_victims: Vec<Victim>,
-    /// Transactions whose commit has been called.
+    /// Transactions of the running core whose commit has been called.
     pub txs_committed: u64,
-    /// Transactions acknowledged durable (what CheckMaxCommit answers).
+    /// Transactions of the running core acknowledged durable (what CheckMaxCommit answers).
     pub acked: u64,
     /// Commit-to-acknowledge latency of the transactions acknowledged so far.
     pub commit_latency: LatencyHist,
-    /// Commit-call cycles of the transactions not yet acknowledged, oldest first.
+    /// Commit-call cycles of the running core's transactions not yet acknowledged, oldest first.
     unacked: std::collections::VecDeque<Cycle>,
     /// A run-ending condition found inside the model (e.g. log too small), reported as an error.
     pub fatal: Option<String>,
@@ -224,6 +229,7 @@ impl Machine {
             now: 0,
             core: 0,
             clocks: vec![0; cfg.machine.cores as usize],
+            parked: vec![Default::default(); cfg.machine.cores as usize],
             layout,
             hier: Hierarchy::new(cfg),
             ctl: MemCtl::new(cfg),
@@ -275,8 +281,30 @@ impl Machine {
         if c != self.core {
             self.clocks[self.core] = self.now;
             self.now = self.clocks[c];
+            let (committed, acked, unacked) = std::mem::take(&mut self.parked[c]);
+            let out = (
+                std::mem::replace(&mut self.txs_committed, committed),
+                std::mem::replace(&mut self.acked, acked),
+                std::mem::replace(&mut self.unacked, unacked),
+            );
+            self.parked[self.core] = out;
             self.core = c;
         }
+    }
+
+    /// From now on the first `n` transactions of core `c` are acknowledged durable (hardware
+    /// that acknowledges another core's transactions; the running core's use
+    /// [`Machine::ack_through`]).
+    pub fn ack_core_through(&mut self, c: usize, n: u64) {
+        let (running, now, clock) = (self.core, self.now, self.clocks[c]);
+        if c == running {
+            return self.ack_through(n);
+        }
+        self.switch_core(c);
+        self.now = now;
+        self.ack_through(n);
+        self.switch_core(running);
+        self.clocks[c] = clock;
     }
 
     /// Snapshot of the counters.
@@ -818,8 +846,8 @@ impl Machine {
             }
         }
         if let Some(r) = &mut self.record {
-            debug_assert!(r.acks.last().is_none_or(|&(t, k)| t <= self.now && k <= n));
             r.acks.push((self.now, n));
+            r.ack_cores.push(self.core as u8);
         }
     }
 }

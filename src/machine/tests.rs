@@ -383,3 +383,28 @@ fn clflush_pays_the_per_level_transit_of_a_dirty_l1_copy() {
     m.clflush(BlockId(5), WriteKind::Home);
     assert_eq!(m.now, MISS + 1 + 8 + 21, "L1 look-up, then written into L2 and the LLC");
 }
+
+#[test]
+fn each_core_keeps_its_clock_and_its_transactions_across_switches() {
+    let mut m = machine_with(&config(&["machine.cores=2"]));
+    m.now = 100;
+    m.txs_committed += 1;
+    m.note_commit_called();
+    m.switch_core(1);
+    assert_eq!((m.core(), m.now, m.txs_committed), (1, 0, 0));
+    m.now = 50;
+    m.txs_committed += 1;
+    m.note_commit_called();
+    m.now = 70;
+    m.ack_through(1);
+    // Core 1 acknowledges core 0's transaction at its own cycle; core 0's clock is untouched.
+    m.now = 400;
+    m.ack_core_through(0, 1);
+    assert_eq!((m.now, m.clock_of(0), m.acked), (400, 100, 1));
+    m.switch_core(0);
+    assert_eq!((m.now, m.txs_committed, m.acked, m.clock_of(1)), (100, 1, 1, 400));
+    let r = m.record.as_ref().unwrap();
+    assert_eq!((r.acks.clone(), r.ack_cores.clone()), (vec![(70, 1), (400, 1)], vec![1, 0]));
+    // Latencies: core 1's 70 - 50, core 0's 400 - 100.
+    assert_eq!(m.commit_latency.mean(), (20.0 + 300.0) / 2.0);
+}
