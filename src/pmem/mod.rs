@@ -25,13 +25,24 @@ pub struct Layout {
     /// reserve (Kiln and LOC-Kiln only; 0 otherwise): not memory, but part of the durable image
     /// (docs/model.md section 2).
     pub nvllc_bytes: u64,
+    /// Cores sharing the log area: it is split into this many equal regions, one per core,
+    /// each laid out as a whole single-core log (its head block first; docs/multicore.md).
+    pub cores: u32,
 }
 
 impl Layout {
     /// Data area of at least `data_bytes`, then a log area of `log_bytes`.
     pub fn new(data_bytes: u64, log_bytes: u64) -> Layout {
         let data_bytes = data_bytes.div_ceil(4096).max(1) * 4096;
-        let l = Layout { data_base: 0, data_bytes, log_base: data_bytes, log_bytes, startgap_bytes: 0, nvllc_bytes: 0 };
+        let l = Layout {
+            data_base: 0,
+            data_bytes,
+            log_base: data_bytes,
+            log_bytes,
+            startgap_bytes: 0,
+            nvllc_bytes: 0,
+            cores: 1,
+        };
         // Block numbers are 32-bit (the papers' ADDR field, and the caches' tags).
         assert!(l.total_bytes() / 64 < u32::MAX as u64, "persistent memory above 256 GB");
         l
@@ -56,6 +67,17 @@ impl Layout {
     /// First block of the NV-LLC state.
     pub fn nvllc_block0(&self) -> BlockId {
         Addr(self.log_base + self.log_bytes + self.startgap_bytes).block()
+    }
+    /// The same layout with its log area split among `cores` cores.
+    pub fn with_cores(self, cores: u32) -> Layout {
+        assert!(cores >= 1 && self.log_blocks() / cores as u64 >= 2, "a log region per core");
+        Layout { cores, ..self }
+    }
+    /// Core `c`'s log region: its first block (the region's head) and its number of blocks.
+    /// With one core, the whole log area.
+    pub fn log_region(&self, c: usize) -> (BlockId, u64) {
+        let per = self.log_blocks() / self.cores as u64;
+        (BlockId(self.log_block0().0 + c as u64 * per), per)
     }
     /// First block of the log area.
     pub fn log_block0(&self) -> BlockId {
