@@ -19,6 +19,12 @@ pub struct OracleLog {
     pub bytes: Vec<u8>,
     /// `tx_end[k]` = number of stores of the first `k+1` committed transactions.
     pub tx_end: Vec<usize>,
+    /// With more than one core (empty with one): per committed transaction, its core.
+    pub tx_core: Vec<u8>,
+    /// With more than one core: the lines (block numbers) each committed transaction read, for
+    /// dependence (docs/multicore.md); `tx_read_end[k]` = number of entries of the first `k+1`.
+    pub reads: Vec<u64>,
+    pub tx_read_end: Vec<usize>,
 }
 
 impl OracleLog {
