@@ -73,7 +73,7 @@ fn aborts_the_text_encoding_and_a_machine_setting_replay_exactly_too() {
     let shape = ["--txs", "200", "--warmup-txs", "50", "--abort-rate", "0.2", "--mem-latency-ns", "35"];
     let gen = locsim(&[&["trace-gen", "-w", "btree", "--text", "-o", &file][..], &shape].concat());
     assert!(gen.status.success(), "{}", String::from_utf8_lossy(&gen.stderr));
-    assert!(std::fs::read_to_string(&file).unwrap().starts_with("locsim-trace 1\nregion 0x0 "));
+    assert!(std::fs::read_to_string(&file).unwrap().starts_with("locsim-trace 2\nregion 0x0 "));
     let trace = json(&locsim(&["run", "--trace", &file, "-p", "h-wal,loc-wal", "--mem-latency-ns", "35", "--json"]));
     let builtin = json(&locsim(&[&["run", "-w", "btree", "-p", "h-wal,loc-wal", "--json"][..], &shape].concat()));
     assert!(builtin[0]["txs_aborted"].as_u64().unwrap() > 0);
