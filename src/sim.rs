@@ -176,11 +176,6 @@ impl<P: Protocol> Pm for Sim<P> {
     }
 
     #[inline]
-    fn core(&self) -> usize {
-        self.m.core()
-    }
-
-    #[inline]
     fn load(&mut self, addr: Addr, buf: &mut [u8]) {
         let a = addr.0 as usize;
         // The program bytes are read after the cache model has done its work: have the host
@@ -217,6 +212,11 @@ impl<P: Protocol> Pm for Sim<P> {
     #[inline]
     fn compute(&mut self, cycles: u64) {
         self.m.compute(cycles);
+    }
+
+    #[inline]
+    fn core(&self) -> usize {
+        self.m.core()
     }
 
     #[inline]

@@ -262,7 +262,10 @@ fn trace_arguments_that_make_no_sense_are_refused() {
         (&["run", "--trace", "/nonexistent/x.trace"], "--trace /nonexistent/x.trace: No such file"),
         (&["run", "--trace", &file, "-w", "sps"], "cannot be used with"),
         (&["trace-gen", "-w", "nosuch"], "unknown workload `nosuch`"),
-        (&["trace-gen", "-w", "sps", "--cores", "2"], "trace-gen --cores 2: recording a multi-core run needs"),
+        (
+            &["trace-gen", "-w", "sps", "--cores", "2"],
+            "trace-gen --cores 2: recording a multi-core run needs the scheduler",
+        ),
     ];
     for (args, needle) in cases {
         let out = locsim(args);

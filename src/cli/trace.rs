@@ -107,9 +107,9 @@ pub(super) fn generate(a: TraceGenArgs) -> Result<i32, String> {
     let cfg = build_config(&a.machine)?;
     if cfg.machine.cores > 1 {
         // A multi-core trace records the interleaving the multi-core scheduler makes.
+        let n = cfg.machine.cores;
         return Err(format!(
-            "trace-gen --cores {}: recording a multi-core run needs the multi-core scheduler; allowed 1 so far (docs/multicore.md)",
-            cfg.machine.cores
+            "trace-gen --cores {n}: recording a multi-core run needs the scheduler; allowed 1 (docs/multicore.md)"
         ));
     }
     let g = GenSpec {

@@ -228,6 +228,13 @@ pub trait Pm {
     fn compute(&mut self, cycles: u64);
     /// CheckMaxCommit: how many transactions (in commit order) are guaranteed durable.
     fn last_durable_tx(&self) -> u64;
+    /// The program will access the bytes at `addr` soon (a transaction or two ahead): a hint
+    /// that lets the back end start fetching them into the host's caches. It changes no result
+    /// and no simulated cycle; back ends may ignore it.
+    #[inline]
+    fn will_access(&mut self, addr: Addr) {
+        let _ = addr;
+    }
     /// The core this call runs on, `0..machine.cores`: the program's thread id. On N cores
     /// each core runs its own stream of transactions through the one back end, which answers
     /// for the core it is running; a program that never asks runs the same code on every core,
@@ -235,13 +242,6 @@ pub trait Pm {
     #[inline]
     fn core(&self) -> usize {
         0
-    }
-    /// The program will access the bytes at `addr` soon (a transaction or two ahead): a hint
-    /// that lets the back end start fetching them into the host's caches. It changes no result
-    /// and no simulated cycle; back ends may ignore it.
-    #[inline]
-    fn will_access(&mut self, addr: Addr) {
-        let _ = addr;
     }
 
     fn load_u64(&mut self, addr: Addr) -> u64 {

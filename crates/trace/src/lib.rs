@@ -940,10 +940,10 @@ fn parse_text(word: &str, args: &[&str], count: usize, bytes: &mut Vec<u8>) -> R
                 _ => Raw::End { records: None },
             }
         }
-        other => return Err(format!(
-            "unknown record `{}`: allowed region, warmup, init, begin, load, store, compute, commit, abort, core, end",
-            clip(other)
-        )),
+        other => {
+            let allowed = "region, warmup, init, begin, load, store, compute, commit, abort, core, end";
+            return Err(format!("unknown record `{}`: allowed {allowed}", clip(other)));
+        }
     })
 }
 
