@@ -58,7 +58,7 @@
 //! of LOC's multi-versioned LLC no directory state: they have no private copies.
 
 use super::set_assoc::Line;
-use super::{drop_l2_copy_in, Access, HitLevel, Hierarchy, SetAssoc, Slot, Victim, NO_LINK, VERSION_BIT};
+use super::{drop_l2_copy_in, Access, Hierarchy, HitLevel, SetAssoc, Slot, Victim, NO_LINK, VERSION_BIT};
 use crate::types::{BlockId, Cycle};
 
 /// Bits of a directory entry: the sharer vector (bits 0-15), "owned" (one core holds the line in

@@ -1,10 +1,12 @@
 //! The cache hierarchy: three set-associative LRU levels, write-back, write-allocate,
 //! **inclusive** (every line in L1 is in L2, every line in L2 is in the LLC).
 //!
-//! Caches hold tags and state only, no data: with one core and no coherence, the content of a
-//! cached line always equals the program's view of memory ([`crate::machine::Machine::arch`]),
-//! so a write-back takes its payload from there at the moment it leaves. Multi-versioned lines
-//! (LOC) keep their own copies in the protocol.
+//! Caches hold tags and state only, no data: the content of a cached line always equals the
+//! program's view of memory ([`crate::machine::Machine::arch`]), so a write-back takes its
+//! payload from there at the moment it leaves. With more than one core each has its own L1 and
+//! L2 (the running core's are `l1` and `l2`), kept coherent by MESI with a directory at the LLC
+//! (`coherence.rs`): one writer at a time keeps every valid copy equal to `arch`.
+//! Multi-versioned lines (LOC) keep their own copies in the protocol.
 //!
 //! Dirty bits are per level, as in a real write-back hierarchy: a store marks its L1 line dirty;
 //! an evicted dirty L1 line marks its L2 copy dirty, an evicted dirty L2 line its LLC copy.

@@ -63,7 +63,10 @@ fn a_load_of_a_line_modified_elsewhere_is_a_cache_to_cache_transfer_through_the_
     let s3 = h.llc.find(BlockId(5)).unwrap();
     assert!(h.llc.dirty(s3), "the dirty data went to the LLC");
     let (l1, l2) = h.private(0);
-    assert!(!l1.dirty(l1.find(BlockId(5)).unwrap()) && !l2.dirty(l2.find(BlockId(5)).unwrap()), "core 0 is in S, clean");
+    assert!(
+        !l1.dirty(l1.find(BlockId(5)).unwrap()) && !l2.dirty(l2.find(BlockId(5)).unwrap()),
+        "core 0 is in S, clean"
+    );
     assert!(h.is_dirty(BlockId(5)));
 }
 
