@@ -177,6 +177,9 @@ pub struct Machine {
     /// Core cycles of a PCM block write by its programmed chunks (the device's latency in ns,
     /// rounded up to whole cycles), looked up once per write rather than converted.
     pcm_write_cycles: [Cycle; 9],
+    /// A PCM device or more than one core: [`Machine::access_block`] takes its out-of-line
+    /// path.
+    special: bool,
     /// No payloads, no Start-Gap, no PCM device: a write is only timing and a byte count (the
     /// short path of [`Machine::issue`]).
     plain: bool,
@@ -238,6 +241,7 @@ impl Machine {
         };
         Machine {
             plain: !keep_bytes && sg.is_none() && pcm.is_none(),
+            special: pcm.is_some() || cfg.machine.cores > 1,
             pcm,
             sg,
             pcm_write_cycles,
@@ -337,7 +341,7 @@ impl Machine {
     /// The bytes a load of `[addr, addr + buf.len())` by the running core returns: the program's
     /// view `arch` (caches hold no data), except the stale copy the running core still holds
     /// under the injected bug `lost-invalidation`.
-    #[inline]
+    #[inline(always)]
     pub fn load_bytes(&self, addr: Addr, buf: &mut [u8]) {
         let a = addr.0 as usize;
         match &self.stale {
@@ -390,6 +394,21 @@ impl Machine {
     #[inline]
     pub fn access_block(&mut self, b: BlockId, write: bool) -> Access {
         self.stats.mem_accesses += 1;
+        if self.special {
+            return self.access_block_special(b, write);
+        }
+        if let Some(a) = self.hier.l1_hit(b, write) {
+            self.now += a.lookup_cycles;
+            return a;
+        }
+        self.access_below_l1(b, write)
+    }
+
+    /// [`Machine::access_block`] with a PCM device (a store has the host prefetch its device
+    /// state) or more than one core (out of line: one test keeps the plain single-core path
+    /// as short as it is).
+    #[inline(never)]
+    fn access_block_special(&mut self, b: BlockId, write: bool) -> Access {
         if write && self.pcm.is_some() {
             self.prefetch_for_store(b);
         }
@@ -412,7 +431,7 @@ impl Machine {
 
     /// [`Machine::access_block`] with more than one core: the running core's access through
     /// the coherent hierarchy (out of line: the single-core paths stay as they are).
-    #[inline(never)]
+    #[inline(always)]
     fn access_block_shared(&mut self, b: BlockId, write: bool) -> Access {
         let a = self.hier.access_shared(b, write);
         if let Some(st) = &mut self.stale {

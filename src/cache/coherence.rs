@@ -9,7 +9,7 @@
 //!
 //! **State.** Each core has its own L1 and L2 (the running core's sit in `Hierarchy::l1` and
 //! `l2`, where the single-core paths find them; the others wait in `Coherence::parked` and are
-//! swapped in by [`Hierarchy::switch_core`], moving three pointers per level and no line). Per
+//! swapped in by [`Hierarchy::switch_core`]: one swap of a level's few fields, no line). Per
 //! LLC line the directory holds a 16-bit sharer vector (bit c: core c's L2 holds the line, and
 //! by inclusion only then its L1) and whether one core, the `owner`, holds it in E or M. A
 //! private copy's MESI state follows from the directory and its dirty bits:
@@ -84,9 +84,10 @@ fn owner(d: u32) -> Option<usize> {
 pub(super) struct Coherence {
     /// The core whose caches are `Hierarchy::l1` and `l2`.
     running: usize,
-    /// Per core, its (L1, L2) while it is not running; the running core's entry holds
-    /// placeholders.
+    /// The (L1, L2) of the cores that are not running, in any order (`cores - 1` entries).
     parked: Vec<(SetAssoc, SetAssoc)>,
+    /// Per core, the index of its caches in `parked` (unused for the running core).
+    at: Vec<usize>,
     /// Per LLC slot, its directory entry (see `SHARERS`, `OWNED`, `OWNER_SHIFT`).
     dir: Vec<u32>,
     /// The injected bug `lost-invalidation`: a store's invalidations of shared (S) copies are
@@ -100,20 +101,17 @@ impl Coherence {
     /// empty, no line shared.
     pub(super) fn new(cfg: &crate::config::Config, llc_slots: usize) -> Self {
         let cores = cfg.machine.cores as usize;
-        let parked = (0..cores)
-            .map(|c| match c {
-                0 => (SetAssoc::placeholder(), SetAssoc::placeholder()),
-                _ => (SetAssoc::new_inner(&cfg.l1), SetAssoc::new_inner(&cfg.l2)),
-            })
-            .collect();
-        Coherence { running: 0, parked, dir: vec![0; llc_slots], lose_invalidations: false }
+        let parked = (1..cores).map(|_| (SetAssoc::new_inner(&cfg.l1), SetAssoc::new_inner(&cfg.l2))).collect();
+        // Core c >= 1 at index c - 1; core 0's entry is never read while it runs.
+        let at = (0..cores).map(|c| c.saturating_sub(1)).collect();
+        Coherence { running: 0, parked, at, dir: vec![0; llc_slots], lose_invalidations: false }
     }
 }
 
 impl Hierarchy {
     /// Number of cores whose private caches this hierarchy keeps coherent.
     pub fn cores(&self) -> usize {
-        self.coh.as_ref().map_or(1, |c| c.parked.len())
+        self.coh.as_ref().map_or(1, |c| c.at.len())
     }
 
     /// The core whose private caches `l1` and `l2` are.
@@ -129,13 +127,12 @@ impl Hierarchy {
         };
         let r = coh.running;
         if c != r {
-            let (pr, pc) = (&mut coh.parked[r] as *mut (SetAssoc, SetAssoc), &mut coh.parked[c]);
-            // SAFETY: r != c, so the two entries are distinct.
-            let pr = unsafe { &mut *pr };
-            std::mem::swap(&mut self.l1, &mut pr.0);
-            std::mem::swap(&mut self.l2, &mut pr.1);
-            std::mem::swap(&mut self.l1, &mut pc.0);
-            std::mem::swap(&mut self.l2, &mut pc.1);
+            // The running core's caches take the place the next one's leave.
+            let i = coh.at[c];
+            let p = &mut coh.parked[i];
+            std::mem::swap(&mut self.l1, &mut p.0);
+            std::mem::swap(&mut self.l2, &mut p.1);
+            coh.at[r] = i;
             coh.running = c;
         }
     }
@@ -151,7 +148,7 @@ impl Hierarchy {
     /// Core `c`'s (L1, L2).
     pub fn private(&self, c: usize) -> (&SetAssoc, &SetAssoc) {
         match &self.coh {
-            Some(coh) if c != coh.running => (&coh.parked[c].0, &coh.parked[c].1),
+            Some(coh) if c != coh.running => (&coh.parked[coh.at[c]].0, &coh.parked[coh.at[c]].1),
             _ => (&self.l1, &self.l2),
         }
     }
@@ -162,7 +159,7 @@ impl Hierarchy {
         if c == coh.running {
             (&mut self.l1, &mut self.l2)
         } else {
-            let p = &mut coh.parked[c];
+            let p = &mut coh.parked[coh.at[c]];
             (&mut p.0, &mut p.1)
         }
     }

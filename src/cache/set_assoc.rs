@@ -173,26 +173,6 @@ impl SetAssoc {
         }
     }
 
-    /// A level with no lines, standing in the place of a core's caches while they are parked
-    /// elsewhere ([`crate::cache::Hierarchy::switch_core`] swaps them, with no copy).
-    pub(super) fn placeholder() -> SetAssoc {
-        SetAssoc {
-            keeps_aux: false,
-            ways: 1,
-            way_shift: 0,
-            way_mask: 0,
-            set_mask: 0,
-            slot_mask: 0,
-            slots: 0,
-            used: 0,
-            last_shift: 0,
-            tags: Vec::new(),
-            lines: Vec::new(),
-            order: Vec::new(),
-            latency: 0,
-        }
-    }
-
     /// Number of line frames.
     pub fn slots(&self) -> usize {
         self.slots
