@@ -288,6 +288,9 @@ fn drive<P: Protocol>(
             .ok_or("--inject-bug startgap-regs-before-copy: needs startgap.enabled = true")?
             .bug_regs_before_copy = true;
     }
+    if spec.bug == Some(Bug::LostInvalidation) {
+        m.inject_lost_invalidation();
+    }
     let mut sim = Sim::new(m, p, spec.record);
     let (mut ops, mut aborts) = rngs(spec.seed);
     // One transaction; `Ok(false)` once a replayed trace has ended.

@@ -182,7 +182,7 @@ impl<P: Protocol> Pm for Sim<P> {
         // fetch them meanwhile.
         crate::hostmem::prefetch(&self.m.arch[a]);
         self.p.load(&mut self.m, addr, buf.len());
-        buf.copy_from_slice(&self.m.arch[a..a + buf.len()]);
+        self.m.load_bytes(addr, buf);
     }
 
     // Inlined into the workload, so that a fixed-size store copies its bytes without a call.

@@ -149,9 +149,11 @@ impl ProtocolKind {
     }
 
     /// Every defect `crashtest --inject-bug` accepts for this protocol: its own, and, for a
-    /// protocol with a log, those of the Start-Gap controller below it.
+    /// protocol with bugs, those of the machine below it (the Start-Gap controller, the
+    /// coherence protocol).
     pub fn injectable(self) -> Vec<Bug> {
-        let machine: &[Bug] = if self.bugs().is_empty() { &[] } else { &[Bug::StartGapRegsBeforeCopy] };
+        let machine: &[Bug] =
+            if self.bugs().is_empty() { &[] } else { &[Bug::StartGapRegsBeforeCopy, Bug::LostInvalidation] };
         self.bugs().iter().chain(machine).copied().collect()
     }
 }
@@ -191,10 +193,13 @@ pub enum Bug {
     EvictUncommittedHome,
     /// Start-Gap: write the registers of a gap move without waiting for the line copy.
     StartGapRegsBeforeCopy,
+    /// Coherence: a store does not invalidate the other cores' shared copies, which stay stale
+    /// (`Hierarchy::lose_invalidations`).
+    LostInvalidation,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 7] = [
+    pub const ALL: [Bug; 8] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
@@ -202,6 +207,7 @@ impl Bug {
         Bug::IgnoreDependencyPairs,
         Bug::EvictUncommittedHome,
         Bug::StartGapRegsBeforeCopy,
+        Bug::LostInvalidation,
     ];
 
     pub fn name(self) -> &'static str {
@@ -213,6 +219,7 @@ impl Bug {
             Bug::IgnoreDependencyPairs => "ignore-dependency-pairs",
             Bug::EvictUncommittedHome => "evict-uncommitted-home",
             Bug::StartGapRegsBeforeCopy => "startgap-regs-before-copy",
+            Bug::LostInvalidation => "lost-invalidation",
         }
     }
 
@@ -234,6 +241,9 @@ impl Bug {
             }
             Bug::StartGapRegsBeforeCopy => {
                 "a Start-Gap move's registers are written without waiting for its line copy (needs startgap.enabled)"
+            }
+            Bug::LostInvalidation => {
+                "a store does not invalidate other cores' shared copies, whose loads return stale bytes (needs --cores > 1)"
             }
         }
     }
