@@ -118,6 +118,15 @@ macro_rules! workloads {
         }
 
         impl Workload {
+            /// Its command-line name.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Workload::$variant(_) => $name,)*
+                    Workload::$tvariant(_) => $tname,
+                    Workload::User(_) => "user",
+                }
+            }
+
             /// Bytes of data area it needs.
             pub fn data_bytes(&self) -> u64 {
                 match self {
@@ -178,6 +187,23 @@ macro_rules! workloads {
 }
 
 impl Workload {
+    /// Can it run on more than one core? Each core runs its transactions on its own copy of
+    /// the driver state ([`Workload::try_clone`]), taking a lock on every line it writes
+    /// ([`Pm::lock`]; docs/workloads.md says what each locks). `Err` is the one-line reason it
+    /// cannot.
+    pub fn multicore(&self) -> Result<(), String> {
+        match self {
+            Workload::Sps(_) => Ok(()),
+            Workload::Sqlite(_) => Err("workload sqlite runs on one core: SQLite's own locking serialises \
+                writers on one database file, so one connection per core would run one writer at a time"
+                .into()),
+            _ => Err(format!(
+                "workload {}: runs on one core so far (its transactions do not lock their lines yet; docs/workloads.md)",
+                self.name()
+            )),
+        }
+    }
+
     /// An incremental structural verifier ([`follow`]), for the workloads that have one; the
     /// crash checker verifies whole images for the others.
     pub fn follower(&self) -> Option<Box<dyn follow::Follow>> {
