@@ -373,7 +373,7 @@ fn drive_cores<P: Protocol>(
     use crate::sched;
     let cores = sim.m.cores();
     let mut wls = (0..cores)
-        .map(|_| wl.try_clone())
+        .map(|c| wl.for_core(c, cores))
         .collect::<Option<Vec<_>>>()
         .ok_or_else(|| format!("machine.cores = {cores}: workload {} runs on one core", spec.workload.name()))?;
     let mut streams: Vec<_> = (0..cores).map(|c| sched::core_rngs(spec.seed, c)).collect();

@@ -168,16 +168,19 @@ fn locks_out_of_order_or_out_of_range_stop_the_run() {
 }
 
 /// The workloads that run on several cores.
-const MULTICORE: &[WorkloadKind] = &[WorkloadKind::Sps];
+const MULTICORE: &[WorkloadKind] =
+    &[WorkloadKind::Sps, WorkloadKind::BTree, WorkloadKind::Hash, WorkloadKind::RbTree, WorkloadKind::Sdg];
 
-fn small(kind: WorkloadKind) -> WorkloadConfig {
+/// Small structures (contention on the SPS lines, the trees' splits and merges).
+fn small() -> WorkloadConfig {
     let mut c = WorkloadConfig::default();
     c.sps.entries = 512;
     c.sps.swaps_per_tx = 3;
     c.btree.key_space = 4096;
-    c.hash.buckets = 64;
+    (c.hash.key_space, c.hash.buckets) = (4096, 64);
     c.rbtree.key_space = 4096;
-    let _ = kind;
+    (c.sdg.vertices, c.sdg.initial_edges, c.sdg.max_edges) = (256, 1000, 2000);
+    c.validate().unwrap();
     c
 }
 
@@ -188,12 +191,12 @@ fn small(kind: WorkloadKind) -> WorkloadConfig {
 #[test]
 fn a_multicore_run_equals_its_committed_transactions_applied_in_commit_order() {
     for &kind in MULTICORE {
-        let wc = small(kind);
+        let wc = small();
         let mut wl = kind.build(&wc);
         let mut data = vec![0u8; wl.data_bytes().div_ceil(4096) as usize * 4096];
         wl.populate(&mut data);
         let mut s = sim(4, &data, true);
-        let mut wls: Vec<Workload> = (0..4).map(|_| wl.try_clone().unwrap()).collect();
+        let mut wls: Vec<Workload> = (0..4).map(|c| wl.for_core(c, 4).unwrap()).collect();
         let mut streams: Vec<_> = (0..4).map(|c| core_rngs(7, c)).collect();
         run(&mut s, &mut wls, &mut streams, &split(2000, 4), 0.1).unwrap();
         assert!(s.stats.txs_aborted > 100, "{}: aborts ran", kind.name());
@@ -210,10 +213,14 @@ fn a_multicore_run_equals_its_committed_transactions_applied_in_commit_order() {
         for c in 0..4u8 {
             assert!(o.tx_core.iter().filter(|&&x| x == c).count() > 300, "{}: core {c}", kind.name());
         }
-        for k in 0..o.txs() {
-            let reads = &o.reads[if k == 0 { 0 } else { o.tx_read_end[k - 1] }..o.tx_read_end[k]];
-            assert!(o.tx_blocks(k).all(|b| reads.contains(&(b as u64))), "{}: tx {k}", kind.name());
+        if kind == WorkloadKind::Sps {
+            // A swap loads both entries before storing them: every line written was read.
+            for k in 0..o.txs() {
+                let reads = &o.reads[if k == 0 { 0 } else { o.tx_read_end[k - 1] }..o.tx_read_end[k]];
+                assert!(o.tx_blocks(k).all(|b| reads.contains(&(b as u64))), "tx {k}");
+            }
         }
+        assert_eq!(o.tx_read_end.len(), o.txs());
     }
 }
 
@@ -224,7 +231,7 @@ fn a_multicore_run_is_deterministic() {
     use crate::runner::{execute, RunSpec};
     for &kind in MULTICORE {
         let mut c = cfg(4);
-        c.workload = small(kind);
+        c.workload = small();
         let spec = RunSpec {
             cfg: c,
             workload: kind,
