@@ -257,3 +257,34 @@ fn a_multicore_run_is_deterministic() {
         assert!(a.0.contains("\"cores\":4"), "{}", a.0);
     }
 }
+
+/// A protocol not yet made multi-core, and SQLite, refuse more than one core with one line.
+#[test]
+fn multicore_runs_refuse_what_is_not_multicore_with_one_line() {
+    use crate::protocol::ProtocolKind;
+    use crate::runner::{execute, RunSpec};
+    let mut c = cfg(2);
+    c.workload = small();
+    let spec = |workload, protocol| RunSpec {
+        cfg: c.clone(),
+        workload,
+        protocol,
+        txs: 10,
+        warmup_txs: 0,
+        seed: 1,
+        abort_rate: 0.0,
+        bug: None,
+        record: false,
+    };
+    for &p in ProtocolKind::ALL.iter().filter(|p| !p.multicore()) {
+        let e = execute(&spec(WorkloadKind::Sps, p)).err().unwrap();
+        assert_eq!(e, format!("machine.cores = 2: protocol {} runs on one core so far (docs/multicore.md)", p.name()));
+    }
+    let e = execute(&spec(WorkloadKind::Sqlite, ProtocolKind::Baseline)).err().unwrap();
+    assert!(e.starts_with("workload sqlite runs on one core: SQLite's own locking serialises writers"), "{e}");
+    assert!(!e.contains('\n'));
+    for &w in MULTICORE {
+        let r = execute(&spec(w, ProtocolKind::Baseline)).unwrap().result;
+        assert_eq!((r.txs_committed, r.cores), (10, Some(2)), "{}", w.name());
+    }
+}
