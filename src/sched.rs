@@ -96,6 +96,9 @@ pub(crate) struct Cores {
     waiting: Vec<u64>,
     /// The earliest key of another runnable core: the running core yields once past it.
     next_key: u64,
+    /// Per core not running, its key ([`key`]; `u64::MAX` when it is not runnable: finished or
+    /// waiting for a lock), kept up to date so that the scheduler's choice is a minimum.
+    keys: Vec<u64>,
     /// First block of the lock lines.
     lock_block0: u64,
 }
@@ -115,6 +118,7 @@ impl Cores {
             held: vec![Vec::new(); n],
             waiting: vec![NONE; n],
             next_key: u64::MAX,
+            keys: vec![u64::MAX; n],
             lock_block0: m.volatile_block0,
         }
     }
@@ -126,6 +130,15 @@ impl Cores {
         std::mem::swap(tx, &mut self.parked[s]);
         if self.record {
             std::mem::swap(oracle, &mut self.parked_oracle[s]);
+        }
+    }
+
+    /// The program will access `addr` soon (a host hint, [`Pm::will_access`]): fetch its line's
+    /// lock and writer entry into the host's caches meanwhile.
+    #[inline]
+    pub(crate) fn will_access(&self, addr: Addr) {
+        if let Some(x) = self.lines.get(addr.block().0 as usize) {
+            crate::hostmem::prefetch(x);
         }
     }
 
@@ -232,7 +245,8 @@ impl Cores {
                 if self.waiting[w] == id {
                     self.waiting[w] = NONE;
                     m.advance_core_to(w, m.now);
-                    self.next_key = self.next_key.min(key(m.clock_of(w), w));
+                    self.keys[w] = key(m.clock_of(w), w);
+                    self.next_key = self.next_key.min(self.keys[w]);
                 }
             }
         }
@@ -318,7 +332,11 @@ impl<P: Protocol> Pm for CorePm<'_, P> {
     }
     #[inline]
     fn will_access(&mut self, addr: Addr) {
-        self.sim().will_access(addr);
+        let s = self.sim();
+        s.will_access(addr);
+        if let Some(cs) = &s.cores {
+            cs.will_access(addr);
+        }
     }
 }
 
@@ -334,6 +352,13 @@ pub fn run<P: Protocol>(
 ) -> Result<(), String> {
     let n = sim.m.cores();
     assert!(n > 1 && wls.len() == n && rngs.len() == n && txs.len() == n);
+    // Every core is runnable at the start of a phase.
+    {
+        let cs = sim.cores.as_mut().expect("several cores");
+        for c in 0..n {
+            cs.keys[c] = if cs.waiting[c] == NONE { key(sim.m.clock_of(c), c) } else { u64::MAX };
+        }
+    }
     let ptr: *mut Sim<P> = sim;
     // Declared after the borrowed driver state, so dropped (unwound, if unfinished) before it.
     let mut coros = Vec::with_capacity(n);
@@ -357,8 +382,7 @@ pub fn run<P: Protocol>(
         let s = unsafe { &mut *ptr };
         let cs = s.cores.as_mut().expect("several cores");
         let (mut first, mut second) = (u64::MAX, u64::MAX);
-        for c in (0..n).filter(|&c| !done[c] && cs.waiting[c] == NONE) {
-            let k = key(s.m.clock_of(c), c);
+        for &k in &cs.keys {
             if k < first {
                 (first, second) = (k, first);
             } else if k < second {
@@ -376,13 +400,15 @@ pub fn run<P: Protocol>(
         let c = (first & ((1 << CORE_BITS) - 1)) as usize;
         cs.next_key = second;
         s.switch_core(c);
-        if let CoroutineResult::Return(()) = coros[c].resume(()) {
-            done[c] = true;
-        }
+        let finished = matches!(coros[c].resume(()), CoroutineResult::Return(()));
+        done[c] |= finished;
         // SAFETY: as above.
-        if let Some(e) = unsafe { &mut *ptr }.m.fatal.take() {
+        let s = unsafe { &mut *ptr };
+        if let Some(e) = s.m.fatal.take() {
             return Err(e);
         }
+        let cs = s.cores.as_mut().expect("several cores");
+        cs.keys[c] = if finished || cs.waiting[c] != NONE { u64::MAX } else { key(s.m.now, c) };
     }
 }
 

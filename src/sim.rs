@@ -305,6 +305,15 @@ impl<P: Protocol> Pm for Sim<P> {
     fn concurrent(&self) -> bool {
         self.cores.is_some()
     }
+
+    /// Without the scheduler ([`crate::sched::run`], which waits for a held lock) a lock held by
+    /// another core cannot be waited for: the run stops.
+    fn lock(&mut self, id: u64) {
+        if self.cores.is_some() && !self.try_lock(id) {
+            let c = self.m.core();
+            self.m.fatal.get_or_insert(format!("core {c} waits for lock {id} outside the scheduler"));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -384,13 +384,15 @@ fn bench_crash(a: &BenchArgs, cfg: &crate::config::Config, workloads: &[Workload
 
 fn bench(a: BenchArgs) -> Result<i32, String> {
     let cfg = build_config(&a.machine)?;
+    // On several cores the defaults are the workloads and protocols that run there.
+    let multi = cfg.machine.cores > 1;
     let workloads = match &a.workload {
         Some(s) => parse_list(s, "workload", WorkloadKind::parse)?,
-        None => WorkloadKind::ALL.to_vec(),
+        None => WorkloadKind::ALL.iter().copied().filter(|w| !multi || *w != WorkloadKind::Sqlite).collect(),
     };
     let protocols = match &a.protocol {
         Some(s) => parse_list(s, "protocol", ProtocolKind::parse)?,
-        None => ProtocolKind::ALL.to_vec(),
+        None => ProtocolKind::ALL.iter().copied().filter(|p| !multi || p.multicore()).collect(),
     };
     if a.repeat == 0 || a.txs == Some(0) || a.crashes == 0 {
         return Err("--repeat, --txs and --crashes: allowed 1 or more".into());
