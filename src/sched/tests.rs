@@ -62,8 +62,11 @@ fn sim(cores: u32, data: &[u8], record: bool) -> Sim<Baseline> {
     Sim::new(Machine::new(&cfg(cores), layout, image, record), Baseline, record)
 }
 
+/// The simulator after a scripted run, its log and its outcome.
+type Scripted = (Sim<Baseline>, Vec<(usize, String)>, Result<(), String>);
+
 /// Run one scripted transaction per core; the log and the outcome.
-fn run_scripts(scripts: &[Vec<Op>]) -> (Sim<Baseline>, Vec<(usize, String)>, Result<(), String>) {
+fn run_scripts(scripts: &[Vec<Op>]) -> Scripted {
     let n = scripts.len();
     let log: Log = Arc::default();
     let mut s = sim(n as u32, &[0; 1 << 16], false);
