@@ -278,7 +278,7 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput
 /// Seeds: the workload's operation stream and the abort decisions are separate streams, so
 /// changing the abort rate does not change which operations run.
 pub(crate) fn rngs(seed: u64) -> (Rng, Rng) {
-    (Rng::derive(seed, 1), Rng::derive(seed, 2))
+    crate::sched::core_rngs(seed, 0)
 }
 
 fn drive<P: Protocol>(

@@ -6,6 +6,8 @@
 //! transaction's stores. That record is taken here, from the workload's own writes, before any
 //! protocol sees them: the crash checker's oracle never depends on the protocol under test.
 
+pub(crate) mod cores;
+
 use crate::machine::Machine;
 use crate::pmem::Pm;
 use crate::protocol::Protocol;
@@ -69,14 +71,14 @@ pub struct Sim<P: Protocol> {
     pub m: Machine,
     pub p: P,
     /// The oracle's record; with several cores, the running core's transaction in progress
-    /// (the committed ones are in [`crate::sched::Cores`]; [`Sim::take_oracle`] gives them).
+    /// (the committed ones are in [`cores::Cores`]; [`Sim::take_oracle`] gives them).
     pub oracle: Option<OracleLog>,
     pub stats: FrontStats,
     /// The running core's transaction state (the other cores' wait in `cores`).
     pub(crate) tx: TxState,
     /// With more than one core: the other cores' transaction state, the locks and the
     /// isolation check ([`crate::sched`]); `None` with one core.
-    pub(crate) cores: Option<Box<crate::sched::Cores>>,
+    pub(crate) cores: Option<Box<cores::Cores>>,
 }
 
 /// One core's transaction in progress.
@@ -110,7 +112,7 @@ const PSET_SCAN: usize = 32;
 
 impl<P: Protocol> Sim<P> {
     pub fn new(m: Machine, p: P, record_oracle: bool) -> Sim<P> {
-        let cores = (m.cores() > 1).then(|| Box::new(crate::sched::Cores::new(&m, record_oracle)));
+        let cores = (m.cores() > 1).then(|| Box::new(cores::Cores::new(&m, record_oracle)));
         Sim {
             m,
             p,

@@ -2,6 +2,7 @@ use super::*;
 use crate::config::Config;
 use crate::pmem::Layout;
 use crate::protocol::baseline::Baseline;
+use crate::types::BlockId;
 use crate::workload::user::UserWorkload;
 use crate::workload::{WorkloadConfig, WorkloadKind};
 use std::sync::{Arc, Mutex};
