@@ -28,6 +28,9 @@
 //! the LLC is written back to DRAM by the write-back buffer: no core time, no NVM traffic, not
 //! in the durable image, not checked after a crash.
 //!
+//! The lock table, the isolation check and the oracle's multi-core record live with the front
+//! end, in [`crate::sim`] (`sim/cores.rs`).
+//!
 //! **Isolation check.** Hardware logs, flushes and persists whole lines, so two transactions in
 //! flight must never write one line: a store to a line written by another core's transaction
 //! in flight stops the run with one line naming the line and both cores.
