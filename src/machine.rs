@@ -213,6 +213,12 @@ pub struct Machine {
     /// An ordered sequence of writes under way ([`Machine::begin_ordered`]): the acceptance
     /// and durability of its latest write.
     chain: Option<(Cycle, Cycle)>,
+    /// First block of the volatile lock words (`u64::MAX` with one core: there are none), after
+    /// the whole persistent layout ([`crate::sched`]): cached like any line, but a miss reads
+    /// volatile DRAM and a dirty eviction writes it back there, never to the NVM device.
+    pub volatile_block0: u64,
+    /// Core cycles of a read of a volatile line from DRAM (`memory.read_latency_ns`).
+    volatile_read_cycles: Cycle,
 }
 
 impl Machine {
@@ -271,6 +277,8 @@ impl Machine {
             chain: None,
             meta_checksum: cfg.log.meta_checksum,
             stale: None,
+            volatile_block0: if cfg.machine.cores > 1 { layout.total_bytes().div_ceil(64) } else { u64::MAX },
+            volatile_read_cycles: cfg.ns_to_cycles(cfg.memory.read_latency_ns),
         }
     }
 
@@ -310,6 +318,15 @@ impl Machine {
             self.parked[self.core] = out;
             self.core = c;
             self.hier.switch_core(c);
+        }
+    }
+
+    /// Advance core `c`'s clock to at least `t` (a core blocked on a lock resumes at its release).
+    pub fn advance_core_to(&mut self, c: usize, t: Cycle) {
+        if c == self.core {
+            self.wait_until(t);
+        } else {
+            self.clocks[c] = self.clocks[c].max(t);
         }
     }
 
@@ -452,7 +469,9 @@ impl Machine {
     #[inline(always)]
     fn after_lookup(&mut self, b: BlockId, a: Access) -> Access {
         self.now += a.lookup_cycles;
-        if a.level == HitLevel::Memory {
+        if a.level == HitLevel::Memory && b.0 >= self.volatile_block0 {
+            self.now += self.volatile_read_cycles;
+        } else if a.level == HitLevel::Memory {
             self.issue_deferred(self.now);
             self.now = self.ctl.read(self.now, self.phys_block(b));
             if let Some(p) = &mut self.pcm {
@@ -469,7 +488,9 @@ impl Machine {
     /// log address) now; a tagged one is left in `tx_victims` for the protocol.
     #[inline]
     fn evicted(&mut self, v: Victim) {
-        if v.tag == 0 {
+        if v.block.0 >= self.volatile_block0 {
+            // A lock line: written back to volatile DRAM by the write-back buffer, no core time.
+        } else if v.tag == 0 {
             let kind = self.kind_of(v.block);
             let t = self.write_from_arch(v.block, kind, v.block);
             self.now = self.now.max(t.accepted);

@@ -122,6 +122,23 @@ impl ProtocolKind {
         }
     }
 
+    /// Does the protocol run on more than one core (`machine.cores > 1`; docs/multicore.md)?
+    /// Until it does, such a run exits 2 with one line. `baseline` keeps no per-transaction
+    /// state, so it runs on any number of cores as it is.
+    pub fn multicore(self) -> bool {
+        match self {
+            ProtocolKind::Baseline => true,
+            ProtocolKind::SWal
+            | ProtocolKind::HWal
+            | ProtocolKind::EcWal
+            | ProtocolKind::LocWal
+            | ProtocolKind::Kiln
+            | ProtocolKind::LocKiln => false,
+            #[cfg(test)]
+            ProtocolKind::Trivial => false,
+        }
+    }
+
     /// Does the protocol speculate (has a speculation degree)?
     pub fn speculates(self) -> bool {
         matches!(self, ProtocolKind::LocWal | ProtocolKind::LocKiln)

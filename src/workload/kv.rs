@@ -75,6 +75,10 @@ pub fn draw_op(mix: &Mix, keys: &Keys, rng: &mut Rng) -> Op {
 /// Exactly one transaction of `ops_per_tx` operations; aborted at the end if `abort`.
 pub fn run_tx<S: KvStore, P: Pm>(s: &S, mix: &Mix, pm: &mut P, rng: &mut Rng, abort: bool) {
     pm.begin();
+    if pm.concurrent() {
+        // Several cores: one lock over the whole structure (docs/workloads.md, "Locking").
+        pm.lock(super::STRUCTURE_LOCK);
+    }
     for _ in 0..mix.ops_per_tx {
         match draw_op(mix, s.keys(), rng) {
             Op::Insert { key, seed } => s.insert(pm, key, seed),
