@@ -126,7 +126,7 @@ fn a_lock_waiter_resumes_at_the_release_and_pays_its_retry() {
     r.unwrap();
     let line = BlockId(s.m.volatile_block0 + 5);
     let mut m = sim(2, &[0; 1 << 16], false).m;
-    let mut cost = |m: &mut Machine, core: usize, at: u64| {
+    let cost = |m: &mut Machine, core: usize, at: u64| {
         m.switch_core(core);
         m.now = m.now.max(at);
         let t = m.now;
