@@ -122,6 +122,18 @@ impl ProtocolKind {
         }
     }
 
+    /// Does the protocol run on more than one core (docs/multicore.md, its section per
+    /// protocol)? A protocol is made multi-core by its part of the design; until then runs with
+    /// `machine.cores > 1` refuse it.
+    pub fn multicore(self) -> bool {
+        match self {
+            ProtocolKind::SWal | ProtocolKind::HWal | ProtocolKind::EcWal => true,
+            ProtocolKind::Baseline | ProtocolKind::LocWal | ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
+            #[cfg(test)]
+            ProtocolKind::Trivial => true,
+        }
+    }
+
     /// Does the protocol speculate (has a speculation degree)?
     pub fn speculates(self) -> bool {
         matches!(self, ProtocolKind::LocWal | ProtocolKind::LocKiln)
@@ -138,9 +150,11 @@ impl ProtocolKind {
     pub fn bugs(self) -> &'static [Bug] {
         match self {
             ProtocolKind::Baseline => &[],
-            ProtocolKind::SWal => &[Bug::AckBeforeDurable, Bug::TruncateBeforeCheckpoint],
-            ProtocolKind::HWal => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint],
-            ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData],
+            ProtocolKind::SWal => &[Bug::AckBeforeDurable, Bug::TruncateBeforeCheckpoint, Bug::LazyTruncate],
+            ProtocolKind::HWal => {
+                &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::TruncateOutOfOrder]
+            }
+            ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::TruncateOutOfOrder],
             ProtocolKind::LocWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs],
             ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
             #[cfg(test)]
@@ -191,10 +205,16 @@ pub enum Bug {
     EvictUncommittedHome,
     /// Start-Gap: write the registers of a gap move without waiting for the line copy.
     StartGapRegsBeforeCopy,
+    /// A core's log region truncated past its transaction once that transaction is at home,
+    /// without waiting for the older transactions of the other cores (H-WAL, EC-WAL).
+    TruncateOutOfOrder,
+    /// S-WAL truncates a transaction's log at its core's next commit instead of before
+    /// returning from commit.
+    LazyTruncate,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 7] = [
+    pub const ALL: [Bug; 9] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
@@ -202,6 +222,8 @@ impl Bug {
         Bug::IgnoreDependencyPairs,
         Bug::EvictUncommittedHome,
         Bug::StartGapRegsBeforeCopy,
+        Bug::TruncateOutOfOrder,
+        Bug::LazyTruncate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -213,6 +235,8 @@ impl Bug {
             Bug::IgnoreDependencyPairs => "ignore-dependency-pairs",
             Bug::EvictUncommittedHome => "evict-uncommitted-home",
             Bug::StartGapRegsBeforeCopy => "startgap-regs-before-copy",
+            Bug::TruncateOutOfOrder => "truncate-out-of-order",
+            Bug::LazyTruncate => "lazy-truncate",
         }
     }
 
@@ -235,6 +259,21 @@ impl Bug {
             Bug::StartGapRegsBeforeCopy => {
                 "a Start-Gap move's registers are written without waiting for its line copy (needs startgap.enabled)"
             }
+            Bug::TruncateOutOfOrder => {
+                "a core's log region is truncated past its transaction (the head saying every transaction numbered below is at home) once that transaction's home writes are durable, not those of the older transactions of other cores (needs --cores 2 or more)"
+            }
+            Bug::LazyTruncate => {
+                "S-WAL leaves a transaction's log in place until its core's next commit: harmless on one core, where the region replays in order, but recovery replays it over a newer write of another core (needs --cores 2 or more)"
+            }
+        }
+    }
+
+    /// Cores a run needs for the defect to matter: 2 for a cross-core defect, which a
+    /// single-core run cannot show.
+    pub fn min_cores(self) -> u32 {
+        match self {
+            Bug::TruncateOutOfOrder | Bug::LazyTruncate => 2,
+            _ => 1,
         }
     }
 
