@@ -30,6 +30,8 @@ pub mod group;
 pub mod h_wal;
 pub mod kiln;
 pub mod loc_wal;
+#[cfg(test)]
+mod multicore_tests;
 pub mod redo;
 pub mod s_wal;
 #[cfg(test)]
