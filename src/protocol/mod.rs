@@ -160,7 +160,7 @@ impl ProtocolKind {
             ProtocolKind::LocWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs],
             ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
             #[cfg(test)]
-            ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog],
+            ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateOutOfOrder],
         }
     }
 

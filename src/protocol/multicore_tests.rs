@@ -304,7 +304,7 @@ fn s_wal_recovers_every_crash_point_on_two_to_four_cores() {
 }
 
 #[test]
-fn other_cores_evict_tagged_lines_and_the_victims_go_to_their_owners_logs() {
+fn the_runs_log_evicted_tagged_lines_and_every_core_writes_the_hot_lines() {
     // The machine behind the tests above: tagged lines leave the LLC (to the log) on every
     // core's account, and hot lines are written by transactions of several cores.
     let r = run(ProtocolKind::HWal, 4, 60, 1, None);
@@ -374,6 +374,15 @@ fn truncating_a_region_out_of_commit_order_is_caught() {
         // And in random runs, without the bug.
         crash_check(kind, 4, 0..3, None).unwrap();
     }
+}
+
+#[test]
+fn the_recipe_protocol_runs_on_several_cores_and_its_cross_core_bug_is_caught() {
+    // `trivial`, the recipe's example (docs/ARCHITECTURE.md, "Add a protocol", step 7).
+    assert!(ProtocolKind::Trivial.multicore());
+    crash_check(ProtocolKind::Trivial, 3, 0..2, None).unwrap();
+    assert!(ProtocolKind::Trivial.bugs().contains(&Bug::TruncateOutOfOrder));
+    assert!(out_of_order_scenario(ProtocolKind::Trivial, Some(Bug::TruncateOutOfOrder)).is_err());
 }
 
 #[test]
