@@ -215,6 +215,11 @@ impl<P: Protocol> Pm for Sim<P> {
     }
 
     #[inline]
+    fn core(&self) -> usize {
+        self.m.core()
+    }
+
+    #[inline]
     fn will_access(&mut self, addr: Addr) {
         self.m.will_access(addr);
     }
@@ -258,5 +263,22 @@ mod tests {
             expected += model.len() as u64;
             assert_eq!(sim.stats.pset_blocks, expected, "seed 3, transaction {tx}");
         }
+    }
+
+    #[test]
+    fn a_program_sees_the_running_core_as_its_thread_id() {
+        let cfg = Config::build(None, &["machine.cores=3".into()]).unwrap();
+        let layout = Layout::new(1 << 16, 64 << 10).with_cores(3);
+        let m = Machine::new(&cfg, layout, vec![0; layout.total_bytes() as usize], false);
+        let mut sim = Sim::new(m, Baseline, false);
+        let seen: Vec<usize> = [0, 2, 1, 2, 0]
+            .into_iter()
+            .map(|c| {
+                sim.m.switch_core(c);
+                let pm: &mut dyn Pm = &mut sim;
+                pm.core()
+            })
+            .collect();
+        assert_eq!(seen, [0, 2, 1, 2, 0]);
     }
 }

@@ -235,6 +235,14 @@ pub trait Pm {
     fn will_access(&mut self, addr: Addr) {
         let _ = addr;
     }
+    /// The core this call runs on, `0..machine.cores`: the program's thread id. On N cores
+    /// each core runs its own stream of transactions through the one back end, which answers
+    /// for the core it is running; a program that never asks runs the same code on every core,
+    /// and with one core the answer is always 0.
+    #[inline]
+    fn core(&self) -> usize {
+        0
+    }
 
     fn load_u64(&mut self, addr: Addr) -> u64 {
         let mut b = [0u8; 8];
