@@ -176,6 +176,8 @@ impl Protocol for EcWal {
     }
 
     fn begin(&mut self, m: &mut Machine) {
+        // Victims an access outside the protocol (a lock's) left for their owners.
+        self.drain_victims(m);
         let k = &mut self.cores[m.core()];
         k.barrier.at_begin(m);
         k.tx_start_sid = k.ring.next_sid;
@@ -229,6 +231,7 @@ impl Protocol for EcWal {
     }
 
     fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
+        self.drain_at_abort(m, m.core());
         let k = &mut self.cores[m.core()];
         k.redo.discard(m);
         k.open = None;

@@ -224,6 +224,8 @@ impl Protocol for HWal {
     }
 
     fn begin(&mut self, m: &mut Machine) {
+        // Victims an access outside the protocol (a lock's) left for their owners.
+        self.drain_victims(m);
         let r = &mut self.regions[m.core()];
         r.barrier.at_begin(m);
         r.tx_start = r.tail;
@@ -293,6 +295,7 @@ impl Protocol for HWal {
     }
 
     fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
+        self.drain_at_abort(m, m.core());
         let r = &mut self.regions[m.core()];
         r.redo.discard(m);
         // Log blocks written for evicted lines lie past the valid log; reuse their space.

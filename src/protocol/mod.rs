@@ -124,13 +124,13 @@ impl ProtocolKind {
         }
     }
 
-    /// Does the protocol run on more than one core (docs/multicore.md, its section per
-    /// protocol)? A protocol is made multi-core by its part of the design; until then runs with
-    /// `machine.cores > 1` refuse it.
+    /// Does the protocol run on more than one core (`machine.cores > 1`; docs/multicore.md)?
+    /// Until it does, such a run exits 2 with one line. `baseline` keeps no per-transaction
+    /// state, so it runs on any number of cores as it is.
     pub fn multicore(self) -> bool {
         match self {
-            ProtocolKind::SWal | ProtocolKind::HWal | ProtocolKind::EcWal => true,
-            ProtocolKind::Baseline | ProtocolKind::LocWal | ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
+            ProtocolKind::Baseline | ProtocolKind::SWal | ProtocolKind::HWal | ProtocolKind::EcWal => true,
+            ProtocolKind::LocWal | ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
             #[cfg(test)]
             ProtocolKind::Trivial => true,
         }

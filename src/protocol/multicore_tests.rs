@@ -439,3 +439,51 @@ fn recovery_replays_regions_in_global_order_and_skips_what_a_head_says_is_home()
     assert_eq!(plan.redone_txs, 1);
     assert!(plan.writes.iter().filter(|(b, _)| b.0 == 5).all(|(_, d)| *d == [0xBB; 64]));
 }
+
+#[test]
+fn victims_left_by_accesses_outside_the_protocol_go_to_their_owners_and_an_abort_drops_its_own() {
+    // Lock-word accesses (the scheduler's) evict tagged lines of two cores' transactions; core
+    // 0 then aborts: its line is dropped, core 1's is logged into region 1 and commits.
+    for kind in [ProtocolKind::HWal, ProtocolKind::EcWal] {
+        let cfg = config(2);
+        let layout = Layout::new(DATA_LINES * 64, 2 * 16 * 1024).with_cores(2);
+        let mut image = vec![0u8; layout.total_bytes() as usize];
+        let mut p = protocol(kind, &cfg, &layout, None);
+        p.format(&layout, &mut image);
+        let initial = image.clone();
+        let mut m = Machine::new(&cfg, layout, image, true);
+        let (l0, l1) = (16 * 3, 16 * 4);
+        let mut store = |m: &mut Machine, p: &mut Box<dyn Protocol>, c: usize, l: u64, v: u8| {
+            m.switch_core(c);
+            p.begin(m);
+            m.arch[l as usize * 64..l as usize * 64 + 8].copy_from_slice(&[v; 8]);
+            p.store(m, Addr(l * 64), 8);
+        };
+        store(&mut m, &mut p, 1, l1, 0x22);
+        store(&mut m, &mut p, 0, l0, 0x11);
+        for k in 5..60 {
+            m.access_block(BlockId(16 * k), false);
+        }
+        let owners: Vec<u32> = m.tx_victims.iter().map(|v| v.tag).collect();
+        assert!(owners.contains(&1) && owners.contains(&2), "{}: victims {owners:?}", kind.name());
+        m.arch[l0 as usize * 64..l0 as usize * 64 + 8].copy_from_slice(&initial[l0 as usize * 64..][..8]);
+        p.abort(&mut m, &[(Addr(l0 * 64), 8)]);
+        assert!(m.tx_victims.is_empty());
+        let (r1, blocks) = layout.log_region(1);
+        let rec = m.record.as_ref().unwrap();
+        let in_region1 = |b: BlockId| (r1.0..r1.0 + blocks).contains(&b.0);
+        assert!(rec.durable.writes.iter().any(|w| w.kind == crate::pmem::WriteKind::LogData && in_region1(w.block)));
+        assert!(!rec.durable.writes.iter().any(|w| w.block == BlockId(l0)), "the aborted line reaches no block");
+        m.switch_core(1);
+        m.txs_committed += 1;
+        m.note_commit_called();
+        let (called, n) = (m.now, m.record.as_ref().unwrap().acks.len());
+        p.commit(&mut m);
+        let acked = m.record.as_ref().unwrap().acks[n].0;
+        let txs = vec![Committed { core: 1, stores: vec![(l1 as usize * 64, vec![0x22; 8])], called, acked }];
+        m.quiesce();
+        let mut rec = m.record.take().unwrap();
+        rec.durable.finish();
+        check(kind, &Run { layout, initial, writes: rec.durable.writes, txs }).unwrap();
+    }
+}

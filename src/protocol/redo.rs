@@ -45,6 +45,17 @@ pub trait RedoProtocol {
         }
     }
 
+    /// Core `c`'s transaction aborts: tagged lines of its own left in `m.tx_victims` (an access
+    /// outside the protocol, a lock's, evicted them) are dropped, as its cached lines are, and
+    /// the other cores' are placed now, while their owners still run. With one core the list is
+    /// empty here (every protocol access drains it).
+    fn drain_at_abort(&mut self, m: &mut Machine, c: usize) {
+        if !m.tx_victims.is_empty() {
+            m.tx_victims.retain(|v| owner(v.tag) != c);
+            self.drain_victims(m);
+        }
+    }
+
     /// The conflict rule of strict ordering: every still-cached line of core `c`'s running
     /// transaction goes to the log and leaves the cache (its data is not written home).
     #[cold]
