@@ -453,7 +453,7 @@ fn victims_left_by_accesses_outside_the_protocol_go_to_their_owners_and_an_abort
         let initial = image.clone();
         let mut m = Machine::new(&cfg, layout, image, true);
         let (l0, l1) = (16 * 3, 16 * 4);
-        let mut store = |m: &mut Machine, p: &mut Box<dyn Protocol>, c: usize, l: u64, v: u8| {
+        let store = |m: &mut Machine, p: &mut Box<dyn Protocol>, c: usize, l: u64, v: u8| {
             m.switch_core(c);
             p.begin(m);
             m.arch[l as usize * 64..l as usize * 64 + 8].copy_from_slice(&[v; 8]);
