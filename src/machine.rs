@@ -451,8 +451,9 @@ impl Machine {
     #[inline(always)]
     fn access_block_shared(&mut self, b: BlockId, write: bool) -> Access {
         let a = self.hier.access_shared(b, write);
-        if let Some(st) = &mut self.stale {
-            // The running core's copy now holds the program's bytes (it fetched them, or wrote).
+        if let Some(st) = self.stale.as_mut().filter(|_| b.0 < self.volatile_block0) {
+            // The running core's copy now holds the program's bytes (it fetched them, or wrote);
+            // lock lines (volatile, past `arch`) carry no program bytes.
             if write || matches!(a.level, HitLevel::Llc | HitLevel::Memory) {
                 st.insert((self.core, b.0), read_block(&self.arch, b));
             }

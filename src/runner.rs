@@ -221,6 +221,13 @@ fn populated(kind: WorkloadKind, cfg: &WorkloadConfig) -> Option<(Workload, Arc<
 
 /// Run `spec` on `wl`, built and, when `data` is given, already populated with it.
 fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput, String> {
+    if let Some(b) = spec.bug.filter(|b| b.min_cores() > spec.cfg.machine.cores) {
+        return Err(format!(
+            "--inject-bug {}: a cross-core defect, needs machine.cores >= {} (--cores)",
+            b.name(),
+            b.min_cores()
+        ));
+    }
     let cores = spec.cfg.machine.cores;
     let mut layout = Layout::new(wl.data_bytes(), spec.cfg.log.size_bytes);
     if cores > 1 {

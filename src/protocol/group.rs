@@ -112,9 +112,15 @@ pub struct GroupRing {
 
 impl GroupRing {
     pub fn new(layout: &Layout, what: &'static str) -> GroupRing {
-        let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
-        assert!(groups > 0, "the log area holds at least one block group");
-        GroupRing { log0: layout.log_block0(), groups, next_sid: 0, safe_sid: 0, what }
+        GroupRing::region(layout, 0, what)
+    }
+
+    /// The ring of core `c`'s log region (`Layout::log_region`; with one core, the log area).
+    pub fn region(layout: &Layout, c: usize, what: &'static str) -> GroupRing {
+        let (log0, blocks) = layout.log_region(c);
+        let groups = (blocks - 1) / GROUP_BLOCKS;
+        assert!(groups > 0, "the log region holds at least one block group");
+        GroupRing { log0, groups, next_sid: 0, safe_sid: 0, what }
     }
 
     /// Open the next group. `truncated`: the SID past which truncations have been issued;

@@ -30,6 +30,8 @@ pub mod group;
 pub mod h_wal;
 pub mod kiln;
 pub mod loc_wal;
+#[cfg(test)]
+mod multicore_tests;
 pub mod redo;
 pub mod s_wal;
 #[cfg(test)]
@@ -127,15 +129,10 @@ impl ProtocolKind {
     /// state, so it runs on any number of cores as it is.
     pub fn multicore(self) -> bool {
         match self {
-            ProtocolKind::Baseline => true,
-            ProtocolKind::SWal
-            | ProtocolKind::HWal
-            | ProtocolKind::EcWal
-            | ProtocolKind::LocWal
-            | ProtocolKind::Kiln
-            | ProtocolKind::LocKiln => false,
+            ProtocolKind::Baseline | ProtocolKind::SWal | ProtocolKind::HWal | ProtocolKind::EcWal => true,
+            ProtocolKind::LocWal | ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
             #[cfg(test)]
-            ProtocolKind::Trivial => false,
+            ProtocolKind::Trivial => true,
         }
     }
 
@@ -155,13 +152,15 @@ impl ProtocolKind {
     pub fn bugs(self) -> &'static [Bug] {
         match self {
             ProtocolKind::Baseline => &[],
-            ProtocolKind::SWal => &[Bug::AckBeforeDurable, Bug::TruncateBeforeCheckpoint],
-            ProtocolKind::HWal => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint],
-            ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData],
+            ProtocolKind::SWal => &[Bug::AckBeforeDurable, Bug::TruncateBeforeCheckpoint, Bug::LazyTruncate],
+            ProtocolKind::HWal => {
+                &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::TruncateOutOfOrder]
+            }
+            ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::TruncateOutOfOrder],
             ProtocolKind::LocWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs],
             ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
             #[cfg(test)]
-            ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog],
+            ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateOutOfOrder],
         }
     }
 
@@ -213,10 +212,16 @@ pub enum Bug {
     /// Coherence: a store does not invalidate the other cores' shared copies, which stay stale
     /// (`Hierarchy::lose_invalidations`).
     LostInvalidation,
+    /// A core's log region truncated past its transaction once that transaction is at home,
+    /// without waiting for the older transactions of the other cores (H-WAL, EC-WAL).
+    TruncateOutOfOrder,
+    /// S-WAL truncates a transaction's log at its core's next commit instead of before
+    /// returning from commit.
+    LazyTruncate,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 8] = [
+    pub const ALL: [Bug; 10] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
@@ -225,6 +230,8 @@ impl Bug {
         Bug::EvictUncommittedHome,
         Bug::StartGapRegsBeforeCopy,
         Bug::LostInvalidation,
+        Bug::TruncateOutOfOrder,
+        Bug::LazyTruncate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -237,6 +244,8 @@ impl Bug {
             Bug::EvictUncommittedHome => "evict-uncommitted-home",
             Bug::StartGapRegsBeforeCopy => "startgap-regs-before-copy",
             Bug::LostInvalidation => "lost-invalidation",
+            Bug::TruncateOutOfOrder => "truncate-out-of-order",
+            Bug::LazyTruncate => "lazy-truncate",
         }
     }
 
@@ -260,8 +269,23 @@ impl Bug {
                 "a Start-Gap move's registers are written without waiting for its line copy (needs startgap.enabled)"
             }
             Bug::LostInvalidation => {
-                "a store does not invalidate other cores' shared copies, whose loads return stale bytes (needs --cores > 1)"
+                "a store does not invalidate other cores' shared copies, whose loads return stale bytes (needs --cores 2 or more)"
             }
+            Bug::TruncateOutOfOrder => {
+                "a core's log region is truncated past its transaction (the head saying every transaction numbered below is at home) once that transaction's home writes are durable, not those of the older transactions of other cores (needs --cores 2 or more)"
+            }
+            Bug::LazyTruncate => {
+                "S-WAL leaves a transaction's log in place until its core's next commit: harmless on one core, where the region replays in order, but recovery replays it over a newer write of another core (needs --cores 2 or more)"
+            }
+        }
+    }
+
+    /// Cores a run needs for the defect to matter: 2 for a cross-core defect, which a
+    /// single-core run cannot show.
+    pub fn min_cores(self) -> u32 {
+        match self {
+            Bug::TruncateOutOfOrder | Bug::LazyTruncate | Bug::LostInvalidation => 2,
+            _ => 1,
         }
     }
 
