@@ -124,16 +124,13 @@ pub struct HashTableConfig {
     /// `key_space` slots; on several cores core `c` allocates and frees through allocator
     /// `c % allocators`, so with one per core no two cores write one allocator line and
     /// transactions on different bucket lines run concurrently. 1 is the single-core layout.
-    #[serde(default = "one", skip_serializing_if = "is_one")]
+    #[serde(default = "one")]
     pub allocators: u64,
 }
 
+/// The default of `allocators` in a configuration file that does not name it.
 fn one() -> u64 {
     1
-}
-
-fn is_one(v: &u64) -> bool {
-    *v == 1
 }
 
 impl Default for HashTableConfig {
