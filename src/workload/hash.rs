@@ -625,6 +625,39 @@ mod tests {
         assert!(foreign > 100, "slots of other regions on a free list: {foreign}");
     }
 
+    /// On 4 cores with an allocator per core, transactions of different cores overlap: the
+    /// same transactions take fewer cycles than on one core; with one allocator (every
+    /// transaction locks its line) they do not.
+    #[test]
+    fn with_an_allocator_per_core_four_cores_run_transactions_concurrently() {
+        use crate::runner::{execute, RunSpec};
+        let cycles = |cores: u32, allocators: u64| {
+            let sets = [
+                format!("machine.cores={cores}"),
+                format!("workload.hash.allocators={allocators}"),
+                "workload.hash.key_space=16384".into(),
+                "workload.hash.buckets=8192".into(),
+            ];
+            let spec = RunSpec {
+                cfg: crate::config::Config::build(None, &sets).unwrap(),
+                workload: crate::workload::WorkloadKind::Hash,
+                protocol: crate::protocol::ProtocolKind::Baseline,
+                txs: 4000,
+                warmup_txs: 400,
+                seed: 5,
+                abort_rate: 0.0,
+                bug: None,
+                record: false,
+            };
+            execute(&spec).unwrap().result.cycles
+        };
+        let one = cycles(1, 4);
+        assert_eq!(one, cycles(1, 1), "one core: the allocators added change nothing it does");
+        let (fine, coarse) = (cycles(4, 4), cycles(4, 1));
+        assert!(fine * 3 < one * 2, "4 cores, 4 allocators: {fine} cycles, 1 core: {one}");
+        assert!(coarse > one, "4 cores, 1 allocator (serialised): {coarse} cycles, 1 core: {one}");
+    }
+
     #[test]
     fn verifier_rejects_a_slot_on_two_allocators_free_lists() {
         let cfg = HashTableConfig { allocators: 2, ..small() };
