@@ -198,8 +198,17 @@ fn small() -> WorkloadConfig {
 /// names each transaction's core and the lines it read.
 #[test]
 fn a_multicore_run_equals_its_committed_transactions_applied_in_commit_order() {
-    for &kind in MULTICORE {
-        let wc = small();
+    use crate::workload::keys::Distribution;
+    // The workloads' small configurations, then those with finer locks (a hash allocator per
+    // core) under uniform and zipfian keys.
+    let mut cases: Vec<(WorkloadKind, WorkloadConfig)> = MULTICORE.iter().map(|&k| (k, small())).collect();
+    for distribution in [Distribution::Uniform, Distribution::Zipfian] {
+        let mut c = small();
+        c.hash.allocators = 4;
+        c.hash.keys.distribution = distribution;
+        cases.push((WorkloadKind::Hash, c));
+    }
+    for (kind, wc) in cases {
         let mut wl = kind.build(&wc);
         let mut data = vec![0u8; wl.data_bytes().div_ceil(4096) as usize * 4096];
         wl.populate(&mut data);

@@ -212,8 +212,10 @@ impl Workload {
     /// only one core may own split among them (SDG's list of live edges).
     pub fn for_core(&self, core: usize, cores: usize) -> Option<Workload> {
         let mut w = self.try_clone()?;
-        if let Workload::Sdg(s) = &mut w {
-            s.for_core(core, cores);
+        match &mut w {
+            Workload::Sdg(s) => s.for_core(core, cores),
+            Workload::Hash(h) => h.for_core(core),
+            _ => {}
         }
         Some(w)
     }
@@ -224,7 +226,7 @@ impl Workload {
         match self {
             Workload::Sps(w) => Some(Box::new(w.follower())),
             Workload::Sdg(w) => Some(Box::new(w.follower())),
-            Workload::Hash(w) => Some(Box::new(w.follower())),
+            Workload::Hash(w) => w.follower().map(|f| Box::new(f) as Box<dyn follow::Follow>),
             Workload::RbTree(w) => Some(Box::new(w.follower())),
             Workload::BTree(w) => Some(Box::new(w.follower())),
             Workload::Sqlite(w) => Some(Box::new(w.follower())),
