@@ -263,7 +263,10 @@ fn with_one_core_the_checker_is_the_prefix_rule() {
 /// Lines 0..4, transactions writing whole lines with one byte value each: (core, [(line,
 /// value)], reads), issued at cycles 1, 2, ...; acknowledgements (core, n) at cycle 100. The
 /// crash is at cycle 200.
-fn named(txs: &[(u8, &[(u64, u8)], &[u64])], acks: &[(u8, u64)]) -> Hist {
+/// One transaction of [`named`]: its core, the lines it writes with their byte, its reads.
+type Named<'a> = (u8, &'a [(u64, u8)], &'a [u64]);
+
+fn named(txs: &[Named], acks: &[(u8, u64)]) -> Hist {
     let mut h = Hist::new(4);
     for (k, (core, writes, reads)) in txs.iter().enumerate() {
         let stores: Vec<(u64, Vec<u8>)> = writes.iter().map(|&(l, v)| (l * 64, vec![v; 64])).collect();
