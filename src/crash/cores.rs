@@ -14,6 +14,7 @@ use crate::log::head::LogFormat;
 use crate::recovery;
 use crate::runner::Recorded;
 use crate::types::{BlockData, BlockId, Cycle};
+use crate::workload::follow::Follow;
 use crate::workload::Workload;
 use std::time::Instant;
 
@@ -34,6 +35,10 @@ pub(super) struct CoreSweep<'a> {
     touched: Vec<u32>,
     mark: Vec<bool>,
     data_len: usize,
+    /// The workload's incremental verifier, where it has one (and no caller's own check is
+    /// given, which needs whole images), and the data area it last saw.
+    follower: Option<Box<dyn Follow>>,
+    followed: Vec<u8>,
     pub(super) part: Part,
 }
 
@@ -52,7 +57,48 @@ impl<'a> CoreSweep<'a> {
             touched: Vec::new(),
             mark: vec![false; data_len / 64],
             data_len,
+            follower: None,
+            followed: Vec::new(),
             part: Part::default(),
+        }
+        .with_follower()
+    }
+
+    fn with_follower(mut self) -> Self {
+        if self.spec.verify.is_none() {
+            if let Some(mut f) = self.verifier.follower() {
+                let initial = &self.rec.initial[..self.data_len];
+                f.reset(initial);
+                self.followed = initial.to_vec();
+                self.follower = Some(f);
+            }
+        }
+        self
+    }
+
+    /// The structural verdict on the recovered data area `img[..data_len]`: through the
+    /// follower, told of the lines that changed since it last looked (only lines in `touched`
+    /// can differ from the initial area), else the whole verifier. A broken verdict takes its
+    /// message from the whole verifier.
+    fn structure(&mut self) -> Result<(), String> {
+        let data = &self.img[..self.data_len];
+        let Some(f) = &mut self.follower else {
+            return self.verifier.verify(data);
+        };
+        let mut old = Vec::new();
+        for &b in &self.touched {
+            let r = b as usize * 64..b as usize * 64 + 64;
+            if self.followed[r.clone()] != data[r.clone()] {
+                old.push((b as usize, <BlockData>::try_from(&self.followed[r.clone()]).expect("a block")));
+                self.followed[r.clone()].copy_from_slice(&data[r]);
+            }
+        }
+        if f.changed(data, &old) {
+            return Ok(());
+        }
+        match self.verifier.verify(data) {
+            Err(e) => Err(e),
+            Ok(()) => Err("the incremental verifier finds the image broken, the whole verifier does not".into()),
         }
     }
 
@@ -144,11 +190,10 @@ impl<'a> CoreSweep<'a> {
                 img[r.clone()] != base[r]
             })
             .collect();
-        let data = &self.img[..self.data_len];
-        self.closure.settle(self.h, t, data, &differing).map_err(|f| ("closure", f.to_string()))?;
-        self.verifier.verify(data).map_err(|e| ("structure", e))?;
+        self.closure.settle(self.h, t, &self.img[..self.data_len], &differing).map_err(|f| ("closure", f.to_string()))?;
+        self.structure().map_err(|e| ("structure", e))?;
         if let Some(v) = &self.spec.verify {
-            (v.0)(data).map_err(|e| ("structure", e))?;
+            (v.0)(&self.img[..self.data_len]).map_err(|e| ("structure", e))?;
         }
         Ok(())
     }
