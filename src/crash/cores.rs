@@ -190,7 +190,9 @@ impl<'a> CoreSweep<'a> {
                 img[r.clone()] != base[r]
             })
             .collect();
-        self.closure.settle(self.h, t, &self.img[..self.data_len], &differing).map_err(|f| ("closure", f.to_string()))?;
+        self.closure
+            .settle(self.h, t, &self.img[..self.data_len], &differing)
+            .map_err(|f| ("closure", f.to_string()))?;
         self.structure().map_err(|e| ("structure", e))?;
         if let Some(v) = &self.spec.verify {
             (v.0)(&self.img[..self.data_len]).map_err(|e| ("structure", e))?;
