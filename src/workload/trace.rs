@@ -7,10 +7,10 @@
 //! decoder's buffer (bounded by the longest record), never the trace.
 //!
 //! Cores: the decoder checks every `core` record against the machine's core count (one line
-//! naming the record's offset, the core and the allowed range). The runner runs one core today
-//! (`runner::drive` refuses more until the scheduler lands), so every record this replayer
-//! executes is core 0's; docs/multicore.md (Traces and programs on N cores) says how a trace
-//! replays on N cores.
+//! naming the record's offset, the core and the allowed range). A trace replays on one core
+//! only so far (`Workload::multicore` refuses more), so every record this replayer executes is
+//! core 0's; docs/multicore.md (Traces and programs on N cores) says how a trace will replay
+//! on N cores.
 #![warn(missing_docs)]
 
 use super::Pm;
