@@ -52,17 +52,50 @@ impl LocConfig {
     pub const SD_RANGE: std::ops::RangeInclusive<u32> = 1..=32;
 }
 
-/// The machine's shape (`[machine]`): how many cores.
+/// The machine's shape (`[machine]`): how many cores, and where the persistence domain ends.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MachineConfig {
     /// In-order blocking cores, each with its own L1 and L2 (`--cores`); 1 is the papers' machine.
     pub cores: u32,
+    /// What a power failure drains to NVM (docs/machine.md "Persistence domains").
+    pub persist_domain: PersistDomain,
+    /// Entries (64-byte blocks) of each core's battery-backed persist buffer under
+    /// `persist_domain = "bbb"` (unused otherwise).
+    pub bbpb_entries: u32,
 }
 
 impl MachineConfig {
     /// The core counts allowed (checked once, in [`Config::validate`]).
     pub const CORES_RANGE: std::ops::RangeInclusive<u32> = 1..=16;
+    /// The persist-buffer sizes allowed (checked once, in [`Config::validate`]).
+    pub const BBPB_RANGE: std::ops::RangeInclusive<u32> = 1..=1024;
+}
+
+/// Where the persistence domain ends (`machine.persist_domain`; docs/machine.md).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PersistDomain {
+    /// The NVM device: a write is durable when its bank completes it.
+    Memory,
+    /// Asynchronous DRAM refresh: the controller's write queue too (durable once accepted).
+    Adr,
+    /// Intel's extended ADR: every cache level too (a store is durable once performed).
+    Eadr,
+    /// A battery-backed persist buffer per core beside L1 (Alshboul et al., HPCA 2021): a store
+    /// is durable once in the buffer, which drains to memory.
+    Bbb,
+}
+
+impl PersistDomain {
+    /// Is the controller's write queue inside the domain (a write durable once accepted)?
+    pub fn covers_queue(self) -> bool {
+        self != PersistDomain::Memory
+    }
+    /// Are the core's stores durable once performed (the caches or a persist buffer inside)?
+    pub fn covers_stores(self) -> bool {
+        matches!(self, PersistDomain::Eadr | PersistDomain::Bbb)
+    }
 }
 
 /// The in-order, blocking core.
@@ -97,8 +130,6 @@ pub struct MemoryConfig {
     pub write_latency_ns: u64,
     /// Capacity of the controller's write queue in writes; a full queue stalls the writer.
     pub write_queue_entries: u64,
-    /// Asynchronous DRAM refresh: a write is durable once the controller accepts it.
-    pub adr: bool,
     /// `ideal`: fixed latencies (Table I); `pcm`: the bit-accurate device of `[pcm]` decides
     /// each write's latency and counts every programmed cell.
     pub device: Device,
@@ -134,7 +165,7 @@ pub struct SwalConfig {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            machine: MachineConfig { cores: 1 },
+            machine: MachineConfig { cores: 1, persist_domain: PersistDomain::Memory, bbpb_entries: 32 },
             core: CoreConfig { freq_mhz: 1000 },
             l1: CacheConfig { size_bytes: 32 << 10, ways: 2, latency_cycles: 1 },
             l2: CacheConfig { size_bytes: 256 << 10, ways: 8, latency_cycles: 8 },
@@ -144,7 +175,6 @@ impl Default for Config {
                 read_latency_ns: 168,
                 write_latency_ns: 168,
                 write_queue_entries: 32,
-                adr: false,
                 device: Device::Ideal,
             },
             log: LogConfig { size_bytes: 32 << 20, meta_checksum: false },
@@ -210,6 +240,9 @@ impl Config {
         if !MachineConfig::CORES_RANGE.contains(&self.machine.cores) {
             return err("machine.cores", self.machine.cores as u64, "1..=16");
         }
+        if !MachineConfig::BBPB_RANGE.contains(&self.machine.bbpb_entries) {
+            return err("machine.bbpb_entries", self.machine.bbpb_entries as u64, "1..=1024");
+        }
         if !(1..=10_000).contains(&self.core.freq_mhz) {
             return err("core.freq_mhz", self.core.freq_mhz, "1..=10000");
         }
@@ -261,6 +294,16 @@ impl Config {
         }
         self.pcm.validate().map_err(ConfigError)?;
         self.startgap.validate().map_err(ConfigError)?;
+        if self.startgap.enabled && self.machine.persist_domain.covers_stores() {
+            return Err(ConfigError(
+                format!(
+                    "startgap.enabled with machine.persist_domain = {:?}: not modelled (a gap move would copy a line \
+                 the caches hold durable); allowed with memory, adr",
+                    self.machine.persist_domain
+                )
+                .to_lowercase(),
+            ));
+        }
         self.workload.validate().map_err(ConfigError)?;
         Ok(())
     }
@@ -299,6 +342,11 @@ fn allowed_keys(t: &toml::Table) -> String {
 }
 
 fn set_path(tree: &mut toml::Value, key: &str, value: toml::Value) -> Result<(), ConfigError> {
+    if key == "memory.adr" {
+        return Err(ConfigError(
+            "`memory.adr` was replaced by `machine.persist_domain`: allowed memory, adr, eadr, bbb".into(),
+        ));
+    }
     let mut node = tree;
     let parts: Vec<&str> = key.split('.').collect();
     for (i, part) in parts.iter().enumerate() {
@@ -376,9 +424,33 @@ mod tests {
 
     #[test]
     fn set_overrides_a_value_and_keeps_its_type() {
-        let c = Config::build(None, &["memory.write_latency_ns=300".into(), "memory.adr=true".into()]).unwrap();
+        let c =
+            Config::build(None, &["memory.write_latency_ns=300".into(), "machine.persist_domain=adr".into()]).unwrap();
         assert_eq!(c.memory.write_latency_ns, 300);
-        assert!(c.memory.adr);
+        assert_eq!(c.machine.persist_domain, PersistDomain::Adr);
+    }
+
+    #[test]
+    fn the_persist_domain_is_one_of_four_and_memory_adr_points_to_it() {
+        for (v, d) in [
+            ("memory", PersistDomain::Memory),
+            ("adr", PersistDomain::Adr),
+            ("eadr", PersistDomain::Eadr),
+            ("bbb", PersistDomain::Bbb),
+        ] {
+            assert_eq!(
+                Config::build(None, &[format!("machine.persist_domain={v}")]).unwrap().machine.persist_domain,
+                d
+            );
+        }
+        let e = Config::build(None, &["machine.persist_domain=nvdimm".into()]).unwrap_err();
+        assert!(e.0.contains("unknown variant `nvdimm`") && e.0.contains("`bbb`") && !e.0.contains('\n'), "{e}");
+        let e = Config::build(None, &["memory.adr=true".into()]).unwrap_err();
+        assert!(e.0.contains("machine.persist_domain") && e.0.contains("eadr"), "{e}");
+        let e = Config::build(Some("[memory]\nadr = true\n"), &[]).unwrap_err();
+        assert!(e.0.contains("machine.persist_domain"), "{e}");
+        let e = Config::build(None, &["machine.bbpb_entries=0".into()]).unwrap_err();
+        assert_eq!(e.0, "machine.bbpb_entries = 0: allowed 1..=1024");
     }
 
     #[test]

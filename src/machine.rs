@@ -20,7 +20,7 @@
 //! its cycle, so the controller always sees requests in time order.
 
 use crate::cache::{Access, Hierarchy, HitLevel, Slot, Victim};
-use crate::config::Config;
+use crate::config::{Config, PersistDomain};
 use crate::memctl::{MemCtl, WriteTiming};
 use crate::ordering::{CommitFlush, FlushCost, Ordering, WriteOrder};
 use crate::pmem::{read_block, DurableRecord, DurableWrite, Layout, WriteKind};
@@ -50,6 +50,17 @@ pub struct MachineStats {
     pub invalidations: u64,
     pub downgrades: u64,
     pub c2c_transfers: u64,
+    /// `machine.persist_domain = "bbb"` only (absent from the report otherwise): persist-buffer
+    /// entries drained to memory because the buffer was full, and entries dropped because
+    /// another core's store superseded them.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub bbpb_drained: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub bbpb_superseded: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl MachineStats {
@@ -75,6 +86,8 @@ impl MachineStats {
         d.invalidations -= start.invalidations;
         d.downgrades -= start.downgrades;
         d.c2c_transfers -= start.c2c_transfers;
+        d.bbpb_drained -= start.bbpb_drained;
+        d.bbpb_superseded -= start.bbpb_superseded;
         d
     }
 }
@@ -219,6 +232,13 @@ pub struct Machine {
     pub volatile_block0: u64,
     /// Core cycles of a read of a volatile line from DRAM (`memory.read_latency_ns`).
     volatile_read_cycles: Cycle,
+    /// `machine.persist_domain`.
+    pub domain: PersistDomain,
+    /// `machine.bbpb_entries`.
+    bbpb_entries: usize,
+    /// The core's stores are durable once performed ([`Machine::persist_stores`]): set for a
+    /// software-persistence protocol under `eadr` or `bbb`.
+    stores: Option<Box<persist::StoreDomain>>,
 }
 
 impl Machine {
@@ -279,6 +299,9 @@ impl Machine {
             stale: None,
             volatile_block0: if cfg.machine.cores > 1 { layout.total_bytes().div_ceil(64) } else { u64::MAX },
             volatile_read_cycles: cfg.ns_to_cycles(cfg.memory.read_latency_ns),
+            domain: cfg.machine.persist_domain,
+            bbpb_entries: cfg.machine.bbpb_entries as usize,
+            stores: None,
         }
     }
 
@@ -390,6 +413,7 @@ impl Machine {
         (s.l1_hits, s.l2_hits, s.llc_hits, s.llc_misses) = (c.l1_hits, c.l2_hits, c.llc_hits, c.llc_misses);
         (s.invalidations, s.downgrades, s.c2c_transfers) = (c.invalidations, c.downgrades, c.c2c_transfers);
         s.mem_reads = self.ctl.reads;
+        (s.bbpb_drained, s.bbpb_superseded) = self.bbpb_counters();
         s
     }
 
@@ -422,10 +446,20 @@ impl Machine {
     }
 
     /// [`Machine::access_block`] with a PCM device (a store has the host prefetch its device
-    /// state) or more than one core (out of line: one test keeps the plain single-core path
-    /// as short as it is).
+    /// state), more than one core, or stores inside the persistence domain (out of line: one
+    /// test keeps the plain single-core path as short as it is).
     #[inline(never)]
     fn access_block_special(&mut self, b: BlockId, write: bool) -> Access {
+        let a = self.access_cached(b, write);
+        if write && self.stores.is_some() {
+            self.store_persisted(b);
+        }
+        a
+    }
+
+    /// The cache side of [`Machine::access_block_special`].
+    #[inline(always)]
+    fn access_cached(&mut self, b: BlockId, write: bool) -> Access {
         if write && self.pcm.is_some() {
             self.prefetch_for_store(b);
         }
@@ -492,6 +526,9 @@ impl Machine {
         if v.block.0 >= self.volatile_block0 {
             // A lock line: written back to volatile DRAM by the write-back buffer, no core time.
         } else if v.tag == 0 {
+            if self.stores.as_ref().is_some_and(|d| d.through_buffer()) {
+                return; // `bbb`: the line reaches NVM through the persist buffer (persist.rs)
+            }
             let kind = self.kind_of(v.block);
             let t = self.write_from_arch(v.block, kind, v.block);
             self.now = self.now.max(t.accepted);
@@ -827,7 +864,9 @@ impl Machine {
         self.stats.write_bytes_by_kind[kind as usize] += 64;
         if let (true, Some(data)) = (self.keep_bytes, data) {
             self.nvm[b.range()].copy_from_slice(data);
-            if let Some(r) = &mut self.record {
+            // With the stores in the domain, a write carries a line whose content has been
+            // durable since its last store (recorded then, `persist.rs`): no change to record.
+            if let (Some(r), None) = (&mut self.record, &self.stores) {
                 r.durable.writes.push(DurableWrite {
                     started: t.started,
                     durable: t.durable,
@@ -920,8 +959,14 @@ impl Machine {
 
     /// `clflush`: write the line back if dirty (as `kind`) and drop it from every level. Costs
     /// an L1 look-up; the write-back is outstanding until the next [`Machine::fence`].
+    ///
+    /// When the core's stores are already durable ([`Machine::persist_stores`]: `eadr`, `bbb`)
+    /// it is counted and does nothing: the line stays, no write, no cycle.
     pub fn clflush(&mut self, b: BlockId, kind: WriteKind) {
         self.stats.flushes += 1;
+        if self.stores.is_some() {
+            return;
+        }
         self.now += self.hier.l1.latency;
         if self.ord.flush_cost == FlushCost::PerLevel {
             if let Some(s3) = self.hier.llc.find(b) {
@@ -977,5 +1022,6 @@ impl Machine {
     }
 }
 
+mod persist;
 #[cfg(test)]
 mod tests;

@@ -305,6 +305,9 @@ fn drive<P: Protocol>(
         crate::log::ec::format_checked(&layout, &mut image);
     }
     let mut m = Machine::new(&spec.cfg, layout, image, spec.record);
+    if spec.protocol.stores_persist() {
+        m.persist_stores();
+    }
     // The device's initial content (physical: Start-Gap places the log lines).
     let initial = spec.record.then(|| m.nvm.clone());
     if spec.bug == Some(Bug::StartGapRegsBeforeCopy) {
@@ -423,6 +426,11 @@ fn finish<P: Protocol>(
     result.commit_to_ack_p99_cycles = sim.m.commit_latency.quantile(0.99);
     for ((name, v), (_, v0)) in sim.p.counters().into_iter().zip(p0) {
         result.protocol_counters.insert(name, v - v0);
+    }
+    if spec.cfg.machine.persist_domain == crate::config::PersistDomain::Bbb && spec.protocol.stores_persist() {
+        // The persist buffers' work (docs/machine.md "Persistence domains"), beside the protocol's.
+        result.protocol_counters.insert("bbpb_drained", d.bbpb_drained);
+        result.protocol_counters.insert("bbpb_superseded", d.bbpb_superseded);
     }
     if sim.m.cores() > 1 {
         result.cores = Some(sim.m.cores() as u32);

@@ -120,6 +120,36 @@ fn crashtest_finds_no_violation_in_correct_protocols() {
     }
 }
 
+/// Persistence domains (docs/machine.md): under `eadr` and `bbb` a correct protocol survives
+/// every crash point, and S-WAL's truncation before its in-place stores is still caught (the
+/// stores, durable when performed, keep their program order in the durable image).
+#[test]
+fn crashtest_under_eadr_and_bbb_passes_and_still_catches_an_order_bug() {
+    for d in ["machine.persist_domain=eadr", "machine.persist_domain=bbb"] {
+        for p in ["s-wal", "h-wal", "loc-wal"] {
+            let (code, r) = crashtest(p, &["--crashes", "800", "--set", d]);
+            assert_eq!((code, r["violations"].as_u64()), (Some(0), Some(0)), "{p} {d}: {}", r["first_violation"]);
+        }
+        let (code, r) =
+            crashtest("s-wal", &["--crashes", "1500", "--set", d, "--inject-bug", "truncate-before-checkpoint"]);
+        assert_eq!(code, Some(1), "{d}: {r}");
+        assert!(r["first_violation"]["replay"].as_str().unwrap().contains(d), "{d}: the replay keeps the domain");
+    }
+}
+
+#[test]
+fn an_unknown_persist_domain_or_the_old_adr_key_exits_2_naming_the_allowed_values() {
+    for (set, want) in [
+        ("machine.persist_domain=nvdimm", "`memory`, `adr`, `eadr`, `bbb`"),
+        ("memory.adr=true", "machine.persist_domain"),
+    ] {
+        let out = locsim(&["run", "-w", "sps", "-p", "s-wal", "--txs", "10", "--set", set]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{set}: {err}");
+        assert!(err.contains(want) && err.trim().lines().count() == 1, "{set}: {err}");
+    }
+}
+
 #[test]
 fn crashtest_exhaustive_on_a_short_run_finds_no_violation() {
     for p in ["s-wal", "h-wal", "ec-wal"] {

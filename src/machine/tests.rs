@@ -195,12 +195,58 @@ fn clflush_of_a_clean_line_issues_no_write_and_fence_does_not_stall() {
 
 #[test]
 fn with_adr_fence_after_a_flush_does_not_stall() {
-    let mut m = machine_with(&config(&["memory.adr=true"]));
+    let mut m = machine_with(&config(&["machine.persist_domain=adr"]));
     m.access_block(BlockId(5), true);
     m.clflush(BlockId(5), WriteKind::Home);
     assert_eq!(writes(&m)[0].durable, MISS + 1);
     m.fence();
     assert_eq!(m.now, MISS + 1);
+}
+
+#[test]
+fn under_eadr_a_software_store_is_durable_when_performed_and_clflush_is_free() {
+    let mut m = machine_with(&config(&["machine.persist_domain=eadr"]));
+    m.persist_stores();
+    m.arch[BlockId(5).range()].fill(7);
+    m.access_block(BlockId(5), true);
+    assert_eq!(m.now, MISS);
+    let w = &writes(&m)[0];
+    assert_eq!((w.durable, w.started, w.block, w.data), (MISS, MISS, BlockId(5), [7; 64]));
+    m.clflush(BlockId(5), WriteKind::Home);
+    m.fence();
+    assert_eq!(m.now, MISS, "the flush and the fence cost nothing");
+    assert_eq!(writes(&m).len(), 1, "no write-back");
+    assert!(m.hier.llc.find(BlockId(5)).is_some(), "the line stays");
+    assert_eq!(m.stats().mem_write_bytes(), 0);
+}
+
+#[test]
+fn under_eadr_a_hardware_write_is_durable_when_accepted_and_stores_are_not_recorded() {
+    let mut m = machine_with(&config(&["machine.persist_domain=eadr"]));
+    m.access_block(BlockId(5), true);
+    assert!(writes(&m).is_empty(), "without persist_stores the stores stay out of the drain");
+    let t = m.write_block(BlockId(9), WriteKind::LogData, [1; 64]);
+    assert_eq!((t.durable, t.done), (MISS, MISS + 168));
+}
+
+#[test]
+fn the_bbb_persist_buffer_coalesces_and_drains_its_oldest_entry_when_full() {
+    let mut m = machine_with(&config(&["machine.persist_domain=bbb", "machine.bbpb_entries=2"]));
+    m.persist_stores();
+    for (b, fill) in [(5u64, 1u8), (6, 2), (5, 3)] {
+        m.arch[BlockId(b).range()].fill(fill);
+        m.access_block(BlockId(b), true);
+    }
+    assert_eq!(m.stats().mem_write_bytes(), 0, "two entries, the third store coalesced");
+    assert_eq!(m.bbpb_counters(), (0, 0));
+    m.arch[BlockId(7).range()].fill(4);
+    m.access_block(BlockId(7), true);
+    assert_eq!(m.bbpb_counters(), (1, 0));
+    assert_eq!(m.stats().mem_write_bytes(), 64, "block 5 drained (its coalesced bytes)");
+    assert_eq!(read_block(&m.nvm, BlockId(5)), [3; 64]);
+    // Every store is recorded durable when performed; the drain adds no durable change.
+    let got: Vec<(u64, u8)> = writes(&m).iter().map(|w| (w.block.0, w.data[0])).collect();
+    assert_eq!(got, [(5, 1), (6, 2), (5, 3), (7, 4)]);
 }
 
 #[test]

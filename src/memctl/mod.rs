@@ -4,7 +4,8 @@
 //! Each bank is busy until a cycle (`bank_free`). Requests are scheduled first-come first-served
 //! per bank at the moment they are issued: a read issued at `t` to bank `b` starts at
 //! `max(t, bank_free[b])` and completes `read_latency` later; a write the same with
-//! `write_latency`, and is durable when it completes (or at acceptance with `adr`). Blocks are
+//! `write_latency`, and is durable when it completes (or at acceptance when the persistence
+//! domain covers the queue: `machine.persist_domain` other than `memory`). Blocks are
 //! interleaved across banks by block number, so consecutive log blocks use different banks.
 //!
 //! The write queue holds accepted writes until they complete. When it is full, a new write is
@@ -74,7 +75,7 @@ impl MemCtl {
             head: 0,
             len: 0,
             queue_cap: cap,
-            adr: cfg.memory.adr,
+            adr: cfg.machine.persist_domain.covers_queue(),
             reads: 0,
             writes: 0,
             queue_full_stall_cycles: 0,

@@ -80,7 +80,7 @@ fn two_writes_to_one_block_complete_in_issue_order() {
 
 #[test]
 fn adr_makes_a_write_durable_when_accepted() {
-    let mut c = ctl_with(&["memory.adr=true"]);
+    let mut c = ctl_with(&["machine.persist_domain=adr"]);
     let t = c.write(10, BlockId(0));
     assert_eq!(t, WriteTiming { accepted: 10, started: 10, done: 10 + LAT, durable: 10 });
     let t = c.write(11, BlockId(8));
@@ -123,7 +123,7 @@ fn one_entry_queue_serializes_writes_to_different_banks() {
 
 #[test]
 fn adr_write_stalled_by_a_full_queue_is_durable_at_its_late_acceptance() {
-    let mut c = ctl_with(&["memory.write_queue_entries=1", "memory.adr=true"]);
+    let mut c = ctl_with(&["memory.write_queue_entries=1", "machine.persist_domain=adr"]);
     c.write(0, BlockId(0));
     let t = c.write(5, BlockId(1));
     assert_eq!((t.accepted, t.durable, t.done), (LAT, LAT, 2 * LAT));

@@ -136,6 +136,20 @@ impl ProtocolKind {
         }
     }
 
+    /// Does the protocol persist through the core's own stores, flushes and fences (software)?
+    /// Under `machine.persist_domain = eadr | bbb` its stores are then durable once performed
+    /// and its flushes cost nothing; a hardware protocol's lines stay under its own hardware,
+    /// which the power-fail drain leaves alone (src/machine/persist.rs, docs/machine.md).
+    pub fn stores_persist(self) -> bool {
+        match self {
+            ProtocolKind::Baseline | ProtocolKind::SWal => true,
+            ProtocolKind::HWal | ProtocolKind::EcWal | ProtocolKind::LocWal | ProtocolKind::Kiln => false,
+            ProtocolKind::LocKiln => false,
+            #[cfg(test)]
+            ProtocolKind::Trivial => false,
+        }
+    }
+
     /// Does the protocol speculate (has a speculation degree)?
     pub fn speculates(self) -> bool {
         matches!(self, ProtocolKind::LocWal | ProtocolKind::LocKiln)
