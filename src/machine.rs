@@ -812,7 +812,7 @@ impl Machine {
         let sg = self.sg.as_mut().expect("gap move with Start-Gap on");
         let (geom, barrier, bug) = (sg.geom, sg.barrier, sg.bug_regs_before_copy);
         let (src, dst, next) = geom.next_move(&sg.regs);
-        sg.regs = next;
+        let prev = std::mem::replace(&mut sg.regs, next);
         let (src, dst) = (BlockId(geom.line0 + src), BlockId(geom.line0 + dst));
         let read_done = self.ctl.read(at, src);
         if let Some(p) = &mut self.pcm {
@@ -820,7 +820,7 @@ impl Machine {
         }
         let line = self.keep_bytes.then(|| read_block(&self.nvm, src));
         let copy = self.issue_phys(at, dst, WriteKind::WearLevel, line.as_ref(), read_done.max(barrier));
-        let regs = self.keep_bytes.then(|| next.encode(&geom));
+        let regs = self.keep_bytes.then(|| next.encode_after(&geom, &prev));
         let after = if bug { 0 } else { copy.durable };
         let r = self.issue_phys(at, geom.regs_block(), WriteKind::WearLevel, regs.as_ref(), after);
         self.sg.as_mut().expect("on").barrier = r.durable;

@@ -34,11 +34,16 @@ pub struct StartGapConfig {
     pub enabled: bool,
     /// Writes to the log area between two gap moves (Qureshi et al.: 100).
     pub psi_writes: u64,
+    /// Persist the registers as two copies written alternately, so that a register write torn
+    /// below 64 bytes leaves the previous copy valid (docs/formats/startgap.md, docs/faults.md).
+    /// Off by default: one copy, the format of the register block without the fix.
+    #[serde(default)]
+    pub two_register_copies: bool,
 }
 
 impl Default for StartGapConfig {
     fn default() -> Self {
-        StartGapConfig { enabled: false, psi_writes: 100 }
+        StartGapConfig { enabled: false, psi_writes: 100, two_register_copies: false }
     }
 }
 
@@ -64,6 +69,8 @@ pub struct Geometry {
     pub lines: u64,
     /// Bits in each Feistel half.
     half_bits: u32,
+    /// The register block holds two copies written alternately (`two_register_copies`).
+    pub two_copies: bool,
 }
 
 impl Geometry {
@@ -72,7 +79,10 @@ impl Geometry {
     pub fn of(cfg: &StartGapConfig, layout: &Layout) -> Option<Geometry> {
         cfg.enabled.then(|| {
             assert_eq!(layout.startgap_bytes, Self::EXTRA_BYTES, "layout built with with_startgap");
-            Geometry::new(layout.log_block0().0, layout.log_blocks())
+            Geometry {
+                two_copies: cfg.two_register_copies,
+                ..Geometry::new(layout.log_block0().0, layout.log_blocks())
+            }
         })
     }
 
@@ -80,7 +90,7 @@ impl Geometry {
     pub fn new(line0: u64, lines: u64) -> Geometry {
         assert!((1..1 << 40).contains(&lines));
         let bits = 64 - (lines.max(4) - 1).leading_zeros();
-        Geometry { line0, lines, half_bits: bits.div_ceil(2) }
+        Geometry { line0, lines, half_bits: bits.div_ceil(2), two_copies: false }
     }
 
     /// Bytes right after the log area that Start-Gap takes: the spare line and the register
@@ -240,7 +250,7 @@ pub fn physical_initial(geom: &Geometry, logical: &[u8]) -> Vec<u8> {
         phys[dst].copy_from_slice(&logical[src]);
     }
     phys[BlockId(geom.line0 + regs.gap).range()].fill(0);
-    phys[geom.regs_block().range()].copy_from_slice(&regs.encode(geom));
+    phys[geom.regs_block().range()].copy_from_slice(&regs.encode_after(geom, &regs));
     phys
 }
 

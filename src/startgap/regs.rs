@@ -10,11 +10,25 @@
 //! | 32..40 | `moves`: gap moves so far (informational) |
 //! | 40..48 | FNV-1a of bytes 0..40 |
 //! | 48..64 | zero |
+//!
+//! With `startgap.two_register_copies` (`Geometry::two_copies`) the block holds two copies
+//! instead, written alternately: copy `moves % 2` is the one a register write changes, and the
+//! other keeps the previous registers, byte for byte.
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..32 | copy 0 (even `moves`): `start`, `gap`, `moves`, check (u64 each) |
+//! | 32..64 | copy 1 (odd `moves`): the same |
+//!
+//! A copy's check is FNV-1a of `LOCSGAP2`, `lines`, `start`, `gap`, `moves`; recovery takes the
+//! valid copy (check and ranges) with the larger `moves`.
 
 use super::Geometry;
 use crate::types::BlockData;
 
 const MAGIC: &[u8; 8] = b"LOCSGAP1";
+/// Salt of a copy's check in the two-copy block.
+const COPY_MAGIC: &[u8; 8] = b"LOCSGAP2";
 
 /// The Start and Gap registers (and a move count).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -42,9 +56,47 @@ impl Registers {
         b
     }
 
+    /// The register block after a register write of `self`, the registers before it being
+    /// `prev`: [`Registers::encode`], or with two copies, `self` in copy `moves % 2` and `prev`
+    /// in the other.
+    pub fn encode_after(&self, geom: &Geometry, prev: &Registers) -> BlockData {
+        if !geom.two_copies {
+            return self.encode(geom);
+        }
+        let mut b = [0u8; 64];
+        for r in [prev, self] {
+            let at = (r.moves % 2) as usize * 32;
+            for (i, v) in [r.start, r.gap, r.moves, r.copy_check(geom)].into_iter().enumerate() {
+                b[at + 8 * i..at + 8 * i + 8].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        b
+    }
+
+    fn copy_check(&self, geom: &Geometry) -> u64 {
+        let mut bytes = [0u8; 40];
+        bytes[..8].copy_from_slice(COPY_MAGIC);
+        for (i, v) in [geom.lines, self.start, self.gap, self.moves].into_iter().enumerate() {
+            bytes[8 + 8 * i..16 + 8 * i].copy_from_slice(&v.to_le_bytes());
+        }
+        fnv(&bytes)
+    }
+
     /// Decode and check a register block against the geometry.
     pub fn decode(b: &BlockData, geom: &Geometry) -> Result<Registers, String> {
         let u = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if geom.two_copies {
+            let copy = |at: usize| {
+                let r = Registers { start: u(at), gap: u(at + 8), moves: u(at + 16) };
+                let ok = u(at + 24) == r.copy_check(geom) && r.start < geom.lines && r.gap <= geom.lines;
+                ok.then_some(r)
+            };
+            return match (copy(0), copy(32)) {
+                (Some(a), Some(b)) => Ok(if b.moves > a.moves { b } else { a }),
+                (Some(r), None) | (None, Some(r)) => Ok(r),
+                (None, None) => Err("start-gap register block: no valid copy".into()),
+            };
+        }
         if &b[0..8] != MAGIC {
             return Err("start-gap register block: bad magic".into());
         }

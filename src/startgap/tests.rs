@@ -171,3 +171,28 @@ fn logical_view_rebuilt_from_the_physical_image_equals_the_model() {
         }
     }
 }
+
+#[test]
+fn with_two_copies_any_torn_register_write_decodes_to_the_old_or_the_new_registers() {
+    let g = Geometry { two_copies: true, ..Geometry::new(0, 1000) };
+    let mut r = Registers::initial(&g);
+    let mut block = r.encode_after(&g, &r);
+    assert_eq!(Registers::decode(&block, &g), Ok(r));
+    for _ in 0..5 {
+        let (_, _, next) = g.next_move(&r);
+        let new = next.encode_after(&g, &r);
+        // Every subset of the eight 8-byte units lands: old or new registers, never other.
+        for mask in 0u32..256 {
+            let mut torn = block;
+            for u in (0..8).filter(|u| mask >> u & 1 == 1) {
+                torn[u * 8..u * 8 + 8].copy_from_slice(&new[u * 8..u * 8 + 8]);
+            }
+            let got = Registers::decode(&torn, &g).unwrap();
+            assert!(got == r || got == next, "mask {mask:#x}: {got:?}");
+            let slot = (next.moves % 2) as usize * 32..(next.moves % 2) as usize * 32 + 32;
+            assert_eq!(got == next, torn[slot.clone()] == new[slot], "mask {mask:#x}: new once its copy is whole");
+        }
+        (r, block) = (next, new);
+    }
+    assert_eq!(Registers::decode(&[0; 64], &g).unwrap_err(), "start-gap register block: no valid copy");
+}
