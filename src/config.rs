@@ -160,6 +160,11 @@ pub struct SwalConfig {
     pub lookup_instructions: u64,
     /// Non-memory instructions per write-set entry applied in place at commit.
     pub apply_instructions: u64,
+    /// Entry headers in the packed form, `kind` in the same 8-byte unit as `seq`, so that a
+    /// header torn below 64 bytes is not misread (docs/formats/wal-log.md, docs/faults.md). Off
+    /// by default: the format without the fix.
+    #[serde(default)]
+    pub packed_headers: bool,
 }
 
 impl Default for Config {
@@ -180,7 +185,12 @@ impl Default for Config {
             log: LogConfig { size_bytes: 32 << 20, meta_checksum: false },
             pcm: Default::default(),
             startgap: Default::default(),
-            swal: SwalConfig { append_instructions: 6, lookup_instructions: 10, apply_instructions: 4 },
+            swal: SwalConfig {
+                append_instructions: 6,
+                lookup_instructions: 10,
+                apply_instructions: 4,
+                packed_headers: false,
+            },
             loc: LocConfig { speculation_degree: 16 },
             ordering: Default::default(),
             workload: Default::default(),

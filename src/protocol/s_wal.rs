@@ -141,6 +141,15 @@ impl Region {
     }
 }
 
+/// An entry header in the configured form (`swal.packed_headers`).
+fn header(costs: &SwalConfig, h: &EntryHeader) -> [u8; HEADER_BYTES] {
+    if costs.packed_headers {
+        h.encode_packed()
+    } else {
+        h.encode()
+    }
+}
+
 impl Protocol for SWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
         LogHead { format: LogFormat::SWal, start: 0, start_seq: 1 }.write_regions(layout, image);
@@ -163,7 +172,7 @@ impl Protocol for SWal {
         let r = &mut self.regions[m.core()];
         let h = EntryHeader { seq: r.seq, addr: addr.0, len: len as u32, kind: KIND_DATA };
         self.buf.clear();
-        self.buf.extend_from_slice(&h.encode());
+        self.buf.extend_from_slice(&header(&self.costs, &h));
         self.buf.extend_from_slice(&m.arch[addr.0 as usize..addr.0 as usize + len]);
         self.buf.resize(h.entry_bytes() as usize, 0);
         r.append(m, &self.buf);
@@ -187,7 +196,8 @@ impl Protocol for SWal {
         let c_start = r.tail;
         let h = EntryHeader { seq: r.seq, addr: r.entries, len: 0, kind: KIND_COMMIT };
         self.buf.clear();
-        self.buf.extend_from_slice(&h.encode()[..HEADER_BYTES]);
+        let bytes = header(&self.costs, &h);
+        self.buf.extend_from_slice(&bytes[..HEADER_BYTES]);
         r.append(m, &self.buf);
         r.flush_log(m, c_start, r.tail, WriteKind::Commit);
         if self.bug == Some(Bug::AckBeforeDurable) {
