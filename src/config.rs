@@ -45,6 +45,11 @@ pub struct LocConfig {
     /// Speculation degree: committed transactions per speculation window (the papers: 16;
     /// `--sd` sets it).
     pub speculation_degree: u32,
+    /// LOC-WAL's log head in the two-slot form, so that a head write torn below 64 bytes leaves
+    /// the previous head readable (docs/formats/wal-log.md, docs/faults.md). Off by default: the
+    /// papers' head.
+    #[serde(default)]
+    pub two_slot_head: bool,
 }
 
 impl LocConfig {
@@ -191,7 +196,7 @@ impl Default for Config {
                 apply_instructions: 4,
                 packed_headers: false,
             },
-            loc: LocConfig { speculation_degree: 16 },
+            loc: LocConfig { speculation_degree: 16, two_slot_head: false },
             ordering: Default::default(),
             workload: Default::default(),
         }

@@ -260,7 +260,8 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput
                 ));
             }
             let sd = spec.cfg.loc.speculation_degree;
-            drive(spec, wl, data, layout, LocWal::new(&layout, sd, spec.cfg.min_write_cycles(), spec.bug))
+            let p = LocWal::new(&layout, sd, spec.cfg.min_write_cycles(), spec.bug);
+            drive(spec, wl, data, layout, p.with_two_slot_head(spec.cfg.loc.two_slot_head))
         }
         ProtocolKind::Kiln | ProtocolKind::LocKiln => {
             let loose = spec.protocol == ProtocolKind::LocKiln;

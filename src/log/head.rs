@@ -12,6 +12,23 @@
 //! | 32..40 | home_below | u64, H-WAL and EC-WAL on more than one core: every transaction of any core whose global sequence number is below it is at home (0 with one core) |
 //! | 40..64 | reserved   | 0                                                              |
 //!
+//! **Two-slot form** (`loc.two_slot_head`, LOC-WAL; the torn-write fix of docs/faults.md, off by
+//! default): bytes 12..16 hold 1, and `start`, `start_seq` live in two slots written
+//! alternately, each two 8-byte units:
+//!
+//! | bytes  | slot | unit |
+//! |--------|------|------|
+//! | 16..24 | 0 | bits 0..40 `start`, bits 40..64 check |
+//! | 24..32 | 0 | bits 0..48 `start_seq`, bits 48..64 version |
+//! | 48..56 | 1 | as 16..24 |
+//! | 56..64 | 1 | as 24..32 |
+//!
+//! The check is 24 bits of FNV-1a over the format, the slot number, `start`, `start_seq` and the
+//! version. A head write puts the new head in the slot that does not hold the newest one, with
+//! the next version (16-bit serial arithmetic), and keeps the other slot's bytes; decoding takes
+//! the valid slot with the newer version. A torn head write can damage only the slot being
+//! written, so the previous head stays readable (docs/formats/wal-log.md).
+//!
 //! With more than one core the log area holds one region per core (`Layout::log_region`), each
 //! with its own head in its first block (docs/formats/wal-log.md, "Regions").
 
@@ -37,6 +54,13 @@ pub enum LogFormat {
     /// Ec, `start_seq` the sequence number of the transaction logging from there.
     Kiln = 5,
 }
+
+/// Bytes 12..16 of a two-slot head.
+const TWO_SLOTS: u32 = 1;
+/// Offsets of the two slots.
+const SLOT_AT: [usize; 2] = [16, 48];
+const START_BITS: u64 = 40;
+const SEQ_BITS: u64 = 48;
 
 /// Decoded log head.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -78,6 +102,37 @@ impl LogHead {
         b
     }
 
+    /// A two-slot head block holding only `self` (both slots, version 0): a log's first head.
+    pub fn encode_two_slot(&self) -> BlockData {
+        let mut b = self.encode();
+        le::put_u32(&mut b, 12, TWO_SLOTS);
+        self.put_slot(&mut b, 0, 0);
+        self.put_slot(&mut b, 1, 0);
+        b
+    }
+
+    /// The head block written after `prev` (the head block durable now): in the two-slot form
+    /// when `prev` is one (`self` in the slot not holding the newest head, with the next
+    /// version, the other slot's bytes kept; `prev` itself if its newest head is `self`), else
+    /// [`LogHead::encode`].
+    pub fn encode_next(&self, prev: &[u8]) -> BlockData {
+        let Some((newest, slot, version)) = decode_two_slot(prev) else { return self.encode() };
+        let mut b: BlockData = prev.try_into().expect("a head block");
+        if newest == *self {
+            return b; // nothing moves: the block stays (recovery run twice writes the same)
+        }
+        b[8..12].copy_from_slice(&(self.format as u32).to_le_bytes());
+        self.put_slot(&mut b, 1 - slot, version.wrapping_add(1));
+        b
+    }
+
+    fn put_slot(&self, b: &mut [u8], slot: usize, version: u16) {
+        assert!(self.start < 1 << START_BITS && self.start_seq < 1 << SEQ_BITS, "a head slot field overflows");
+        let at = SLOT_AT[slot];
+        le::put_u64(b, at, self.start | slot_check(self, slot, version) << START_BITS);
+        le::put_u64(b, at + 8, self.start_seq | (version as u64) << SEQ_BITS);
+    }
+
     /// The `home_below` field of a head block (0 when unused).
     pub fn home_below(b: &[u8]) -> u64 {
         le::u64_at(b, HOME_BELOW_AT)
@@ -96,7 +151,44 @@ impl LogHead {
             5 => LogFormat::Kiln,
             _ => return None,
         };
+        if le::u32_at(b, 12) == TWO_SLOTS {
+            return decode_two_slot(b).map(|(h, _, _)| h).filter(|h| h.format == format);
+        }
         Some(LogHead { format, start: le::u64_at(b, 16), start_seq: le::u64_at(b, 24) })
+    }
+}
+
+/// 24-bit check of a head slot.
+fn slot_check(h: &LogHead, slot: usize, version: u16) -> u64 {
+    let mut x: u64 = 0xcbf2_9ce4_8422_2325;
+    let words = [h.format as u64, slot as u64, h.start, h.start_seq, version as u64];
+    for byte in words.iter().flat_map(|w| w.to_le_bytes()) {
+        x = (x ^ byte as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    (x ^ x >> 24 ^ x >> 48) & 0xFF_FFFF
+}
+
+/// A two-slot head block's newest valid slot: (head, slot, version); `None` if the block is
+/// not in the two-slot form or neither slot is valid.
+fn decode_two_slot(b: &[u8]) -> Option<(LogHead, usize, u16)> {
+    if &b[0..8] != MAGIC || le::u32_at(b, 12) != TWO_SLOTS {
+        return None;
+    }
+    let format = LogHead::decode(&{
+        let mut plain = [0u8; BLOCK_BYTES];
+        plain[..12].copy_from_slice(&b[..12]);
+        plain
+    })?
+    .format;
+    let slot = |i: usize| {
+        let (x, y) = (le::u64_at(b, SLOT_AT[i]), le::u64_at(b, SLOT_AT[i] + 8));
+        let h = LogHead { format, start: x & ((1 << START_BITS) - 1), start_seq: y & ((1 << SEQ_BITS) - 1) };
+        let version = (y >> SEQ_BITS) as u16;
+        (x >> START_BITS == slot_check(&h, i, version)).then_some((h, i, version))
+    };
+    match (slot(0), slot(1)) {
+        (Some(a), Some(b)) => Some(if (b.2.wrapping_sub(a.2) as i16) > 0 { b } else { a }),
+        (a, b) => a.or(b),
     }
 }
 
@@ -119,6 +211,30 @@ mod tests {
         assert_eq!(LogHead::decode(&m), Some(h));
         assert_eq!(LogHead::home_below(&m), 0x1122);
         assert_eq!(h.encode_home(0), b, "0 is the single-core head, byte for byte");
+    }
+
+    #[test]
+    fn a_two_slot_head_alternates_and_any_torn_write_reads_as_the_old_or_the_new_head() {
+        let mut h = LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 };
+        let mut block = h.encode_two_slot();
+        assert_eq!(LogHead::decode(&block), Some(h));
+        for i in 1..40u64 {
+            let next = LogHead { format: LogFormat::Loc, start: i * 3, start_seq: i * 7 };
+            let new = next.encode_next(&block);
+            assert_eq!(LogHead::decode(&new), Some(next));
+            for mask in 0u32..256 {
+                let mut torn = block;
+                for u in (0..8).filter(|u| mask >> u & 1 == 1) {
+                    torn[u * 8..u * 8 + 8].copy_from_slice(&new[u * 8..u * 8 + 8]);
+                }
+                let got = LogHead::decode(&torn);
+                assert!(got == Some(h) || got == Some(next), "step {i} mask {mask:#x}: {got:?}");
+            }
+            (h, block) = (next, new);
+        }
+        // The papers' form is unchanged, and a plain head's successor is plain.
+        let plain = LogHead { format: LogFormat::Loc, start: 5, start_seq: 9 };
+        assert_eq!(plain.encode_next(&h.encode()), plain.encode());
     }
 
     #[test]

@@ -104,9 +104,19 @@ pub struct LocWal {
     /// The strict-ordering phase barrier, kept only between windows (`ordering.phase_barrier`).
     barrier: Barrier,
     c: Counters,
+    /// The head block last written (`loc.two_slot_head`: the next write keeps its newest slot).
+    head_block: crate::types::BlockData,
 }
 
 impl LocWal {
+    /// The log head in the two-slot form (`loc.two_slot_head`, docs/formats/wal-log.md).
+    pub fn with_two_slot_head(mut self, on: bool) -> LocWal {
+        if on {
+            self.head_block = LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 }.encode_two_slot();
+        }
+        self
+    }
+
     pub fn new(layout: &Layout, sd: u32, write_cycles: Cycle, bug: Option<Bug>) -> LocWal {
         assert!(window::SD_RANGE.contains(&sd), "checked by Config::validate");
         assert!(layout.total_bytes() / 64 < (1 << 31) - 1, "versioned LLC tags hold 31-bit block numbers");
@@ -132,6 +142,7 @@ impl LocWal {
             held: Vec::new(),
             closing: false,
             checkpoint: RedoSet::default(),
+            head_block: LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 }.encode(),
             pending: Vec::with_capacity(1024),
             barrier: Barrier::default(),
             c: Counters::default(),
@@ -359,7 +370,9 @@ impl LocWal {
         let trunc_at = cp.checkpoint(m, false);
         m.end_ordered();
         let head = LogHead { format: LogFormat::Loc, start: self.ring.next_sid, start_seq: self.next_seq };
-        m.defer_encoded(trunc_at, self.ring.log0, WriteKind::LogHead, || head.encode());
+        let block = head.encode_next(&self.head_block);
+        self.head_block = block;
+        m.defer_encoded(trunc_at, self.ring.log0, WriteKind::LogHead, || block);
         self.barrier.arm(m);
         super::assert_head_advances((self.trunc_sid, self.trunc_seq), (self.ring.next_sid, self.next_seq));
         (self.trunc_sid, self.trunc_seq) = (self.ring.next_sid, self.next_seq);
@@ -387,7 +400,7 @@ impl LocWal {
 
 impl Protocol for LocWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 }.write_initial(layout, image);
+        image[layout.log_block0().range()].copy_from_slice(&self.head_block);
     }
 
     fn begin(&mut self, m: &mut Machine) {

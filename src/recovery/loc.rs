@@ -110,6 +110,6 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     }
     plan.redone_txs = (0..cut).filter(|&d| txs[d].committed).count() as u64;
     let next = LogHead { format: LogFormat::Loc, start: end_sid, start_seq: head.start_seq + seen as u64 };
-    plan.writes.push((log0, next.encode()));
+    plan.writes.push((log0, next.encode_next(&image[log0.range()])));
     Ok(plan)
 }
