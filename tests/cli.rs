@@ -150,6 +150,33 @@ fn an_unknown_persist_domain_or_the_old_adr_key_exits_2_naming_the_allowed_value
     }
 }
 
+/// The torn-write fixes of docs/faults.md: each replayed torn violation is gone with its knob.
+#[test]
+fn each_torn_write_fix_removes_its_violation() {
+    for (case, fix) in [
+        (
+            "--workload hash --protocol loc-wal --seed 1 --txs 2000 --atomicity 8 --crash-at 339167",
+            "--set log.meta_checksum=true --set loc.two_slot_head=true",
+        ),
+        (
+            "--workload hash --protocol s-wal --seed 1 --txs 300 --atomicity 8 --exhaustive --set log.size_bytes=65536 --crash-at 1658328",
+            "--set swal.packed_headers=true",
+        ),
+        (
+            "--workload sps --protocol h-wal --seed 1 --txs 500 --atomicity 8 --set startgap.enabled=true --set log.size_bytes=65536 --crash-at 18080",
+            "--set startgap.two_register_copies=true",
+        ),
+    ] {
+        let mut args: Vec<&str> = ["crashtest", "--json"].into_iter().chain(case.split_whitespace()).collect();
+        assert_eq!(locsim(&args).status.code(), Some(1), "without the fix: {case}");
+        args.extend(fix.split_whitespace());
+        let out = locsim(&args);
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(0), "{case} {fix}: {}", r["first_violation"]);
+        assert!(r["torn_states"].as_u64().unwrap() > 0, "{case}: torn states checked");
+    }
+}
+
 #[test]
 fn crashtest_exhaustive_on_a_short_run_finds_no_violation() {
     for p in ["s-wal", "h-wal", "ec-wal"] {
