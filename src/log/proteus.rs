@@ -19,7 +19,12 @@
 //! | 16..24 | seq   | u64: that core's transaction sequence number (from 1)           |
 //! | 24..32 | index | u64: the entry's number within its transaction (from 0)         |
 //! | 32..40 | home  | u64: block number of the logged line in the data area           |
-//! | 40..64 | 0     | reserved                                                        |
+//! | 40..48 | check | u64: FNV-1a over bytes 8..40 and the 64 data bytes               |
+//! | 48..64 | 0     | reserved                                                        |
+//!
+//! The check makes a header torn below 64 bytes (docs/faults.md) or one whose data block is not
+//! the one it was written with read as no entry; the protocol never needs that entry then, since
+//! the LPQ holds it until the spilled copy is whole.
 //!
 //! A spilled entry lives in its core's log region (`Layout::log_region`): block 0 of the region
 //! is a log head (format 6, informational), spill position `p` of the running transaction has
@@ -86,23 +91,36 @@ pub struct EntryHeader {
 }
 
 impl EntryHeader {
-    pub fn encode(&self) -> BlockData {
+    /// The header block for this entry with old data `data`.
+    pub fn encode(&self, data: &BlockData) -> BlockData {
         let mut b = [0u8; BLOCK_BYTES];
         b[0..8].copy_from_slice(ENTRY_MAGIC);
         le::put_u32(&mut b, 8, self.core);
         le::put_u64(&mut b, 16, self.seq);
         le::put_u64(&mut b, 24, self.index);
         le::put_u64(&mut b, 32, self.home);
+        let c = check(&b, data);
+        le::put_u64(&mut b, 40, c);
         b
     }
 
-    /// Decode; `None` for a block that is not an entry header (an empty slot is all zeros).
-    pub fn decode(b: &[u8]) -> Option<EntryHeader> {
-        if &b[0..8] != ENTRY_MAGIC {
+    /// Decode a header block and check it against its data block; `None` for a block that is
+    /// not a header of this data (an empty slot is all zeros).
+    pub fn decode(b: &[u8], data: &[u8]) -> Option<EntryHeader> {
+        if &b[0..8] != ENTRY_MAGIC || le::u64_at(b, 40) != check(b, data) {
             return None;
         }
         Some(EntryHeader { core: le::u32_at(b, 8), seq: le::u64_at(b, 16), index: le::u64_at(b, 24), home: le::u64_at(b, 32) })
     }
+}
+
+/// FNV-1a (64-bit) over header bytes 8..40 and the data block.
+fn check(header: &[u8], data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &x in header[8..40].iter().chain(data) {
+        h = (h ^ x as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h
 }
 
 #[cfg(test)]
@@ -112,12 +130,17 @@ mod tests {
     #[test]
     fn header_and_register_have_the_documented_bytes() {
         let h = EntryHeader { core: 3, seq: 0x0102, index: 5, home: 0x0A0B_0C0D };
-        let b = h.encode();
+        let d = [7u8; 64];
+        let b = h.encode(&d);
         assert_eq!(&b[0..8], b"PROTEUSE");
         assert_eq!((b[8], b[16], b[17], b[24], b[32], b[35]), (3, 0x02, 0x01, 5, 0x0D, 0x0A));
-        assert!(b[40..].iter().all(|&x| x == 0));
-        assert_eq!(EntryHeader::decode(&b), Some(h));
-        assert_eq!(EntryHeader::decode(&[0u8; 64]), None, "an empty slot is no entry");
+        assert!(b[48..].iter().all(|&x| x == 0));
+        assert_eq!(EntryHeader::decode(&b, &d), Some(h));
+        assert_eq!(EntryHeader::decode(&[0u8; 64], &d), None, "an empty slot is no entry");
+        assert_eq!(EntryHeader::decode(&b, &[0u8; 64]), None, "another data block fails the check");
+        let mut torn = b;
+        torn[16] ^= 1;
+        assert_eq!(EntryHeader::decode(&torn, &d), None, "a header torn at its seq fails the check");
         let r = encode_register(0x1122);
         assert_eq!((&r[0..8], r[8], r[9]), (&b"PROTEUSR"[..], 0x22, 0x11));
         assert_eq!(decode_register(&r), Some(0x1122));

@@ -181,7 +181,7 @@ impl Proteus {
         let (header, data) = (s.header, s.data);
         let d = m.write_block(BlockId(log0.0 + fmt::spill_data_block(p)), WriteKind::LogData, data);
         let h = m.write_encoded_after(BlockId(log0.0 + fmt::spill_header_block(p)), WriteKind::LogMeta, d.durable, || {
-            header.encode()
+            header.encode(&data)
         });
         cl.spilled += 1;
         cl.spill_durable = cl.spill_durable.max(h.durable);
@@ -202,7 +202,7 @@ impl Proteus {
         self.slots[i] = Slot { owner: Some(c), free_at: 0, header, data };
         let now = m.now;
         m.nv_record(self.nv(fmt::slot_data_block(i)), |_| data, now);
-        m.nv_record(self.nv(fmt::slot_header_block(i)), |_| header.encode(), now);
+        m.nv_record(self.nv(fmt::slot_header_block(i)), |_| header.encode(&data), now);
         self.c.log_entries += 1;
     }
 

@@ -44,14 +44,16 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
         undo.clear();
         for i in 0..slots as usize {
             let hb = BlockId(lpq0.0 + proteus::slot_header_block(i));
-            if let Some(h) = EntryHeader::decode(&image[hb.range()]).filter(live) {
-                undo.push((h.home, h.index, read_block(image, BlockId(lpq0.0 + proteus::slot_data_block(i)))));
+            let data = read_block(image, BlockId(lpq0.0 + proteus::slot_data_block(i)));
+            if let Some(h) = EntryHeader::decode(&image[hb.range()], &data).filter(live) {
+                undo.push((h.home, h.index, data));
             }
         }
         for p in 0..proteus::spill_capacity(blocks) {
             let hb = BlockId(log0.0 + proteus::spill_header_block(p));
-            match EntryHeader::decode(&image[hb.range()]).filter(|h| live(h) && h.index == p) {
-                Some(h) => undo.push((h.home, p, read_block(image, BlockId(log0.0 + proteus::spill_data_block(p))))),
+            let data = read_block(image, BlockId(log0.0 + proteus::spill_data_block(p)));
+            match EntryHeader::decode(&image[hb.range()], &data).filter(|h| live(h) && h.index == p) {
+                Some(h) => undo.push((h.home, p, data)),
                 None => break,
             }
         }
