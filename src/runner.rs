@@ -6,8 +6,8 @@ use crate::config::Config;
 use crate::machine::{Machine, MachineStats, Recorder};
 use crate::pmem::{Layout, WriteKind};
 use crate::protocol::{
-    baseline::Baseline, ec_wal::EcWal, h_wal::HWal, kiln::Kiln, loc_wal::LocWal, proteus::Proteus, s_wal::SWal, Bug, Protocol,
-    ProtocolKind,
+    baseline::Baseline, ec_wal::EcWal, h_wal::HWal, kiln::Kiln, loc_wal::LocWal, proteus::Proteus, s_wal::SWal, Bug,
+    Protocol, ProtocolKind,
 };
 use crate::rng::Rng;
 use crate::sim::{OracleLog, Sim};

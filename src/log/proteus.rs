@@ -110,7 +110,12 @@ impl EntryHeader {
         if &b[0..8] != ENTRY_MAGIC || le::u64_at(b, 40) != check(b, data) {
             return None;
         }
-        Some(EntryHeader { core: le::u32_at(b, 8), seq: le::u64_at(b, 16), index: le::u64_at(b, 24), home: le::u64_at(b, 32) })
+        Some(EntryHeader {
+            core: le::u32_at(b, 8),
+            seq: le::u64_at(b, 16),
+            index: le::u64_at(b, 24),
+            home: le::u64_at(b, 32),
+        })
     }
 }
 
@@ -145,6 +150,9 @@ mod tests {
         assert_eq!((&r[0..8], r[8], r[9]), (&b"PROTEUSR"[..], 0x22, 0x11));
         assert_eq!(decode_register(&r), Some(0x1122));
         assert_eq!(decode_register(&b), None);
-        assert_eq!((slot_header_block(0), slot_data_block(2), spill_header_block(1), spill_capacity(7)), (16, 21, 3, 3));
+        assert_eq!(
+            (slot_header_block(0), slot_data_block(2), spill_header_block(1), spill_capacity(7)),
+            (16, 21, 3, 3)
+        );
     }
 }

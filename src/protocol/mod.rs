@@ -30,9 +30,9 @@ pub mod group;
 pub mod h_wal;
 pub mod kiln;
 pub mod loc_wal;
-pub mod proteus;
 #[cfg(test)]
 mod multicore_tests;
+pub mod proteus;
 pub mod redo;
 pub mod s_wal;
 #[cfg(test)]

@@ -332,7 +332,9 @@ fn proteus_recovers_every_crash_point_on_two_to_four_cores() {
     let spilled = (0..4)
         .filter(|&c| {
             let (h, _) = r.layout.log_region(c);
-            r.writes.iter().any(|w| w.kind == crate::pmem::WriteKind::LogData && (h.0..h.0 + blocks).contains(&w.block.0))
+            r.writes
+                .iter()
+                .any(|w| w.kind == crate::pmem::WriteKind::LogData && (h.0..h.0 + blocks).contains(&w.block.0))
         })
         .count();
     assert_eq!(spilled, 4, "every core's entries spill to its region");

@@ -180,9 +180,10 @@ impl Proteus {
         debug_assert_eq!(s.header.index, p, "spills are in entry order");
         let (header, data) = (s.header, s.data);
         let d = m.write_block(BlockId(log0.0 + fmt::spill_data_block(p)), WriteKind::LogData, data);
-        let h = m.write_encoded_after(BlockId(log0.0 + fmt::spill_header_block(p)), WriteKind::LogMeta, d.durable, || {
-            header.encode(&data)
-        });
+        let h =
+            m.write_encoded_after(BlockId(log0.0 + fmt::spill_header_block(p)), WriteKind::LogMeta, d.durable, || {
+                header.encode(&data)
+            });
         cl.spilled += 1;
         cl.spill_durable = cl.spill_durable.max(h.durable);
         let s = &mut self.slots[i];

@@ -32,7 +32,12 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
         let (log0, blocks) = layout.log_region(c);
         match LogHead::decode(&image[log0.range()]) {
             Some(h) if h.format == LogFormat::Proteus && h.start == 0 && h.start_seq == 0 => {}
-            _ => return Err(format!("corrupt log at block {}: not a Proteus log region head (format 6, start 0)", log0.0)),
+            _ => {
+                return Err(format!(
+                    "corrupt log at block {}: not a Proteus log region head (format 6, start 0)",
+                    log0.0
+                ))
+            }
         }
         let reg = BlockId(lpq0.0 + proteus::register_block(c));
         let finished = proteus::decode_register(&image[reg.range()])
