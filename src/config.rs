@@ -23,6 +23,8 @@ pub struct Config {
     pub startgap: crate::startgap::StartGapConfig,
     pub swal: SwalConfig,
     pub loc: LocConfig,
+    /// Proteus's log lookup table and log pending queue (docs/protocols/proteus.md).
+    pub proteus: ProteusConfig,
     /// Which of the papers' strict-ordering mechanisms the machine enforces (docs/ordering.md).
     pub ordering: crate::ordering::OrderingConfig,
     pub workload: crate::workload::WorkloadConfig,
@@ -55,6 +57,22 @@ pub struct LocConfig {
 impl LocConfig {
     /// The speculation degrees allowed (checked once, in [`Config::validate`]).
     pub const SD_RANGE: std::ops::RangeInclusive<u32> = 1..=32;
+}
+
+/// Proteus's hardware tables (`proteus`; docs/protocols/proteus.md). The paper's sizes are not
+/// used here: both are choices, checked once in [`Config::validate`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProteusConfig {
+    /// Lines each core's log lookup table remembers as logged by its running transaction.
+    pub llt_entries: u32,
+    /// Undo entries the log pending queue at the memory controller holds (all cores share it).
+    pub lpq_entries: u32,
+}
+
+impl ProteusConfig {
+    pub const LLT_RANGE: std::ops::RangeInclusive<u32> = 1..=1024;
+    pub const LPQ_RANGE: std::ops::RangeInclusive<u32> = 1..=4096;
 }
 
 /// The machine's shape (`[machine]`): how many cores, and where the persistence domain ends.
@@ -197,6 +215,7 @@ impl Default for Config {
                 packed_headers: false,
             },
             loc: LocConfig { speculation_degree: 16, two_slot_head: false },
+            proteus: ProteusConfig { llt_entries: 16, lpq_entries: 128 },
             ordering: Default::default(),
             workload: Default::default(),
         }
@@ -306,6 +325,14 @@ impl Config {
         if !LocConfig::SD_RANGE.contains(&self.loc.speculation_degree) {
             let allowed = format!("{}..={}", LocConfig::SD_RANGE.start(), LocConfig::SD_RANGE.end());
             return err("loc.speculation_degree", self.loc.speculation_degree as u64, &allowed);
+        }
+        for (key, v, r) in [
+            ("proteus.llt_entries", self.proteus.llt_entries, ProteusConfig::LLT_RANGE),
+            ("proteus.lpq_entries", self.proteus.lpq_entries, ProteusConfig::LPQ_RANGE),
+        ] {
+            if !r.contains(&v) {
+                return err(key, v as u64, &format!("{}..={}", r.start(), r.end()));
+            }
         }
         self.pcm.validate().map_err(ConfigError)?;
         self.startgap.validate().map_err(ConfigError)?;

@@ -879,9 +879,10 @@ impl Machine {
         t
     }
 
-    /// Record a change of the non-volatile LLC's persistent state (Kiln) that is durable at
-    /// cycle `at` (its own SRAM-like write, outside the memory controller; no traffic). Kept only
-    /// when payloads are (crash test); a plain run skips it.
+    /// Record a change of the non-volatile LLC's persistent state (Kiln; Proteus's log pending
+    /// queue) that is durable at cycle `at` (its own SRAM-like write, outside the memory
+    /// controller's write path; no traffic). Kept only when payloads are (crash test); a plain
+    /// run skips it.
     pub fn nv_record(&mut self, b: BlockId, data: impl FnOnce(&[u8]) -> BlockData, at: Cycle) {
         if !self.keep_bytes {
             return;

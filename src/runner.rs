@@ -6,8 +6,8 @@ use crate::config::Config;
 use crate::machine::{Machine, MachineStats, Recorder};
 use crate::pmem::{Layout, WriteKind};
 use crate::protocol::{
-    baseline::Baseline, ec_wal::EcWal, h_wal::HWal, kiln::Kiln, loc_wal::LocWal, s_wal::SWal, Bug, Protocol,
-    ProtocolKind,
+    baseline::Baseline, ec_wal::EcWal, h_wal::HWal, kiln::Kiln, loc_wal::LocWal, proteus::Proteus, s_wal::SWal, Bug,
+    Protocol, ProtocolKind,
 };
 use crate::rng::Rng;
 use crate::sim::{OracleLog, Sim};
@@ -275,6 +275,11 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput
             let layout = layout.with_nvllc(crate::log::nvllc::bytes(slots));
             let (sd, w) = (spec.cfg.loc.speculation_degree, spec.cfg.min_write_cycles());
             drive(spec, wl, data, layout, Kiln::new(&layout, loose, sd, w, slots, spec.bug))
+        }
+        ProtocolKind::Proteus => {
+            let layout = layout.with_nvllc(crate::log::proteus::bytes(spec.cfg.proteus.lpq_entries as usize));
+            let trip = spec.cfg.llc.latency_cycles;
+            drive(spec, wl, data, layout, Proteus::new(&layout, &spec.cfg.proteus, trip, spec.bug))
         }
         #[cfg(test)]
         ProtocolKind::Trivial => {

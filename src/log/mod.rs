@@ -8,11 +8,13 @@
 //! - [`ec`]: Eager Commit's block groups with META blocks (EC-WAL; LOC).
 //! - [`loc`]: LOC-WAL's Tx Dependency Pair blocks, kept in the same block groups.
 //! - [`nvllc`]: Kiln's non-volatile LLC state (commit register, committed lines).
+//! - [`proteus`]: Proteus's undo entries, in its log pending queue and spilled to memory.
 
 pub mod ec;
 pub mod head;
 pub mod loc;
 pub mod nvllc;
+pub mod proteus;
 pub mod swal;
 pub mod wal;
 

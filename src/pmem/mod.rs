@@ -22,8 +22,8 @@ pub struct Layout {
     /// (`startgap::Geometry::EXTRA_BYTES` with Start-Gap on, else 0; docs/formats/startgap.md).
     pub startgap_bytes: u64,
     /// Bytes of the non-volatile LLC's persistent state, after the log area and the Start-Gap
-    /// reserve (Kiln and LOC-Kiln only; 0 otherwise): not memory, but part of the durable image
-    /// (docs/model.md section 2).
+    /// reserve (Kiln and LOC-Kiln; Proteus keeps its log pending queue there; 0 otherwise): not
+    /// memory, but part of the durable image (docs/model.md section 2).
     pub nvllc_bytes: u64,
     /// Cores sharing the log area: it is split into this many equal regions, one per core,
     /// each laid out as a whole single-core log (its head block first; docs/multicore.md).

@@ -32,6 +32,7 @@ pub mod kiln;
 pub mod loc_wal;
 #[cfg(test)]
 mod multicore_tests;
+pub mod proteus;
 pub mod redo;
 pub mod s_wal;
 #[cfg(test)]
@@ -78,6 +79,8 @@ pub enum ProtocolKind {
     LocWal,
     Kiln,
     LocKiln,
+    /// Software-supported hardware undo logging (Shin et al., MICRO 2017).
+    Proteus,
     /// The recipe's test protocol (`trivial.rs`), in unit tests only.
     #[cfg(test)]
     Trivial,
@@ -92,6 +95,7 @@ impl ProtocolKind {
         ProtocolKind::LocWal,
         ProtocolKind::Kiln,
         ProtocolKind::LocKiln,
+        ProtocolKind::Proteus,
         #[cfg(test)]
         ProtocolKind::Trivial,
     ];
@@ -105,6 +109,7 @@ impl ProtocolKind {
             ProtocolKind::LocWal => "loc-wal",
             ProtocolKind::Kiln => "kiln",
             ProtocolKind::LocKiln => "loc-kiln",
+            ProtocolKind::Proteus => "proteus",
             #[cfg(test)]
             ProtocolKind::Trivial => "trivial",
         }
@@ -119,6 +124,7 @@ impl ProtocolKind {
             ProtocolKind::EcWal => Some(LogFormat::Ec),
             ProtocolKind::LocWal => Some(LogFormat::Loc),
             ProtocolKind::Kiln | ProtocolKind::LocKiln => Some(LogFormat::Kiln),
+            ProtocolKind::Proteus => Some(LogFormat::Proteus),
             #[cfg(test)]
             ProtocolKind::Trivial => Some(LogFormat::HWal),
         }
@@ -131,6 +137,7 @@ impl ProtocolKind {
         match self {
             ProtocolKind::Baseline | ProtocolKind::SWal | ProtocolKind::HWal | ProtocolKind::EcWal => true,
             ProtocolKind::LocWal | ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
+            ProtocolKind::Proteus => true,
             #[cfg(test)]
             ProtocolKind::Trivial => true,
         }
@@ -145,6 +152,9 @@ impl ProtocolKind {
             ProtocolKind::Baseline | ProtocolKind::SWal => true,
             ProtocolKind::HWal | ProtocolKind::EcWal | ProtocolKind::LocWal | ProtocolKind::Kiln => false,
             ProtocolKind::LocKiln => false,
+            // Its stores come before their log-flushes: a store durable once performed would
+            // reach the domain ahead of its undo entry, so its lines stay out of the drain.
+            ProtocolKind::Proteus => false,
             #[cfg(test)]
             ProtocolKind::Trivial => false,
         }
@@ -173,6 +183,12 @@ impl ProtocolKind {
             ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::TruncateOutOfOrder],
             ProtocolKind::LocWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs],
             ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
+            ProtocolKind::Proteus => &[
+                Bug::AckBeforeDurable,
+                Bug::DropUncommittedEntry,
+                Bug::StoreBeforeLogFlush,
+                Bug::CommitDropsOtherCores,
+            ],
             #[cfg(test)]
             ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateOutOfOrder],
         }
@@ -232,10 +248,17 @@ pub enum Bug {
     /// S-WAL truncates a transaction's log at its core's next commit instead of before
     /// returning from commit.
     LazyTruncate,
+    /// Proteus: the LPQ drops a transaction's entries when its commit starts, before its lines
+    /// are home.
+    DropUncommittedEntry,
+    /// Proteus: the log-flushes are held back until commit, after the lines they protect.
+    StoreBeforeLogFlush,
+    /// Proteus: a commit drops every core's entries from the shared LPQ, not only its own.
+    CommitDropsOtherCores,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 13] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
@@ -246,6 +269,9 @@ impl Bug {
         Bug::LostInvalidation,
         Bug::TruncateOutOfOrder,
         Bug::LazyTruncate,
+        Bug::DropUncommittedEntry,
+        Bug::StoreBeforeLogFlush,
+        Bug::CommitDropsOtherCores,
     ];
 
     pub fn name(self) -> &'static str {
@@ -260,6 +286,9 @@ impl Bug {
             Bug::LostInvalidation => "lost-invalidation",
             Bug::TruncateOutOfOrder => "truncate-out-of-order",
             Bug::LazyTruncate => "lazy-truncate",
+            Bug::DropUncommittedEntry => "drop-uncommitted-entry",
+            Bug::StoreBeforeLogFlush => "store-before-log-flush",
+            Bug::CommitDropsOtherCores => "commit-drops-other-cores",
         }
     }
 
@@ -291,6 +320,15 @@ impl Bug {
             Bug::LazyTruncate => {
                 "S-WAL leaves a transaction's log in place until its core's next commit: harmless on one core, where the region replays in order, but recovery replays it over a newer write of another core (needs --cores 2 or more)"
             }
+            Bug::DropUncommittedEntry => {
+                "Proteus's log pending queue drops a transaction's undo entries when its commit starts, before its lines are durable at home"
+            }
+            Bug::StoreBeforeLogFlush => {
+                "Proteus's log-flushes are held back until commit, after the lines they protect may be durable at home"
+            }
+            Bug::CommitDropsOtherCores => {
+                "a Proteus commit drops every core's undo entries from the shared log pending queue, other cores' running transactions' too (needs --cores 2 or more)"
+            }
         }
     }
 
@@ -298,7 +336,7 @@ impl Bug {
     /// single-core run cannot show.
     pub fn min_cores(self) -> u32 {
         match self {
-            Bug::TruncateOutOfOrder | Bug::LazyTruncate | Bug::LostInvalidation => 2,
+            Bug::TruncateOutOfOrder | Bug::LazyTruncate | Bug::LostInvalidation | Bug::CommitDropsOtherCores => 2,
             _ => 1,
         }
     }

@@ -10,6 +10,9 @@
 //! nothing, and nothing else. Transactions in commit at one time come from different cores and
 //! hold different lines, so they are independent and any of them may be in.
 //!
+//! Proteus (undo logging) is checked the same way, with a log pending queue of 8 entries shared
+//! by the cores, so entries of every core spill to their regions.
+//!
 //! The caches are small and the transactions touch many lines, so tagged lines are evicted,
 //! also by other cores' accesses (logged for their owner); a few hot lines are written by
 //! transactions of every core, so one line's versions sit in several regions' logs.
@@ -60,7 +63,18 @@ fn config(cores: u32) -> Config {
     cfg.l1.size_bytes = 4096;
     cfg.l2.size_bytes = 8192;
     cfg.llc.size_bytes = 16384;
+    cfg.proteus.lpq_entries = 8;
     cfg
+}
+
+/// The layout of these tests: `region` bytes of log per core, and Proteus's LPQ state.
+fn layout_of(kind: ProtocolKind, cfg: &Config, region: u64) -> Layout {
+    let cores = cfg.machine.cores;
+    let layout = Layout::new(DATA_LINES * 64, cores as u64 * region).with_cores(cores);
+    match kind {
+        ProtocolKind::Proteus => layout.with_nvllc(crate::log::proteus::bytes(cfg.proteus.lpq_entries as usize)),
+        _ => layout,
+    }
 }
 
 fn protocol(kind: ProtocolKind, cfg: &Config, layout: &Layout, bug: Option<Bug>) -> Box<dyn Protocol> {
@@ -68,6 +82,9 @@ fn protocol(kind: ProtocolKind, cfg: &Config, layout: &Layout, bug: Option<Bug>)
         ProtocolKind::SWal => Box::new(SWal::new(layout, &cfg.swal, bug)),
         ProtocolKind::HWal => Box::new(HWal::new(layout, bug)),
         ProtocolKind::EcWal => Box::new(EcWal::new(layout, cfg.min_write_cycles(), bug)),
+        ProtocolKind::Proteus => {
+            Box::new(super::proteus::Proteus::new(layout, &cfg.proteus, cfg.llc.latency_cycles, bug))
+        }
         #[cfg(test)]
         ProtocolKind::Trivial => Box::new(super::trivial::Trivial::new(layout, bug)),
         _ => unreachable!("not a protocol of this test"),
@@ -81,7 +98,7 @@ fn run(kind: ProtocolKind, cores: u32, per_core: usize, seed: u64, bug: Option<B
     // read a previous lap's commit entry behind the current seq (docs/formats/wal-log.md, "A
     // known gap"), a weakness of the single-core format this test is not about.
     let region = if kind == ProtocolKind::SWal { 256 } else { 16 } << 10;
-    let layout = Layout::new(DATA_LINES * 64, cores as u64 * region).with_cores(cores);
+    let layout = layout_of(kind, &cfg, region);
     let mut image = vec![0u8; layout.total_bytes() as usize];
     let mut rng = Rng::new(seed);
     for b in image[..layout.data_bytes as usize].iter_mut() {
@@ -301,6 +318,36 @@ fn s_wal_recovers_every_crash_point_on_two_to_four_cores() {
         let points = crash_check(ProtocolKind::SWal, cores, 0..6, None).unwrap();
         assert!(points > 2000, "{points} points");
     }
+}
+
+#[test]
+fn proteus_recovers_every_crash_point_on_two_to_four_cores() {
+    for cores in 2..=4 {
+        let points = crash_check(ProtocolKind::Proteus, cores, 0..6, None).unwrap();
+        assert!(points > 2000, "{points} points");
+    }
+    // The queue of 8 entries spills entries of every core.
+    let r = run(ProtocolKind::Proteus, 4, 60, 1, None);
+    let (_, blocks) = r.layout.log_region(0);
+    let spilled = (0..4)
+        .filter(|&c| {
+            let (h, _) = r.layout.log_region(c);
+            r.writes
+                .iter()
+                .any(|w| w.kind == crate::pmem::WriteKind::LogData && (h.0..h.0 + blocks).contains(&w.block.0))
+        })
+        .count();
+    assert_eq!(spilled, 4, "every core's entries spill to its region");
+}
+
+#[test]
+fn proteus_commit_dropping_other_cores_entries_is_caught_on_two_cores() {
+    assert!(ProtocolKind::Proteus.multicore());
+    let found = crash_check(ProtocolKind::Proteus, 2, 0..6, Some(Bug::CommitDropsOtherCores));
+    let e = found.expect_err("commit-drops-other-cores is caught");
+    assert!(e.contains("differs from every valid state") || e.contains("neither all in"), "{e}");
+    // One core has no other core's entries to drop.
+    crash_check(ProtocolKind::Proteus, 1, 0..3, Some(Bug::CommitDropsOtherCores)).unwrap();
 }
 
 #[test]

@@ -8,6 +8,7 @@
 pub mod ec;
 pub mod kiln;
 pub mod loc;
+pub mod proteus;
 pub mod startgap;
 pub mod swal;
 pub mod wal;
@@ -35,6 +36,7 @@ pub fn recover(format: Option<LogFormat>, layout: &Layout, image: &[u8]) -> Resu
         Some(LogFormat::Loc) => loc::recover(layout, image),
         Some(LogFormat::Kiln) => kiln::recover(layout, image),
         Some(LogFormat::SWal) => swal::recover(layout, image),
+        Some(LogFormat::Proteus) => proteus::recover(layout, image),
     }?;
     plan.assert_well_formed(layout);
     Ok(plan)
