@@ -8,7 +8,9 @@
 //! - [`ec`]: Eager Commit's block groups with META blocks (EC-WAL; LOC).
 //! - [`loc`]: LOC-WAL's Tx Dependency Pair blocks, kept in the same block groups.
 //! - [`nvllc`]: Kiln's non-volatile LLC state (commit register, committed lines).
+//! - [`atom`]: ATOM's hardware undo log (metadata lines and old-data entries).
 
+pub mod atom;
 pub mod ec;
 pub mod head;
 pub mod loc;

@@ -23,6 +23,7 @@ macro_rules! counters {
     };
 }
 
+pub mod atom;
 pub mod barrier;
 pub mod baseline;
 pub mod ec_wal;
@@ -78,6 +79,8 @@ pub enum ProtocolKind {
     LocWal,
     Kiln,
     LocKiln,
+    /// ATOM: hardware undo logging (Joshi et al., HPCA 2017).
+    Atom,
     /// The recipe's test protocol (`trivial.rs`), in unit tests only.
     #[cfg(test)]
     Trivial,
@@ -92,6 +95,7 @@ impl ProtocolKind {
         ProtocolKind::LocWal,
         ProtocolKind::Kiln,
         ProtocolKind::LocKiln,
+        ProtocolKind::Atom,
         #[cfg(test)]
         ProtocolKind::Trivial,
     ];
@@ -105,6 +109,7 @@ impl ProtocolKind {
             ProtocolKind::LocWal => "loc-wal",
             ProtocolKind::Kiln => "kiln",
             ProtocolKind::LocKiln => "loc-kiln",
+            ProtocolKind::Atom => "atom",
             #[cfg(test)]
             ProtocolKind::Trivial => "trivial",
         }
@@ -119,6 +124,7 @@ impl ProtocolKind {
             ProtocolKind::EcWal => Some(LogFormat::Ec),
             ProtocolKind::LocWal => Some(LogFormat::Loc),
             ProtocolKind::Kiln | ProtocolKind::LocKiln => Some(LogFormat::Kiln),
+            ProtocolKind::Atom => Some(LogFormat::Atom),
             #[cfg(test)]
             ProtocolKind::Trivial => Some(LogFormat::HWal),
         }
@@ -131,6 +137,7 @@ impl ProtocolKind {
         match self {
             ProtocolKind::Baseline | ProtocolKind::SWal | ProtocolKind::HWal | ProtocolKind::EcWal => true,
             ProtocolKind::LocWal | ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
+            ProtocolKind::Atom => true,
             #[cfg(test)]
             ProtocolKind::Trivial => true,
         }
@@ -159,6 +166,7 @@ impl ProtocolKind {
             ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::TruncateOutOfOrder],
             ProtocolKind::LocWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs],
             ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
+            ProtocolKind::Atom => &[Bug::AckBeforeDurable, Bug::InPlaceBeforeUndo, Bug::FreeLogBeforeData],
             #[cfg(test)]
             ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateOutOfOrder],
         }
@@ -218,10 +226,15 @@ pub enum Bug {
     /// S-WAL truncates a transaction's log at its core's next commit instead of before
     /// returning from commit.
     LazyTruncate,
+    /// ATOM: a line's in-place write is not held back until its undo entry is durable.
+    InPlaceBeforeUndo,
+    /// ATOM: the log is freed (the head moved past the transaction) without waiting for its
+    /// in-place data to be durable.
+    FreeLogBeforeData,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 12] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
@@ -232,6 +245,8 @@ impl Bug {
         Bug::LostInvalidation,
         Bug::TruncateOutOfOrder,
         Bug::LazyTruncate,
+        Bug::InPlaceBeforeUndo,
+        Bug::FreeLogBeforeData,
     ];
 
     pub fn name(self) -> &'static str {
@@ -246,6 +261,8 @@ impl Bug {
             Bug::LostInvalidation => "lost-invalidation",
             Bug::TruncateOutOfOrder => "truncate-out-of-order",
             Bug::LazyTruncate => "lazy-truncate",
+            Bug::InPlaceBeforeUndo => "in-place-before-undo",
+            Bug::FreeLogBeforeData => "free-log-before-data",
         }
     }
 
@@ -276,6 +293,12 @@ impl Bug {
             }
             Bug::LazyTruncate => {
                 "S-WAL leaves a transaction's log in place until its core's next commit: harmless on one core, where the region replays in order, but recovery replays it over a newer write of another core (needs --cores 2 or more)"
+            }
+            Bug::InPlaceBeforeUndo => {
+                "ATOM's controller does not hold a line's in-place write back until its undo entry is durable: new data can reach home with nothing to undo it"
+            }
+            Bug::FreeLogBeforeData => {
+                "ATOM frees a transaction's log without waiting for its in-place data to be durable: a crash leaves part of a committed transaction home"
             }
         }
     }
