@@ -10,8 +10,8 @@
 //! - Entries are grouped twelve to a metadata line (their home addresses and the
 //!   transaction's sequence number). The metadata line is written once the entries it names
 //!   are durable: when its group fills, or when a line of the group is to be written in place.
-//! - The controller holds back a line's in-place write until its undo entry and a metadata
-//!   line naming it are durable (a tagged line evicted during the transaction goes home, held
+//! - The controller holds back a line's in-place write until its undo entry, a metadata
+//!   line naming it and the metadata lines of the full groups before it are durable (a tagged line evicted during the transaction goes home, held
 //!   back; it is never redirected to the log).
 //! - Commit writes every line of the transaction still cached home (held back as above),
 //!   waits until all its in-place data is durable, then frees the log: the region's head
@@ -79,6 +79,10 @@ struct CoreLog {
     covered: usize,
     /// Latest durability of the entries of the last group.
     group_durable: Cycle,
+    /// Latest durability of the metadata lines of the full groups: recovery reads a group only
+    /// past full groups, so an entry is undoable once its own metadata line and those are
+    /// durable.
+    full_durable: Cycle,
     /// Latest durability of the transaction's in-place writes.
     home_done: Cycle,
     barrier: Barrier,
@@ -102,6 +106,7 @@ impl Atom {
                     n_evicted: 0,
                     covered: 0,
                     group_durable: 0,
+                    full_durable: 0,
                     home_done: 0,
                     barrier: Barrier::default(),
                 }
@@ -155,8 +160,12 @@ impl Atom {
             Meta::encode_parts(seq, g as u32, &homes[..ws.len()])
         });
         m.wait_until(t.accepted);
+        let ready = t.durable.max(r.full_durable);
         for x in &mut r.ready[first..] {
-            *x = t.durable;
+            *x = ready;
+        }
+        if len - first == ENTRIES {
+            r.full_durable = ready;
         }
         r.covered = len;
         self.n.meta_writes += 1;
@@ -226,6 +235,7 @@ impl Atom {
         r.evicted.clear();
         r.n_evicted = 0;
         r.covered = 0;
+        r.full_durable = 0;
         r.home_done = 0;
     }
 }
