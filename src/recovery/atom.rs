@@ -36,6 +36,9 @@ fn recover_region(layout: &Layout, image: &[u8], c: usize, plan: &mut Plan) -> R
     if head.format != LogFormat::Atom {
         return Err(format!("corrupt log at block {}: log head format {:?}, expected Atom", log0.0, head.format));
     }
+    if head.start != 0 {
+        return Err(format!("corrupt log at block {}: ATOM's head has start {}, expected 0", log0.0, head.start));
+    }
     super::head_in_range(&head, log0, 1)?;
     let seq = head.start_seq;
     let mut undo: Vec<(BlockId, BlockId)> = Vec::new(); // (home, entry), log order
