@@ -281,6 +281,7 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput
             let trip = spec.cfg.llc.latency_cycles;
             drive(spec, wl, data, layout, Proteus::new(&layout, &spec.cfg.proteus, trip, spec.bug))
         }
+        ProtocolKind::Atom => drive(spec, wl, data, layout, crate::protocol::atom::Atom::new(&layout, spec.bug)),
         #[cfg(test)]
         ProtocolKind::Trivial => {
             drive(spec, wl, data, layout, crate::protocol::trivial::Trivial::new(&layout, spec.bug))

@@ -5,7 +5,7 @@
 //! | bytes  | field      | meaning                                                        |
 //! |--------|------------|----------------------------------------------------------------|
 //! | 0..8   | magic      | `LOCSIMLH`                                                     |
-//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups, 4 = LOC groups, 5 = Kiln fallback groups, 6 = Proteus spilled undo entries |
+//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups, 4 = LOC groups, 5 = Kiln fallback groups, 6 = Proteus spilled undo entries, 7 = ATOM undo groups |
 //! | 12..16 | reserved   | 0                                                              |
 //! | 16..24 | start      | u64: first valid log position (blocks for H-WAL, bytes S-WAL)  |
 //! | 24..32 | start_seq  | u64: sequence number of the transaction logged at `start`      |
@@ -56,6 +56,9 @@ pub enum LogFormat {
     /// Proteus's undo entries spilled from the log pending queue (docs/formats/proteus-log.md);
     /// `start` and `start_seq` are 0: the finish registers in the LPQ state say what is live.
     Proteus = 6,
+    /// ATOM's undo log (`log::atom`): `start` unused (0), `start_seq` the sequence number of
+    /// the region's transaction whose log is not freed (its groups carry it).
+    Atom = 7,
 }
 
 /// Bytes 12..16 of a two-slot head.
@@ -153,6 +156,7 @@ impl LogHead {
             4 => LogFormat::Loc,
             5 => LogFormat::Kiln,
             6 => LogFormat::Proteus,
+            7 => LogFormat::Atom,
             _ => return None,
         };
         if le::u32_at(b, 12) == TWO_SLOTS {

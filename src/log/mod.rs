@@ -9,7 +9,9 @@
 //! - [`loc`]: LOC-WAL's Tx Dependency Pair blocks, kept in the same block groups.
 //! - [`nvllc`]: Kiln's non-volatile LLC state (commit register, committed lines).
 //! - [`proteus`]: Proteus's undo entries, in its log pending queue and spilled to memory.
+//! - [`atom`]: ATOM's hardware undo log (metadata lines and old-data entries).
 
+pub mod atom;
 pub mod ec;
 pub mod head;
 pub mod loc;

@@ -23,6 +23,7 @@ macro_rules! counters {
     };
 }
 
+pub mod atom;
 pub mod barrier;
 pub mod baseline;
 pub mod ec_wal;
@@ -81,6 +82,8 @@ pub enum ProtocolKind {
     LocKiln,
     /// Software-supported hardware undo logging (Shin et al., MICRO 2017).
     Proteus,
+    /// ATOM: hardware undo logging (Joshi et al., HPCA 2017).
+    Atom,
     /// The recipe's test protocol (`trivial.rs`), in unit tests only.
     #[cfg(test)]
     Trivial,
@@ -96,6 +99,7 @@ impl ProtocolKind {
         ProtocolKind::Kiln,
         ProtocolKind::LocKiln,
         ProtocolKind::Proteus,
+        ProtocolKind::Atom,
         #[cfg(test)]
         ProtocolKind::Trivial,
     ];
@@ -110,6 +114,7 @@ impl ProtocolKind {
             ProtocolKind::Kiln => "kiln",
             ProtocolKind::LocKiln => "loc-kiln",
             ProtocolKind::Proteus => "proteus",
+            ProtocolKind::Atom => "atom",
             #[cfg(test)]
             ProtocolKind::Trivial => "trivial",
         }
@@ -125,6 +130,7 @@ impl ProtocolKind {
             ProtocolKind::LocWal => Some(LogFormat::Loc),
             ProtocolKind::Kiln | ProtocolKind::LocKiln => Some(LogFormat::Kiln),
             ProtocolKind::Proteus => Some(LogFormat::Proteus),
+            ProtocolKind::Atom => Some(LogFormat::Atom),
             #[cfg(test)]
             ProtocolKind::Trivial => Some(LogFormat::HWal),
         }
@@ -138,6 +144,7 @@ impl ProtocolKind {
             ProtocolKind::Baseline | ProtocolKind::SWal | ProtocolKind::HWal | ProtocolKind::EcWal => true,
             ProtocolKind::LocWal | ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
             ProtocolKind::Proteus => true,
+            ProtocolKind::Atom => true,
             #[cfg(test)]
             ProtocolKind::Trivial => true,
         }
@@ -155,6 +162,7 @@ impl ProtocolKind {
             // Its stores come before their log-flushes: a store durable once performed would
             // reach the domain ahead of its undo entry, so its lines stay out of the drain.
             ProtocolKind::Proteus => false,
+            ProtocolKind::Atom => false,
             #[cfg(test)]
             ProtocolKind::Trivial => false,
         }
@@ -189,6 +197,7 @@ impl ProtocolKind {
                 Bug::StoreBeforeLogFlush,
                 Bug::CommitDropsOtherCores,
             ],
+            ProtocolKind::Atom => &[Bug::AckBeforeDurable, Bug::InPlaceBeforeUndo, Bug::FreeLogBeforeData],
             #[cfg(test)]
             ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateOutOfOrder],
         }
@@ -255,10 +264,15 @@ pub enum Bug {
     StoreBeforeLogFlush,
     /// Proteus: a commit drops every core's entries from the shared LPQ, not only its own.
     CommitDropsOtherCores,
+    /// ATOM: a line's in-place write is not held back until its undo entry is durable.
+    InPlaceBeforeUndo,
+    /// ATOM: the log is freed (the head moved past the transaction) without waiting for its
+    /// in-place data to be durable.
+    FreeLogBeforeData,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 13] = [
+    pub const ALL: [Bug; 15] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
@@ -272,6 +286,8 @@ impl Bug {
         Bug::DropUncommittedEntry,
         Bug::StoreBeforeLogFlush,
         Bug::CommitDropsOtherCores,
+        Bug::InPlaceBeforeUndo,
+        Bug::FreeLogBeforeData,
     ];
 
     pub fn name(self) -> &'static str {
@@ -289,6 +305,8 @@ impl Bug {
             Bug::DropUncommittedEntry => "drop-uncommitted-entry",
             Bug::StoreBeforeLogFlush => "store-before-log-flush",
             Bug::CommitDropsOtherCores => "commit-drops-other-cores",
+            Bug::InPlaceBeforeUndo => "in-place-before-undo",
+            Bug::FreeLogBeforeData => "free-log-before-data",
         }
     }
 
@@ -328,6 +346,12 @@ impl Bug {
             }
             Bug::CommitDropsOtherCores => {
                 "a Proteus commit drops every core's undo entries from the shared log pending queue, other cores' running transactions' too (needs --cores 2 or more)"
+            }
+            Bug::InPlaceBeforeUndo => {
+                "ATOM's controller does not hold a line's in-place write back until its undo entry is durable: new data can reach home with nothing to undo it"
+            }
+            Bug::FreeLogBeforeData => {
+                "ATOM frees a transaction's log without waiting for its in-place data to be durable: a crash leaves part of a committed transaction home"
             }
         }
     }

@@ -85,6 +85,7 @@ fn protocol(kind: ProtocolKind, cfg: &Config, layout: &Layout, bug: Option<Bug>)
         ProtocolKind::Proteus => {
             Box::new(super::proteus::Proteus::new(layout, &cfg.proteus, cfg.llc.latency_cycles, bug))
         }
+        ProtocolKind::Atom => Box::new(super::atom::Atom::new(layout, bug)),
         #[cfg(test)]
         ProtocolKind::Trivial => Box::new(super::trivial::Trivial::new(layout, bug)),
         _ => unreachable!("not a protocol of this test"),
@@ -430,6 +431,21 @@ fn the_recipe_protocol_runs_on_several_cores_and_its_cross_core_bug_is_caught() 
     crash_check(ProtocolKind::Trivial, 3, 0..2, None).unwrap();
     assert!(ProtocolKind::Trivial.bugs().contains(&Bug::TruncateOutOfOrder));
     assert!(out_of_order_scenario(ProtocolKind::Trivial, Some(Bug::TruncateOutOfOrder)).is_err());
+}
+
+#[test]
+fn atom_undoes_every_crash_point_on_two_to_four_cores_and_its_hold_back_bug_is_caught() {
+    // ATOM acknowledges after its data is durable and its log freed: regions need no order
+    // (docs/protocols/atom.md, "Multi-core"). Tagged lines evicted by other cores' accesses go
+    // home held back behind their owner's undo entries.
+    assert!(ProtocolKind::Atom.multicore());
+    for cores in 2..=4 {
+        crash_check(ProtocolKind::Atom, cores, 0..3, None).unwrap();
+    }
+    for bug in [Bug::InPlaceBeforeUndo, Bug::FreeLogBeforeData] {
+        let found = crash_check(ProtocolKind::Atom, 2, 0..6, Some(bug));
+        assert!(found.is_err(), "{} not caught on two cores", bug.name());
+    }
 }
 
 #[test]

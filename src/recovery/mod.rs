@@ -5,6 +5,7 @@
 //! image gives the recovered image; applying any prefix of it models a crash during recovery,
 //! after which recovery must run again to the same result.
 
+pub mod atom;
 pub mod ec;
 pub mod kiln;
 pub mod loc;
@@ -37,6 +38,7 @@ pub fn recover(format: Option<LogFormat>, layout: &Layout, image: &[u8]) -> Resu
         Some(LogFormat::Kiln) => kiln::recover(layout, image),
         Some(LogFormat::SWal) => swal::recover(layout, image),
         Some(LogFormat::Proteus) => proteus::recover(layout, image),
+        Some(LogFormat::Atom) => atom::recover(layout, image),
     }?;
     plan.assert_well_formed(layout);
     Ok(plan)

@@ -334,6 +334,7 @@ damaged_recovery!(loc_wal_recovers_any_damaged_image_or_reports_it, ProtocolKind
 damaged_recovery!(kiln_recovers_any_damaged_image_or_reports_it, ProtocolKind::Kiln);
 damaged_recovery!(loc_kiln_recovers_any_damaged_image_or_reports_it, ProtocolKind::LocKiln);
 damaged_recovery!(proteus_recovers_any_damaged_image_or_reports_it, ProtocolKind::Proteus);
+damaged_recovery!(atom_recovers_any_damaged_image_or_reports_it, ProtocolKind::Atom);
 
 /// Regressions found by the properties above under overflow checks (`cargo test` without
 /// `--release`): a head near the end of the number space made the group scan (`start +

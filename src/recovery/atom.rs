@@ -1,0 +1,68 @@
+//! Recovery of ATOM's undo log ([`crate::log::atom`], docs/formats/atom-log.md).
+//!
+//! Per core region: the head names the transaction whose log is not freed (`start_seq`).
+//! From group 0, every metadata line of that transaction, in group order, names entries
+//! whose old lines are written back home; a group that is not full, or a metadata line of
+//! another transaction (an older one's, left in place), ends the log. The old lines are
+//! written newest first, so that if a line were logged twice the oldest copy (the value
+//! before the transaction) is the one left. Then the head moves past the transaction.
+//!
+//! Regions are independent: a region holds only its core's running transaction, committed
+//! ones have their data home before their log is freed, and two running transactions hold
+//! disjoint lines (strict two-phase locking), so no two regions' undo writes touch one line
+//! and any region order gives the same image. The heads follow every undo write.
+
+use super::Plan;
+use crate::log::atom::{entry_block, groups, meta_block, Meta, ENTRIES};
+use crate::log::head::{LogFormat, LogHead};
+use crate::pmem::{read_block, Layout};
+use crate::types::{BlockData, BlockId};
+
+pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
+    let mut plan = Plan::default();
+    let mut heads = Vec::new();
+    for c in 0..layout.cores as usize {
+        heads.push(recover_region(layout, image, c, &mut plan)?);
+    }
+    plan.writes.extend(heads);
+    Ok(plan)
+}
+
+/// Undo core `c`'s running transaction into `plan`; returns its new head write.
+fn recover_region(layout: &Layout, image: &[u8], c: usize, plan: &mut Plan) -> Result<(BlockId, BlockData), String> {
+    let (log0, blocks) = layout.log_region(c);
+    let head = LogHead::decode(&image[log0.range()])
+        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
+    if head.format != LogFormat::Atom {
+        return Err(format!("corrupt log at block {}: log head format {:?}, expected Atom", log0.0, head.format));
+    }
+    if head.start != 0 {
+        return Err(format!("corrupt log at block {}: ATOM's head has start {}, expected 0", log0.0, head.start));
+    }
+    super::head_in_range(&head, log0, 1)?;
+    let seq = head.start_seq;
+    let mut undo: Vec<(BlockId, BlockId)> = Vec::new(); // (home, entry), log order
+    for g in 0..groups(blocks) {
+        let Some(meta) = Meta::decode(&image[meta_block(log0, g).range()]) else { break };
+        if meta.seq != seq || meta.group as u64 != g {
+            break;
+        }
+        for j in 0..meta.n as usize {
+            let home = BlockId(meta.homes[j] as u64);
+            if !layout.is_data(home) {
+                return Err(format!(
+                    "corrupt log at block {}: entry {j} of group {g} names block {}, outside the data area",
+                    meta_block(log0, g).0,
+                    home.0
+                ));
+            }
+            undo.push((home, entry_block(log0, g, j)));
+        }
+        if (meta.n as usize) < ENTRIES {
+            break;
+        }
+    }
+    plan.writes.extend(undo.iter().rev().map(|&(home, entry)| (home, read_block(image, entry))));
+    let next = if undo.is_empty() { seq } else { seq + 1 };
+    Ok((log0, LogHead { format: LogFormat::Atom, start: 0, start_seq: next }.encode()))
+}
