@@ -332,7 +332,7 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
                     let start = Instant::now();
                     let verifier = spec.run.workload.build(&spec.run.cfg.workload);
                     if let Some(h) = history {
-                        let mut sweep = super::cores::CoreSweep::new(spec, rec, h, &verifier);
+                        let mut sweep = super::cores::CoreSweep::new(spec, rec, h, &verifier, sparse);
                         let starting = start.elapsed();
                         for &t in pts {
                             let before = sweep.part.violations;
