@@ -20,11 +20,14 @@
 //!   format: it reads the same log area, so it makes the same plan, and laying it again changes
 //!   nothing (it still runs on the 1st, 8th, 64th, ... such point).
 //!
-//! The plan is applied to the running image and undone after the point.
+//! The plan is applied to the running image and undone after the point. Torn writes
+//! (`--atomicity` below 64) are the one-core sweep's states ([`super::torn`]): each is landed in
+//! the running image, checked like the clean state, and landed back.
 
 use super::concurrent::{Closure, History};
 use super::guard_due;
 use super::sweep::{CrashSpec, Part};
+use super::torn;
 use crate::hostmem::Sparse;
 use crate::log::head::LogFormat;
 use crate::recovery::{self, Plan};
@@ -72,6 +75,8 @@ pub(super) struct CoreSweep<'a> {
     skipped: u64,
     /// What the plan overwrote, to put back after the point.
     undo: Vec<(BlockId, BlockData)>,
+    /// The longest time a write of the run spent in service (for torn writes).
+    max_service: Cycle,
     pub(super) part: Part,
 }
 
@@ -111,6 +116,7 @@ impl<'a> CoreSweep<'a> {
             reuses: 0,
             skipped: 0,
             undo: Vec::new(),
+            max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { 0 },
             part: Part::default(),
         }
         .with_follower(sparse)
@@ -213,14 +219,14 @@ impl<'a> CoreSweep<'a> {
         }
     }
 
-    /// Check crash cycle `t` (not below the previous point of this worker).
+    /// Check crash cycle `t` (not below the previous point of this worker): its clean durable
+    /// state, then below 64-byte atomicity each of its torn states ([`torn::variants`]).
     pub(super) fn check_point(&mut self, t: Cycle) {
         let start = Instant::now();
         let rec = self.rec;
         let writes = &rec.record.durable.writes;
         while let Some(w) = writes.get(self.next_write).filter(|w| w.durable <= t) {
-            self.outside_written |= !rec.layout.is_data(w.block);
-            self.set_img(w.block, &w.data);
+            self.land(w.block, &w.data);
             self.next_write += 1;
         }
         let (a, i) = self.closure.advance(self.h, t);
@@ -233,26 +239,62 @@ impl<'a> CoreSweep<'a> {
         }
         self.part.following += start.elapsed();
         let start = Instant::now();
-        let verdict = self.judge(t);
+        self.check_state(t, a, i, None);
+        if self.spec.atomicity < 64 {
+            self.check_torn(t, a, i);
+        }
         self.part.at_points += start.elapsed();
-        if let Err((kind, detail)) = verdict {
-            self.part.violations += 1;
-            *self.part.by_kind.entry(kind.to_string()).or_default() += 1;
-            if self.part.first.is_none() {
-                self.part.first = Some(super::Violation {
-                    kind: kind.into(),
-                    seed: self.spec.run.seed,
-                    crash_cycle: t,
-                    acked: a,
-                    issued: i,
-                    closest_k: (self.closure.base_len() + self.closure.added().len()) as u64,
-                    first_diff_addr: None,
-                    differing_blocks: 0,
-                    detail,
-                    replay: format!("{} --crash-at {t}", self.spec.replay_base),
-                    torn: None,
-                });
+    }
+
+    /// A block write becomes durable in `img`.
+    fn land(&mut self, b: BlockId, data: &BlockData) {
+        self.outside_written |= !self.rec.layout.is_data(b);
+        self.set_img(b, data);
+    }
+
+    /// Check each torn state of crash point `t` like the clean one: land the torn blocks,
+    /// check, land the clean blocks back.
+    fn check_torn(&mut self, t: Cycle, a: u64, i: u64) {
+        let writes = &self.rec.record.durable.writes;
+        let block = |img: &[u8], b: BlockId| -> BlockData { img[b.range()].try_into().expect("a block") };
+        let flight: Vec<_> = torn::in_flight(writes, self.next_write, t, self.max_service)
+            .into_iter()
+            .map(|j| (&writes[j], block(&self.img, writes[j].block)))
+            .collect();
+        let states = torn::variants(&flight, self.spec.atomicity, self.spec.exhaustive, self.spec.run.seed, t);
+        for s in states {
+            let clean: Vec<(BlockId, BlockData)> = s.blocks.iter().map(|(b, _)| (*b, block(&self.img, *b))).collect();
+            for (b, d) in &s.blocks {
+                self.land(*b, d);
             }
+            self.part.torn_states += 1;
+            self.check_state(t, a, i, Some(s.describe));
+            for (b, d) in clean.iter().rev() {
+                self.land(*b, d);
+            }
+        }
+    }
+
+    /// Judge the durable image as it stands (`torn`: the torn state it is, if one) and record
+    /// a violation.
+    fn check_state(&mut self, t: Cycle, a: u64, i: u64, torn: Option<String>) {
+        let Err((kind, detail)) = self.judge(t) else { return };
+        self.part.violations += 1;
+        *self.part.by_kind.entry(kind.to_string()).or_default() += 1;
+        if self.part.first.is_none() {
+            self.part.first = Some(super::Violation {
+                kind: kind.into(),
+                seed: self.spec.run.seed,
+                crash_cycle: t,
+                acked: a,
+                issued: i,
+                closest_k: (self.closure.base_len() + self.closure.added().len()) as u64,
+                first_diff_addr: None,
+                differing_blocks: 0,
+                detail,
+                replay: format!("{} --crash-at {t}", self.spec.replay_base),
+                torn,
+            });
         }
     }
 
