@@ -31,6 +31,7 @@ use super::torn;
 use crate::hostmem::Sparse;
 use crate::log::head::LogFormat;
 use crate::recovery::{self, Plan};
+use crate::rng::Rng;
 use crate::runner::Recorded;
 use crate::types::{BlockData, BlockId, Cycle};
 use crate::workload::follow::Follow;
@@ -67,12 +68,13 @@ pub(super) struct CoreSweep<'a> {
     unseen: Vec<u32>,
     seen: Vec<bool>,
     /// The last recovery plan, whether a durable write outside the data area has landed since
-    /// it was made, and the counts of plan reuses and of skipped second recoveries (for the
-    /// guards).
+    /// it was made, and the counts of plan reuses, of skipped second recoveries and of
+    /// decided crashes during recovery (for the guards).
     last_plan: Option<Plan>,
     outside_written: bool,
     reuses: u64,
     skipped: u64,
+    prefixes: u64,
     /// What the plan overwrote, to put back after the point.
     undo: Vec<(BlockId, BlockData)>,
     /// The longest time a write of the run spent in service (for torn writes).
@@ -115,6 +117,7 @@ impl<'a> CoreSweep<'a> {
             outside_written: true,
             reuses: 0,
             skipped: 0,
+            prefixes: 0,
             undo: Vec::new(),
             max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { 0 },
             part: Part::default(),
@@ -327,13 +330,73 @@ impl<'a> CoreSweep<'a> {
             undo.push((*b, self.img[b.range()].try_into().expect("a block")));
             self.set_img(*b, d);
         }
-        let verdict = self.check_recovered(t, format, &plan);
+        let mut verdict = self.check_recovered(t, format, &plan);
         for (b, d) in undo.iter().rev() {
             self.set_img(*b, d);
         }
         self.undo = undo;
+        if verdict.is_ok() {
+            verdict = self.interrupted(t, format, &plan).map_err(|e| ("idempotence", e));
+        }
         if !recovery::reads_data_area(format) {
             self.last_plan = Some(plan);
+        }
+        verdict
+    }
+
+    /// A crash during recovery: `img` (the durable image D) with a random prefix of `plan`'s
+    /// writes, recovered again, must end where the whole plan did (the one-core sweep's check,
+    /// same draw). A prefix of data writes alone under a format whose recovery reads no data
+    /// line leaves the log as it was, so recovering again makes the same plan: that case, and
+    /// the whole plan (the second recovery of `check_recovered`), run only on the 1st, 8th,
+    /// 64th, ... such point. `img` is D again on return.
+    fn interrupted(&mut self, t: Cycle, format: Option<LogFormat>, plan: &Plan) -> Result<(), String> {
+        let layout = &self.rec.layout;
+        let n = plan.writes.len();
+        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t).below(n as u64 + 1) as usize;
+        let redo = plan.writes.iter().position(|(b, _)| !layout.is_data(*b)).unwrap_or(n);
+        let decided = (cut == n || (cut <= redo && !recovery::reads_data_area(format))) && {
+            self.prefixes += 1;
+            !guard_due(self.prefixes, 3)
+        };
+        if decided {
+            return Ok(());
+        }
+        // What the whole recovery leaves in each block it writes (its last write there).
+        let mut want: Vec<(BlockId, BlockData)> = plan.writes.iter().rev().copied().collect();
+        want.sort_by_key(|(b, _)| b.0);
+        want.dedup_by_key(|(b, _)| b.0);
+        let mut undo = Vec::with_capacity(cut);
+        for (b, d) in &plan.writes[..cut] {
+            undo.push((*b, self.img[b.range()].try_into().expect("a block")));
+            self.set_img(*b, d);
+        }
+        let result = recovery::recover(format, layout, &self.img)
+            .map_err(|e| format!("second recovery after a crash at recovery write {cut} of {n} failed: {e}"));
+        let mut verdict = result.as_ref().map(|_| ()).map_err(|e| e.clone());
+        if let Ok(again) = &result {
+            for (b, d) in &again.writes {
+                undo.push((*b, self.img[b.range()].try_into().expect("a block")));
+                self.set_img(*b, d);
+            }
+            // Blocks the whole recovery writes hold its last write; the others, D's content
+            // (the first record of them in `undo`).
+            let wrong = want.iter().map(|(b, _)| *b).chain(again.writes.iter().map(|(b, _)| *b)).find(|b| {
+                let now = &self.img[b.range()];
+                match want.binary_search_by_key(&b.0, |(w, _)| w.0) {
+                    Ok(j) => now != want[j].1,
+                    Err(_) => undo.iter().find(|(u, _)| u == b).is_some_and(|(_, d)| now != d),
+                }
+            });
+            if let Some(b) = wrong {
+                verdict = Err(format!(
+                    "after a crash at recovery write {cut} of {n}, recovering again leaves block {} different",
+                    b.0
+                ));
+            }
+        }
+        for (b, d) in undo.iter().rev() {
+            self.set_img(*b, d);
         }
         verdict
     }
