@@ -43,6 +43,20 @@ fn the_logging_protocols_recover_on_four_cores_and_the_report_does_not_depend_on
     }
 }
 
+#[test]
+fn torn_writes_are_checked_on_four_cores_and_the_report_does_not_depend_on_threads() {
+    let args = ["-w", "sps", "-p", "h-wal", "--cores", "4", "--txs", "300", "--crashes", "300", "--atomicity", "8"];
+    let (one, code) = crashtest(&[&args[..], &HOT, &["--threads", "1"]].concat());
+    assert_eq!(code, Some(0), "{one}");
+    assert_eq!(one["violations"], 0, "{one}");
+    assert!(one["torn_states"].as_u64().unwrap() >= 100, "{one}");
+    let (two, _) = crashtest(&[&args[..], &HOT, &["--threads", "2"]].concat());
+    assert_eq!(verdicts(one), verdicts(two), "the torn report depends on --threads");
+    let (bad, code) = crashtest(&[&args[..], &HOT, &["--inject-bug", "commit-before-log"]].concat());
+    assert_eq!(code, Some(1), "{bad}");
+    assert!(bad["violations"].as_u64().unwrap() > 0, "{bad}");
+}
+
 /// `crashtest` with `bug` finds a violation of `kind`, and its replay line finds it again.
 fn found(protocol: &str, bug: &str, kind: &str) {
     let args = ["-w", "sps", "-p", protocol, "--cores", "4", "--txs", "2000", "--crashes", "1000", "--inject-bug", bug];
@@ -75,7 +89,7 @@ fn bad_core_counts_and_unsupported_combinations_are_one_line_errors() {
         (vec!["run", "-w", "sps", "-p", "h-wal", "--cores", "17"], "allowed 1..=16"),
         (vec!["run", "-w", "sqlite", "-p", "baseline", "--cores", "2"], "one core"),
         (vec!["run", "-w", "sps", "-p", "loc-wal", "--cores", "2"], "one core"),
-        (vec!["crashtest", "-w", "sps", "-p", "h-wal", "--cores", "2", "--atomicity", "8"], "--atomicity"),
+        (vec!["crashtest", "-w", "sps", "-p", "h-wal", "--cores", "2", "--set", "startgap.enabled=true"], "Start-Gap"),
         (vec!["crashtest", "-w", "sps", "-p", "s-wal", "--inject-bug", "lazy-truncate"], "--cores"),
     ] {
         let out = locsim(&args);

@@ -1,17 +1,37 @@
 //! The crash sweep on more than one core: at each crash point, the durable image, recovery,
 //! then the oracle for concurrent histories ([`super::concurrent`]), the workload's structural
-//! verifier on the whole recovered data area, and a second recovery (docs/multicore.md, "The
-//! oracle for concurrent histories").
+//! verifier on the recovered data area, and a second recovery (docs/multicore.md, "The oracle
+//! for concurrent histories").
 //!
 //! A worker walks its points in time order with one running durable image and one image of the
-//! oracle's base (the closure of the acknowledged transactions), so the work at a point grows
-//! with the lines the run has written so far, not with the memory. The recovery plan is
-//! applied to the running image and undone after the point.
+//! oracle's base (the closure of the acknowledged transactions). The work at a point is
+//! proportional to what changed since the worker's previous point, as in the one-core sweep
+//! ([`super::sweep`]):
+//! - the lines where the recovered data area differs from the base's image are kept as a
+//!   running set: a line is compared again only when a durable write, a base transaction, the
+//!   recovery plan or its undo changed it;
+//! - the workload's incremental verifier hears only of the lines that changed since it last
+//!   looked;
+//! - recovery runs again only when a durable write outside the data area has landed since the
+//!   last plan (for every log format whose recovery reads no data block,
+//!   [`recovery::reads_data_area`]); otherwise the last plan is the plan. On the 1st, 8th,
+//!   64th, ... reuse a whole recovery runs anyway and must agree;
+//! - the second recovery is skipped when the plan writes only data blocks under such a
+//!   format: it reads the same log area, so it makes the same plan, and laying it again changes
+//!   nothing (it still runs on the 1st, 8th, 64th, ... such point).
+//!
+//! The plan is applied to the running image and undone after the point. Torn writes
+//! (`--atomicity` below 64) are the one-core sweep's states ([`super::torn`]): each is landed in
+//! the running image, checked like the clean state, and landed back.
 
 use super::concurrent::{Closure, History};
+use super::guard_due;
 use super::sweep::{CrashSpec, Part};
+use super::torn;
+use crate::hostmem::Sparse;
 use crate::log::head::LogFormat;
-use crate::recovery;
+use crate::recovery::{self, Plan};
+use crate::rng::Rng;
 use crate::runner::Recorded;
 use crate::types::{BlockData, BlockId, Cycle};
 use crate::workload::follow::Follow;
@@ -30,69 +50,169 @@ pub(super) struct CoreSweep<'a> {
     next_write: usize,
     /// The data area of the base's image.
     base: Vec<u8>,
-    /// Data lines written by a durable write or by a base transaction so far (the only lines
-    /// where the recovered area and the base's image can differ, with the plan's).
-    touched: Vec<u32>,
-    mark: Vec<bool>,
     data_len: usize,
+    /// The running set of data lines where `img` and `base` differ (`diff`, and each line's
+    /// place there plus one, 0 when out), as of the last [`CoreSweep::settle`]; the lines changed since,
+    /// to compare again (each once: `queued`).
+    diff: Vec<u32>,
+    diff_at: Vec<u32>,
+    unsettled: Vec<u32>,
+    queued: Vec<bool>,
+    /// `diff` in line order, handed to the oracle.
+    sorted: Vec<u32>,
     /// The workload's incremental verifier, where it has one (and no caller's own check is
-    /// given, which needs whole images), and the data area it last saw.
+    /// given, which needs whole images), the data area it last saw, and the lines of `img`
+    /// changed since (each once: `seen`).
     follower: Option<Box<dyn Follow>>,
     followed: Vec<u8>,
+    unseen: Vec<u32>,
+    seen: Vec<bool>,
+    /// The last recovery plan, whether a durable write outside the data area has landed since
+    /// it was made, and the counts of plan reuses, of skipped second recoveries and of
+    /// decided crashes during recovery (for the guards).
+    last_plan: Option<Plan>,
+    outside_written: bool,
+    reuses: u64,
+    skipped: u64,
+    prefixes: u64,
+    /// What the plan overwrote, to put back after the point.
+    undo: Vec<(BlockId, BlockData)>,
+    /// The longest time a write of the run spent in service (for torn writes).
+    max_service: Cycle,
     pub(super) part: Part,
 }
 
 impl<'a> CoreSweep<'a> {
-    pub(super) fn new(spec: &'a CrashSpec, rec: &'a Recorded, h: &'a History, verifier: &'a Workload) -> Self {
+    /// A worker over `rec`; `sparse` lists the pages of `rec.initial` that are not all zero
+    /// (its images are copied page by page, the zero pages left to the kernel).
+    pub(super) fn new(
+        spec: &'a CrashSpec,
+        rec: &'a Recorded,
+        h: &'a History,
+        verifier: &'a Workload,
+        sparse: &Sparse,
+    ) -> Self {
         let data_len = rec.layout.data_bytes as usize;
+        let lines = data_len / 64;
         CoreSweep {
             spec,
             rec,
             h,
             verifier,
             closure: Closure::new(h),
-            img: rec.initial.clone(),
+            img: sparse.copy(&rec.initial),
             next_write: 0,
-            base: rec.initial[..data_len].to_vec(),
-            touched: Vec::new(),
-            mark: vec![false; data_len / 64],
+            base: sparse.copy(&rec.initial[..data_len]),
             data_len,
+            diff: Vec::new(),
+            diff_at: vec![0; lines],
+            unsettled: Vec::new(),
+            queued: vec![false; lines],
+            sorted: Vec::new(),
             follower: None,
             followed: Vec::new(),
+            unseen: Vec::new(),
+            seen: Vec::new(),
+            last_plan: None,
+            outside_written: true,
+            reuses: 0,
+            skipped: 0,
+            prefixes: 0,
+            undo: Vec::new(),
+            max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { 0 },
             part: Part::default(),
         }
-        .with_follower()
+        .with_follower(sparse)
     }
 
-    fn with_follower(mut self) -> Self {
+    fn with_follower(mut self, sparse: &Sparse) -> Self {
         if self.spec.verify.is_none() {
             if let Some(mut f) = self.verifier.follower() {
                 let initial = &self.rec.initial[..self.data_len];
                 f.reset(initial);
-                self.followed = initial.to_vec();
+                self.followed = sparse.copy(initial);
+                self.seen = vec![false; self.data_len / 64];
                 self.follower = Some(f);
             }
         }
         self
     }
 
+    /// Data line `b` of `base` changed (or of `img`: [`CoreSweep::set_img`]): compare it again
+    /// before the next look at the difference.
+    #[inline]
+    fn requeue(&mut self, b: usize) {
+        if let Some(q) = self.queued.get_mut(b) {
+            if !std::mem::replace(q, true) {
+                self.unsettled.push(b as u32);
+            }
+        }
+    }
+
+    /// Write block `b` of `img`, telling the running difference and the follower.
+    #[inline]
+    fn set_img(&mut self, b: BlockId, data: &BlockData) {
+        self.img[b.range()].copy_from_slice(data);
+        let i = b.0 as usize;
+        self.requeue(i);
+        if let Some(s) = self.seen.get_mut(i) {
+            if !std::mem::replace(s, true) {
+                self.unseen.push(i as u32);
+            }
+        }
+    }
+
+    /// Compare the queued lines, bringing the running difference up to date, and lay it out
+    /// in line order in `sorted` (the oracle's answer is the same for any order; its message
+    /// names lines in the order it is given them, so the order is fixed).
+    fn settle(&mut self) {
+        let mut queued = std::mem::take(&mut self.unsettled);
+        for &b in &queued {
+            let b = b as usize;
+            self.queued[b] = false;
+            let r = b * 64..b * 64 + 64;
+            let now = self.img[r.clone()] != self.base[r];
+            match (self.diff_at[b] != 0, now) {
+                (false, true) => {
+                    self.diff.push(b as u32);
+                    self.diff_at[b] = self.diff.len() as u32;
+                }
+                (true, false) => {
+                    let at = self.diff_at[b] as usize - 1;
+                    self.diff.swap_remove(at);
+                    self.diff_at[b] = 0;
+                    if let Some(&moved) = self.diff.get(at) {
+                        self.diff_at[moved as usize] = at as u32 + 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        queued.clear();
+        self.unsettled = queued;
+        self.sorted.clear();
+        self.sorted.extend_from_slice(&self.diff);
+        self.sorted.sort_unstable();
+    }
+
     /// The structural verdict on the recovered data area `img[..data_len]`: through the
-    /// follower, told of the lines that changed since it last looked (only lines in `touched`
-    /// can differ from the initial area), else the whole verifier. A broken verdict takes its
-    /// message from the whole verifier.
+    /// follower, told of the lines that changed since it last looked, else the whole verifier.
+    /// A broken verdict takes its message from the whole verifier.
     fn structure(&mut self) -> Result<(), String> {
         let data = &self.img[..self.data_len];
         let Some(f) = &mut self.follower else {
             return self.verifier.verify(data);
         };
         let mut old = Vec::new();
-        for &b in &self.touched {
+        for &b in &self.unseen {
+            self.seen[b as usize] = false;
             let r = b as usize * 64..b as usize * 64 + 64;
             if self.followed[r.clone()] != data[r.clone()] {
                 old.push((b as usize, <BlockData>::try_from(&self.followed[r.clone()]).expect("a block")));
                 self.followed[r.clone()].copy_from_slice(&data[r]);
             }
         }
+        self.unseen.clear();
         if f.changed(data, &old) {
             return Ok(());
         }
@@ -102,96 +222,211 @@ impl<'a> CoreSweep<'a> {
         }
     }
 
-    fn touch(&mut self, b: usize) {
-        if b < self.mark.len() && !std::mem::replace(&mut self.mark[b], true) {
-            self.touched.push(b as u32);
-        }
-    }
-
-    /// Check crash cycle `t` (not below the previous point of this worker).
+    /// Check crash cycle `t` (not below the previous point of this worker): its clean durable
+    /// state, then below 64-byte atomicity each of its torn states ([`torn::variants`]).
     pub(super) fn check_point(&mut self, t: Cycle) {
         let start = Instant::now();
-        let writes = &self.rec.record.durable.writes;
+        let rec = self.rec;
+        let writes = &rec.record.durable.writes;
         while let Some(w) = writes.get(self.next_write).filter(|w| w.durable <= t) {
-            self.img[w.block.range()].copy_from_slice(&w.data);
+            self.land(w.block, &w.data);
             self.next_write += 1;
-            self.touch(w.block.0 as usize);
         }
         let (a, i) = self.closure.advance(self.h, t);
         for j in 0..self.closure.joined().len() {
             let k = self.closure.joined()[j] as usize;
-            self.rec.oracle.apply_tx(k, &mut self.base);
-            let blocks: Vec<usize> = self.rec.oracle.tx_blocks(k).collect();
-            for b in blocks {
-                self.touch(b);
+            rec.oracle.apply_tx(k, &mut self.base);
+            for b in rec.oracle.tx_blocks(k) {
+                self.requeue(b);
             }
         }
         self.part.following += start.elapsed();
         let start = Instant::now();
-        let verdict = self.judge(t);
+        self.check_state(t, a, i, None);
+        if self.spec.atomicity < 64 {
+            self.check_torn(t, a, i);
+        }
         self.part.at_points += start.elapsed();
-        if let Err((kind, detail)) = verdict {
-            self.part.violations += 1;
-            *self.part.by_kind.entry(kind.to_string()).or_default() += 1;
-            if self.part.first.is_none() {
-                self.part.first = Some(super::Violation {
-                    kind: kind.into(),
-                    seed: self.spec.run.seed,
-                    crash_cycle: t,
-                    acked: a,
-                    issued: i,
-                    closest_k: (self.closure.base_len() + self.closure.added().len()) as u64,
-                    first_diff_addr: None,
-                    differing_blocks: 0,
-                    detail,
-                    replay: format!("{} --crash-at {t}", self.spec.replay_base),
-                    torn: None,
-                });
+    }
+
+    /// A block write becomes durable in `img`.
+    fn land(&mut self, b: BlockId, data: &BlockData) {
+        self.outside_written |= !self.rec.layout.is_data(b);
+        self.set_img(b, data);
+    }
+
+    /// Check each torn state of crash point `t` like the clean one: land the torn blocks,
+    /// check, land the clean blocks back.
+    fn check_torn(&mut self, t: Cycle, a: u64, i: u64) {
+        let writes = &self.rec.record.durable.writes;
+        let block = |img: &[u8], b: BlockId| -> BlockData { img[b.range()].try_into().expect("a block") };
+        let flight: Vec<_> = torn::in_flight(writes, self.next_write, t, self.max_service)
+            .into_iter()
+            .map(|j| (&writes[j], block(&self.img, writes[j].block)))
+            .collect();
+        let states = torn::variants(&flight, self.spec.atomicity, self.spec.exhaustive, self.spec.run.seed, t);
+        for s in states {
+            let clean: Vec<(BlockId, BlockData)> = s.blocks.iter().map(|(b, _)| (*b, block(&self.img, *b))).collect();
+            for (b, d) in &s.blocks {
+                self.land(*b, d);
+            }
+            self.part.torn_states += 1;
+            self.check_state(t, a, i, Some(s.describe));
+            for (b, d) in clean.iter().rev() {
+                self.land(*b, d);
             }
         }
+    }
+
+    /// Judge the durable image as it stands (`torn`: the torn state it is, if one) and record
+    /// a violation.
+    fn check_state(&mut self, t: Cycle, a: u64, i: u64, torn: Option<String>) {
+        let Err((kind, detail)) = self.judge(t) else { return };
+        self.part.violations += 1;
+        *self.part.by_kind.entry(kind.to_string()).or_default() += 1;
+        if self.part.first.is_none() {
+            self.part.first = Some(super::Violation {
+                kind: kind.into(),
+                seed: self.spec.run.seed,
+                crash_cycle: t,
+                acked: a,
+                issued: i,
+                closest_k: (self.closure.base_len() + self.closure.added().len()) as u64,
+                first_diff_addr: None,
+                differing_blocks: 0,
+                detail,
+                replay: format!("{} --crash-at {t}", self.spec.replay_base),
+                torn,
+            });
+        }
+    }
+
+    /// The recovery plan of the durable image `img`: the last one when it still holds (see the
+    /// module's comment), else a whole recovery.
+    fn plan(&mut self, format: Option<LogFormat>) -> Result<Plan, String> {
+        let reads = recovery::reads_data_area(format);
+        if !self.outside_written && !reads {
+            if let Some(plan) = self.last_plan.take() {
+                self.reuses += 1;
+                if guard_due(self.reuses, 3) {
+                    let fresh = recovery::recover(format, &self.rec.layout, &self.img);
+                    assert!(fresh.as_ref() == Ok(&plan), "crash checker: recovery read the data area");
+                }
+                return Ok(plan);
+            }
+        }
+        let plan = recovery::recover(format, &self.rec.layout, &self.img);
+        self.outside_written = plan.is_err();
+        plan
     }
 
     /// Recover the durable image, check it, and put the image back.
     fn judge(&mut self, t: Cycle) -> Result<(), (&'static str, String)> {
         let format = self.spec.run.protocol.log_format();
-        let plan = recovery::recover(format, &self.rec.layout, &self.img).map_err(|e| ("recovery-error", e))?;
-        let undo: Vec<(BlockId, BlockData)> =
-            plan.writes.iter().map(|(b, _)| (*b, self.img[b.range()].try_into().expect("a block"))).collect();
-        for (b, _) in &plan.writes {
-            // A data line the plan writes may differ from the base's image from now on.
-            self.touch(b.0 as usize);
+        let plan = self.plan(format).map_err(|e| ("recovery-error", e))?;
+        let mut undo = std::mem::take(&mut self.undo);
+        undo.clear();
+        for (b, d) in &plan.writes {
+            undo.push((*b, self.img[b.range()].try_into().expect("a block")));
+            self.set_img(*b, d);
         }
-        recovery::apply(&mut self.img, &plan.writes);
-        let verdict = self.check_recovered(t, format);
+        let mut verdict = self.check_recovered(t, format, &plan);
         for (b, d) in undo.iter().rev() {
-            self.img[b.range()].copy_from_slice(d);
+            self.set_img(*b, d);
+        }
+        self.undo = undo;
+        if verdict.is_ok() {
+            verdict = self.interrupted(t, format, &plan).map_err(|e| ("idempotence", e));
+        }
+        if !recovery::reads_data_area(format) {
+            self.last_plan = Some(plan);
         }
         verdict
     }
 
-    /// The checks on the recovered image (`img` has the plan applied): a second recovery
+    /// A crash during recovery: `img` (the durable image D) with a random prefix of `plan`'s
+    /// writes, recovered again, must end where the whole plan did (the one-core sweep's check,
+    /// same draw). A prefix of data writes alone under a format whose recovery reads no data
+    /// line leaves the log as it was, so recovering again makes the same plan: that case, and
+    /// the whole plan (the second recovery of `check_recovered`), run only on the 1st, 8th,
+    /// 64th, ... such point. `img` is D again on return.
+    fn interrupted(&mut self, t: Cycle, format: Option<LogFormat>, plan: &Plan) -> Result<(), String> {
+        let layout = &self.rec.layout;
+        let n = plan.writes.len();
+        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t).below(n as u64 + 1) as usize;
+        let redo = plan.writes.iter().position(|(b, _)| !layout.is_data(*b)).unwrap_or(n);
+        let decided = (cut == n || (cut <= redo && !recovery::reads_data_area(format))) && {
+            self.prefixes += 1;
+            !guard_due(self.prefixes, 3)
+        };
+        if decided {
+            return Ok(());
+        }
+        // What the whole recovery leaves in each block it writes (its last write there).
+        let mut want: Vec<(BlockId, BlockData)> = plan.writes.iter().rev().copied().collect();
+        want.sort_by_key(|(b, _)| b.0);
+        want.dedup_by_key(|(b, _)| b.0);
+        let mut undo = Vec::with_capacity(cut);
+        for (b, d) in &plan.writes[..cut] {
+            undo.push((*b, self.img[b.range()].try_into().expect("a block")));
+            self.set_img(*b, d);
+        }
+        let result = recovery::recover(format, layout, &self.img)
+            .map_err(|e| format!("second recovery after a crash at recovery write {cut} of {n} failed: {e}"));
+        let mut verdict = result.as_ref().map(|_| ()).map_err(|e| e.clone());
+        if let Ok(again) = &result {
+            for (b, d) in &again.writes {
+                undo.push((*b, self.img[b.range()].try_into().expect("a block")));
+                self.set_img(*b, d);
+            }
+            // Blocks the whole recovery writes hold its last write; the others, D's content
+            // (the first record of them in `undo`).
+            let wrong = want.iter().map(|(b, _)| *b).chain(again.writes.iter().map(|(b, _)| *b)).find(|b| {
+                let now = &self.img[b.range()];
+                match want.binary_search_by_key(&b.0, |(w, _)| w.0) {
+                    Ok(j) => now != want[j].1,
+                    Err(_) => undo.iter().find(|(u, _)| u == b).is_some_and(|(_, d)| now != d),
+                }
+            });
+            if let Some(b) = wrong {
+                verdict = Err(format!(
+                    "after a crash at recovery write {cut} of {n}, recovering again leaves block {} different",
+                    b.0
+                ));
+            }
+        }
+        for (b, d) in undo.iter().rev() {
+            self.set_img(*b, d);
+        }
+        verdict
+    }
+
+    /// The checks on the recovered image (`img` has `plan` applied): a second recovery
     /// writes nothing new; the data area is the image of a valid set; it is well formed.
-    fn check_recovered(&mut self, t: Cycle, format: Option<LogFormat>) -> Result<(), (&'static str, String)> {
-        match recovery::recover(format, &self.rec.layout, &self.img) {
-            Err(e) => return Err(("idempotence", format!("a second recovery of the recovered image fails: {e}"))),
-            Ok(again) => {
-                if let Some((b, _)) = again.writes.iter().find(|(b, d)| self.img[b.range()] != d[..]) {
-                    return Err(("idempotence", format!("a second recovery changes block {} again", b.0)));
+    fn check_recovered(
+        &mut self,
+        t: Cycle,
+        format: Option<LogFormat>,
+        plan: &Plan,
+    ) -> Result<(), (&'static str, String)> {
+        let layout = &self.rec.layout;
+        let same_again = !recovery::reads_data_area(format) && plan.writes.iter().all(|(b, _)| layout.is_data(*b)) && {
+            self.skipped += 1;
+            !guard_due(self.skipped, 3)
+        };
+        if !same_again {
+            match recovery::recover(format, layout, &self.img) {
+                Err(e) => return Err(("idempotence", format!("a second recovery of the recovered image fails: {e}"))),
+                Ok(again) => {
+                    if let Some((b, _)) = again.writes.iter().find(|(b, d)| self.img[b.range()] != d[..]) {
+                        return Err(("idempotence", format!("a second recovery changes block {} again", b.0)));
+                    }
                 }
             }
         }
-        let (img, base) = (&self.img, &self.base);
-        let differing: Vec<u32> = self
-            .touched
-            .iter()
-            .copied()
-            .filter(|&b| {
-                let r = b as usize * 64..b as usize * 64 + 64;
-                img[r.clone()] != base[r]
-            })
-            .collect();
+        self.settle();
         self.closure
-            .settle(self.h, t, &self.img[..self.data_len], &differing)
+            .settle(self.h, t, &self.img[..self.data_len], &self.sorted)
             .map_err(|f| ("closure", f.to_string()))?;
         self.structure().map_err(|e| ("structure", e))?;
         if let Some(v) = &self.spec.verify {
