@@ -197,14 +197,41 @@ impl Workload {
     /// cannot.
     pub fn multicore(&self) -> Result<(), String> {
         match self {
-            Workload::Sps(_) | Workload::BTree(_) | Workload::Hash(_) | Workload::RbTree(_) | Workload::Sdg(_) => Ok(()),
+            Workload::Sps(_) | Workload::BTree(_) | Workload::Hash(_) | Workload::RbTree(_) | Workload::Sdg(_) => {
+                Ok(())
+            }
             Workload::Sqlite(_) => Err("workload sqlite runs on one core: SQLite's own locking serialises \
                 writers on one database file, so one connection per core would run one writer at a time"
                 .into()),
-            _ => Err(format!(
-                "workload {}: runs on one core (a replayed trace or a program from outside locsim takes no locks; docs/multicore.md)",
-                self.name()
-            )),
+            // Locked by its replayer ([`trace::TraceWorkload::open_cores`]).
+            Workload::Trace(_) => Ok(()),
+            Workload::User(_) => {
+                Err("workload user: runs on one core (a program from outside locsim takes no locks; docs/multicore.md)"
+                    .into())
+            }
+        }
+    }
+
+    /// Each core's share of `total` warm-up transactions on `cores` cores: the even split
+    /// ([`crate::sched::split`]), or a replayed trace's own (its first `total` transactions).
+    pub fn warmup_split(&self, total: u64, cores: usize) -> Vec<u64> {
+        match self {
+            Workload::Trace(t) => match t.warmup_cores() {
+                Some(w) => w.to_vec(),
+                None => crate::sched::split(total, cores),
+            },
+            _ => crate::sched::split(total, cores),
+        }
+    }
+
+    /// The driver states of cores `0..cores` ([`Workload::for_core`]; a replayed trace's
+    /// per-core replayers). `Err` is the one-line reason it cannot run on that many.
+    pub fn into_cores(self, cores: usize) -> Result<Vec<Workload>, String> {
+        let name = self.name();
+        let why = || format!("machine.cores = {cores}: workload {name} runs on one core");
+        match self {
+            Workload::Trace(t) => Ok(t.into_cores(cores).ok_or_else(why)?.into_iter().map(Workload::Trace).collect()),
+            _ => (0..cores).map(|c| self.for_core(c, cores)).collect::<Option<Vec<_>>>().ok_or_else(why),
         }
     }
 
