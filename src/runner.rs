@@ -382,7 +382,7 @@ fn drive_cores<P: Protocol>(
 ) -> Result<RunOutput, String> {
     use crate::sched;
     let cores = sim.m.cores();
-    let warmup = wl.warmup_split(spec.warmup_txs, cores);
+    let warmup = wl.warmup_cores().unwrap_or_else(|| sched::split(spec.warmup_txs, cores));
     let mut wls = wl.into_cores(cores)?;
     let mut streams: Vec<_> = (0..cores).map(|c| sched::core_rngs(spec.seed, c)).collect();
     sched::run(&mut sim, &mut wls, &mut streams, &warmup, spec.abort_rate)?;
