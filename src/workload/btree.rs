@@ -1710,11 +1710,14 @@ mod tests {
         for (leaf, inner, insert_percent, seed) in
             [(4, 4, 50, 3), (3, 2, 80, 4), (6, 5, 20, 5), (2, 3, 50, 6), (2, 2, 60, 7), (4, 4, 50, 40), (12, 9, 50, 8)]
         {
-            let btree = BTreeConfig { insert_percent, ..cfg(400, leaf, inner, 5) };
-            let cfg = crate::workload::WorkloadConfig { btree, ..Default::default() };
-            let rejected =
-                crate::workload::follow::check::agrees(crate::workload::WorkloadKind::BTree, &cfg, 400, seed);
-            assert!(rejected > 50, "the damage must matter: {rejected} of 400 damaged states rejected");
+            // One tree, and the same over three partitioned trees (one follower per tree).
+            for trees in [1, 3] {
+                let btree = BTreeConfig { insert_percent, trees, ..cfg(400 * trees, leaf, inner, 5) };
+                let cfg = crate::workload::WorkloadConfig { btree, ..Default::default() };
+                let rejected =
+                    crate::workload::follow::check::agrees(crate::workload::WorkloadKind::BTree, &cfg, 400, seed);
+                assert!(rejected > 50, "the damage must matter: {rejected} of 400 damaged states rejected");
+            }
         }
     }
 }

@@ -1044,11 +1044,14 @@ mod tests {
     #[test]
     fn the_follower_agrees_with_the_verifier_on_a_run_and_on_damage() {
         for (insert_percent, seed) in [(50, 3), (90, 4), (10, 5)] {
-            let rbtree = RbTreeConfig { insert_percent, ..small() };
-            let cfg = crate::workload::WorkloadConfig { rbtree, ..Default::default() };
-            let rejected =
-                crate::workload::follow::check::agrees(crate::workload::WorkloadKind::RbTree, &cfg, 400, seed);
-            assert!(rejected > 50, "the damage must matter: {rejected} of 400 damaged states rejected");
+            // One tree, and three partitioned trees (one follower per tree).
+            for trees in [1, 3] {
+                let rbtree = RbTreeConfig { insert_percent, trees, ..small() };
+                let cfg = crate::workload::WorkloadConfig { rbtree, ..Default::default() };
+                let rejected =
+                    crate::workload::follow::check::agrees(crate::workload::WorkloadKind::RbTree, &cfg, 400, seed);
+                assert!(rejected > 50, "the damage must matter: {rejected} of 400 damaged states rejected");
+            }
         }
     }
 }
