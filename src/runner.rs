@@ -392,12 +392,10 @@ fn drive_cores<P: Protocol>(
 ) -> Result<RunOutput, String> {
     use crate::sched;
     let cores = sim.m.cores();
-    let mut wls = (0..cores)
-        .map(|c| wl.for_core(c, cores))
-        .collect::<Option<Vec<_>>>()
-        .ok_or_else(|| format!("machine.cores = {cores}: workload {} runs on one core", spec.workload.name()))?;
+    let warmup = wl.warmup_cores().unwrap_or_else(|| sched::split(spec.warmup_txs, cores));
+    let mut wls = wl.into_cores(cores)?;
     let mut streams: Vec<_> = (0..cores).map(|c| sched::core_rngs(spec.seed, c)).collect();
-    sched::run(&mut sim, &mut wls, &mut streams, &sched::split(spec.warmup_txs, cores), spec.abort_rate)?;
+    sched::run(&mut sim, &mut wls, &mut streams, &warmup, spec.abort_rate)?;
     sched::barrier(&mut sim);
     let start = Start::of(&mut sim);
     let host = Instant::now();

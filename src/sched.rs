@@ -127,6 +127,10 @@ impl<P: Protocol> Pm for CorePm<'_, P> {
     fn concurrent(&self) -> bool {
         true
     }
+    #[inline]
+    fn core(&self) -> usize {
+        self.core
+    }
     fn lock(&mut self, id: u64) {
         loop {
             self.turn();
@@ -176,6 +180,15 @@ pub fn run<P: Protocol>(
             for _ in 0..count {
                 let abort = abort_rate > 0.0 && aborts.chance(abort_rate);
                 wl.run_tx(&mut pm, ops, abort);
+                // A replayed trace: this core's records have ended, or are bad.
+                match wl.more() {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        pm.sim().m.fatal.get_or_insert(e);
+                        break;
+                    }
+                }
             }
         };
         let stack = DefaultStack::new(STACK_BYTES).map_err(|e| format!("a core's coroutine stack: {e}"))?;

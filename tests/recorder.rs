@@ -149,6 +149,27 @@ fn a_threaded_c_program_records_each_thread_as_its_core_in_a_serial_order_of_the
     // The stream's order is a serial order of the program: replayed in it, the stores give
     // the heap the program ended with, byte for byte.
     assert_eq!(r.image, std::fs::read(&heap).unwrap());
+    // On 4 cores each thread's transactions replay on its core, under locks on the lines they
+    // touch, and every crash point recovers to a valid state.
+    let path = trace.to_str().unwrap();
+    let out = Command::new(BIN)
+        .args(["run", "--trace", path, "-p", "baseline,s-wal,h-wal,ec-wal", "--cores", "4", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for r in rs.as_array().unwrap() {
+        assert_eq!((r["txs_committed"].as_u64(), r["txs_aborted"].as_u64()), (Some(1080), Some(120)), "{r}");
+        assert_eq!(r["core_end_cycles"].as_array().map(Vec::len), Some(4), "{r}");
+    }
+    for p in ["s-wal", "h-wal", "ec-wal"] {
+        let out = Command::new(BIN)
+            .args(["crashtest", "--trace", path, "-p", p, "--cores", "4", "--crashes", "2000", "--json"])
+            .output()
+            .unwrap();
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        assert_eq!((out.status.code(), &r["violations"]), (Some(0), &Value::from(0)), "{p}: {r}");
+    }
     // On one core the first record of core 1, 2 or 3 is refused: one line, exit status 2.
     let out = Command::new(BIN).args(["run", "--trace", trace.to_str().unwrap(), "-p", "h-wal"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

@@ -45,9 +45,16 @@ fn no_abort_rate(rate: f64) -> Result<(), String> {
 }
 
 /// Open a trace and run it under `run` (its warm-up as the trace declares); also the bytes of
-/// its region (the data area is that, rounded up by the machine's layout).
-fn replay(mut run: RunSpec, src: Source) -> Result<(RunSpec, RunOutput, usize), String> {
-    let tw = TraceWorkload::open(src, run.cfg.machine.cores)?;
+/// its region (the data area is that, rounded up by the machine's layout). On N cores each
+/// core other than 0 reads `path` again (standard input cannot be read N times: refused).
+fn replay(mut run: RunSpec, src: Source, path: &str) -> Result<(RunSpec, RunOutput, usize), String> {
+    let cores = run.cfg.machine.cores;
+    if cores > 1 && path == "-" {
+        return Err(format!(
+            "--trace - with --cores {cores}: each core reads the trace at its own place, so it must be a file"
+        ));
+    }
+    let tw = TraceWorkload::open_cores(src, cores, &|| trace::open(path))?;
     let region = tw.data_bytes() as usize;
     run.workload = WorkloadKind::Trace;
     run.warmup_txs = tw.warmup_txs();
@@ -82,7 +89,7 @@ pub(super) fn run(a: &RunArgs, path: &str) -> Result<Vec<crate::runner::RunResul
                     bug: None,
                     record: false,
                 };
-                s.spawn(move || replay(spec, src).map(|(_, out, _)| out.result))
+                s.spawn(move || replay(spec, src, path).map(|(_, out, _)| out.result))
             })
             .collect();
         runs.into_iter().map(|h| h.join().expect("replay thread panicked")).collect()
@@ -93,7 +100,7 @@ pub(super) fn run(a: &RunArgs, path: &str) -> Result<Vec<crate::runner::RunResul
 /// `locsim crashtest --trace FILE`: a recorded replay, then the crash sweep.
 pub(super) fn crashtest(spec: CrashSpec, path: &str) -> Result<CrashReport, String> {
     no_abort_rate(spec.run.abort_rate)?;
-    let (run, out, region) = replay(spec.run.clone(), trace::open(path)?)?;
+    let (run, out, region) = replay(spec.run.clone(), trace::open(path)?, path)?;
     // A caller's own check sees the trace's region, not the layout's rounding beyond it.
     let verify = spec.verify.clone().map(|crash::UserVerify(f)| {
         crash::UserVerify(std::sync::Arc::new(move |data: &[u8]| f(&data[..region.min(data.len())])))
@@ -105,15 +112,15 @@ pub(super) fn crashtest(spec: CrashSpec, path: &str) -> Result<CrashReport, Stri
 pub(super) fn generate(a: TraceGenArgs) -> Result<i32, String> {
     super::commands::check_common(a.tx.abort_rate)?;
     let cfg = build_config(&a.machine)?;
+    let workload = WorkloadKind::parse(&a.workload)?;
     if cfg.machine.cores > 1 {
-        // A multi-core trace records the interleaving the multi-core scheduler makes.
-        let n = cfg.machine.cores;
-        return Err(format!(
-            "trace-gen --cores {n}: recording a multi-core run needs the scheduler; allowed 1 (docs/multicore.md)"
-        ));
+        workload
+            .build(&cfg.workload)
+            .multicore()
+            .map_err(|e| format!("trace-gen --cores {}: {e}", cfg.machine.cores))?;
     }
     let g = GenSpec {
-        workload: WorkloadKind::parse(&a.workload)?,
+        workload,
         txs: a.txs.unwrap_or(super::commands::RUN_TXS),
         warmup_txs: a.warmup_txs.unwrap_or(cfg.workload.warmup_txs),
         seed: a.tx.seed,

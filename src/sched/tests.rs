@@ -200,13 +200,19 @@ fn small() -> WorkloadConfig {
 fn a_multicore_run_equals_its_committed_transactions_applied_in_commit_order() {
     use crate::workload::keys::Distribution;
     // The workloads' small configurations, then those with finer locks (a hash allocator per
-    // core) under uniform and zipfian keys.
+    // core, four trees) under uniform and zipfian keys.
     let mut cases: Vec<(WorkloadKind, WorkloadConfig)> = MULTICORE.iter().map(|&k| (k, small())).collect();
     for distribution in [Distribution::Uniform, Distribution::Zipfian] {
         let mut c = small();
         c.hash.allocators = 4;
         c.hash.keys.distribution = distribution;
         cases.push((WorkloadKind::Hash, c));
+        // Partitioned trees: a lock per tree.
+        let mut c = small();
+        (c.btree.trees, c.rbtree.trees) = (4, 4);
+        (c.btree.keys.distribution, c.rbtree.keys.distribution) = (distribution, distribution);
+        cases.push((WorkloadKind::BTree, c.clone()));
+        cases.push((WorkloadKind::RbTree, c));
     }
     for (kind, wc) in cases {
         let mut wl = kind.build(&wc);

@@ -27,6 +27,10 @@ pub struct Recording<W: Write> {
     inner: Native,
     enc: Encoder<W>,
     error: Option<std::io::Error>,
+    /// The core whose transaction runs (the thread id the workload sees).
+    core: usize,
+    /// Are there other cores (the workload then takes its locks, as on the simulator's N cores)?
+    concurrent: bool,
 }
 
 impl<W: Write> Recording<W> {
@@ -69,6 +73,12 @@ impl<W: Write> Pm for Recording<W> {
     fn last_durable_tx(&self) -> u64 {
         self.inner.last_durable_tx()
     }
+    fn concurrent(&self) -> bool {
+        self.concurrent
+    }
+    fn core(&self) -> usize {
+        self.core
+    }
 }
 
 /// What `trace-gen` writes.
@@ -97,7 +107,15 @@ const INIT_CHUNK: usize = 4096;
 /// same configuration, seed and abort rate (the same populate, the same random streams), so
 /// that replaying it gives the same cycles and bytes. Returns the records written; `Err` is the
 /// writer's.
+///
+/// With `machine.cores = N > 1`, each core runs its own driver state and streams, and its
+/// share of the warm-up and of the transactions, as `locsim run --cores N` splits them
+/// ([`crate::sched`]), taking its locks; the cores' transactions are written whole, in rounds
+/// (core 0's next transaction, core 1's, ...), each core's preceded by a `core` record: one
+/// serial order of the program, the same for every machine and protocol
+/// (docs/multicore.md, "Traces and programs on N cores").
 pub fn generate<W: Write>(g: &GenSpec, out: W) -> std::io::Result<u64> {
+    let cores = g.cfg.machine.cores as usize;
     let mut wl = g.workload.build(&g.cfg.workload);
     // The data area `runner` populates: the workload's bytes rounded up as the layout does.
     let size = Layout::new(wl.data_bytes(), g.cfg.log.size_bytes).data_bytes;
@@ -111,17 +129,47 @@ pub fn generate<W: Write>(g: &GenSpec, out: W) -> std::io::Result<u64> {
             enc.write(&Record::Init { addr: (i * INIT_CHUNK) as u64, bytes: chunk })?;
         }
     }
-    let mut pm = Recording { inner: Native::new(mem), enc, error: None };
-    let (mut ops, mut aborts) = crate::runner::rngs(g.seed);
-    for _ in 0..g.warmup_txs.saturating_add(g.txs) {
-        let abort = g.abort_rate > 0.0 && aborts.chance(g.abort_rate);
-        wl.run_tx(&mut pm, &mut ops, abort);
-        if let Some(e) = pm.error.take() {
-            return Err(e);
+    let mut pm = Recording { inner: Native::new(mem), enc, error: None, core: 0, concurrent: cores > 1 };
+    if cores > 1 {
+        let mut wls = (0..cores)
+            .map(|c| wl.for_core(c, cores).ok_or_else(|| not_multicore(&wl)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut streams: Vec<_> = (0..cores).map(|c| crate::sched::core_rngs(g.seed, c)).collect();
+        for total in [g.warmup_txs, g.txs] {
+            let mut left = crate::sched::split(total, cores);
+            while left.iter().any(|&n| n > 0) {
+                for c in 0..cores {
+                    if left[c] == 0 {
+                        continue;
+                    }
+                    left[c] -= 1;
+                    pm.enc.set_core(c as u32)?;
+                    pm.core = c;
+                    let (ops, aborts) = &mut streams[c];
+                    let abort = g.abort_rate > 0.0 && aborts.chance(g.abort_rate);
+                    wls[c].run_tx(&mut pm, ops, abort);
+                    if let Some(e) = pm.error.take() {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    } else {
+        let (mut ops, mut aborts) = crate::runner::rngs(g.seed);
+        for _ in 0..g.warmup_txs.saturating_add(g.txs) {
+            let abort = g.abort_rate > 0.0 && aborts.chance(g.abort_rate);
+            wl.run_tx(&mut pm, &mut ops, abort);
+            if let Some(e) = pm.error.take() {
+                return Err(e);
+            }
         }
     }
     pm.enc.write(&Record::End)?;
     let n = pm.enc.records();
     pm.enc.finish()?;
     Ok(n)
+}
+
+fn not_multicore(wl: &crate::workload::Workload) -> std::io::Error {
+    std::io::Error::other(wl.multicore().err().unwrap_or_else(|| format!("workload {}: runs on one core", wl.name())))
 }

@@ -11,6 +11,10 @@
 //! | 16 | 16 | metadata of the node [`Slab`] (`free_head`, `bump`) |
 //! | 4096 + 4096 i | 4096 | node slot `i`, for `i < node_slots` (4096-aligned) |
 //!
+//! With `trees = P > 1`, `P` such trees side by side (tree `t` at `t` times one tree's bytes,
+//! its addresses relative to its start), each for a key space of `key_space / P` (rounded up):
+//! key `k` is key `k / P` of tree `k % P` (docs/workloads.md, "Locking on several cores").
+//!
 //! Every node is one 4096-byte slot. Leaf:
 //!
 //! | offset | bytes | field |
@@ -166,6 +170,11 @@ pub struct BTreeConfig {
     pub compute_cycles_per_moved_block: u64,
     /// Which keys the operations pick (uniform, zipfian, latest: `workload::keys`).
     pub keys: super::keys::KeysConfig,
+    /// Trees the key space is partitioned into (1..=16): key `k` lives in tree `k % trees` as
+    /// key `k / trees`, each tree with its own root, node slab and lock (docs/workloads.md,
+    /// "Locking on several cores"). 1 is the single-tree layout.
+    #[serde(default = "super::one")]
+    pub trees: u64,
 }
 
 impl Default for BTreeConfig {
@@ -181,6 +190,7 @@ impl Default for BTreeConfig {
             compute_cycles_per_search_step: 7,
             compute_cycles_per_moved_block: 8,
             keys: Default::default(),
+            trees: 1,
         }
     }
 }
@@ -201,6 +211,7 @@ impl BTreeConfig {
         check("ops_per_tx", self.ops_per_tx, 1, 4096)?;
         check("insert_percent", self.insert_percent, 0, 100)?;
         check("key_space", self.key_space, 16, 1 << 32)?;
+        check("trees", self.trees, 1, 16)?;
         let bytes = data_bytes_for(self);
         if bytes > MAX_DATA_BYTES {
             return Err(format!(
@@ -246,6 +257,8 @@ pub struct BTree {
     /// (inner node, index of the child taken) from the root down, for the running operation.
     path: Vec<(Addr, usize)>,
     keys: super::keys::Keys,
+    /// The trees side by side (one: today's layout).
+    parts: super::Partitions,
 }
 
 /// Slots the node slab needs so that allocation never fails: every non-root leaf holds at
@@ -263,8 +276,15 @@ fn node_slots_for(cfg: &BTreeConfig) -> u64 {
     total
 }
 
+/// Bytes of the data area: `trees` trees, each of a key space of `key_space / trees`.
 fn data_bytes_for(cfg: &BTreeConfig) -> u64 {
-    NODES_AT.0 + node_slots_for(cfg) * NODE_BYTES
+    let one = one_tree(cfg);
+    super::Partitions::new(cfg.trees, NODES_AT.0 + node_slots_for(&one) * NODE_BYTES).bytes()
+}
+
+/// The configuration of one tree of a partitioned B+tree (its share of the key space).
+fn one_tree(cfg: &BTreeConfig) -> BTreeConfig {
+    BTreeConfig { key_space: super::Partitions::keys_per(cfg.trees, cfg.key_space), trees: 1, ..cfg.clone() }
 }
 
 fn key_at(n: Addr, i: usize) -> Addr {
@@ -315,7 +335,7 @@ fn u32_bytes(v: &[u32]) -> Vec<u8> {
 
 impl BTree {
     pub fn new(cfg: &BTreeConfig) -> BTree {
-        let slab = Slab::new(SLAB_META_AT, NODES_AT, NODE_BYTES, node_slots_for(cfg));
+        let slab = Slab::new(SLAB_META_AT, NODES_AT, NODE_BYTES, node_slots_for(&one_tree(cfg)));
         BTree {
             key_space: cfg.key_space,
             ops_per_tx: cfg.ops_per_tx,
@@ -331,11 +351,22 @@ impl BTree {
             slab,
             path: Vec::with_capacity(MAX_DEPTH),
             keys: super::keys::Keys::new(&cfg.keys, cfg.key_space),
+            parts: super::Partitions::new(cfg.trees, NODES_AT.0 + slab.bytes()),
         }
     }
 
     pub fn data_bytes(&self) -> u64 {
+        self.parts.bytes()
+    }
+
+    /// Bytes of one tree.
+    fn tree_bytes(&self) -> u64 {
         NODES_AT.0 + self.slab.bytes()
+    }
+
+    /// The trees, side by side in the data area.
+    pub fn partitions(&self) -> super::Partitions {
+        self.parts
     }
 
     fn leaf_min(&self) -> usize {
@@ -348,14 +379,23 @@ impl BTree {
     /// Build the initial tree: an empty root leaf, then the populate keys in their order.
     pub fn populate(&mut self, data: &mut [u8]) {
         let mut pm = Native::new(data.to_vec());
+        let parts = self.parts;
         pm.begin();
-        let root = self.alloc(&mut pm);
-        write_header(&mut pm, root, KIND_LEAF, 0, 0);
-        pm.store_u64(ROOT_AT, root.0);
+        for t in 0..parts.n {
+            let mut pm = parts.at(&mut pm, t);
+            let root = self.alloc(&mut pm);
+            write_header(&mut pm, root, KIND_LEAF, 0, 0);
+            pm.store_u64(ROOT_AT, root.0);
+        }
         pm.commit();
         for (k, v) in populate_entries(self.key_space) {
             pm.begin();
-            self.insert(&mut pm, k, v);
+            if parts.n == 1 {
+                self.insert(&mut pm, k, v);
+            } else {
+                let (t, k) = parts.route(k);
+                self.insert(&mut parts.at(&mut pm, t), k, v);
+            }
             pm.commit();
         }
         data.copy_from_slice(&pm.mem);
@@ -382,6 +422,9 @@ impl BTree {
 
     #[inline]
     pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
+        if self.parts.n > 1 {
+            return self.run_tx_trees(pm, rng, abort);
+        }
         pm.begin();
         if pm.concurrent() {
             // Several cores: one lock over the whole structure (docs/workloads.md, "Locking").
@@ -396,6 +439,36 @@ impl BTree {
                 }
                 Op::Delete(k) => {
                     self.delete(pm, k);
+                }
+            }
+        }
+        if abort {
+            pm.abort();
+        } else {
+            pm.commit();
+        }
+    }
+
+    /// [`BTree::run_tx`] over several trees: the transaction draws its tree `t` first, then its
+    /// operations as on one tree; key `k` becomes key `k / trees` of tree `t` (global key
+    /// `t + trees * (k / trees)`). On several cores it takes tree `t`'s lock (the line of its
+    /// header) before its first access.
+    fn run_tx_trees<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
+        let parts = self.parts;
+        let t = rng.below(parts.n);
+        pm.begin();
+        if pm.concurrent() {
+            pm.lock(t * parts.stride / 64 + super::STRUCTURE_LOCK);
+        }
+        for _ in 0..self.ops_per_tx {
+            let op = self.draw_op(rng);
+            pm.compute(self.cost.op);
+            match op {
+                Op::Insert(k, v) => {
+                    self.insert(&mut parts.at(pm, t), parts.route(k).1, v);
+                }
+                Op::Delete(k) => {
+                    self.delete(&mut parts.at(pm, t), parts.route(k).1);
                 }
             }
         }
@@ -738,8 +811,22 @@ impl BTree {
 
     /// Structural check of a data area; see the module documentation for what it checks.
     pub fn verify(&self, data: &[u8]) -> Result<(), String> {
-        if (data.len() as u64) < self.data_bytes() {
-            return Err(format!("btree: data area of {} bytes, expected {}", data.len(), self.data_bytes()));
+        if self.parts.n == 1 {
+            return self.verify_tree(data);
+        }
+        if (data.len() as u64) < self.parts.bytes() {
+            return Err(format!("btree: data area of {} bytes, expected {}", data.len(), self.parts.bytes()));
+        }
+        for t in 0..self.parts.n {
+            self.verify_tree(self.parts.slice(data, t)).map_err(|e| format!("tree {t} of {}: {e}", self.parts.n))?;
+        }
+        Ok(())
+    }
+
+    /// Structural check of one tree.
+    fn verify_tree(&self, data: &[u8]) -> Result<(), String> {
+        if (data.len() as u64) < self.tree_bytes() {
+            return Err(format!("btree: data area of {} bytes, expected {}", data.len(), self.tree_bytes()));
         }
         let used = self.slab.used_in(data).map_err(|e| format!("btree: {e}"))?;
         let mut w = Walk {
@@ -1025,7 +1112,7 @@ impl BTree {
             slab: self.slab,
             leaf_max: self.leaf_max,
             inner_max: self.inner_max,
-            data_bytes: self.data_bytes(),
+            data_bytes: self.tree_bytes(),
             bump: 0,
             free: FreeList::new(&self.slab),
             subtrees: Subtrees::with_walks(n, MAX_DEPTH),
@@ -1623,11 +1710,14 @@ mod tests {
         for (leaf, inner, insert_percent, seed) in
             [(4, 4, 50, 3), (3, 2, 80, 4), (6, 5, 20, 5), (2, 3, 50, 6), (2, 2, 60, 7), (4, 4, 50, 40), (12, 9, 50, 8)]
         {
-            let btree = BTreeConfig { insert_percent, ..cfg(400, leaf, inner, 5) };
-            let cfg = crate::workload::WorkloadConfig { btree, ..Default::default() };
-            let rejected =
-                crate::workload::follow::check::agrees(crate::workload::WorkloadKind::BTree, &cfg, 400, seed);
-            assert!(rejected > 50, "the damage must matter: {rejected} of 400 damaged states rejected");
+            // One tree, and the same over three partitioned trees (one follower per tree).
+            for trees in [1, 3] {
+                let btree = BTreeConfig { insert_percent, trees, ..cfg(400 * trees, leaf, inner, 5) };
+                let cfg = crate::workload::WorkloadConfig { btree, ..Default::default() };
+                let rejected =
+                    crate::workload::follow::check::agrees(crate::workload::WorkloadKind::BTree, &cfg, 400, seed);
+                assert!(rejected > 50, "the damage must matter: {rejected} of 400 damaged states rejected");
+            }
         }
     }
 }

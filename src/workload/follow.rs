@@ -23,6 +23,56 @@ pub trait Follow {
     fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> bool;
 }
 
+/// The follower of a structure partitioned into copies ([`super::Partitions`]): `one()` is one
+/// copy's follower; with one copy, that follower itself.
+pub fn parts(p: super::Partitions, one: impl Fn() -> Box<dyn Follow>) -> Box<dyn Follow> {
+    if p.n == 1 {
+        return one();
+    }
+    Box::new(PartsFollow {
+        p,
+        each: (0..p.n).map(|_| one()).collect(),
+        ok: vec![false; p.n as usize],
+        old: vec![Vec::new(); p.n as usize],
+    })
+}
+
+/// Each copy's follower, fed the blocks of its own copy, rebased to its first block.
+struct PartsFollow {
+    p: super::Partitions,
+    each: Vec<Box<dyn Follow>>,
+    ok: Vec<bool>,
+    /// Scratch: per copy, its changed blocks.
+    old: Vec<Vec<(usize, BlockData)>>,
+}
+
+impl Follow for PartsFollow {
+    fn reset(&mut self, data: &[u8]) -> bool {
+        if (data.len() as u64) < self.p.bytes() {
+            return false;
+        }
+        for t in 0..self.p.n {
+            self.ok[t as usize] = self.each[t as usize].reset(self.p.slice(data, t));
+        }
+        self.ok.iter().all(|&x| x)
+    }
+    fn changed(&mut self, data: &[u8], old: &[(usize, BlockData)]) -> bool {
+        let per = (self.p.stride / 64) as usize;
+        for &(b, d) in old {
+            if let Some(o) = self.old.get_mut(b / per) {
+                o.push((b % per, d));
+            }
+        }
+        for t in 0..self.p.n as usize {
+            if !self.old[t].is_empty() {
+                self.ok[t] = self.each[t].changed(self.p.slice(data, t as u64), &self.old[t]);
+                self.old[t].clear();
+            }
+        }
+        self.ok.iter().all(|&x| x)
+    }
+}
+
 /// Per-root lists in one arena (a follower's per-vertex or per-bucket payload), so that taking a
 /// data area whole allocates nothing per root: a list that grows moves to the end of the arena,
 /// and the arena is compacted once the space left behind outweighs the live entries.

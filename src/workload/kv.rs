@@ -32,6 +32,11 @@ pub trait KvStore: Sized {
         let _ = ops;
         ids.push(super::STRUCTURE_LOCK);
     }
+    /// Partitions of the key space (key `k` in partition `k % n`); a transaction works in one
+    /// partition ([`run_tx`]). One by default.
+    fn partitions(&self) -> u64 {
+        1
+    }
 
     /// Its operation mix.
     fn mix(&self) -> Mix {
@@ -85,12 +90,21 @@ pub fn run_tx<S: KvStore, P: Pm>(s: &S, mix: &Mix, pm: &mut P, rng: &mut Rng, ab
         Op::Insert { key, seed } => s.insert(pm, key, seed),
         Op::Delete { key } => s.delete(pm, key),
     };
+    // Several partitions: the transaction draws its partition `t` first, and its keys `k`
+    // become `t + n * (k / n)`, keys of partition `t` (docs/workloads.md).
+    let n = s.partitions();
+    let t = if n > 1 { rng.below(n) } else { 0 };
+    let draw = |rng: &mut Rng| match draw_op(mix, s.keys(), rng) {
+        op if n == 1 => op,
+        Op::Insert { key, seed } => Op::Insert { key: t + n * (key / n), seed },
+        Op::Delete { key } => Op::Delete { key: t + n * (key / n) },
+    };
     pm.begin();
     if pm.concurrent() {
         // Several cores: the operations are drawn first (the same draws in the same order),
         // so that the transaction takes every lock it needs, ascending, before its first
         // access (strict two-phase locking; docs/workloads.md, "Locking on several cores").
-        let ops: Vec<Op> = (0..mix.ops_per_tx).map(|_| draw_op(mix, s.keys(), rng)).collect();
+        let ops: Vec<Op> = (0..mix.ops_per_tx).map(|_| draw(rng)).collect();
         let mut ids = Vec::with_capacity(ops.len() + 1);
         s.locks(&ops, &mut ids);
         ids.sort_unstable();
@@ -103,7 +117,7 @@ pub fn run_tx<S: KvStore, P: Pm>(s: &S, mix: &Mix, pm: &mut P, rng: &mut Rng, ab
         }
     } else {
         for _ in 0..mix.ops_per_tx {
-            apply(pm, draw_op(mix, s.keys(), rng));
+            apply(pm, draw(rng));
         }
     }
     if abort {

@@ -28,6 +28,101 @@ use serde::{Deserialize, Serialize};
 /// address 0: its header or allocator metadata, which nearly every transaction writes).
 pub const STRUCTURE_LOCK: u64 = 0;
 
+/// The default of a count that a configuration file may leave out (`trees`).
+pub(crate) fn one() -> u64 {
+    1
+}
+
+/// `n` copies of one structure side by side in the data area, `stride` bytes apart (a multiple
+/// of 64, so that each copy's lines and lock ids are its own): the partitioned trees of
+/// docs/workloads.md, "Locking on several cores". Key `k` lives in copy `k % n` as key `k / n`.
+#[derive(Clone, Copy, Debug)]
+pub struct Partitions {
+    pub n: u64,
+    pub stride: u64,
+}
+
+impl Partitions {
+    /// `n` copies of a structure of `bytes` bytes; with one copy, exactly `bytes` (today's
+    /// single-structure layout).
+    pub fn new(n: u64, bytes: u64) -> Partitions {
+        Partitions { n, stride: if n == 1 { bytes } else { bytes.div_ceil(64) * 64 } }
+    }
+    /// Bytes of data area.
+    pub fn bytes(&self) -> u64 {
+        self.n * self.stride
+    }
+    /// The copy holding key `k`, and `k`'s key inside it.
+    #[inline]
+    pub fn route(&self, k: u64) -> (u64, u64) {
+        (k % self.n, k / self.n)
+    }
+    /// Keys a copy holds at most out of `key_space`.
+    pub fn keys_per(n: u64, key_space: u64) -> u64 {
+        key_space.div_ceil(n)
+    }
+    /// Copy `t` of the structure, as a back end of its own (addresses from 0).
+    #[inline]
+    pub fn at<'a, P: Pm>(&self, pm: &'a mut P, t: u64) -> Part<'a, P> {
+        Part { pm, base: t * self.stride }
+    }
+    /// Copy `t`'s bytes of a data area.
+    pub fn slice<'d>(&self, data: &'d [u8], t: u64) -> &'d [u8] {
+        &data[(t * self.stride) as usize..((t + 1) * self.stride) as usize]
+    }
+    /// [`Partitions::slice`], writable.
+    pub fn slice_mut<'d>(&self, data: &'d mut [u8], t: u64) -> &'d mut [u8] {
+        &mut data[(t * self.stride) as usize..((t + 1) * self.stride) as usize]
+    }
+}
+
+/// A structure at byte `base` of the data area (a multiple of 64), seen from address 0: every
+/// address and lock id of the back end `pm`, shifted.
+pub struct Part<'a, P: Pm> {
+    pm: &'a mut P,
+    base: u64,
+}
+
+impl<P: Pm> Pm for Part<'_, P> {
+    fn begin(&mut self) {
+        self.pm.begin()
+    }
+    fn commit(&mut self) {
+        self.pm.commit()
+    }
+    fn abort(&mut self) {
+        self.pm.abort()
+    }
+    #[inline]
+    fn load(&mut self, addr: crate::types::Addr, buf: &mut [u8]) {
+        self.pm.load(crate::types::Addr(addr.0 + self.base), buf)
+    }
+    #[inline]
+    fn store(&mut self, addr: crate::types::Addr, data: &[u8]) {
+        self.pm.store(crate::types::Addr(addr.0 + self.base), data)
+    }
+    #[inline]
+    fn compute(&mut self, cycles: u64) {
+        self.pm.compute(cycles)
+    }
+    fn last_durable_tx(&self) -> u64 {
+        self.pm.last_durable_tx()
+    }
+    fn concurrent(&self) -> bool {
+        self.pm.concurrent()
+    }
+    fn lock(&mut self, id: u64) {
+        self.pm.lock(id + self.base / 64)
+    }
+    #[inline]
+    fn will_access(&mut self, addr: crate::types::Addr) {
+        self.pm.will_access(crate::types::Addr(addr.0 + self.base))
+    }
+    fn core(&self) -> usize {
+        self.pm.core()
+    }
+}
+
 /// The interface workloads are written against (its home is [`crate::pmem`], beside the
 /// persistent-memory layout; re-exported here, where workloads look for it).
 pub use crate::pmem::Pm;
@@ -197,14 +292,38 @@ impl Workload {
     /// cannot.
     pub fn multicore(&self) -> Result<(), String> {
         match self {
-            Workload::Sps(_) | Workload::BTree(_) | Workload::Hash(_) | Workload::RbTree(_) | Workload::Sdg(_) => Ok(()),
+            Workload::Sps(_) | Workload::BTree(_) | Workload::Hash(_) | Workload::RbTree(_) | Workload::Sdg(_) => {
+                Ok(())
+            }
             Workload::Sqlite(_) => Err("workload sqlite runs on one core: SQLite's own locking serialises \
                 writers on one database file, so one connection per core would run one writer at a time"
                 .into()),
-            _ => Err(format!(
-                "workload {}: runs on one core (a replayed trace or a program from outside locsim takes no locks; docs/multicore.md)",
-                self.name()
-            )),
+            // Locked by its replayer ([`trace::TraceWorkload::open_cores`]).
+            Workload::Trace(_) => Ok(()),
+            Workload::User(_) => {
+                Err("workload user: runs on one core (a program from outside locsim takes no locks; docs/multicore.md)"
+                    .into())
+            }
+        }
+    }
+
+    /// A replayed trace's own share of the warm-up per core (its transactions among the
+    /// stream's first `warmup`); `None` for a workload whose warm-up is split evenly.
+    pub fn warmup_cores(&self) -> Option<Vec<u64>> {
+        match self {
+            Workload::Trace(t) => t.warmup_cores().map(<[u64]>::to_vec),
+            _ => None,
+        }
+    }
+
+    /// The driver states of cores `0..cores` ([`Workload::for_core`]; a replayed trace's
+    /// per-core replayers). `Err` is the one-line reason it cannot run on that many.
+    pub fn into_cores(self, cores: usize) -> Result<Vec<Workload>, String> {
+        let name = self.name();
+        let why = || format!("machine.cores = {cores}: workload {name} runs on one core");
+        match self {
+            Workload::Trace(t) => Ok(t.into_cores(cores).ok_or_else(why)?.into_iter().map(Workload::Trace).collect()),
+            _ => (0..cores).map(|c| self.for_core(c, cores)).collect::<Option<Vec<_>>>().ok_or_else(why),
         }
     }
 
@@ -227,8 +346,8 @@ impl Workload {
             Workload::Sps(w) => Some(Box::new(w.follower())),
             Workload::Sdg(w) => Some(Box::new(w.follower())),
             Workload::Hash(w) => w.follower().map(|f| Box::new(f) as Box<dyn follow::Follow>),
-            Workload::RbTree(w) => Some(Box::new(w.follower())),
-            Workload::BTree(w) => Some(Box::new(w.follower())),
+            Workload::RbTree(w) => Some(follow::parts(w.partitions(), || Box::new(w.follower()))),
+            Workload::BTree(w) => Some(follow::parts(w.partitions(), || Box::new(w.follower()))),
             Workload::Sqlite(w) => Some(Box::new(w.follower())),
             _ => None,
         }

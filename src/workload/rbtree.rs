@@ -9,6 +9,11 @@
 //! | `64..72` | root pointer: address of the root node, 0 = empty tree |
 //! | `128..128 + 64 * key_space` | node slots of 64 bytes, one per key of the key space |
 //!
+//! With `trees = P > 1`, `P` such trees side by side (tree `t` at `t` times one tree's bytes,
+//! rounded up to 64; its addresses relative to its start), each for a key space of
+//! `key_space / P` (rounded up): key `k` is key `k / P` of tree `k % P` (docs/workloads.md,
+//! "Locking on several cores").
+//!
 //! A node is one 64-byte slot, so one block: `key` u64 at +0, `left` u64 at +8, `right` u64
 //! at +16, `parent` u64 at +24 (addresses, 0 = none), `colour` u64 at +32 (0 = black, 1 = red),
 //! value 24 bytes at +40. A free slot holds the slab's free-list link at +0. The slab has a slot
@@ -78,7 +83,7 @@
 use super::follow::{Follow, FreeList, Subtrees};
 use super::kv::{self, rd, KvStore};
 use super::slab::Slab;
-use super::Pm;
+use super::{Partitions, Pm};
 use crate::types::{Addr, BlockData};
 
 /// Bytes of one node (one slab slot, one block).
@@ -122,6 +127,11 @@ pub struct RbTreeConfig {
     pub compute_cycles_per_fixup_step: u64,
     /// Which keys the operations pick (uniform, zipfian, latest: `workload::keys`).
     pub keys: super::keys::KeysConfig,
+    /// Trees the key space is partitioned into (1..=16): key `k` lives in tree `k % trees`,
+    /// each tree with its own root, node slab and lock (docs/workloads.md, "Locking on several
+    /// cores"). 1 is the single-tree layout.
+    #[serde(default = "super::one")]
+    pub trees: u64,
 }
 
 impl Default for RbTreeConfig {
@@ -135,6 +145,7 @@ impl Default for RbTreeConfig {
             compute_cycles_per_level: 3,
             compute_cycles_per_fixup_step: 6,
             keys: Default::default(),
+            trees: 1,
         }
     }
 }
@@ -152,6 +163,9 @@ impl RbTreeConfig {
         }
         if self.insert_percent > 100 {
             return err("insert_percent", self.insert_percent, "0..=100");
+        }
+        if !(1..=16).contains(&self.trees) {
+            return err("trees", self.trees, "1..=16");
         }
         for (k, v) in [
             ("compute_cycles_per_insert", self.compute_cycles_per_insert),
@@ -189,35 +203,78 @@ fn is_red<P: Pm>(pm: &mut P, node: u64) -> bool {
 /// tree).
 #[derive(Clone)]
 pub struct RbTree {
+    /// One tree's configuration (`key_space`: the keys one tree holds at most).
     cfg: RbTreeConfig,
     slab: Slab,
+    /// Keys drawn from the whole key space.
     keys: super::keys::Keys,
+    key_space: u64,
+    /// The trees side by side (one: today's layout).
+    parts: Partitions,
 }
 
 impl KvStore for RbTree {
     const POPULATE_SEED: u64 = POPULATE_SEED;
     fn shape(&self) -> (u64, u64, u64) {
-        (self.cfg.ops_per_tx, self.cfg.insert_percent, self.cfg.key_space)
+        (self.cfg.ops_per_tx, self.cfg.insert_percent, self.key_space)
     }
     fn keys(&self) -> &super::keys::Keys {
         &self.keys
     }
-    /// Bytes of data area: header, root pointer, node slab.
+    /// Bytes of data area: per tree, header, root pointer, node slab.
     fn data_bytes(&self) -> u64 {
-        self.slab.base.0 + self.slab.bytes()
+        self.parts.bytes()
     }
     fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64) {
-        RbTree::insert(self, pm, key, seed)
+        if self.parts.n == 1 {
+            return RbTree::insert(self, pm, key, seed);
+        }
+        let (t, k) = self.parts.route(key);
+        RbTree::insert(self, &mut self.parts.at(pm, t), k, seed)
     }
     fn delete<P: Pm>(&self, pm: &mut P, key: u64) {
-        RbTree::delete(self, pm, key)
+        if self.parts.n == 1 {
+            return RbTree::delete(self, pm, key);
+        }
+        let (t, k) = self.parts.route(key);
+        RbTree::delete(self, &mut self.parts.at(pm, t), k)
+    }
+    fn partitions(&self) -> u64 {
+        self.parts.n
+    }
+    /// One lock per tree: the first line of each tree its operations' keys live in.
+    fn locks(&self, ops: &[super::kv::Op], ids: &mut Vec<u64>) {
+        ids.extend(ops.iter().map(|op| {
+            let key = match *op {
+                super::kv::Op::Insert { key, .. } | super::kv::Op::Delete { key } => key,
+            };
+            self.parts.route(key).0 * self.parts.stride / 64 + super::STRUCTURE_LOCK
+        }));
     }
 }
 
 impl RbTree {
     pub fn new(cfg: &RbTreeConfig) -> Self {
-        let slab = Slab::new(Addr(0), Addr(NODES_AT), NODE_BYTES, cfg.key_space);
-        RbTree { cfg: cfg.clone(), slab, keys: super::keys::Keys::new(&cfg.keys, cfg.key_space) }
+        let one = RbTreeConfig { key_space: Partitions::keys_per(cfg.trees, cfg.key_space), trees: 1, ..cfg.clone() };
+        let slab = Slab::new(Addr(0), Addr(NODES_AT), NODE_BYTES, one.key_space);
+        let parts = Partitions::new(cfg.trees, slab.base.0 + slab.bytes());
+        RbTree {
+            cfg: one,
+            slab,
+            keys: super::keys::Keys::new(&cfg.keys, cfg.key_space),
+            key_space: cfg.key_space,
+            parts,
+        }
+    }
+
+    /// Bytes of one tree.
+    fn tree_bytes(&self) -> u64 {
+        self.slab.base.0 + self.slab.bytes()
+    }
+
+    /// The trees, side by side in the data area.
+    pub fn partitions(&self) -> Partitions {
+        self.parts
     }
 
     /// Descend from the root toward `key`: `(node holding key or 0, last node visited or 0,
@@ -420,10 +477,24 @@ impl RbTree {
 }
 
 impl RbTree {
-    /// Structural check of a data area (see the module doc); `Err` is one line.
+    /// Structural check of a data area (see the module doc): each tree's; `Err` is one line.
     pub fn verify(&self, data: &[u8]) -> Result<(), String> {
-        if (data.len() as u64) < self.data_bytes() {
-            return Err(format!("rbtree: data area of {} bytes, need {}", data.len(), self.data_bytes()));
+        if self.parts.n == 1 {
+            return self.verify_tree(data);
+        }
+        if (data.len() as u64) < self.parts.bytes() {
+            return Err(format!("rbtree: data area of {} bytes, need {}", data.len(), self.parts.bytes()));
+        }
+        for t in 0..self.parts.n {
+            self.verify_tree(self.parts.slice(data, t)).map_err(|e| format!("tree {t} of {}: {e}", self.parts.n))?;
+        }
+        Ok(())
+    }
+
+    /// Structural check of one tree.
+    fn verify_tree(&self, data: &[u8]) -> Result<(), String> {
+        if (data.len() as u64) < self.tree_bytes() {
+            return Err(format!("rbtree: data area of {} bytes, need {}", data.len(), self.tree_bytes()));
         }
         let used = self.slab.used_in(data).map_err(|e| format!("rbtree: {e}"))?;
         let mut walk = Walk {
@@ -572,6 +643,7 @@ struct Sum {
 const MAX_HEIGHT: u32 = 128;
 
 impl RbTree {
+    /// The incremental verifier of one tree.
     pub fn follower(&self) -> RbFollow {
         let n = self.cfg.key_space as usize;
         RbFollow {
@@ -605,7 +677,7 @@ impl RbFollow {
         // Both children's loads start before the left subtree is walked (the right child's
         // then overlap it). No effect on results.
         for child in [node.left, node.right] {
-            if child >= NODES_AT && child < self.tree.data_bytes() {
+            if child >= NODES_AT && child < self.tree.tree_bytes() {
                 crate::hostmem::prefetch(&data[child as usize]);
                 self.subtrees.prefetch(Self::slot(child));
                 if let Some(on) = self.free.on.get(Self::slot(child)) {
@@ -693,7 +765,7 @@ impl RbFollow {
 impl Follow for RbFollow {
     fn reset(&mut self, data: &[u8]) -> bool {
         *self = self.tree.follower();
-        if (data.len() as u64) < self.tree.data_bytes() {
+        if (data.len() as u64) < self.tree.tree_bytes() {
             return false;
         }
         self.bump = rd(data, self.tree.slab.meta.0 + 8);
@@ -713,7 +785,7 @@ impl Follow for RbFollow {
                     self.bump = bump;
                     self.subtrees.bump_grew();
                 }
-            } else if at >= NODES_AT && at < self.tree.data_bytes() {
+            } else if at >= NODES_AT && at < self.tree.tree_bytes() {
                 self.subtrees.stale(Self::slot(at));
             }
         }
@@ -972,11 +1044,14 @@ mod tests {
     #[test]
     fn the_follower_agrees_with_the_verifier_on_a_run_and_on_damage() {
         for (insert_percent, seed) in [(50, 3), (90, 4), (10, 5)] {
-            let rbtree = RbTreeConfig { insert_percent, ..small() };
-            let cfg = crate::workload::WorkloadConfig { rbtree, ..Default::default() };
-            let rejected =
-                crate::workload::follow::check::agrees(crate::workload::WorkloadKind::RbTree, &cfg, 400, seed);
-            assert!(rejected > 50, "the damage must matter: {rejected} of 400 damaged states rejected");
+            // One tree, and three partitioned trees (one follower per tree).
+            for trees in [1, 3] {
+                let rbtree = RbTreeConfig { insert_percent, trees, ..small() };
+                let cfg = crate::workload::WorkloadConfig { rbtree, ..Default::default() };
+                let rejected =
+                    crate::workload::follow::check::agrees(crate::workload::WorkloadKind::RbTree, &cfg, 400, seed);
+                assert!(rejected > 50, "the damage must matter: {rejected} of 400 damaged states rejected");
+            }
         }
     }
 }

@@ -7,15 +7,17 @@
 //! decoder's buffer (bounded by the longest record), never the trace.
 //!
 //! Cores: the decoder checks every `core` record against the machine's core count (one line
-//! naming the record's offset, the core and the allowed range). A trace replays on one core
-//! only so far (`Workload::multicore` refuses more), so every record this replayer executes is
-//! core 0's; docs/multicore.md (Traces and programs on N cores) says how a trace will replay
-//! on N cores.
+//! naming the record's offset, the core and the allowed range). On one core the records run as
+//! they stream. On N cores ([`TraceWorkload::open_cores`]) each core has its own replayer, a
+//! decoder over its own reader of the same trace that skips the other cores' records; it reads
+//! each of its transactions whole, then runs it under locks on every line the transaction loads
+//! or stores, taken in ascending order right after `begin` (conservative two-phase locking;
+//! docs/multicore.md, "Traces and programs on N cores", says why).
 #![warn(missing_docs)]
 
 use super::Pm;
 use crate::rng::Rng;
-use crate::types::Addr;
+use crate::types::{blocks_of, Addr};
 use locsim_trace::{Decoder, Record};
 use std::io::Read;
 
@@ -39,8 +41,39 @@ enum Ahead {
     Load(u64, u64),
     Compute(u64),
     /// A `core` record (checked by the decoder against the machine's cores).
-    Core,
+    Core(u32),
     End,
+}
+
+impl Ahead {
+    /// The record again (a body record; `base` is the region's first address).
+    fn record(&self, base: u64) -> Record<'static> {
+        match *self {
+            Ahead::Begin => Record::Begin,
+            Ahead::Load(a, len) => Record::Load { addr: a + base, len },
+            Ahead::Compute(cycles) => Record::Compute { cycles },
+            Ahead::Core(core) => Record::Core { core },
+            Ahead::End => Record::End,
+            Ahead::Init(..) => unreachable!("populate runs first"),
+        }
+    }
+}
+
+/// One operation of a transaction read ahead of running it (N cores): data-area offsets; a
+/// store's bytes are `TxBuf::bytes[off..off + len]`.
+#[derive(Copy, Clone)]
+enum Op {
+    Load(u64, u64),
+    Store(u64, usize, usize),
+    Compute(u64),
+}
+
+/// The transaction a core reads whole before running it, and the lines it locks (reused).
+#[derive(Default)]
+struct TxBuf {
+    ops: Vec<Op>,
+    bytes: Vec<u8>,
+    lines: Vec<u64>,
 }
 
 /// A trace replayed as a workload. `Default` is the empty trace (the structural verifier of a
@@ -56,6 +89,16 @@ pub struct TraceWorkload {
     load_buf: Vec<u8>,
     error: Option<String>,
     ended: bool,
+    /// On N cores: the core whose records this replayer runs (it skips the others').
+    core: Option<u32>,
+    /// The core of the records being read (the last `core` record's; 0 before any).
+    cur: u32,
+    /// On N cores, how many of each core's transactions are among the stream's first
+    /// `warmup` (the warm-up is the stream's first transactions, whatever their cores).
+    warmup_cores: Vec<u64>,
+    /// On N cores, core 0's replayer holds those of cores `1..N` until [`TraceWorkload::into_cores`].
+    others: Vec<TraceWorkload>,
+    tx: TxBuf,
 }
 
 impl TraceWorkload {
@@ -78,6 +121,47 @@ impl TraceWorkload {
         Ok(t)
     }
 
+    /// Start replaying on a machine of `cores` cores, one replayer per core: core 0's reads
+    /// `src`, every other core's a source of its own from `reopen` (the same trace from its
+    /// start; each core skips the records of the others). With one core, [`TraceWorkload::open`].
+    pub fn open_cores(
+        src: Source,
+        cores: u32,
+        reopen: &dyn Fn() -> Result<Source, String>,
+    ) -> Result<TraceWorkload, String> {
+        let mut t = TraceWorkload::open(src, cores)?;
+        if cores > 1 {
+            t.core = Some(0);
+            t.warmup_cores = warmup_of_cores(reopen()?, cores, t.warmup)?;
+            for c in 1..cores {
+                let mut o = TraceWorkload::open(reopen()?, cores)?;
+                o.core = Some(c);
+                o.read_init(None);
+                if let Some(e) = o.error.take() {
+                    return Err(e);
+                }
+                t.others.push(o);
+            }
+        }
+        Ok(t)
+    }
+
+    /// The replayers of cores `0..cores` (core 0's first): `None` unless opened by
+    /// [`TraceWorkload::open_cores`] for that many cores.
+    pub fn into_cores(mut self, cores: usize) -> Option<Vec<TraceWorkload>> {
+        if self.others.len() + 1 != cores || self.core.is_none() {
+            return None;
+        }
+        let others = std::mem::take(&mut self.others);
+        Some(std::iter::once(self).chain(others).collect())
+    }
+
+    /// On N cores, each core's share of the warm-up: its transactions among the stream's first
+    /// [`TraceWorkload::warmup_txs`] (`None` on one core).
+    pub fn warmup_cores(&self) -> Option<&[u64]> {
+        self.core.map(|_| &self.warmup_cores[..])
+    }
+
     /// Transactions the trace declares as warm-up.
     pub fn warmup_txs(&self) -> u64 {
         self.warmup
@@ -97,8 +181,15 @@ impl TraceWorkload {
 
     /// Write the `init` records into the data area.
     pub fn populate(&mut self, data: &mut [u8]) {
+        self.read_init(Some(data));
+    }
+
+    /// Read past the `init` records, writing them into `data` if given.
+    fn read_init(&mut self, mut data: Option<&mut [u8]>) {
         if let Some(Ahead::Init(a, bytes)) = &self.ahead {
-            data[*a as usize..*a as usize + bytes.len()].copy_from_slice(bytes);
+            if let Some(data) = data.as_deref_mut() {
+                data[*a as usize..*a as usize + bytes.len()].copy_from_slice(bytes);
+            }
             self.ahead = None;
         }
         if self.ahead.is_some() {
@@ -108,8 +199,10 @@ impl TraceWorkload {
         loop {
             match dec.next_record() {
                 Ok(Some(Record::Init { addr, bytes })) => {
-                    let a = (addr - self.base) as usize;
-                    data[a..a + bytes.len()].copy_from_slice(bytes);
+                    if let Some(data) = data.as_deref_mut() {
+                        let a = (addr - self.base) as usize;
+                        data[a..a + bytes.len()].copy_from_slice(bytes);
+                    }
                 }
                 Ok(Some(r)) => {
                     self.ahead = Some(body_ahead(r, self.base));
@@ -130,11 +223,14 @@ impl TraceWorkload {
         if self.ended || self.error.is_some() {
             return;
         }
+        if let Some(core) = self.core {
+            return self.run_tx_on(pm, core);
+        }
         match self.ahead.take() {
             Some(Ahead::Begin) => pm.begin(),
             Some(Ahead::Load(a, len)) => load(pm, &mut self.load_buf, a, len),
             Some(Ahead::Compute(c)) => pm.compute(c),
-            Some(Ahead::Core) => {}
+            Some(Ahead::Core(_)) => {}
             Some(Ahead::End) => {
                 self.ended = true;
                 return;
@@ -174,6 +270,88 @@ impl TraceWorkload {
         }
     }
 
+    /// [`TraceWorkload::run_tx`] on N cores, as core `core`: its records up to the end of its
+    /// next transaction (skipping the other cores'); records outside a transaction run as they
+    /// come, a transaction is read whole, then run: `begin`, a lock on each line it loads or
+    /// stores in ascending order, its operations, `commit` or `abort`.
+    fn run_tx_on<P: Pm>(&mut self, pm: &mut P, core: u32) {
+        let base = self.base;
+        let Some(dec) = &mut self.dec else {
+            self.ended = true;
+            return;
+        };
+        let mut ahead = self.ahead.take();
+        let tx = &mut self.tx;
+        tx.ops.clear();
+        tx.bytes.clear();
+        tx.lines.clear();
+        let mut in_tx = false;
+        let commit = loop {
+            let r = match ahead.take() {
+                Some(a) => Ok(Some(a.record(base))),
+                None => dec.next_record(),
+            };
+            let r = match r {
+                Ok(Some(r)) => r,
+                Ok(None) => Record::End,
+                Err(e) => {
+                    self.error = Some(e.to_string());
+                    return;
+                }
+            };
+            if matches!(r, Record::End) {
+                // The decoder refuses an `end` inside a transaction.
+                self.ended = true;
+                return;
+            }
+            if let Record::Core { core } = r {
+                self.cur = core;
+            }
+            if self.cur != core {
+                continue;
+            }
+            match r {
+                Record::Begin => in_tx = true,
+                Record::Load { addr, len } if in_tx => {
+                    tx.ops.push(Op::Load(addr - base, len));
+                    tx.lines.extend(blocks_of(Addr(addr - base), len as usize).map(|b| b.0));
+                }
+                Record::Load { addr, len } => load(pm, &mut self.load_buf, addr - base, len),
+                Record::Store { addr, bytes } => {
+                    tx.ops.push(Op::Store(addr - base, tx.bytes.len(), bytes.len()));
+                    tx.bytes.extend_from_slice(bytes);
+                    tx.lines.extend(blocks_of(Addr(addr - base), bytes.len()).map(|b| b.0));
+                }
+                Record::Compute { cycles } if in_tx => tx.ops.push(Op::Compute(cycles)),
+                Record::Compute { cycles } => pm.compute(cycles),
+                Record::Commit => break true,
+                Record::Abort => break false,
+                Record::Core { .. } => {}
+                Record::End | Record::Region { .. } | Record::Warmup { .. } | Record::Init { .. } => {
+                    unreachable!("the decoder allows header records only in the header")
+                }
+            }
+        };
+        pm.begin();
+        tx.lines.sort_unstable();
+        tx.lines.dedup();
+        for &l in &tx.lines {
+            pm.lock(l);
+        }
+        for &op in &tx.ops {
+            match op {
+                Op::Load(a, len) => load(pm, &mut self.load_buf, a, len),
+                Op::Store(a, off, len) => pm.store(Addr(a), &tx.bytes[off..off + len]),
+                Op::Compute(c) => pm.compute(c),
+            }
+        }
+        if commit {
+            pm.commit()
+        } else {
+            pm.abort()
+        }
+    }
+
     /// `Ok(true)` while records remain, `Ok(false)` after `end`, `Err` on a bad trace.
     pub fn more(&mut self) -> Result<bool, String> {
         match self.error.take() {
@@ -188,13 +366,33 @@ impl TraceWorkload {
     }
 }
 
+/// How many transactions of each of `cores` cores are among the first `warmup` of the trace
+/// read from `src` (reads only that far).
+fn warmup_of_cores(src: Source, cores: u32, warmup: u64) -> Result<Vec<u64>, String> {
+    let mut counts = vec![0; cores as usize];
+    let mut dec = Decoder::new(src).map_err(|e| e.to_string())?;
+    dec.set_cores(cores);
+    let mut seen = 0;
+    while seen < warmup {
+        match dec.next_record().map_err(|e| e.to_string())? {
+            Some(Record::Commit | Record::Abort) => {
+                counts[dec.core() as usize] += 1;
+                seen += 1;
+            }
+            Some(Record::End) | None => break,
+            Some(_) => {}
+        }
+    }
+    Ok(counts)
+}
+
 /// The first body record, kept until the first transaction replays it.
 fn body_ahead(r: Record, base: u64) -> Ahead {
     match r {
         Record::Begin => Ahead::Begin,
         Record::Load { addr, len } => Ahead::Load(addr - base, len),
         Record::Compute { cycles } => Ahead::Compute(cycles),
-        Record::Core { .. } => Ahead::Core,
+        Record::Core { core } => Ahead::Core(core),
         Record::End => Ahead::End,
         _ => unreachable!("the decoder allows only these after the header"),
     }
