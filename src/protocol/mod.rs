@@ -129,8 +129,12 @@ impl ProtocolKind {
     /// state, so it runs on any number of cores as it is.
     pub fn multicore(self) -> bool {
         match self {
-            ProtocolKind::Baseline | ProtocolKind::SWal | ProtocolKind::HWal | ProtocolKind::EcWal => true,
-            ProtocolKind::LocWal | ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
+            ProtocolKind::Baseline
+            | ProtocolKind::SWal
+            | ProtocolKind::HWal
+            | ProtocolKind::EcWal
+            | ProtocolKind::LocWal => true,
+            ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
             #[cfg(test)]
             ProtocolKind::Trivial => true,
         }
@@ -157,7 +161,9 @@ impl ProtocolKind {
                 &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::TruncateOutOfOrder]
             }
             ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::TruncateOutOfOrder],
-            ProtocolKind::LocWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs],
+            ProtocolKind::LocWal => {
+                &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs, Bug::DependentBeforeSource]
+            }
             ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
             #[cfg(test)]
             ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateOutOfOrder],
@@ -218,10 +224,13 @@ pub enum Bug {
     /// S-WAL truncates a transaction's log at its core's next commit instead of before
     /// returning from commit.
     LazyTruncate,
+    /// LOC on N cores: a window that read or overwrote a line of another core's window not yet
+    /// durable is not made to wait for it (no cross-core dependency enforcement).
+    DependentBeforeSource,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 11] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
@@ -232,6 +241,7 @@ impl Bug {
         Bug::LostInvalidation,
         Bug::TruncateOutOfOrder,
         Bug::LazyTruncate,
+        Bug::DependentBeforeSource,
     ];
 
     pub fn name(self) -> &'static str {
@@ -246,6 +256,7 @@ impl Bug {
             Bug::LostInvalidation => "lost-invalidation",
             Bug::TruncateOutOfOrder => "truncate-out-of-order",
             Bug::LazyTruncate => "lazy-truncate",
+            Bug::DependentBeforeSource => "dependent-before-source",
         }
     }
 
@@ -277,6 +288,9 @@ impl Bug {
             Bug::LazyTruncate => {
                 "S-WAL leaves a transaction's log in place until its core's next commit: harmless on one core, where the region replays in order, but recovery replays it over a newer write of another core (needs --cores 2 or more)"
             }
+            Bug::DependentBeforeSource => {
+                "a speculation window that read or overwrote another core's line not yet durable becomes durable without waiting for that core's window (needs --cores 2 or more)"
+            }
         }
     }
 
@@ -284,7 +298,7 @@ impl Bug {
     /// single-core run cannot show.
     pub fn min_cores(self) -> u32 {
         match self {
-            Bug::TruncateOutOfOrder | Bug::LazyTruncate | Bug::LostInvalidation => 2,
+            Bug::TruncateOutOfOrder | Bug::LazyTruncate | Bug::LostInvalidation | Bug::DependentBeforeSource => 2,
             _ => 1,
         }
     }
