@@ -150,6 +150,8 @@ struct Win {
     number: u64,
     /// A transaction is running (begun, not yet committed or aborted).
     in_tx: bool,
+    /// Signature of the homes in `logged_at` (N cores: [`Win::logged_in_window`]).
+    logged_sig: [u64; 64],
     c: Counters,
 }
 
@@ -177,7 +179,8 @@ impl LocWal {
         }
     }
 
-    /// Cross-core dependency detection before a load or store of the running core `c`: a line
+    /// Cross-core dependency detection before a load, or before a store changes the bytes
+    /// (`before_store`), of the running core `c`: a line
     /// tagged by another core's window transaction makes `c`'s window depend on that window,
     /// which is closed (made durable) now, before the access. Under the injected
     /// `dependent-before-source` it is not; a store then logs the other core's version for it
@@ -185,19 +188,30 @@ impl LocWal {
     #[cold]
     fn cross(&mut self, m: &mut Machine, addr: Addr, len: usize, store: bool) {
         let c = m.core();
+        // Lines left by an access outside the protocol (a lock's) go to their logs first.
+        self.drain(m);
         for b in blocks_of(addr, len) {
-            let Some(s) = m.hier.llc.find(b) else { continue };
-            let aux = m.hier.llc.aux(s);
+            let aux = m.hier.llc.find(b).map_or(0, |s| m.hier.llc.aux(s));
             if aux == 0 || core_of_aux(aux) == c {
+                // Not tagged: a version of another core's open window may have left the LLC
+                // for the log (its window is still not durable).
+                if let Some(i) = (0..self.w.len()).find(|&i| i != c && self.w[i].logged_in_window(b)) {
+                    self.x.cross_core_deps += 1;
+                    self.deps.note(c, i, self.w[i].number);
+                    if self.bug != Some(Bug::DependentBeforeSource) {
+                        self.force(m, i);
+                    }
+                }
                 continue;
             }
+            let s = m.hier.llc.find(b).expect("a tagged line");
             let i = core_of_aux(aux);
             self.x.cross_core_deps += 1;
             self.deps.note(c, i, self.w[i].number);
             if self.bug != Some(Bug::DependentBeforeSource) {
                 self.force(m, i);
             } else if store {
-                let data = self.w[c].versions.snapped(b);
+                let data = if m.keep_bytes { m.arch_block(b) } else { [0; 64] };
                 let w = &mut self.w[i];
                 let owner = w.owner_of(aux);
                 w.log_block(m, owner, b, Some(&data), false);
@@ -269,8 +283,17 @@ impl Win {
             committed: 0,
             number: 1,
             in_tx: false,
+            logged_sig: [0; 64],
             c: Counters::default(),
         }
+    }
+
+    /// Was a version of `b` logged in the open window (evicted, rescued, overflowed)? A
+    /// signature of 4096 bits filters, the window's log list confirms.
+    #[inline]
+    fn logged_in_window(&self, b: BlockId) -> bool {
+        let h = (b.0 & 4095) as usize;
+        self.logged_sig[h / 64] >> (h % 64) & 1 == 1 && self.logged_at.iter().any(|&(x, _)| x == b)
     }
 
     /// LLC `aux` of this core's window transaction `seq`.
@@ -326,6 +349,10 @@ impl Win {
             self.note_write(gi, t.done, t.durable);
         }
         self.logged_at.push((home, at));
+        if self.multi {
+            let h = (home.0 & 4095) as usize;
+            self.logged_sig[h / 64] |= 1 << (h % 64);
+        }
         if slot + 1 == DATA_SLOTS {
             self.write_meta(m, gi, 0);
         }
@@ -602,6 +629,9 @@ impl Win {
         self.win.clear();
         self.ws.clear();
         self.logged_at.clear();
+        if self.multi {
+            self.logged_sig = [0; 64];
+        }
         self.wgroups.clear();
         self.deps.clear();
         self.open = false;
@@ -688,14 +718,15 @@ impl Protocol for LocWal {
     }
 
     fn before_store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+        if self.multi {
+            // Before the store changes the bytes: a forced close logs the other core's version.
+            self.cross(m, addr, len, true);
+        }
         self.w[m.core()].before_store(m, addr, len);
     }
 
     fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         let c = m.core();
-        if self.multi {
-            self.cross(m, addr, len, true);
-        }
         let r = self.w[c].running();
         let mine = self.w[c].aux(self.w[c].win[r].seq);
         for b in blocks_of(addr, len) {
