@@ -53,7 +53,8 @@ fn exhaustive_crash_points_on_a_short_run_recover() {
 
 #[test]
 fn every_injected_bug_is_caught() {
-    for bug in LocWal.bugs() {
+    // The cross-core bug (`dependent-before-source`) is caught on N cores: tests/multicore.rs.
+    for bug in LocWal.bugs().iter().filter(|b| b.min_cores() == 1) {
         let r = crash(WorkloadKind::Hash, 16, 0.0, 600, Some(*bug));
         assert!(r.violations > 0, "{} not caught", bug.name());
     }

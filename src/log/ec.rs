@@ -20,10 +20,11 @@
 //! | 32..48 | TxCnt | total log blocks of the transaction on its last block, 0 on the others |
 //! | 48..56 | TxID  | 8-bit circular transaction id |
 //! | 56     | TID   | hardware thread id (0) |
-//! | 57..60 | CID   | core id (0) |
+//! | 57..60 | CID   | core id, low 3 bits (the core whose log region holds the slot; 0 with one core) |
 //! | 60     | V     | slot valid (one of the paper's four reserved bits: a group may be closed before all seven slots are filled) |
 //! | 61     | P     | the slot holds no logged data: under LOC-WAL a block of Tx Dependency Pairs ([`crate::log::loc`]), ADDR then its number of entries; under EC-WAL on more than one core the transaction's order tag ([`BlkTag::order_tag`]), whose data block is not written |
-//! | 62..64 | RESV  | 0 |
+//! | 62     | CID3  | core id, bit 3 (cores 8..15; 0 on cores 0..7, whose tags are the paper's) |
+//! | 63     | RESV  | 0 |
 
 use super::le;
 use crate::types::{BlockData, BLOCK_BYTES};
@@ -53,6 +54,7 @@ pub struct BlkTag {
     pub tx_cnt: u16,
     pub tx_id: u8,
     pub tid: u8,
+    /// Core id, 0..16: bits 57..60 and bit 62 (CID3).
     pub cid: u8,
     /// The slot holds dependency pairs (LOC-WAL), not logged data.
     pub pair: bool,
@@ -61,14 +63,15 @@ pub struct BlkTag {
 impl BlkTag {
     /// Encode as a valid tag.
     pub fn encode(&self) -> u64 {
-        debug_assert!(self.tid < 2 && self.cid < 8);
+        debug_assert!(self.tid < 2 && self.cid < 16);
         (self.addr as u64)
             | (self.tx_cnt as u64) << 32
             | (self.tx_id as u64) << 48
             | (self.tid as u64) << 56
-            | (self.cid as u64) << 57
+            | (self.cid as u64 & 7) << 57
             | 1 << 60
             | (self.pair as u64) << 61
+            | (self.cid as u64 >> 3) << 62
     }
 
     /// Decode; `None` for an empty (invalid) slot.
@@ -78,7 +81,7 @@ impl BlkTag {
             tx_cnt: (v >> 32) as u16,
             tx_id: (v >> 48) as u8,
             tid: (v >> 56 & 1) as u8,
-            cid: (v >> 57 & 7) as u8,
+            cid: (v >> 57 & 7 | (v >> 62 & 1) << 3) as u8,
             pair: v >> 61 & 1 == 1,
         })
     }
@@ -247,6 +250,9 @@ mod tests {
         let p = BlkTag { pair: true, ..t };
         assert_eq!(p.encode() >> 60, 0b11, "pair bit is bit 61");
         assert_eq!(BlkTag::decode(p.encode()), Some(p));
+        let c = BlkTag { cid: 13, ..t };
+        assert_eq!((c.encode() >> 57 & 7, c.encode() >> 62 & 1), (5, 1), "CID3 is bit 62");
+        assert_eq!(BlkTag::decode(c.encode()), Some(c));
         let o = BlkTag::order_tag(0x1234_5678_9ABC, 7);
         let v = o.encode();
         assert_eq!((v & 0xFFFF_FFFF, v >> 32 & 0xFFFF), (0x5678_9ABC, 0x1234), "order in ADDR and TxCnt");

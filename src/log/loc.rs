@@ -17,7 +17,25 @@
 //! otherwise `n` is Tx's TxCnt, for a transaction none of whose logged blocks carries it (all
 //! its blocks were coalesced into later ones, or it wrote nothing).
 
+use super::ec::BlkTag;
 use crate::types::{BlockData, BLOCK_BYTES};
+
+/// TxCnt of a window's order tag ([`order_tag`]): a pair block's tag has TxCnt 0.
+const ORDER_MARK: u16 = 0xFFFF;
+
+/// LOC-WAL on more than one core: the tag that ends a speculation window in its core's log
+/// region and gives its global order number `order` (below 2^40; windows become durable in
+/// this order, a dependent's after its sources'): P set, TxCnt = 0xFFFF, ADDR the order's low
+/// 32 bits, TxID its bits 32..40, CID the core. Its slot's data block is not written.
+pub fn order_tag(order: u64, cid: u8) -> BlkTag {
+    assert!(order < 1 << 40, "a window order number below 2^40");
+    BlkTag { addr: order as u32, tx_cnt: ORDER_MARK, tx_id: (order >> 32) as u8, tid: 0, cid, pair: true }
+}
+
+/// The window order number of an order tag ([`order_tag`]); `None` for any other tag.
+pub fn window_order(t: &BlkTag) -> Option<u64> {
+    (t.pair && t.tx_cnt == ORDER_MARK).then_some(t.addr as u64 | (t.tx_id as u64) << 32)
+}
 
 /// Entries per pair block.
 pub const PAIRS_PER_BLOCK: usize = BLOCK_BYTES / 4;
@@ -80,6 +98,16 @@ mod tests {
         assert_eq!(decode(&b, 3), ps.to_vec());
         assert_eq!(decode(&b, 1), vec![ps[0]]);
         assert_eq!(decode(&b, 99).len(), PAIRS_PER_BLOCK, "a torn count cannot read past the block");
+    }
+
+    #[test]
+    fn an_order_tag_is_told_from_a_pair_block() {
+        let t = order_tag(0x12_3456_789A, 9);
+        let v = t.encode();
+        assert_eq!((v & 0xFFFF_FFFF, v >> 32 & 0xFFFF, v >> 48 & 0xFF), (0x3456_789A, 0xFFFF, 0x12));
+        assert_eq!(window_order(&BlkTag::decode(v).unwrap()), Some(0x12_3456_789A));
+        let pairs = BlkTag { addr: 16, pair: true, ..Default::default() };
+        assert_eq!(window_order(&pairs), None);
     }
 
     #[test]

@@ -28,14 +28,23 @@
 //! of a window whose writes are all durable committed.
 //!
 //! Modelling choices (docs/protocols/loc-wal.md): aborts come only to the running transaction
-//! (one core, program-initiated aborts), so "succeeding transactions abort" never has work to
-//! do; the rescue writes happen at the abort, as in the paper.
+//! (program-initiated aborts), so "succeeding transactions abort" never has work to do; the
+//! rescue writes happen at the abort, as in the paper.
+//!
+//! On N cores (docs/multicore.md, "LOC-WAL"): one [`Win`] per core, each with its own window
+//! and its own ring of groups in `Layout::log_region(c)`; tags carry the core (CID), the LLC
+//! `aux` names core and transaction ([`window::aux_of_core`]). A window ends with an order tag
+//! ([`loc::order_tag`]) giving its global order number, and the heads carry `home_below`. A
+//! load or store of a line tagged by another core's window is a cross-core dependency
+//! ([`CrossDeps`]): that window is made durable first (a forced close; a transaction running on
+//! its core is carried over into the core's next window).
 
 use super::barrier::Barrier;
 use super::group::{self, Group, GroupRing};
-use super::redo::RedoSet;
-use super::window::{self, aux_of, Version, Versions, MAX_WINDOW_TXS};
+use super::redo::{in_commit_order, RedoSet};
+use super::window::{self, aux_of_core, core_of_aux, CrossDeps, Version, Versions, MAX_WINDOW_TXS};
 use super::{Bug, Protocol};
+use crate::cache::Victim;
 use crate::log::ec::{BlkTag, DATA_SLOTS};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::loc::{self, Pair, MAX_LIVE_TXS, PAIRS_PER_BLOCK};
@@ -43,12 +52,12 @@ use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
-/// A Tx State Table entry.
+/// A Tx State Table entry (its CID is the [`Win`]'s core).
 #[derive(Clone, Debug)]
 struct TxSt {
     seq: u64,
     aborted: bool,
-    /// Blocks logged for it so far.
+    /// Blocks logged for it so far (in the current window).
     logged: u16,
     /// Its versions dropped in favour of a later committed transaction's.
     coalesced: u16,
@@ -72,7 +81,39 @@ counters! {
     }
 }
 
+counters! {
+    CrossCounters {
+        cross_core_deps,
+        forced_closes,
+        forced_closes_mid_tx,
+        relogged_blocks,
+    }
+}
+
+/// What the cores' windows share on N cores: the global window order and the truncation
+/// chain that follows it.
+#[derive(Default)]
+struct Order {
+    /// Order number of the latest window closed (any core).
+    last: u64,
+    /// Cycle of the latest truncation issued (any core).
+    trunc_at: Cycle,
+}
+
 pub struct LocWal {
+    /// Per core: its window, log region and Commit/Recovery Logic state.
+    w: Vec<Win>,
+    multi: bool,
+    bug: Option<Bug>,
+    deps: CrossDeps,
+    order: Order,
+    x: CrossCounters,
+}
+
+/// One core's speculation window, Tx State Table, log region and CRL.
+struct Win {
+    core: usize,
+    multi: bool,
     bug: Option<Bug>,
     sd: usize,
     ring: GroupRing,
@@ -103,6 +144,14 @@ pub struct LocWal {
     pending: Vec<BlockId>,
     /// The strict-ordering phase barrier, kept only between windows (`ordering.phase_barrier`).
     barrier: Barrier,
+    /// Transactions committed on this core (acknowledged when their window is durable).
+    committed: u64,
+    /// Number of the open window (from 1); every earlier window of the core is durable.
+    number: u64,
+    /// A transaction is running (begun, not yet committed or aborted).
+    in_tx: bool,
+    /// Signature of the homes in `logged_at` (N cores: [`Win::logged_in_window`]).
+    logged_sig: [u64; 64],
     c: Counters,
     /// The head block last written (`loc.two_slot_head`: the next write keeps its newest slot).
     head_block: crate::types::BlockData,
@@ -112,7 +161,8 @@ impl LocWal {
     /// The log head in the two-slot form (`loc.two_slot_head`, docs/formats/wal-log.md).
     pub fn with_two_slot_head(mut self, on: bool) -> LocWal {
         if on {
-            self.head_block = LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 }.encode_two_slot();
+            assert!(!self.multi, "loc.two_slot_head is one-core only (checked by Config::validate)");
+            self.w[0].head_block = LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 }.encode_two_slot();
         }
         self
     }
@@ -120,10 +170,107 @@ impl LocWal {
     pub fn new(layout: &Layout, sd: u32, write_cycles: Cycle, bug: Option<Bug>) -> LocWal {
         assert!(window::SD_RANGE.contains(&sd), "checked by Config::validate");
         assert!(layout.total_bytes() / 64 < (1 << 31) - 1, "versioned LLC tags hold 31-bit block numbers");
+        let cores = layout.cores as usize;
         LocWal {
+            w: (0..cores).map(|c| Win::new(layout, c, sd, write_cycles, bug)).collect(),
+            multi: cores > 1,
+            bug,
+            deps: CrossDeps::new(cores),
+            order: Order::default(),
+            x: CrossCounters::default(),
+        }
+    }
+
+    /// Place the lines the last access pushed out of the LLC, each by the core whose tag it
+    /// carries (an access of one core may evict another core's window lines).
+    fn drain(&mut self, m: &mut Machine) {
+        while let Some(v) = m.tx_victims.pop() {
+            let c = if self.multi { core_of_aux(v.tag) } else { 0 };
+            self.w[c].place_victim(m, v);
+        }
+    }
+
+    /// Cross-core dependency detection before a load, or before a store changes the bytes
+    /// (`before_store`), of the running core `c`: a line
+    /// tagged by another core's window transaction makes `c`'s window depend on that window,
+    /// which is closed (made durable) now, before the access. Under the injected
+    /// `dependent-before-source` it is not; a store then logs the other core's version for it
+    /// first, as an eviction would, so that no line holds two cores' versions.
+    #[cold]
+    fn cross(&mut self, m: &mut Machine, addr: Addr, len: usize, store: bool) {
+        let c = m.core();
+        // Lines left by an access outside the protocol (a lock's) go to their logs first.
+        self.drain(m);
+        for b in blocks_of(addr, len) {
+            let aux = m.hier.llc.find(b).map_or(0, |s| m.hier.llc.aux(s));
+            if aux == 0 || core_of_aux(aux) == c {
+                // Not tagged: a version of another core's open window may have left the LLC
+                // for the log (its window is still not durable).
+                if let Some(i) = (0..self.w.len()).find(|&i| i != c && self.w[i].logged_in_window(b)) {
+                    self.x.cross_core_deps += 1;
+                    self.deps.note(c, i, self.w[i].number);
+                    if self.bug != Some(Bug::DependentBeforeSource) {
+                        self.force(m, i);
+                    }
+                }
+                continue;
+            }
+            let s = m.hier.llc.find(b).expect("a tagged line");
+            let i = core_of_aux(aux);
+            self.x.cross_core_deps += 1;
+            self.deps.note(c, i, self.w[i].number);
+            if self.bug != Some(Bug::DependentBeforeSource) {
+                self.force(m, i);
+            } else if store {
+                let data = if m.keep_bytes { m.arch_block(b) } else { [0; 64] };
+                let w = &mut self.w[i];
+                let owner = w.owner_of(aux);
+                w.log_block(m, owner, b, Some(&data), false);
+                m.hier.llc.set_aux(s, 0);
+            }
+        }
+    }
+
+    /// Close core `i`'s open window now, for a dependent on another core.
+    fn force(&mut self, m: &mut Machine, i: usize) {
+        self.x.forced_closes += 1;
+        if self.w[i].in_tx {
+            self.x.forced_closes_mid_tx += 1;
+        }
+        self.x.relogged_blocks += self.w[i].force_close(m, &mut self.order);
+    }
+
+    /// Core `c`'s window is complete: every window it depends on is made durable first (they
+    /// are, unless the injected `dependent-before-source` skipped that), then it closes.
+    fn close(&mut self, m: &mut Machine, c: usize) {
+        if self.multi {
+            let mut src = [(0usize, 0u64); window::MAX_CORES];
+            let mut n = 0;
+            for (i, w) in self.deps.sources(c) {
+                src[n] = (i, w);
+                n += 1;
+            }
+            for &(i, w) in &src[..n] {
+                if self.w[i].number <= w && self.bug != Some(Bug::DependentBeforeSource) {
+                    self.force(m, i);
+                }
+            }
+        }
+        self.w[c].close_window(m, &mut self.order, &[]);
+        if self.multi {
+            self.deps.clear(c);
+        }
+    }
+}
+
+impl Win {
+    fn new(layout: &Layout, core: usize, sd: u32, write_cycles: Cycle, bug: Option<Bug>) -> Win {
+        Win {
+            core,
+            multi: layout.cores > 1,
             bug,
             sd: sd as usize,
-            ring: GroupRing::new(layout, "a speculation window"),
+            ring: GroupRing::region(layout, core, "a speculation window"),
             write_cycles,
             win: Vec::with_capacity(MAX_WINDOW_TXS),
             committed_in_win: 0,
@@ -145,8 +292,26 @@ impl LocWal {
             head_block: LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 }.encode(),
             pending: Vec::with_capacity(1024),
             barrier: Barrier::default(),
+            committed: 0,
+            number: 1,
+            in_tx: false,
+            logged_sig: [0; 64],
             c: Counters::default(),
         }
+    }
+
+    /// Was a version of `b` logged in the open window (evicted, rescued, overflowed)? A
+    /// signature of 4096 bits filters, the window's log list confirms.
+    #[inline]
+    fn logged_in_window(&self, b: BlockId) -> bool {
+        let h = (b.0 & 4095) as usize;
+        self.logged_sig[h / 64] >> (h % 64) & 1 == 1 && self.logged_at.iter().any(|&(x, _)| x == b)
+    }
+
+    /// LLC `aux` of this core's window transaction `seq`.
+    #[inline(always)]
+    fn aux(&self, seq: u64) -> u32 {
+        aux_of_core(self.core, seq)
     }
 
     /// Window index of the transaction whose lines carry `aux`.
@@ -161,7 +326,6 @@ impl LocWal {
     fn running(&self) -> usize {
         self.win.len() - 1
     }
-
     /// Put `tag` into the next free slot of the open group (opening one if needed):
     /// (group index, slot, block).
     fn next_slot(&mut self, m: &mut Machine, tag: BlkTag) -> (usize, usize, BlockId) {
@@ -181,7 +345,13 @@ impl LocWal {
         self.barrier.before_write(m);
         self.win[owner].logged += 1;
         let tx_cnt = if last { self.tx_cnt(owner) } else { 0 };
-        let tag = BlkTag { addr: home.0 as u32, tx_cnt, tx_id: self.win[owner].seq as u8, ..Default::default() };
+        let tag = BlkTag {
+            addr: home.0 as u32,
+            tx_cnt,
+            tx_id: self.win[owner].seq as u8,
+            cid: self.core as u8,
+            ..Default::default()
+        };
         let (gi, slot, at) = self.next_slot(m, tag);
         self.win[owner].last = Some((gi, slot));
         if self.bug == Some(Bug::MetaBeforeData) && self.closing && data.is_none() {
@@ -191,6 +361,10 @@ impl LocWal {
             self.note_write(gi, t.done, t.durable);
         }
         self.logged_at.push((home, at));
+        if self.multi {
+            let h = (home.0 & 4095) as usize;
+            self.logged_sig[h / 64] |= 1 << (h % 64);
+        }
         if slot + 1 == DATA_SLOTS {
             self.write_meta(m, gi, 0);
         }
@@ -220,36 +394,96 @@ impl LocWal {
         self.log_durable = self.log_durable.max(t.durable);
     }
 
-    /// Place the lines the last access pushed out of the LLC: a transaction's latest version
-    /// goes to the log as its block; an older version (overflow) likewise, from its copy.
-    fn drain_victims(&mut self, m: &mut Machine) {
-        while let Some(v) = m.tx_victims.pop() {
-            let owner = self.owner_of(v.tag);
-            if v.version {
-                let kept = &mut self.versions.kept;
-                let i = kept.iter().position(|x| x.block == v.block && x.aux == v.tag);
-                let x = kept.swap_remove(i.expect("an evicted version is kept"));
-                self.c.version_overflows += 1;
-                self.log_block(m, owner, v.block, Some(&x.data), false);
-            } else {
-                self.c.evicted_to_log += 1;
-                self.log_block(m, owner, v.block, None, false);
-            }
+    /// Place one line pushed out of the LLC: a transaction's latest version goes to the log as
+    /// its block; an older version (overflow) likewise, from its copy.
+    fn place_victim(&mut self, m: &mut Machine, v: Victim) {
+        let owner = self.owner_of(v.tag);
+        if v.version {
+            let kept = &mut self.versions.kept;
+            let i = kept.iter().position(|x| x.block == v.block && x.aux == v.tag);
+            let x = kept.swap_remove(i.expect("an evicted version is kept"));
+            self.c.version_overflows += 1;
+            self.log_block(m, owner, v.block, Some(&x.data), false);
+        } else {
+            self.c.evicted_to_log += 1;
+            self.log_block(m, owner, v.block, None, false);
         }
     }
 
-    /// The window is complete: its named phases, in order. Windows are strictly ordered: the
-    /// next one begins only after this one is durable.
-    fn close_window(&mut self, m: &mut Machine) {
+    /// The window is complete: its named phases, in order. Windows of a core are strictly
+    /// ordered: the next one begins only after this one is durable. `carried`: blocks written
+    /// by a running transaction carried over into the next window (a forced close), whose home
+    /// copies take the window's bytes copied before that transaction's first store.
+    fn close_window(&mut self, m: &mut Machine, ord: &mut Order, carried: &[BlockId]) {
         self.closing = true;
         let mut records = self.log_rest(m);
         self.add_pairs(&mut records);
-        let first_pair_group = self.write_pair_blocks(m, &records);
+        let mut first_pair_group = self.write_pair_blocks(m, &records);
+        let mut order = 0;
+        if self.multi {
+            ord.last += 1;
+            order = ord.last;
+            self.barrier.before_write(m);
+            let (gi, _, _) = self.next_slot(m, loc::order_tag(order, self.core as u8));
+            first_pair_group = first_pair_group.min(gi);
+        }
         self.write_metas(m, first_pair_group);
         self.closing = false;
         self.acknowledge(m);
-        self.checkpoint_and_truncate(m);
+        self.checkpoint_and_truncate(m, ord, order, carried);
         self.reset_window();
+    }
+
+    /// A dependent on another core needs this core's open window durable now. Between
+    /// transactions the window closes as if complete. Inside transaction `r` the window's
+    /// other transactions close: the older versions `r` keeps are logged for their
+    /// transactions (as at an abort), the window closes without `r`, and `r` goes on as the
+    /// first transaction of the next window, its blocks logged so far logged again there (the
+    /// old ones lie in the closed window, where recovery never counts `r` committed: it has no
+    /// TxCnt there). Returns the blocks logged again.
+    fn force_close(&mut self, m: &mut Machine, ord: &mut Order) -> u64 {
+        if !self.in_tx {
+            self.close_window(m, ord, &[]);
+            return 0;
+        }
+        self.rescue(m);
+        let mut r = self.win.pop().expect("a running transaction");
+        let carried = self.ws.split_off(r.ws_start);
+        if !self.win.is_empty() {
+            self.close_window(m, ord, &carried);
+        }
+        self.ws = carried;
+        let aux = self.aux(r.seq);
+        (r.logged, r.coalesced, r.last, r.ws_start, r.ws_end) = (0, 0, None, 0, 0);
+        self.win.push(r);
+        let mut relogged = 0;
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        for &b in &self.ws {
+            let tagged = m.hier.llc.find(b).is_some_and(|s| m.hier.llc.aux(s) == aux);
+            if !tagged && !pending.contains(&b) {
+                pending.push(b);
+            }
+        }
+        for &b in &pending {
+            self.log_block(m, 0, b, None, false);
+            relogged += 1;
+        }
+        self.pending = pending;
+        relogged
+    }
+
+    /// The running transaction's older versions (of earlier transactions' blocks) go to the
+    /// log as their transactions' blocks (an abort, or a forced close).
+    fn rescue(&mut self, m: &mut Machine) {
+        for x in std::mem::take(&mut self.versions.kept) {
+            if x.present(m) {
+                m.hier.llc.invalidate_slot(x.slot);
+                self.c.rescued_blocks += 1;
+                let owner = self.owner_of(x.aux);
+                self.log_block(m, owner, x.block, Some(&x.data), false);
+            }
+        }
     }
 
     /// Phase 1: log every still-cached latest version, the last block of each transaction
@@ -265,7 +499,7 @@ impl LocWal {
                 records.push(Pair::aborted(tx_id));
                 continue;
             }
-            let aux = aux_of(t.seq);
+            let aux = self.aux(t.seq);
             pending.clear();
             for &b in &self.ws[t.ws_start..t.ws_end] {
                 if let Some(s) = m.hier.llc.find(b) {
@@ -347,7 +581,7 @@ impl LocWal {
         }
         self.c.window_stall_cycles += m.now - before;
         super::assert_durable_at_ack(m.now, self.log_durable, self.bug);
-        m.ack_through(m.txs_committed);
+        m.ack_core_through(self.core, self.committed);
         for (at, b) in std::mem::take(&mut self.held) {
             let t = m.write_from_arch(at, WriteKind::LogData, b);
             m.wait_until(t.accepted);
@@ -355,8 +589,11 @@ impl LocWal {
     }
 
     /// Phase 6: every block of the window home, once; the head moves past the window once
-    /// those writes are durable.
-    fn checkpoint_and_truncate(&mut self, m: &mut Machine) {
+    /// those writes are durable (on N cores, and once every window of a lower order number is
+    /// at home: the head then carries `home_below`). The `carried` blocks (see
+    /// [`Win::close_window`]) go home with the bytes copied before the running transaction's
+    /// first store to them.
+    fn checkpoint_and_truncate(&mut self, m: &mut Machine, ord: &mut Order, order: u64, carried: &[BlockId]) {
         let cp = &mut self.checkpoint;
         cp.ws.clear();
         for t in self.win.iter().filter(|t| !t.aborted) {
@@ -364,25 +601,51 @@ impl LocWal {
         }
         cp.ws.sort_unstable_by_key(|b| b.0);
         cp.ws.dedup();
+        let mut own_bytes = Vec::new();
+        if !carried.is_empty() {
+            cp.ws.retain(|b| {
+                let mine = carried.contains(b);
+                if mine {
+                    own_bytes.push(*b);
+                }
+                !mine
+            });
+        }
         cp.evicted.clear();
         cp.evicted.extend_from_slice(&self.logged_at);
         m.begin_ordered();
-        let trunc_at = cp.checkpoint(m, false);
+        let mut trunc_at = cp.checkpoint(m, false);
+        for b in own_bytes {
+            let data = self.versions.snapped(b);
+            let t = m.write_encoded(b, WriteKind::Home, || data);
+            trunc_at = trunc_at.max(t.durable);
+        }
         m.end_ordered();
-        let head = LogHead { format: LogFormat::Loc, start: self.ring.next_sid, start_seq: self.next_seq };
-        let block = head.encode_next(&self.head_block);
-        self.head_block = block;
-        m.defer_encoded(trunc_at, self.ring.log0, WriteKind::LogHead, || block);
+        // A transaction carried over (running) stays in the log: the head starts at it.
+        let start_seq = if self.in_tx { self.next_seq - 1 } else { self.next_seq };
+        let head = LogHead { format: LogFormat::Loc, start: self.ring.next_sid, start_seq };
+        if self.multi {
+            let at = in_commit_order(&mut ord.trunc_at, trunc_at, true);
+            m.defer_encoded(at, self.ring.log0, WriteKind::LogHead, || head.encode_home(order + 1));
+        } else {
+            let block = head.encode_next(&self.head_block);
+            self.head_block = block;
+            m.defer_encoded(trunc_at, self.ring.log0, WriteKind::LogHead, || block);
+        }
         self.barrier.arm(m);
-        super::assert_head_advances((self.trunc_sid, self.trunc_seq), (self.ring.next_sid, self.next_seq));
-        (self.trunc_sid, self.trunc_seq) = (self.ring.next_sid, self.next_seq);
+        super::assert_head_advances((self.trunc_sid, self.trunc_seq), (self.ring.next_sid, start_seq));
+        (self.trunc_sid, self.trunc_seq) = (self.ring.next_sid, start_seq);
     }
 
     fn reset_window(&mut self) {
         self.c.windows += 1;
+        self.number += 1;
         self.win.clear();
         self.ws.clear();
         self.logged_at.clear();
+        if self.multi {
+            self.logged_sig = [0; 64];
+        }
         self.wgroups.clear();
         self.deps.clear();
         self.open = false;
@@ -395,12 +658,6 @@ impl LocWal {
         let r = self.running();
         self.win[r].ws_end = self.ws.len();
         self.versions.clear();
-    }
-}
-
-impl Protocol for LocWal {
-    fn format(&self, layout: &Layout, image: &mut [u8]) {
-        image[layout.log_block0().range()].copy_from_slice(&self.head_block);
     }
 
     fn begin(&mut self, m: &mut Machine) {
@@ -416,102 +673,155 @@ impl Protocol for LocWal {
         assert!(self.win.len() < MAX_WINDOW_TXS, "a speculation window holds at most {MAX_WINDOW_TXS} transactions");
         assert!(self.committed_in_win < self.sd, "a full window was not closed");
         self.win.push(TxSt { seq, aborted: false, logged: 0, coalesced: 0, last: None, ws_start: n, ws_end: n });
-    }
-
-    fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        m.access_range(addr, len, false);
-        self.drain_victims(m);
+        self.in_tx = true;
     }
 
     fn before_store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         if !m.keep_bytes {
             return;
         }
-        let mine = aux_of(self.win[self.running()].seq);
+        let mine = self.aux(self.win[self.running()].seq);
         for b in blocks_of(addr, len) {
-            if let Some(s) = m.hier.llc.find(b) {
-                let aux = m.hier.llc.aux(s);
-                if aux != 0 && aux != mine {
-                    self.versions.snapshot(m, b);
+            match m.hier.llc.find(b).map(|s| m.hier.llc.aux(s)) {
+                Some(aux) if aux != 0 && aux != mine => self.versions.snapshot(m, b),
+                // On N cores a forced close may carry this transaction over: its home copy
+                // then needs the bytes of a block of the window logged (evicted) earlier.
+                Some(0) | None if self.multi && self.logged_at.iter().any(|&(h, _)| h == b) => {
+                    self.versions.snapshot(m, b)
                 }
+                _ => {}
             }
         }
     }
 
+    /// The running transaction commits: the older versions it overwrote are dead, coalesced
+    /// into it. Returns whether the window is complete.
+    fn commit_tx(&mut self) -> bool {
+        self.end_tx();
+        self.in_tx = false;
+        self.committed += 1;
+        self.committed_in_win += 1;
+        window::is_complete(self.committed_in_win, self.win.len(), self.sd)
+    }
+}
+
+impl Protocol for LocWal {
+    fn format(&self, layout: &Layout, image: &mut [u8]) {
+        let head = LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 };
+        if self.multi {
+            head.write_regions(layout, image);
+        } else {
+            image[layout.log_block0().range()].copy_from_slice(&self.w[0].head_block);
+        }
+    }
+
+    fn begin(&mut self, m: &mut Machine) {
+        if self.multi {
+            // Victims an access outside the protocol (a lock's) left for their owners.
+            self.drain(m);
+        }
+        self.w[m.core()].begin(m);
+    }
+
+    fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+        if self.multi {
+            self.cross(m, addr, len, false);
+        }
+        m.access_range(addr, len, false);
+        self.drain(m);
+    }
+
+    fn before_store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+        if self.multi {
+            // Before the store changes the bytes: a forced close logs the other core's version.
+            self.cross(m, addr, len, true);
+        }
+        self.w[m.core()].before_store(m, addr, len);
+    }
+
     fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        let r = self.running();
-        let mine = aux_of(self.win[r].seq);
+        let c = m.core();
+        let r = self.w[c].running();
+        let mine = self.w[c].aux(self.w[c].win[r].seq);
         for b in blocks_of(addr, len) {
             let s = m.access_block(b, true).llc_slot;
-            self.drain_victims(m);
+            self.drain(m);
             match m.hier.llc.aux(s) {
                 aux if aux == mine => continue,
                 0 => {}
                 aux => {
                     // An earlier transaction's unlogged version: keep it in another way.
-                    let data = self.versions.snapped(b);
+                    let w = &mut self.w[c];
+                    let data = w.versions.snapped(b);
                     let slot = m.keep_version(b, s, aux);
-                    self.versions.kept.push(Version { block: b, aux, slot, data });
-                    self.drain_victims(m);
+                    w.versions.kept.push(Version { block: b, aux, slot, data });
+                    self.drain(m);
                 }
             }
             m.hier.llc.set_aux(s, mine);
-            self.ws.push(b);
+            self.w[c].ws.push(b);
         }
     }
 
     fn commit(&mut self, m: &mut Machine) {
-        self.drain_victims(m);
-        let r = self.running();
+        self.drain(m);
+        let c = m.core();
+        let w = &mut self.w[c];
+        let r = w.running();
         // The older versions this transaction overwrote are dead: coalesced into it.
-        for k in 0..self.versions.kept.len() {
-            let x = &self.versions.kept[k];
+        for k in 0..w.versions.kept.len() {
+            let x = &w.versions.kept[k];
             if !x.present(m) {
                 continue;
             }
             m.hier.llc.invalidate_slot(x.slot);
-            let owner = self.owner_of(x.aux);
-            self.win[owner].coalesced += 1;
-            self.c.coalesced_blocks += 1;
-            match self.deps.iter_mut().find(|d| d.0 == owner && d.1 == r) {
+            let owner = w.owner_of(x.aux);
+            w.win[owner].coalesced += 1;
+            w.c.coalesced_blocks += 1;
+            match w.deps.iter_mut().find(|d| d.0 == owner && d.1 == r) {
                 Some(d) => d.2 += 1,
-                None => self.deps.push((owner, r, 1)),
+                None => w.deps.push((owner, r, 1)),
             }
         }
-        self.end_tx();
-        self.committed_in_win += 1;
-        if window::is_complete(self.committed_in_win, self.win.len(), self.sd) {
-            self.close_window(m);
+        let complete = w.commit_tx();
+        debug_assert_eq!(w.committed, m.txs_committed, "the core's commits");
+        if complete {
+            self.close(m, c);
         }
     }
 
     fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
-        self.drain_victims(m);
-        let r = self.running();
+        self.drain(m);
+        let c = m.core();
+        let w = &mut self.w[c];
+        let r = w.running();
         // Rescue: earlier transactions' versions of the blocks this one wrote go to the log.
-        for x in std::mem::take(&mut self.versions.kept) {
-            if x.present(m) {
-                m.hier.llc.invalidate_slot(x.slot);
-                self.c.rescued_blocks += 1;
-                let owner = self.owner_of(x.aux);
-                self.log_block(m, owner, x.block, Some(&x.data), false);
-            }
-        }
-        let mine = aux_of(self.win[r].seq);
-        for i in self.win[r].ws_start..self.ws.len() {
-            let b = self.ws[i];
+        w.rescue(m);
+        let mine = w.aux(w.win[r].seq);
+        for i in w.win[r].ws_start..w.ws.len() {
+            let b = w.ws[i];
             if m.hier.llc.find(b).is_some_and(|s| m.hier.llc.aux(s) == mine) {
                 m.hier.invalidate(b);
             }
         }
-        self.win[r].aborted = true;
-        self.end_tx();
-        if window::is_complete(self.committed_in_win, self.win.len(), self.sd) {
-            self.close_window(m);
+        w.win[r].aborted = true;
+        w.end_tx();
+        w.in_tx = false;
+        if window::is_complete(w.committed_in_win, w.win.len(), w.sd) {
+            self.close(m, c);
         }
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.c.list()
+        let mut list = self.w[0].c.list();
+        for w in &self.w[1..] {
+            for (e, (_, v)) in list.iter_mut().zip(w.c.list()) {
+                e.1 += v;
+            }
+        }
+        if self.multi {
+            list.extend(self.x.list());
+        }
+        list
     }
 }

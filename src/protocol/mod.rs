@@ -141,10 +141,14 @@ impl ProtocolKind {
     /// state, so it runs on any number of cores as it is.
     pub fn multicore(self) -> bool {
         match self {
-            ProtocolKind::Baseline | ProtocolKind::SWal | ProtocolKind::HWal | ProtocolKind::EcWal => true,
-            ProtocolKind::LocWal | ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
-            ProtocolKind::Proteus => true,
-            ProtocolKind::Atom => true,
+            ProtocolKind::Baseline
+            | ProtocolKind::SWal
+            | ProtocolKind::HWal
+            | ProtocolKind::EcWal
+            | ProtocolKind::LocWal
+            | ProtocolKind::Proteus
+            | ProtocolKind::Atom => true,
+            ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
             #[cfg(test)]
             ProtocolKind::Trivial => true,
         }
@@ -189,7 +193,9 @@ impl ProtocolKind {
                 &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::TruncateOutOfOrder]
             }
             ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::TruncateOutOfOrder],
-            ProtocolKind::LocWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs],
+            ProtocolKind::LocWal => {
+                &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs, Bug::DependentBeforeSource]
+            }
             ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
             ProtocolKind::Proteus => &[
                 Bug::AckBeforeDurable,
@@ -269,10 +275,13 @@ pub enum Bug {
     /// ATOM: the log is freed (the head moved past the transaction) without waiting for its
     /// in-place data to be durable.
     FreeLogBeforeData,
+    /// LOC on N cores: a window that read or overwrote a line of another core's window not yet
+    /// durable is not made to wait for it (no cross-core dependency enforcement).
+    DependentBeforeSource,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 15] = [
+    pub const ALL: [Bug; 16] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
@@ -288,6 +297,7 @@ impl Bug {
         Bug::CommitDropsOtherCores,
         Bug::InPlaceBeforeUndo,
         Bug::FreeLogBeforeData,
+        Bug::DependentBeforeSource,
     ];
 
     pub fn name(self) -> &'static str {
@@ -307,6 +317,7 @@ impl Bug {
             Bug::CommitDropsOtherCores => "commit-drops-other-cores",
             Bug::InPlaceBeforeUndo => "in-place-before-undo",
             Bug::FreeLogBeforeData => "free-log-before-data",
+            Bug::DependentBeforeSource => "dependent-before-source",
         }
     }
 
@@ -353,6 +364,9 @@ impl Bug {
             Bug::FreeLogBeforeData => {
                 "ATOM frees a transaction's log without waiting for its in-place data to be durable: a crash leaves part of a committed transaction home"
             }
+            Bug::DependentBeforeSource => {
+                "a speculation window that read or overwrote another core's line not yet durable becomes durable without waiting for that core's window (needs --cores 2 or more)"
+            }
         }
     }
 
@@ -360,7 +374,8 @@ impl Bug {
     /// single-core run cannot show.
     pub fn min_cores(self) -> u32 {
         match self {
-            Bug::TruncateOutOfOrder | Bug::LazyTruncate | Bug::LostInvalidation | Bug::CommitDropsOtherCores => 2,
+            Bug::TruncateOutOfOrder | Bug::LazyTruncate | Bug::LostInvalidation | Bug::CommitDropsOtherCores
+            | Bug::DependentBeforeSource => 2,
             _ => 1,
         }
     }

@@ -26,6 +26,60 @@ pub fn aux_of(seq: u64) -> u32 {
     (seq & 0xFFFF) as u32 + 1
 }
 
+/// LLC `aux` of the lines of core `c`'s window transaction `seq` on N cores:
+/// `(c << 16 | seq mod 2^16) + 1`, so that the tag names the core (the Tx Dirty Block
+/// Table's CID) as well as the transaction; core 0's is [`aux_of`], the single-core tag.
+#[inline(always)]
+pub fn aux_of_core(c: usize, seq: u64) -> u32 {
+    ((c as u32) << 16 | (seq & 0xFFFF) as u32) + 1
+}
+
+/// The core whose window transaction wrote a line tagged `aux` ([`aux_of_core`]; non-zero).
+#[inline(always)]
+pub fn core_of_aux(aux: u32) -> usize {
+    debug_assert!(aux != 0, "an untagged line has no owner");
+    ((aux - 1) >> 16) as usize
+}
+
+/// Most cores a machine has (`machine.cores`): one row of [`CrossDeps`] each.
+pub const MAX_CORES: usize = 16;
+
+/// Cross-core dependencies of speculation windows (docs/multicore.md, "LOC-WAL"): for each
+/// dependent core, the latest window of every other core it depends on. A transaction of core
+/// j that loads or stores a line whose LLC tag names a transaction of core i in a window not
+/// yet durable depends on that window (the inter-thread epoch conflicts of Joshi et al.,
+/// "Efficient persist barriers for multicores", MICRO 2015); core j's window may become
+/// durable only after it. Windows are numbered per core from 1 (0 = none), and a core's
+/// windows become durable in order, so one number per (dependent, source) pair says
+/// everything: the table is dense, one row of [`MAX_CORES`] entries per core, and never fills.
+pub struct CrossDeps {
+    rows: Vec<[u64; MAX_CORES]>,
+}
+
+impl CrossDeps {
+    pub fn new(cores: usize) -> CrossDeps {
+        assert!((1..=MAX_CORES).contains(&cores), "checked by Config::validate");
+        CrossDeps { rows: vec![[0; MAX_CORES]; cores] }
+    }
+
+    /// Core `dep_core`'s open window depends on core `src_core`'s window `src_window`.
+    #[inline]
+    pub fn note(&mut self, dep_core: usize, src_core: usize, src_window: u64) {
+        let e = &mut self.rows[dep_core][src_core];
+        *e = (*e).max(src_window);
+    }
+
+    /// The (core, window) pairs core `dep_core`'s open window depends on.
+    pub fn sources(&self, dep_core: usize) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.rows[dep_core].iter().enumerate().filter(|&(_, &w)| w != 0).map(|(c, &w)| (c, w))
+    }
+
+    /// Core `dep_core`'s window became durable: it depends on nothing any more.
+    pub fn clear(&mut self, dep_core: usize) {
+        self.rows[dep_core] = [0; MAX_CORES];
+    }
+}
+
 /// Does a window with `committed` committed transactions out of `txs` in all close now?
 #[inline]
 pub fn is_complete(committed: usize, txs: usize, sd: usize) -> bool {
@@ -80,5 +134,32 @@ impl Versions {
     pub fn clear(&mut self) {
         self.kept.clear();
         self.snaps.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cross_deps_keep_the_latest_window_per_source() {
+        let mut d = CrossDeps::new(4);
+        d.note(1, 0, 3);
+        d.note(1, 0, 2);
+        d.note(1, 3, 7);
+        d.note(2, 1, 1);
+        assert_eq!(d.sources(1).collect::<Vec<_>>(), vec![(0, 3), (3, 7)]);
+        d.clear(1);
+        assert_eq!(d.sources(1).count(), 0);
+        assert_eq!(d.sources(2).collect::<Vec<_>>(), vec![(1, 1)]);
+    }
+
+    #[test]
+    fn a_core_tag_names_its_core_and_core_0_keeps_the_single_core_tag() {
+        assert_eq!(aux_of_core(0, 0x1_2345), aux_of(0x1_2345));
+        for c in 0..MAX_CORES {
+            assert_eq!(core_of_aux(aux_of_core(c, 0xFFFF)), c);
+            assert_eq!(core_of_aux(aux_of_core(c, 0)), c);
+        }
     }
 }

@@ -14,7 +14,15 @@
 //!    evidence at all is not committed.
 //! 4. The committed transactions' blocks are redone home in TxID order, each transaction's in
 //!    log order; the head moves past every group read.
+//!
+//! On more than one core ([`recover_regions`]) each core's region is read the same way, but a
+//! window counts only once its order tag ([`loc::order_tag`]) is read: the tags between two
+//! order tags are one window, decided by steps 2-3 on their own, and a window without its order
+//! tag (not yet durable) has nothing committed. The windows of all regions are then redone as
+//! H-WAL's transactions are ([`super::wal::redo_in_order`]): those below the largest
+//! `home_below` of the heads skipped, the others in order-number order.
 
+use super::wal::{redo_in_order, Committed};
 use super::Plan;
 use crate::log::ec::{valid_groups, GROUP_BLOCKS};
 use crate::log::head::{LogFormat, LogHead};
@@ -39,6 +47,9 @@ struct Tx {
 }
 
 pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
+    if layout.cores > 1 {
+        return recover_regions(layout, image);
+    }
     let log0 = layout.log_block0();
     let head = LogHead::decode(&image[log0.range()])
         .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
@@ -111,5 +122,142 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     plan.redone_txs = (0..cut).filter(|&d| txs[d].committed).count() as u64;
     let next = LogHead { format: LogFormat::Loc, start: end_sid, start_seq: head.start_seq + seen as u64 };
     plan.writes.push((log0, next.encode_next(&image[log0.range()])));
+    Ok(plan)
+}
+
+/// One window of a region being read on N cores: its transactions (by distance from the
+/// head's `start_seq`), logged blocks and pairs.
+struct Window {
+    txs: [Tx; MAX_LIVE_TXS as usize],
+    entries: Vec<Entry>,
+    deps: Vec<(usize, usize, u16)>,
+    lo: usize,
+    hi: usize,
+}
+
+impl Window {
+    fn new() -> Window {
+        Window {
+            txs: [Tx::default(); MAX_LIVE_TXS as usize],
+            entries: Vec::new(),
+            deps: Vec::new(),
+            lo: usize::MAX,
+            hi: 0,
+        }
+    }
+
+    fn saw(&mut self, d: usize) {
+        self.lo = self.lo.min(d);
+        self.hi = self.hi.max(d + 1);
+    }
+
+    /// Steps 2-3 over the window's transactions: the (home, log block) pairs to redo, in
+    /// TxID order, and the number of committed transactions.
+    fn committed(mut self) -> (Vec<(u64, BlockId)>, u64) {
+        if self.lo >= self.hi {
+            return (Vec::new(), 0);
+        }
+        for d in (self.lo..self.hi).rev() {
+            let from_deps: u32 = self
+                .deps
+                .iter()
+                .filter(|&&(dx, dy, _)| dx == d && self.txs[dy].committed)
+                .map(|&(_, _, n)| n as u32)
+                .sum();
+            let t = &mut self.txs[d];
+            t.committed = !t.aborted && !t.bad_home && t.cnt.is_some_and(|c| c as u32 == t.logged + from_deps);
+        }
+        let cut = (self.lo..self.hi).find(|&d| !self.txs[d].aborted && !self.txs[d].committed).unwrap_or(self.hi);
+        let mut redo: Vec<&Entry> = self.entries.iter().filter(|e| e.d < cut && self.txs[e.d].committed).collect();
+        redo.sort_by_key(|e| e.d);
+        let n = (self.lo..cut).filter(|&d| self.txs[d].committed).count() as u64;
+        (redo.iter().map(|e| (e.home, e.at)).collect(), n)
+    }
+}
+
+/// Recovery on more than one core: every region's windows, redone in window order.
+pub fn recover_regions(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
+    let mut heads = Vec::new();
+    let mut windows = Vec::new();
+    let mut committed_txs = Vec::new();
+    for c in 0..layout.cores as usize {
+        let (log0, blocks) = layout.log_region(c);
+        let head = LogHead::decode(&image[log0.range()])
+            .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
+        if head.format != LogFormat::Loc {
+            return Err(format!("corrupt log at block {}: log head format {:?}, expected Loc", log0.0, head.format));
+        }
+        let groups = (blocks - 1) / GROUP_BLOCKS;
+        super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
+        let data_blocks = layout.data_bytes / 64;
+        let base = head.start_seq as u8;
+        let rel = |tx_id: u8, at: BlockId| -> Result<usize, String> {
+            let d = tx_id.wrapping_sub(base) as u64;
+            if d >= MAX_LIVE_TXS {
+                return Err(format!(
+                    "corrupt log at block {}: TxID {tx_id} is not within {MAX_LIVE_TXS} of the head's start TxID {base}",
+                    at.0
+                ));
+            }
+            Ok(d as usize)
+        };
+        let mut w = Window::new();
+        let mut seen = 0usize;
+        let mut end_sid = head.start;
+        let mut last_order = 0;
+        'groups: for (sid, g0, meta) in valid_groups(image, log0.0, groups, head.start) {
+            end_sid = sid + 1;
+            for (slot, t) in meta.tags.iter().enumerate() {
+                let Some(t) = t else { continue };
+                let at = BlockId(g0 + slot as u64);
+                if let Some(order) = loc::window_order(t) {
+                    if order <= last_order {
+                        break 'groups; // a stale window: the valid log ends
+                    }
+                    last_order = order;
+                    let (blocks, n) = std::mem::replace(&mut w, Window::new()).committed();
+                    committed_txs.push((order, n));
+                    windows.push(Committed { order, blocks });
+                    continue;
+                }
+                if t.pair {
+                    for p in loc::decode(&image[at.range()], t.addr as usize) {
+                        let (dx, dy) = (rel(p.tx, at)?, rel(p.ty, at)?);
+                        seen = seen.max(dx + 1).max(dy + 1);
+                        w.saw(dx);
+                        w.saw(dy);
+                        if dx != dy {
+                            w.deps.push((dx, dy, p.n));
+                        } else if p.n == ABORTED {
+                            w.txs[dx].aborted = true;
+                        } else {
+                            w.txs[dx].cnt = Some(p.n);
+                        }
+                    }
+                    continue;
+                }
+                let d = rel(t.tx_id, at)?;
+                seen = seen.max(d + 1);
+                w.saw(d);
+                let tx = &mut w.txs[d];
+                tx.logged += 1;
+                if t.tx_cnt != 0 {
+                    tx.cnt = Some(t.tx_cnt);
+                }
+                tx.bad_home |= t.addr as u64 >= data_blocks;
+                w.entries.push(Entry { d, home: t.addr as u64, at });
+            }
+        }
+        let next = LogHead { format: LogFormat::Loc, start: end_sid, start_seq: head.start_seq + seen as u64 };
+        heads.push((log0, next, LogHead::home_below(&image[log0.range()])));
+    }
+    let mut plan = Plan::default();
+    let skip_below = heads.iter().map(|h| h.2).max().unwrap_or(0);
+    let home_below = redo_in_order(&mut plan, image, heads.iter().map(|h| h.2), windows.into_iter(), true);
+    // `redo_in_order` counts windows; the plan reports transactions.
+    plan.redone_txs = committed_txs.iter().filter(|&&(o, _)| o >= skip_below).map(|&(_, n)| n).sum();
+    for (log0, next, _) in heads {
+        plan.writes.push((log0, next.encode_home(home_below)));
+    }
     Ok(plan)
 }
