@@ -112,9 +112,21 @@ pub struct GroupRing {
 
 impl GroupRing {
     pub fn new(layout: &Layout, what: &'static str) -> GroupRing {
-        let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
+        GroupRing::at(layout.log_block0(), layout.log_blocks(), what)
+    }
+
+    /// The ring of core `c`'s log region (`Layout::log_region`; with one core, the whole log
+    /// area: the same ring as [`GroupRing::new`]).
+    pub fn region(layout: &Layout, c: usize, what: &'static str) -> GroupRing {
+        let (head, blocks) = layout.log_region(c);
+        GroupRing::at(head, blocks, what)
+    }
+
+    /// The ring after head block `log0` in a log of `blocks` blocks (head included).
+    fn at(log0: BlockId, blocks: u64, what: &'static str) -> GroupRing {
+        let groups = (blocks - 1) / GROUP_BLOCKS;
         assert!(groups > 0, "the log area holds at least one block group");
-        GroupRing { log0: layout.log_block0(), groups, next_sid: 0, safe_sid: 0, what }
+        GroupRing { log0, groups, next_sid: 0, safe_sid: 0, what }
     }
 
     /// Open the next group. `truncated`: the SID past which truncations have been issued;

@@ -30,6 +30,8 @@ pub mod group;
 pub mod h_wal;
 pub mod kiln;
 pub mod loc_wal;
+#[cfg(test)]
+mod multicore_tests;
 pub mod redo;
 pub mod s_wal;
 #[cfg(test)]
@@ -120,6 +122,13 @@ impl ProtocolKind {
             #[cfg(test)]
             ProtocolKind::Trivial => Some(LogFormat::HWal),
         }
+    }
+
+    /// Does the protocol run on more than one core (docs/multicore.md, its section per
+    /// protocol)? Kiln: a shared NV-LLC and commit register, per-core transaction state and
+    /// fallback-log regions. LOC-Kiln and LOC-WAL need cross-core dependency tracking first.
+    pub fn multicore(self) -> bool {
+        matches!(self, ProtocolKind::Kiln)
     }
 
     /// Does the protocol speculate (has a speculation degree)?
