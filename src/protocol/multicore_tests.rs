@@ -16,6 +16,11 @@ use crate::recovery;
 use crate::rng::Rng;
 use crate::types::{blocks_of, Addr, Cycle};
 
+/// A store: address and bytes.
+type Store = (u64, Vec<u8>);
+/// A running transaction's store: address, new bytes, old bytes (for abort).
+type Undoable = (u64, Vec<u8>, Vec<u8>);
+
 /// The protocol under test on a machine of several cores, and what the program did.
 pub struct Bench<P: Protocol> {
     pub m: Machine,
@@ -23,9 +28,9 @@ pub struct Bench<P: Protocol> {
     format: LogFormat,
     initial: Vec<u8>,
     /// Per core: its running transaction's stores (address, bytes) and their undo bytes.
-    running: Vec<Option<Vec<(u64, Vec<u8>, Vec<u8>)>>>,
+    running: Vec<Option<Vec<Undoable>>>,
     /// Committed transactions in global commit order: (core, stores, commit-call cycle).
-    pub committed: Vec<(usize, Vec<(u64, Vec<u8>)>, Cycle)>,
+    pub committed: Vec<(usize, Vec<Store>, Cycle)>,
     /// Per core: the global indices of its committed transactions, in its commit order.
     per_core: Vec<Vec<usize>>,
     /// Per data block: the cycle its last writer's commit (or abort) returned, when its lock
@@ -100,7 +105,7 @@ impl<P: Protocol> Bench<P> {
 
     /// Release the locks of the blocks `stores` wrote (the running core's commit or abort
     /// returned).
-    fn release(&mut self, stores: &[(u64, Vec<u8>)]) {
+    fn release(&mut self, stores: &[Store]) {
         for (a, d) in stores {
             for b in blocks_of(Addr(*a), d.len()) {
                 self.released[b.0 as usize] = self.m.now;
@@ -120,7 +125,7 @@ impl<P: Protocol> Bench<P> {
         self.m.txs_committed += 1;
         self.m.note_commit_called();
         self.per_core[c].push(self.committed.len());
-        let stores: Vec<(u64, Vec<u8>)> = stores.into_iter().map(|(a, d, _)| (a, d)).collect();
+        let stores: Vec<Store> = stores.into_iter().map(|(a, d, _)| (a, d)).collect();
         let called = self.m.now;
         self.p.commit(&mut self.m);
         self.release(&stores);
@@ -135,7 +140,7 @@ impl<P: Protocol> Bench<P> {
         }
         let written: Vec<(Addr, u32)> = stores.iter().map(|(a, d, _)| (Addr(*a), d.len() as u32)).collect();
         self.p.abort(&mut self.m, &written);
-        let stores: Vec<(u64, Vec<u8>)> = stores.into_iter().map(|(a, d, _)| (a, d)).collect();
+        let stores: Vec<Store> = stores.into_iter().map(|(a, d, _)| (a, d)).collect();
         self.release(&stores);
     }
 
@@ -147,10 +152,9 @@ impl<P: Protocol> Bench<P> {
     /// Blocks written by running transactions of cores other than `c` (their locks).
     pub fn locked_by_others(&self, c: usize) -> Vec<u64> {
         let mut v = Vec::new();
-        for (o, r) in self.running.iter().enumerate().filter(|(o, _)| *o != c) {
+        for (_, r) in self.running.iter().enumerate().filter(|(o, _)| *o != c) {
             for (a, d, _) in r.iter().flatten() {
                 v.extend(blocks_of(Addr(*a), d.len()).map(|b| b.0));
-                let _ = o;
             }
         }
         v

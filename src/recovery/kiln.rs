@@ -78,7 +78,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
                     Some(_) => continue,
                 };
                 if wanted(seq) && (t.addr as u64) < data_blocks {
-                    let pos = (c as u64) << 48 | (sid - head.start) * 8 + slot as u64;
+                    let pos = ((c as u64) << 48) | ((sid - head.start) * 8 + slot as u64);
                     cands.push((seq, 0, pos, t.addr as u64, BlockId(g0 + slot as u64)));
                 }
             }
