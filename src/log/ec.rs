@@ -23,7 +23,8 @@
 //! | 57..60 | CID   | core id (0) |
 //! | 60     | V     | slot valid (one of the paper's four reserved bits: a group may be closed before all seven slots are filled) |
 //! | 61     | P     | the slot holds a block of Tx Dependency Pairs ([`crate::log::loc`], LOC-WAL), not logged data; ADDR is then its number of entries |
-//! | 62..64 | RESV  | 0 |
+//! | 62     | CID3  | the core id's fourth bit (cores 8..15; `machine.cores` goes to 16, the paper's CID to 8) |
+//! | 63     | RESV  | 0 |
 
 use super::le;
 use crate::types::{BlockData, BLOCK_BYTES};
@@ -61,14 +62,15 @@ pub struct BlkTag {
 impl BlkTag {
     /// Encode as a valid tag.
     pub fn encode(&self) -> u64 {
-        debug_assert!(self.tid < 2 && self.cid < 8);
+        debug_assert!(self.tid < 2 && self.cid < 16);
         (self.addr as u64)
             | (self.tx_cnt as u64) << 32
             | (self.tx_id as u64) << 48
             | (self.tid as u64) << 56
-            | (self.cid as u64) << 57
+            | (self.cid as u64 & 7) << 57
             | 1 << 60
             | (self.pair as u64) << 61
+            | (self.cid as u64 >> 3) << 62
     }
 
     /// Decode; `None` for an empty (invalid) slot.
@@ -78,7 +80,7 @@ impl BlkTag {
             tx_cnt: (v >> 32) as u16,
             tx_id: (v >> 48) as u8,
             tid: (v >> 56 & 1) as u8,
-            cid: (v >> 57 & 7) as u8,
+            cid: (v >> 57 & 7 | (v >> 62 & 1) << 3) as u8,
             pair: v >> 61 & 1 == 1,
         })
     }
@@ -229,6 +231,11 @@ mod tests {
         let p = BlkTag { pair: true, ..t };
         assert_eq!(p.encode() >> 60, 0b11, "pair bit is bit 61");
         assert_eq!(BlkTag::decode(p.encode()), Some(p));
+        // Cores 8..15: the fourth CID bit is bit 62; cores 0..7 leave it clear.
+        let hi = BlkTag { cid: 13, ..t };
+        assert_eq!((hi.encode() >> 57 & 7, hi.encode() >> 60), (5, 0b101));
+        assert_eq!(BlkTag::decode(hi.encode()), Some(hi));
+        assert_eq!(t.encode() >> 62, 0, "core 5: the paper's tag");
     }
 
     #[test]

@@ -335,12 +335,13 @@ fn kiln_on_three_cores_recovers_a_prefix_of_the_global_commit_order_at_every_cra
 }
 
 #[test]
-fn kiln_on_two_to_four_cores_survives_random_interleavings_with_overflowing_transactions() {
+fn kiln_on_two_to_sixteen_cores_survives_random_interleavings_with_overflowing_transactions() {
     // A 4 KiB NV-LLC of 4 ways: transactions of up to 40 blocks overflow into their cores'
     // fallback-log regions, while other cores' transactions are in flight.
     let tiny = ["l1.size_bytes=1024", "l2.size_bytes=2048", "llc.size_bytes=4096", "llc.ways=4"];
-    for cores in 2..=4 {
-        for seed in 0..6 {
+    // And 16 cores (the BLK-TAG's fourth CID bit), one seed.
+    for (cores, seeds) in [(2, 0..6), (3, 0..6), (4, 0..6), (16, 0..1)] {
+        for seed in seeds {
             let cfg = cfg(cores, &tiny);
             let mut b = kiln(&cfg, None);
             random_run(&mut b, seed, 60, 256, 40);
