@@ -40,6 +40,13 @@ pub struct BenchRow {
     /// The PCM block path's instructions (`avx512`, `avx2` or `portable`; `LOCSIM_PCM_SIMD`).
     #[serde(default)]
     pub pcm_simd: Option<String>,
+    /// With `--cores N` (N > 1): the same point on one core, simulated core accesses per host
+    /// second (median; its runs alternate with the N-core ones), and the N-core host time per
+    /// simulated access over the one-core one (docs/multicore.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_core_sim_mem_accesses_per_second: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_per_access_vs_one_core: Option<f64>,
     pub version: String,
     pub git_rev: String,
 }
@@ -156,6 +163,9 @@ pub fn measure_devices(
     }
     let mut pcm_cfg = cfg.clone();
     pcm_cfg.memory.device = Device::Pcm;
+    let mut one_core = cfg.clone();
+    one_core.machine.cores = 1;
+    let multi = cfg.machine.cores > 1;
     let mut rows = Vec::new();
     for &w in workloads {
         let base = RunSpec {
@@ -175,6 +185,7 @@ pub fn measure_devices(
             let clock_before = host_clock_ghz();
             let mut secs = Vec::new();
             let mut pcm_rates = Vec::new();
+            let mut one_rates = Vec::new();
             let (mut accesses, mut requests) = (0, 0);
             for _ in 0..repeat {
                 let r = runner::execute(&spec)?.result;
@@ -184,9 +195,14 @@ pub fn measure_devices(
                     let r = runner::execute(&RunSpec { cfg: pcm_cfg.clone(), ..spec.clone() })?.result;
                     pcm_rates.push(r.sim_mem_accesses_per_second);
                 }
+                if multi {
+                    let r = runner::execute(&RunSpec { cfg: one_core.clone(), ..spec.clone() })?.result;
+                    one_rates.push(r.sim_mem_accesses_per_second);
+                }
             }
             let s = median(secs);
             let pcm_rate = pcm.then(|| median(pcm_rates));
+            let one_rate = multi.then(|| median(one_rates));
             let clock = clock_before.zip(host_clock_ghz()).map(|(a, b)| (a + b) / 2.0);
             rows.push(BenchRow {
                 workload: w.name().into(),
@@ -206,6 +222,8 @@ pub fn measure_devices(
                 pcm_vs_plain: pcm_rate.map(|r| r * s / accesses.max(1) as f64),
                 pcm_simd: pcm
                     .then(|| crate::pcm::Simd::from_env().unwrap_or_else(|_| crate::pcm::Simd::detect()).name().into()),
+                one_core_sim_mem_accesses_per_second: one_rate,
+                time_per_access_vs_one_core: one_rate.map(|r| r * s / accesses.max(1) as f64),
                 version: runner::VERSION.into(),
                 git_rev: runner::GIT_REV.into(),
             });

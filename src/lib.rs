@@ -45,6 +45,7 @@ pub mod recovery;
 pub mod reproduce;
 pub mod rng;
 pub mod runner;
+pub mod sched;
 pub mod sim;
 pub mod sqlite;
 pub mod startgap;

@@ -45,6 +45,11 @@ pub struct MachineStats {
     pub commit_flush_cycles: u64,
     /// Core cycles waiting at the phase barrier for the previous transaction's writes.
     pub barrier_stall_cycles: u64,
+    /// Coherence (more than one core; 0 with one): private copies invalidated by another core's
+    /// store, owners downgraded by another core's load, dirty lines passed between cores.
+    pub invalidations: u64,
+    pub downgrades: u64,
+    pub c2c_transfers: u64,
 }
 
 impl MachineStats {
@@ -67,6 +72,9 @@ impl MachineStats {
         d.l2_hits -= start.l2_hits;
         d.llc_hits -= start.llc_hits;
         d.llc_misses -= start.llc_misses;
+        d.invalidations -= start.invalidations;
+        d.downgrades -= start.downgrades;
+        d.c2c_transfers -= start.c2c_transfers;
         d
     }
 }
@@ -127,6 +135,10 @@ pub struct Recorder {
     pub ack_cores: Vec<u8>,
 }
 
+/// The bytes of the private copies under the injected bug `lost-invalidation`, per (core,
+/// block number).
+type StaleCopies = std::collections::HashMap<(usize, u64), BlockData>;
+
 /// How many blocks ahead of a log-area write the device state is prefetched (host hint).
 const LOG_AHEAD: usize = 8;
 
@@ -165,6 +177,9 @@ pub struct Machine {
     /// Core cycles of a PCM block write by its programmed chunks (the device's latency in ns,
     /// rounded up to whole cycles), looked up once per write rather than converted.
     pcm_write_cycles: [Cycle; 9],
+    /// A PCM device or more than one core: [`Machine::access_block`] takes its out-of-line
+    /// path.
+    special: bool,
     /// No payloads, no Start-Gap, no PCM device: a write is only timing and a byte count (the
     /// short path of [`Machine::issue`]).
     plain: bool,
@@ -192,9 +207,18 @@ pub struct Machine {
     pub ord: Ordering,
     /// The log hardware writes checksummed META blocks (`log.meta_checksum`).
     pub meta_checksum: bool,
+    /// Under the injected bug `lost-invalidation` only: per (core, block), the bytes that core's
+    /// private copy holds (taken when it fetched or wrote the block).
+    stale: Option<Box<StaleCopies>>,
     /// An ordered sequence of writes under way ([`Machine::begin_ordered`]): the acceptance
     /// and durability of its latest write.
     chain: Option<(Cycle, Cycle)>,
+    /// First block of the volatile lock words (`u64::MAX` with one core: there are none), after
+    /// the whole persistent layout ([`crate::sched`]): cached like any line, but a miss reads
+    /// volatile DRAM and a dirty eviction writes it back there, never to the NVM device.
+    pub volatile_block0: u64,
+    /// Core cycles of a read of a volatile line from DRAM (`memory.read_latency_ns`).
+    volatile_read_cycles: Cycle,
 }
 
 impl Machine {
@@ -223,6 +247,7 @@ impl Machine {
         };
         Machine {
             plain: !keep_bytes && sg.is_none() && pcm.is_none(),
+            special: pcm.is_some() || cfg.machine.cores > 1,
             pcm,
             sg,
             pcm_write_cycles,
@@ -251,6 +276,9 @@ impl Machine {
             ord: cfg.ordering.resolve(),
             chain: None,
             meta_checksum: cfg.log.meta_checksum,
+            stale: None,
+            volatile_block0: if cfg.machine.cores > 1 { layout.total_bytes().div_ceil(64) } else { u64::MAX },
+            volatile_read_cycles: cfg.ns_to_cycles(cfg.memory.read_latency_ns),
         }
     }
 
@@ -276,7 +304,7 @@ impl Machine {
     }
 
     /// Make core `c` the running core: `now` becomes its clock, and accesses go through its
-    /// private caches. The scheduler calls it between two operations (docs/multicore.md).
+    /// private caches ([`Hierarchy::switch_core`]). The scheduler calls it between two operations (docs/multicore.md).
     pub fn switch_core(&mut self, c: usize) {
         if c != self.core {
             self.clocks[self.core] = self.now;
@@ -289,6 +317,16 @@ impl Machine {
             );
             self.parked[self.core] = out;
             self.core = c;
+            self.hier.switch_core(c);
+        }
+    }
+
+    /// Advance core `c`'s clock to at least `t` (a core blocked on a lock resumes at its release).
+    pub fn advance_core_to(&mut self, c: usize, t: Cycle) {
+        if c == self.core {
+            self.wait_until(t);
+        } else {
+            self.clocks[c] = self.clocks[c].max(t);
         }
     }
 
@@ -307,11 +345,50 @@ impl Machine {
         self.clocks[c] = clock;
     }
 
+    /// Inject the bug `lost-invalidation` ([`Hierarchy::lose_invalidations`]): from now on the
+    /// bytes each core fetched are kept per (core, block), so that a load by a core holding a
+    /// stale copy returns its stale bytes ([`Machine::load_bytes`]). No effect with one core.
+    pub fn inject_lost_invalidation(&mut self) {
+        if self.hier.shared() {
+            self.hier.lose_invalidations();
+            self.stale = Some(Box::default());
+        }
+    }
+
+    /// The bytes a load of `[addr, addr + buf.len())` by the running core returns: the program's
+    /// view `arch` (caches hold no data), except the stale copy the running core still holds
+    /// under the injected bug `lost-invalidation`.
+    #[inline(always)]
+    pub fn load_bytes(&self, addr: Addr, buf: &mut [u8]) {
+        let a = addr.0 as usize;
+        match &self.stale {
+            None => buf.copy_from_slice(&self.arch[a..a + buf.len()]),
+            Some(st) => self.load_stale(st, addr, buf),
+        }
+    }
+
+    /// [`Machine::load_bytes`] under the injected bug: block by block, the running core's kept
+    /// copy if it still holds the block, else `arch`.
+    #[inline(never)]
+    fn load_stale(&self, st: &StaleCopies, addr: Addr, buf: &mut [u8]) {
+        let (a, end) = (addr.0 as usize, addr.0 as usize + buf.len());
+        buf.copy_from_slice(&self.arch[a..end]);
+        for b in blocks_of(addr, buf.len()) {
+            let held = self.hier.llc.find(b).is_some_and(|s| self.hier.directory(s).0 & 1 << self.core != 0);
+            if let (true, Some(copy)) = (held, st.get(&(self.core, b.0))) {
+                let r = b.range();
+                let (lo, hi) = (r.start.max(a), r.end.min(end));
+                buf[lo - a..hi - a].copy_from_slice(&copy[lo - r.start..hi - r.start]);
+            }
+        }
+    }
+
     /// Snapshot of the counters.
     pub fn stats(&self) -> MachineStats {
         let mut s = self.stats.clone();
         let c = &self.hier.stats;
         (s.l1_hits, s.l2_hits, s.llc_hits, s.llc_misses) = (c.l1_hits, c.l2_hits, c.llc_hits, c.llc_misses);
+        (s.invalidations, s.downgrades, s.c2c_transfers) = (c.invalidations, c.downgrades, c.c2c_transfers);
         s.mem_reads = self.ctl.reads;
         s
     }
@@ -334,8 +411,26 @@ impl Machine {
     #[inline]
     pub fn access_block(&mut self, b: BlockId, write: bool) -> Access {
         self.stats.mem_accesses += 1;
+        if self.special {
+            return self.access_block_special(b, write);
+        }
+        if let Some(a) = self.hier.l1_hit(b, write) {
+            self.now += a.lookup_cycles;
+            return a;
+        }
+        self.access_below_l1(b, write)
+    }
+
+    /// [`Machine::access_block`] with a PCM device (a store has the host prefetch its device
+    /// state) or more than one core (out of line: one test keeps the plain single-core path
+    /// as short as it is).
+    #[inline(never)]
+    fn access_block_special(&mut self, b: BlockId, write: bool) -> Access {
         if write && self.pcm.is_some() {
             self.prefetch_for_store(b);
+        }
+        if self.hier.shared() {
+            return self.access_block_shared(b, write);
         }
         if let Some(a) = self.hier.l1_hit(b, write) {
             self.now += a.lookup_cycles;
@@ -348,8 +443,36 @@ impl Machine {
     #[inline(never)]
     fn access_below_l1(&mut self, b: BlockId, write: bool) -> Access {
         let a = self.hier.access_below_l1(b, write);
+        self.after_lookup(b, a)
+    }
+
+    /// [`Machine::access_block`] with more than one core: the running core's access through
+    /// the coherent hierarchy (out of line: the single-core paths stay as they are).
+    #[inline(always)]
+    fn access_block_shared(&mut self, b: BlockId, write: bool) -> Access {
+        let a = self.hier.access_shared(b, write);
+        if let Some(st) = self.stale.as_mut().filter(|_| b.0 < self.volatile_block0) {
+            // The running core's copy now holds the program's bytes (it fetched them, or wrote);
+            // lock lines (volatile, past `arch`) carry no program bytes.
+            if write || matches!(a.level, HitLevel::Llc | HitLevel::Memory) {
+                st.insert((self.core, b.0), read_block(&self.arch, b));
+            }
+        }
+        if a.level == HitLevel::L1 {
+            self.now += a.lookup_cycles;
+            return a;
+        }
+        self.after_lookup(b, a)
+    }
+
+    /// The rest of an access that missed L1: the look-up cycles, the memory read on a miss, the
+    /// LLC victim's write-back.
+    #[inline(always)]
+    fn after_lookup(&mut self, b: BlockId, a: Access) -> Access {
         self.now += a.lookup_cycles;
-        if a.level == HitLevel::Memory {
+        if a.level == HitLevel::Memory && b.0 >= self.volatile_block0 {
+            self.now += self.volatile_read_cycles;
+        } else if a.level == HitLevel::Memory {
             self.issue_deferred(self.now);
             self.now = self.ctl.read(self.now, self.phys_block(b));
             if let Some(p) = &mut self.pcm {
@@ -366,7 +489,9 @@ impl Machine {
     /// log address) now; a tagged one is left in `tx_victims` for the protocol.
     #[inline]
     fn evicted(&mut self, v: Victim) {
-        if v.tag == 0 {
+        if v.block.0 >= self.volatile_block0 {
+            // A lock line: written back to volatile DRAM by the write-back buffer, no core time.
+        } else if v.tag == 0 {
             let kind = self.kind_of(v.block);
             let t = self.write_from_arch(v.block, kind, v.block);
             self.now = self.now.max(t.accepted);

@@ -86,6 +86,12 @@ pub struct RunResult {
     pub version: &'static str,
     pub git_rev: &'static str,
     pub config_hash: String,
+    /// With more than one core (absent with one): the number of cores, and per core the cycles
+    /// from the start of the measured region to when it finished its share (docs/multicore.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cores: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub core_end_cycles: Option<Vec<u64>>,
 }
 
 /// The ordering mechanisms of a run (docs/ordering.md).
@@ -215,7 +221,28 @@ fn populated(kind: WorkloadKind, cfg: &WorkloadConfig) -> Option<(Workload, Arc<
 
 /// Run `spec` on `wl`, built and, when `data` is given, already populated with it.
 fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput, String> {
-    let layout = Layout::new(wl.data_bytes(), spec.cfg.log.size_bytes);
+    if let Some(b) = spec.bug.filter(|b| b.min_cores() > spec.cfg.machine.cores) {
+        return Err(format!(
+            "--inject-bug {}: a cross-core defect, needs machine.cores >= {} (--cores)",
+            b.name(),
+            b.min_cores()
+        ));
+    }
+    let cores = spec.cfg.machine.cores;
+    let mut layout = Layout::new(wl.data_bytes(), spec.cfg.log.size_bytes);
+    if cores > 1 {
+        if !spec.protocol.multicore() {
+            return Err(format!(
+                "machine.cores = {cores}: protocol {} runs on one core so far (docs/multicore.md)",
+                spec.protocol.name()
+            ));
+        }
+        wl.multicore()?;
+        if layout.log_blocks() / (cores as u64) < 2 {
+            return Err(format!("log.size_bytes = {}: too small for a log region per core", layout.log_bytes));
+        }
+        layout = layout.with_cores(cores);
+    }
     let layout =
         if spec.cfg.startgap.enabled { layout.with_startgap(crate::startgap::Geometry::EXTRA_BYTES) } else { layout };
     match spec.protocol {
@@ -258,7 +285,7 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput
 /// Seeds: the workload's operation stream and the abort decisions are separate streams, so
 /// changing the abort rate does not change which operations run.
 pub(crate) fn rngs(seed: u64) -> (Rng, Rng) {
-    (Rng::derive(seed, 1), Rng::derive(seed, 2))
+    crate::sched::core_rngs(seed, 0)
 }
 
 fn drive<P: Protocol>(
@@ -277,9 +304,6 @@ fn drive<P: Protocol>(
     if spec.cfg.log.meta_checksum && spec.protocol.log_format().is_some_and(crate::log::ec::in_groups) {
         crate::log::ec::format_checked(&layout, &mut image);
     }
-    if spec.cfg.machine.cores > 1 {
-        return Err(format!("machine.cores = {}: only 1 runs so far (docs/multicore.md)", spec.cfg.machine.cores));
-    }
     let mut m = Machine::new(&spec.cfg, layout, image, spec.record);
     // The device's initial content (physical: Start-Gap places the log lines).
     let initial = spec.record.then(|| m.nvm.clone());
@@ -288,7 +312,14 @@ fn drive<P: Protocol>(
             .ok_or("--inject-bug startgap-regs-before-copy: needs startgap.enabled = true")?
             .bug_regs_before_copy = true;
     }
+    if spec.bug == Some(Bug::LostInvalidation) {
+        m.inject_lost_invalidation();
+    }
     let mut sim = Sim::new(m, p, spec.record);
+    let cores = sim.m.cores();
+    if cores > 1 {
+        return drive_cores(spec, wl, sim, layout, initial);
+    }
     let (mut ops, mut aborts) = rngs(spec.seed);
     // One transaction; `Ok(false)` once a replayed trace has ended.
     let mut step = |sim: &mut Sim<P>, wl: &mut Workload| -> Result<bool, String> {
@@ -305,20 +336,79 @@ fn drive<P: Protocol>(
             break;
         }
     }
-    let (s0, f0, c0) = (sim.m.stats(), sim.stats.clone(), sim.m.now);
-    let p0 = sim.p.counters();
-    if let Some(p) = &mut sim.m.pcm {
-        p.reset_stats();
-    }
-    sim.m.commit_latency = Default::default();
+    let start = Start::of(&mut sim);
     let host = Instant::now();
     for _ in 0..spec.txs {
         if !step(&mut sim, &mut wl)? {
             break;
         }
     }
-    let host_seconds = host.elapsed().as_secs_f64();
     let end_cycle = sim.m.now;
+    finish(spec, sim, layout, initial, start, host, end_cycle)
+}
+
+/// The counters at the start of the measured region.
+struct Start {
+    machine: MachineStats,
+    front: crate::sim::FrontStats,
+    cycle: u64,
+    protocol: Vec<(&'static str, u64)>,
+}
+
+impl Start {
+    /// Take the counters now, and reset those kept only for the measured region.
+    fn of<P: Protocol>(sim: &mut Sim<P>) -> Start {
+        let s =
+            Start { machine: sim.m.stats(), front: sim.stats.clone(), cycle: sim.m.now, protocol: sim.p.counters() };
+        if let Some(p) = &mut sim.m.pcm {
+            p.reset_stats();
+        }
+        sim.m.commit_latency = Default::default();
+        s
+    }
+}
+
+/// `drive` with more than one core: each core runs its share of the warm-up and then of the
+/// measured transactions ([`crate::sched::split`]; `--txs` and the warm-up are totals over the
+/// cores) on its own copy of the workload's driver state and its own streams, interleaved by
+/// [`crate::sched`]. The measured region starts when the last core has finished its warm-up
+/// (the others wait for it) and ends when the last core has finished.
+fn drive_cores<P: Protocol>(
+    spec: &RunSpec,
+    wl: Workload,
+    mut sim: Sim<P>,
+    layout: Layout,
+    initial: Option<Vec<u8>>,
+) -> Result<RunOutput, String> {
+    use crate::sched;
+    let cores = sim.m.cores();
+    let mut wls = (0..cores)
+        .map(|c| wl.for_core(c, cores))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| format!("machine.cores = {cores}: workload {} runs on one core", spec.workload.name()))?;
+    let mut streams: Vec<_> = (0..cores).map(|c| sched::core_rngs(spec.seed, c)).collect();
+    sched::run(&mut sim, &mut wls, &mut streams, &sched::split(spec.warmup_txs, cores), spec.abort_rate)?;
+    sched::barrier(&mut sim);
+    let start = Start::of(&mut sim);
+    let host = Instant::now();
+    sched::run(&mut sim, &mut wls, &mut streams, &sched::split(spec.txs, cores), spec.abort_rate)?;
+    let end_cycle = sched::last_clock(&sim.m);
+    finish(spec, sim, layout, initial, start, host, end_cycle)
+}
+
+/// The figures of a run whose measured region ended at `end_cycle`, and what the crash checker
+/// needs if recording.
+fn finish<P: Protocol>(
+    spec: &RunSpec,
+    mut sim: Sim<P>,
+    layout: Layout,
+    initial: Option<Vec<u8>>,
+    start: Start,
+    host: Instant,
+    end_cycle: u64,
+) -> Result<RunOutput, String> {
+    let host_seconds = host.elapsed().as_secs_f64();
+    let (s0, f0, c0, p0) = (start.machine, start.front, start.cycle, start.protocol);
     let d = sim.m.stats().since(&s0);
     let mut f = sim.stats.clone();
     f.txs_committed -= f0.txs_committed;
@@ -334,6 +424,10 @@ fn drive<P: Protocol>(
     for ((name, v), (_, v0)) in sim.p.counters().into_iter().zip(p0) {
         result.protocol_counters.insert(name, v - v0);
     }
+    if sim.m.cores() > 1 {
+        result.cores = Some(sim.m.cores() as u32);
+        result.core_end_cycles = Some((0..sim.m.cores()).map(|c| sim.m.clock_of(c) - c0).collect());
+    }
     let recorded = if spec.record {
         sim.m.quiesce();
         let mut record = sim.m.record.take().expect("recording");
@@ -342,7 +436,7 @@ fn drive<P: Protocol>(
             layout,
             initial: initial.expect("recording"),
             record,
-            oracle: sim.oracle.take().expect("recording"),
+            oracle: sim.take_oracle().expect("recording"),
             end_cycle,
         })
     } else {
@@ -403,6 +497,8 @@ fn figures(spec: &RunSpec, d: &MachineStats, f: &crate::sim::FrontStats, cycles:
         version: VERSION,
         git_rev: GIT_REV,
         config_hash: spec.cfg.hash_hex(),
+        cores: None,
+        core_end_cycles: None,
     }
 }
 

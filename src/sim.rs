@@ -6,6 +6,8 @@
 //! transaction's stores. That record is taken here, from the workload's own writes, before any
 //! protocol sees them: the crash checker's oracle never depends on the protocol under test.
 
+pub(crate) mod cores;
+
 use crate::machine::Machine;
 use crate::pmem::Pm;
 use crate::protocol::Protocol;
@@ -68,28 +70,34 @@ pub struct FrontStats {
 pub struct Sim<P: Protocol> {
     pub m: Machine,
     pub p: P,
+    /// The oracle's record; with several cores, the running core's transaction in progress
+    /// (the committed ones are in [`cores::Cores`]; [`Sim::take_oracle`] gives them).
     pub oracle: Option<OracleLog>,
     pub stats: FrontStats,
-    in_tx: bool,
+    /// The running core's transaction state (the other cores' wait in `cores`).
+    pub(crate) tx: TxState,
+    /// With more than one core: the other cores' transaction state, the locks and the
+    /// isolation check ([`crate::sched`]); `None` with one core.
+    pub(crate) cores: Option<Box<cores::Cores>>,
+}
+
+/// One core's transaction in progress.
+#[derive(Default)]
+pub(crate) struct TxState {
+    pub(crate) in_tx: bool,
     written: Vec<(Addr, u32)>,
     undo_bytes: Vec<u8>,
     oracle_tx_start: (usize, usize),
     /// Distinct blocks written by the running transaction (for the P-Set). A linear scan is
     /// cheaper than any host-memory structure for the few blocks most transactions write;
     /// past `PSET_SCAN` blocks the list is sorted and searched in halves.
-    tx_blocks: Vec<u64>,
+    pub(crate) tx_blocks: Vec<u64>,
     tx_sorted: usize,
 }
 
-const PSET_SCAN: usize = 32;
-
-impl<P: Protocol> Sim<P> {
-    pub fn new(m: Machine, p: P, record_oracle: bool) -> Sim<P> {
-        Sim {
-            m,
-            p,
-            oracle: record_oracle.then(OracleLog::default),
-            stats: FrontStats::default(),
+impl TxState {
+    pub(crate) fn new() -> TxState {
+        TxState {
             in_tx: false,
             written: Vec::with_capacity(256),
             undo_bytes: Vec::with_capacity(4096),
@@ -98,14 +106,53 @@ impl<P: Protocol> Sim<P> {
             tx_sorted: 0,
         }
     }
+}
+
+const PSET_SCAN: usize = 32;
+
+impl<P: Protocol> Sim<P> {
+    pub fn new(m: Machine, p: P, record_oracle: bool) -> Sim<P> {
+        let cores = (m.cores() > 1).then(|| Box::new(cores::Cores::new(&m, record_oracle)));
+        Sim {
+            m,
+            p,
+            oracle: record_oracle.then(OracleLog::default),
+            stats: FrontStats::default(),
+            tx: TxState::new(),
+            cores,
+        }
+    }
+
+    /// The oracle's record of every committed transaction (`None` unless recording).
+    pub fn take_oracle(&mut self) -> Option<OracleLog> {
+        match &mut self.cores {
+            Some(c) => c.oracle.take(),
+            None => self.oracle.take(),
+        }
+    }
+
+    /// Make core `c` the running one: its clock, caches and transaction state
+    /// ([`Machine::switch_core`]). Only with more than one core.
+    pub(crate) fn switch_core(&mut self, c: usize) {
+        let cur = self.m.core();
+        if c == cur {
+            return;
+        }
+        let cs = self.cores.as_mut().expect("switching cores with more than one");
+        cs.park(cur, c, &mut self.tx, &mut self.oracle);
+        self.m.switch_core(c);
+    }
 
     /// Note that the running transaction wrote block `b`.
     #[inline(always)]
     fn note_block(&mut self, b: u64) {
         // Few blocks, none sorted yet (most transactions): a scan, and no sort can be due.
-        if self.tx_sorted == 0 && self.tx_blocks.len() < PSET_SCAN {
-            if !self.tx_blocks.contains(&b) {
-                self.tx_blocks.push(b);
+        if self.tx.tx_sorted == 0 && self.tx.tx_blocks.len() < PSET_SCAN {
+            if !self.tx.tx_blocks.contains(&b) {
+                self.tx.tx_blocks.push(b);
+                if let Some(cs) = &mut self.cores {
+                    cs.wrote(&mut self.m, b);
+                }
             }
             return;
         }
@@ -115,64 +162,92 @@ impl<P: Protocol> Sim<P> {
     /// [`Sim::note_block`] past the first `PSET_SCAN` blocks.
     #[inline(never)]
     fn note_block_sorted(&mut self, b: u64) {
-        let (sorted, tail) = self.tx_blocks.split_at(self.tx_sorted);
+        let t = &mut self.tx;
+        let (sorted, tail) = t.tx_blocks.split_at(t.tx_sorted);
         if tail.contains(&b) || sorted.binary_search(&b).is_ok() {
             return;
         }
-        self.tx_blocks.push(b);
-        if self.tx_blocks.len() - self.tx_sorted > PSET_SCAN {
-            self.tx_blocks.sort_unstable();
-            self.tx_sorted = self.tx_blocks.len();
+        t.tx_blocks.push(b);
+        if t.tx_blocks.len() - t.tx_sorted > PSET_SCAN {
+            t.tx_blocks.sort_unstable();
+            t.tx_sorted = t.tx_blocks.len();
+        }
+        if let Some(cs) = &mut self.cores {
+            cs.wrote(&mut self.m, b);
+        }
+    }
+
+    /// Try to take lock `id` for the running core's transaction (several cores only): `false`
+    /// when another core holds it (the running core is then waiting for it).
+    pub(crate) fn try_lock(&mut self, id: u64) -> bool {
+        let cs = self.cores.as_mut().expect("locks with more than one core");
+        cs.try_lock(&mut self.m, self.tx.in_tx, id)
+    }
+
+    /// The running core's transaction has ended (commit or abort returned): its lines are no
+    /// longer in flight and its locks are released.
+    fn tx_ended(&mut self) {
+        if let Some(cs) = &mut self.cores {
+            cs.ended(&mut self.m, &self.tx.tx_blocks);
         }
     }
 }
 
 impl<P: Protocol> Pm for Sim<P> {
     fn begin(&mut self) {
-        assert!(!self.in_tx, "nested transaction");
-        self.in_tx = true;
-        self.written.clear();
-        self.undo_bytes.clear();
-        self.tx_blocks.clear();
-        self.tx_sorted = 0;
+        let t = &mut self.tx;
+        assert!(!t.in_tx, "nested transaction");
+        t.in_tx = true;
+        t.written.clear();
+        t.undo_bytes.clear();
+        t.tx_blocks.clear();
+        t.tx_sorted = 0;
         if let Some(o) = &self.oracle {
-            self.oracle_tx_start = (o.stores.len(), o.bytes.len());
+            t.oracle_tx_start = (o.stores.len(), o.bytes.len());
+        }
+        if let Some(cs) = &mut self.cores {
+            cs.begun(self.m.core());
         }
         self.p.begin(&mut self.m);
     }
 
     fn commit(&mut self) {
-        assert!(self.in_tx, "commit outside a transaction");
-        self.in_tx = false;
+        assert!(self.tx.in_tx, "commit outside a transaction");
+        self.tx.in_tx = false;
         self.m.txs_committed += 1;
         self.m.note_commit_called();
         let now = self.m.now;
         if let Some(r) = &mut self.m.record {
             r.commit_called.push(now);
         }
-        if let Some(o) = &mut self.oracle {
-            o.tx_end.push(o.stores.len());
+        match (&mut self.oracle, &mut self.cores) {
+            (Some(o), None) => o.tx_end.push(o.stores.len()),
+            (Some(o), Some(cs)) => cs.committed_oracle(self.m.core(), o),
+            (None, _) => {}
         }
         self.stats.txs_committed += 1;
-        self.stats.pset_blocks += self.tx_blocks.len() as u64;
+        self.stats.pset_blocks += self.tx.tx_blocks.len() as u64;
         self.p.commit(&mut self.m);
+        self.tx_ended();
     }
 
     fn abort(&mut self) {
-        assert!(self.in_tx, "abort outside a transaction");
-        self.in_tx = false;
-        let mut end = self.undo_bytes.len();
-        for &(a, len) in self.written.iter().rev() {
+        let t = &mut self.tx;
+        assert!(t.in_tx, "abort outside a transaction");
+        t.in_tx = false;
+        let mut end = t.undo_bytes.len();
+        for &(a, len) in t.written.iter().rev() {
             let start = end - len as usize;
-            self.m.arch[a.0 as usize..a.0 as usize + len as usize].copy_from_slice(&self.undo_bytes[start..end]);
+            self.m.arch[a.0 as usize..a.0 as usize + len as usize].copy_from_slice(&t.undo_bytes[start..end]);
             end = start;
         }
         if let Some(o) = &mut self.oracle {
-            o.stores.truncate(self.oracle_tx_start.0);
-            o.bytes.truncate(self.oracle_tx_start.1);
+            o.stores.truncate(t.oracle_tx_start.0);
+            o.bytes.truncate(t.oracle_tx_start.1);
         }
         self.stats.txs_aborted += 1;
-        self.p.abort(&mut self.m, &self.written);
+        self.p.abort(&mut self.m, &self.tx.written);
+        self.tx_ended();
     }
 
     #[inline]
@@ -182,21 +257,24 @@ impl<P: Protocol> Pm for Sim<P> {
         // fetch them meanwhile.
         crate::hostmem::prefetch(&self.m.arch[a]);
         self.p.load(&mut self.m, addr, buf.len());
-        buf.copy_from_slice(&self.m.arch[a..a + buf.len()]);
+        self.m.load_bytes(addr, buf);
+        if let Some(cs) = &mut self.cores {
+            cs.read(self.m.core(), self.tx.in_tx, addr, buf.len());
+        }
     }
 
     // Inlined into the workload, so that a fixed-size store copies its bytes without a call.
     #[inline(always)]
     fn store(&mut self, addr: Addr, data: &[u8]) {
-        assert!(self.in_tx, "store outside a transaction");
+        assert!(self.tx.in_tx, "store outside a transaction");
         let (a, n) = (addr.0 as usize, data.len());
         assert!(a + n <= self.m.layout.data_bytes as usize, "store past the data area");
         if n == 0 {
             return;
         }
         self.p.before_store(&mut self.m, addr, n);
-        self.undo_bytes.extend_from_slice(&self.m.arch[a..a + n]);
-        self.written.push((addr, n as u32));
+        self.tx.undo_bytes.extend_from_slice(&self.m.arch[a..a + n]);
+        self.tx.written.push((addr, n as u32));
         self.m.arch[a..a + n].copy_from_slice(data);
         if let Some(o) = &mut self.oracle {
             o.stores.push((addr.0, n as u32, o.bytes.len() as u64));
@@ -215,13 +293,33 @@ impl<P: Protocol> Pm for Sim<P> {
     }
 
     #[inline]
+    fn core(&self) -> usize {
+        self.m.core()
+    }
+
+    #[inline]
     fn will_access(&mut self, addr: Addr) {
         self.m.will_access(addr);
     }
 
     fn last_durable_tx(&self) -> u64 {
-        // The protocol's acknowledgements are the only source (CheckMaxCommit).
+        // The protocol's acknowledgements are the only source (CheckMaxCommit); the running
+        // core's (`Machine::switch_core` swaps them).
         self.m.acked
+    }
+
+    #[inline]
+    fn concurrent(&self) -> bool {
+        self.cores.is_some()
+    }
+
+    /// Without the scheduler ([`crate::sched::run`], which waits for a held lock) a lock held by
+    /// another core cannot be waited for: the run stops.
+    fn lock(&mut self, id: u64) {
+        if self.cores.is_some() && !self.try_lock(id) {
+            let c = self.m.core();
+            self.m.fatal.get_or_insert(format!("core {c} waits for lock {id} outside the scheduler"));
+        }
     }
 }
 
@@ -258,5 +356,22 @@ mod tests {
             expected += model.len() as u64;
             assert_eq!(sim.stats.pset_blocks, expected, "seed 3, transaction {tx}");
         }
+    }
+
+    #[test]
+    fn a_program_sees_the_running_core_as_its_thread_id() {
+        let cfg = Config::build(None, &["machine.cores=3".into()]).unwrap();
+        let layout = Layout::new(1 << 16, 64 << 10).with_cores(3);
+        let m = Machine::new(&cfg, layout, vec![0; layout.total_bytes() as usize], false);
+        let mut sim = Sim::new(m, Baseline, false);
+        let seen: Vec<usize> = [0, 2, 1, 2, 0]
+            .into_iter()
+            .map(|c| {
+                sim.m.switch_core(c);
+                let pm: &mut dyn Pm = &mut sim;
+                pm.core()
+            })
+            .collect();
+        assert_eq!(seen, [0, 2, 1, 2, 0]);
     }
 }

@@ -80,7 +80,8 @@ fn every_knob_alone_keeps_every_protocol_recoverable() {
 #[test]
 fn every_injected_bug_is_still_caught_on_the_papers_machine() {
     for p in protocols() {
-        for &bug in p.bugs() {
+        // A cross-core defect needs more than one core (the multi-core crash tests show it).
+        for &bug in p.bugs().iter().filter(|b| b.min_cores() == 1) {
             // Kiln's evict-uncommitted-home needs a transaction larger than the LLC.
             let caught = [WorkloadKind::Sps, WorkloadKind::BTree].iter().any(|&w| {
                 [&[][..], &SMALL_CACHES[..]].iter().any(|caches| {

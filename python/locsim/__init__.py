@@ -427,6 +427,12 @@ class Trace:
     program's stores left), ``store``/``store_u64``, ``compute``, ``commit``, ``abort``
     (undoes the transaction's stores), ``close`` (also done by ``run``/``crash_check`` and at
     the end of a ``with`` block). ``image()`` is the region's current bytes.
+
+    Cores: ``begin(core=c)`` makes a transaction core ``c``'s (default 0), and its loads,
+    stores and computes with it; a ``load`` or ``compute`` outside a transaction takes
+    ``core=`` too (default 0). The trace lists transactions in the order written, which
+    must be a serial order of your program; replay it with as many cores (``--cores``) as
+    the highest core named plus one.
     """
 
     def __init__(self, size: int, path: Optional[PathLike] = None, *, base: int = 0, warmup: int = 0,
@@ -453,17 +459,19 @@ class Trace:
         """Initial content at ``addr`` (before the first transaction; not a store)."""
         self._t.init(addr, data)
 
-    def begin(self) -> None:
-        """TxBegin."""
-        self._t.begin()
+    def begin(self, core: int = 0) -> None:
+        """TxBegin of a transaction of core ``core``."""
+        self._t.begin(core)
 
-    def load(self, addr: int, n: int) -> bytes:
-        """A load of ``n`` bytes at ``addr``: the bytes the program's stores left there."""
-        return self._t.load(addr, n)
+    def load(self, addr: int, n: int, core: Optional[int] = None) -> bytes:
+        """A load of ``n`` bytes at ``addr``: the bytes the program's stores left there.
+        ``core``: outside a transaction, the core that loads (default 0); inside one, the
+        transaction's."""
+        return self._t.load(addr, n, core)
 
-    def load_u64(self, addr: int) -> int:
-        """A load of the little-endian u64 at ``addr``."""
-        return self._t.load_u64(addr)
+    def load_u64(self, addr: int, core: Optional[int] = None) -> int:
+        """A load of the little-endian u64 at ``addr`` (``core`` as for ``load``)."""
+        return self._t.load_u64(addr, core)
 
     def store(self, addr: int, data: bytes) -> None:
         """A store of ``data`` at ``addr`` (inside a transaction)."""
@@ -473,9 +481,9 @@ class Trace:
         """A store of ``value`` as a little-endian u64 at ``addr`` (inside a transaction)."""
         self._t.store_u64(addr, value)
 
-    def compute(self, cycles: int) -> None:
-        """``cycles`` core cycles of non-memory work."""
-        self._t.compute(cycles)
+    def compute(self, cycles: int, core: Optional[int] = None) -> None:
+        """``cycles`` core cycles of non-memory work (``core`` as for ``load``)."""
+        self._t.compute(cycles, core)
 
     def commit(self) -> None:
         """TxCommit."""

@@ -156,17 +156,17 @@ class Trace:
         """Whether the trace has ended."""
     def init(self, addr: int, data: bytes) -> None:
         """Initial content at ``addr`` (before the first transaction; not a store)."""
-    def begin(self) -> None:
+    def begin(self, core: int = 0) -> None:
         """TxBegin."""
-    def load(self, addr: int, n: int) -> bytes:
+    def load(self, addr: int, n: int, core: Optional[int] = None) -> bytes:
         """A load of ``n`` bytes at ``addr``: the bytes the program's stores left there."""
-    def load_u64(self, addr: int) -> int:
+    def load_u64(self, addr: int, core: Optional[int] = None) -> int:
         """A load of the little-endian u64 at ``addr``."""
     def store(self, addr: int, data: bytes) -> None:
         """A store of ``data`` at ``addr`` (inside a transaction)."""
     def store_u64(self, addr: int, value: int) -> None:
         """A store of ``value`` as a little-endian u64 at ``addr``."""
-    def compute(self, cycles: int) -> None:
+    def compute(self, cycles: int, core: Optional[int] = None) -> None:
         """``cycles`` core cycles of non-memory work."""
     def commit(self) -> None:
         """TxCommit."""

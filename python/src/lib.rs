@@ -100,6 +100,8 @@ struct Trace {
     mem: Vec<u8>,
     /// Within a transaction: the bytes each store replaced, to undo on `abort`.
     undo: Option<Vec<(u64, Vec<u8>)>>,
+    /// Within a transaction: its core.
+    tx_core: u32,
     /// A body record was written (no more `init`).
     body: bool,
 }
@@ -122,6 +124,32 @@ impl Trace {
                 self.base + size
             ))),
         }
+    }
+
+    /// The core of a `load` or `compute`: inside a transaction the transaction's (a `core`
+    /// naming another is an error), outside one `core` (default 0), written as a `core`
+    /// record when it changes.
+    fn core_of(&mut self, what: &str, core: Option<u32>) -> PyResult<()> {
+        if self.undo.is_some() {
+            return match core {
+                Some(c) if c != self.tx_core => Err(PyValueError::new_err(format!(
+                    "{what} on core {c} inside a transaction of core {}: a transaction runs on one core",
+                    self.tx_core
+                ))),
+                _ => Ok(()),
+            };
+        }
+        self.set_core(core.unwrap_or(0))
+    }
+
+    /// Make `core` the core of the records that follow (between transactions).
+    fn set_core(&mut self, core: u32) -> PyResult<()> {
+        if u64::from(core) >= tf::MAX_CORES {
+            return Err(PyValueError::new_err(format!("core {core}: allowed 0..={}", tf::MAX_CORES - 1)));
+        }
+        let enc =
+            self.enc.as_mut().ok_or_else(|| PyValueError::new_err(format!("trace {}: already closed", self.path)))?;
+        enc.set_core(core).map_err(|e| PyValueError::new_err(format!("trace {}: {e}", self.path)))
     }
 
     fn in_tx(&self, what: &str) -> PyResult<()> {
@@ -150,7 +178,7 @@ impl Trace {
         if warmup > 0 {
             enc.write(&tf::Record::Warmup { txs: warmup }).map_err(io)?;
         }
-        Ok(Trace { enc: Some(enc), path, base, mem: vec![0; size as usize], undo: None, body: false })
+        Ok(Trace { enc: Some(enc), path, base, mem: vec![0; size as usize], undo: None, tx_core: 0, body: false })
     }
 
     /// The file the trace is written to.
@@ -176,11 +204,14 @@ impl Trace {
         Ok(())
     }
 
-    /// TxBegin.
-    fn begin(&mut self) -> PyResult<()> {
+    /// TxBegin of a transaction of core `core` (its loads, stores and computes are that core's).
+    #[pyo3(signature = (core=0))]
+    fn begin(&mut self, core: u32) -> PyResult<()> {
         if self.undo.is_some() {
             return Err(PyValueError::new_err("begin inside a transaction (transactions do not nest)"));
         }
+        self.set_core(core)?;
+        self.tx_core = core;
         self.write(&tf::Record::Begin)?;
         self.body = true;
         self.undo = Some(Vec::new());
@@ -188,16 +219,20 @@ impl Trace {
     }
 
     /// A load of `n` bytes at `addr`: returns the region's current bytes there.
-    fn load<'py>(&mut self, py: Python<'py>, addr: u64, n: u64) -> PyResult<Bound<'py, PyBytes>> {
+    #[pyo3(signature = (addr, n, core=None))]
+    fn load<'py>(&mut self, py: Python<'py>, addr: u64, n: u64, core: Option<u32>) -> PyResult<Bound<'py, PyBytes>> {
         let r = self.range("load", addr, n)?;
+        self.core_of("load", core)?;
         self.write(&tf::Record::Load { addr, len: n })?;
         self.body = true;
         Ok(PyBytes::new(py, &self.mem[r]))
     }
 
     /// A load of the little-endian u64 at `addr`.
-    fn load_u64(&mut self, addr: u64) -> PyResult<u64> {
+    #[pyo3(signature = (addr, core=None))]
+    fn load_u64(&mut self, addr: u64, core: Option<u32>) -> PyResult<u64> {
         let r = self.range("load", addr, 8)?;
+        self.core_of("load", core)?;
         self.write(&tf::Record::Load { addr, len: 8 })?;
         self.body = true;
         Ok(u64::from_le_bytes(self.mem[r].try_into().expect("8 bytes")))
@@ -223,7 +258,9 @@ impl Trace {
     }
 
     /// `cycles` core cycles of non-memory work.
-    fn compute(&mut self, cycles: u64) -> PyResult<()> {
+    #[pyo3(signature = (cycles, core=None))]
+    fn compute(&mut self, cycles: u64, core: Option<u32>) -> PyResult<()> {
+        self.core_of("compute", core)?;
         self.write(&tf::Record::Compute { cycles })?;
         self.body = true;
         Ok(())

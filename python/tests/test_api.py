@@ -237,3 +237,45 @@ def test_the_gil_is_released_while_simulating():
     woke = time.perf_counter()
     t.join()
     assert woke < done[0] - 0.05, (woke, done[0])
+
+
+def test_trace_core_argument_writes_core_records_that_locsim_checks(tmp_path):
+    path = tmp_path / "cores.trace"
+    t = locsim.Trace(4096, path, base=0x1000, text=True)
+    t.init(0x1000, b"\x01")
+    t.begin()  # core 0
+    t.store_u64(0x1000, 2)
+    t.commit()
+    t.begin(core=2)
+    assert t.load_u64(0x1000, core=2) == 2
+    t.store(0x1040, b"\x07" * 8)
+    t.compute(10)
+    t.commit()
+    t.compute(5, core=2)
+    t.begin(core=1)
+    t.store_u64(0x1080, 3)
+    t.abort()
+    t.load(0x1000, 8)  # outside a transaction: core 0
+    with pytest.raises(ValueError, match="a transaction runs on one core"):
+        t.begin(core=3)
+        t.compute(1, core=1)
+    t.commit()
+    with pytest.raises(ValueError, match="core 65536: allowed 0..=65535"):
+        t.begin(core=65536)
+    t.close()
+    lines = [l for l in path.read_text().splitlines() if l.split()[0] in ("locsim-trace", "core", "begin")]
+    assert lines == ["locsim-trace 2", "begin", "core 2", "begin", "core 1", "begin", "core 0", "core 3", "begin"]
+    # The decoder checks each core against the machine's: one line naming the record.
+    with pytest.raises(ValueError, match=r"trace line \d+ \(byte offset \d+\): core 2: allowed 0\.\.=0 \(--cores 1\)"):
+        locsim.run(protocols="h-wal", trace=path)
+
+
+def test_a_single_core_python_trace_has_no_core_record_and_runs(tmp_path):
+    path = tmp_path / "one.trace"
+    with locsim.Trace(4096, path, text=True) as t:
+        t.begin(core=0)
+        t.store_u64(0, 1)
+        t.commit()
+    assert "core" not in path.read_text()
+    df = locsim.run(protocols="h-wal", trace=path)
+    assert int(df["txs_committed"][0]) == 1

@@ -1,10 +1,12 @@
 //! The cache hierarchy: three set-associative LRU levels, write-back, write-allocate,
 //! **inclusive** (every line in L1 is in L2, every line in L2 is in the LLC).
 //!
-//! Caches hold tags and state only, no data: with one core and no coherence, the content of a
-//! cached line always equals the program's view of memory ([`crate::machine::Machine::arch`]),
-//! so a write-back takes its payload from there at the moment it leaves. Multi-versioned lines
-//! (LOC) keep their own copies in the protocol.
+//! Caches hold tags and state only, no data: the content of a cached line always equals the
+//! program's view of memory ([`crate::machine::Machine::arch`]), so a write-back takes its
+//! payload from there at the moment it leaves. With more than one core each has its own L1 and
+//! L2 (the running core's are `l1` and `l2`), kept coherent by MESI with a directory at the LLC
+//! (`coherence.rs`): one writer at a time keeps every valid copy equal to `arch`.
+//! Multi-versioned lines (LOC) keep their own copies in the protocol.
 //!
 //! Dirty bits are per level, as in a real write-back hierarchy: a store marks its L1 line dirty;
 //! an evicted dirty L1 line marks its L2 copy dirty, an evicted dirty L2 line its LLC copy.
@@ -13,6 +15,7 @@
 //! held it dirty, and a dirty victim is handed to the caller. The LLC carries the per-line
 //! transaction tag (`aux`).
 
+mod coherence;
 mod set_assoc;
 
 pub use set_assoc::{Evicted, SetAssoc, Slot, NO_LINK, VERSION_BIT};
@@ -62,6 +65,12 @@ pub struct CacheStats {
     pub llc_hits: u64,
     pub llc_misses: u64,
     pub llc_dirty_evictions: u64,
+    /// Private copies invalidated by another core's store (more than one core).
+    pub invalidations: u64,
+    /// Owners (E or M) downgraded to S by another core's load.
+    pub downgrades: u64,
+    /// Dirty private lines passed to another core through the LLC.
+    pub c2c_transfers: u64,
 }
 
 /// The inclusive three-level hierarchy.
@@ -76,17 +85,31 @@ pub struct Hierarchy {
     /// The LLC; its per-line `aux` is the transaction tag (0 = none).
     pub llc: SetAssoc,
     pub stats: CacheStats,
+    /// With more than one core: the other cores' private caches and the directory
+    /// (`coherence.rs`); `None` with one, whose paths never look further.
+    coh: Option<Box<coherence::Coherence>>,
 }
 
 impl Hierarchy {
     pub fn new(cfg: &Config) -> Hierarchy {
         let (l1, l2, llc) = (SetAssoc::new_inner(&cfg.l1), SetAssoc::new_inner(&cfg.l2), SetAssoc::new(&cfg.llc));
-        Hierarchy { l1, l2, llc, stats: CacheStats::default() }
+        let coh = (cfg.machine.cores > 1).then(|| Box::new(coherence::Coherence::new(cfg, llc.slots())));
+        Hierarchy { l1, l2, llc, stats: CacheStats::default(), coh }
     }
 
-    /// Access one block for a load (`write = false`) or a store (`write = true`).
+    /// More than one core: accesses go through [`Hierarchy::access_shared`].
+    #[inline(always)]
+    pub fn shared(&self) -> bool {
+        self.coh.is_some()
+    }
+
+    /// Access one block for a load (`write = false`) or a store (`write = true`) by the running
+    /// core.
     #[inline]
     pub fn access(&mut self, b: BlockId, write: bool) -> Access {
+        if self.shared() {
+            return self.access_shared(b, write);
+        }
         match self.l1_hit(b, write) {
             Some(a) => a,
             None => self.access_below_l1(b, write),
@@ -181,6 +204,14 @@ impl Hierarchy {
     /// and the dirty line it pushed out, if any.
     pub fn insert_version(&mut self, b: BlockId, aux: u32) -> (Slot, Option<Victim>) {
         let (s3, ev) = self.llc.insert_version(b, aux);
+        if self.shared() {
+            // The line that left gives up its directory entry (a version has none).
+            let inner_dirty = ev.is_some_and(|e| self.drop_all_private(s3.0, e.block));
+            let v = ev.and_then(|e| {
+                self.dirty_victim(e.dirty || inner_dirty, Victim { block: e.block, tag: e.aux, version: e.version })
+            });
+            return (s3, v);
+        }
         (s3, self.llc_evicted(s3, ev))
     }
 
@@ -195,19 +226,7 @@ impl Hierarchy {
     /// was dirty.
     #[inline(always)]
     fn drop_l2_copy(&mut self, s2: u32) -> bool {
-        if s2 == NO_LINK {
-            return false;
-        }
-        let d1 = self.drop_l1_of_l2(s2 as usize);
-        let (d2, _) = self.l2.invalidate_slot(Slot(s2 as usize));
-        d1 || d2
-    }
-
-    /// Drop the L1 copy of the line in L2 slot `s2`; returns whether it was dirty.
-    #[inline(always)]
-    fn drop_l1_of_l2(&mut self, s2: usize) -> bool {
-        let s1 = self.l2.take_down(s2);
-        s1 != NO_LINK && self.l1.invalidate_slot(Slot(s1 as usize)).0
+        drop_l2_copy_in(&mut self.l1, &mut self.l2, s2)
     }
 
     /// Put `b` (held in LLC slot `s3`) into L2; an evicted L2 line takes its L1 copy with it
@@ -233,9 +252,12 @@ impl Hierarchy {
         self.l2.set_down(s2, s1 as u32);
     }
 
-    /// The slots of `b` in L2 and L1 (if there), from its LLC slot.
+    /// The slots of `b` in the running core's L2 and L1 (if there), from its LLC slot.
     #[inline(always)]
     fn inner(&self, s3: Slot) -> (Option<Slot>, Option<Slot>) {
+        if self.shared() {
+            return self.inner_shared(s3);
+        }
         let s2 = self.llc.down(s3.0);
         if s2 == NO_LINK {
             return (None, None);
@@ -244,11 +266,14 @@ impl Hierarchy {
         (Some(Slot(s2 as usize)), (s1 != NO_LINK).then_some(Slot(s1 as usize)))
     }
 
-    /// Is the block dirty at any level?
+    /// Is the block dirty at any level (of any core)?
     pub fn is_dirty(&self, b: BlockId) -> bool {
         let Some(s3) = self.llc.find(b) else {
             return false;
         };
+        if self.shared() {
+            return self.llc.dirty(s3) || self.any_private_dirty(s3.0, b);
+        }
         let (s2, s1) = self.inner(s3);
         self.llc.dirty(s3) || s2.is_some_and(|s| self.l2.dirty(s)) || s1.is_some_and(|s| self.l1.dirty(s))
     }
@@ -260,8 +285,14 @@ impl Hierarchy {
         }
     }
 
-    /// [`Hierarchy::clean`] for a block whose LLC slot is known.
+    /// [`Hierarchy::clean`] for a block whose LLC slot is known. With more than one core every
+    /// core's copies become clean (memory now holds the program's bytes, which every copy holds).
     pub fn clean_slot(&mut self, s3: Slot) {
+        if self.shared() {
+            self.llc.set_dirty(s3, false);
+            let b = self.llc.block_at(s3).expect("a valid line");
+            return self.clean_all_private(s3.0, b);
+        }
         let (s2, s1) = self.inner(s3);
         self.llc.set_dirty(s3, false);
         if let Some(s) = s2 {
@@ -272,14 +303,18 @@ impl Hierarchy {
         }
     }
 
-    /// Whether the inner copies (L1, L2) of the line in LLC slot `s3` are dirty.
+    /// Whether the running core's inner copies (L1, L2) of the line in LLC slot `s3` are dirty.
+    /// Only the running core's copies matter to a committing transaction's line: isolation is
+    /// line-granular (docs/multicore.md), and any other core that touched the line since the
+    /// transaction wrote it took it away by an invalidation or a downgrade, which left the
+    /// dirty data in the LLC line; only the owner (M) holds a line dirty.
     pub fn inner_dirty(&self, s3: Slot) -> (bool, bool) {
         let (s2, s1) = self.inner(s3);
         (s1.is_some_and(|s| self.l1.dirty(s)), s2.is_some_and(|s| self.l2.dirty(s)))
     }
 
-    /// Write the inner (L1, L2) copies of the line in LLC slot `s3` back into it (a commit
-    /// flush): they become clean, the LLC line dirty if any was. Returns whether any was dirty.
+    /// Write the running core's inner (L1, L2) copies of the line in LLC slot `s3` back into it
+    /// (a commit flush; see [`Hierarchy::inner_dirty`] for why no other core's): they become clean, the LLC line dirty if any was. Returns whether any was dirty.
     pub fn flush_inner(&mut self, s3: Slot) -> bool {
         let (s2, s1) = self.inner(s3);
         let mut dirty = false;
@@ -297,15 +332,29 @@ impl Hierarchy {
         dirty
     }
 
-    /// Remove a block from every level (clflush, abort). Returns (was it cached, was it dirty).
+    /// Remove a block from every level of every core (clflush, abort). Returns (was it cached,
+    /// was it dirty).
     pub fn invalidate(&mut self, b: BlockId) -> (bool, bool) {
         let Some(s3) = self.llc.find(b) else {
             return (false, false);
         };
-        let inner_dirty = self.drop_inner_of_llc(s3);
+        let inner_dirty = if self.shared() { self.drop_all_private(s3.0, b) } else { self.drop_inner_of_llc(s3) };
         let (d3, _) = self.llc.invalidate_slot(s3);
         (true, inner_dirty || d3)
     }
+}
+
+/// Drop the L2 line in slot `s2` ([`NO_LINK`]: none) of a core's `l2` and its copy in that
+/// core's `l1`; returns whether either was dirty.
+#[inline(always)]
+fn drop_l2_copy_in(l1: &mut SetAssoc, l2: &mut SetAssoc, s2: u32) -> bool {
+    if s2 == NO_LINK {
+        return false;
+    }
+    let s1 = l2.take_down(s2 as usize);
+    let d1 = s1 != NO_LINK && l1.invalidate_slot(Slot(s1 as usize)).0;
+    let (d2, _) = l2.invalidate_slot(Slot(s2 as usize));
+    d1 || d2
 }
 
 #[cfg(test)]

@@ -384,13 +384,15 @@ fn bench_crash(a: &BenchArgs, cfg: &crate::config::Config, workloads: &[Workload
 
 fn bench(a: BenchArgs) -> Result<i32, String> {
     let cfg = build_config(&a.machine)?;
+    // On several cores the defaults are the workloads and protocols that run there.
+    let multi = cfg.machine.cores > 1;
     let workloads = match &a.workload {
         Some(s) => parse_list(s, "workload", WorkloadKind::parse)?,
-        None => WorkloadKind::ALL.to_vec(),
+        None => WorkloadKind::ALL.iter().copied().filter(|w| !multi || *w != WorkloadKind::Sqlite).collect(),
     };
     let protocols = match &a.protocol {
         Some(s) => parse_list(s, "protocol", ProtocolKind::parse)?,
-        None => ProtocolKind::ALL.to_vec(),
+        None => ProtocolKind::ALL.iter().copied().filter(|p| !multi || p.multicore()).collect(),
     };
     if a.repeat == 0 || a.txs == Some(0) || a.crashes == 0 {
         return Err("--repeat, --txs and --crashes: allowed 1 or more".into());
@@ -405,8 +407,9 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
         return Ok(0);
     }
     let pcm = |h: &str| if a.pcm { format!(" {h:>8} {:>8}", "pcm/plain") } else { String::new() };
+    let multi = if cfg.machine.cores > 1 { format!(" {:>9} {:>9}", "1-core", "t/acc/1c") } else { String::new() };
     outln!(
-        "{:<10} {:<10} {:>12} {:>8} {:>12} {:>8} {:>9} {:>8} {:>6}{}",
+        "{:<10} {:<10} {:>12} {:>8} {:>12} {:>8} {:>9} {:>8} {:>6}{}{multi}",
         "workload",
         "protocol",
         "accesses",
@@ -423,8 +426,12 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
             (Some(v), Some(x)) => format!(" {:>8.1} {:>8.0}%", v / 1e6, x * 100.0),
             _ => String::new(),
         };
+        let multi = match (r.one_core_sim_mem_accesses_per_second, r.time_per_access_vs_one_core) {
+            (Some(v), Some(x)) => format!(" {:>9.1} {:>8.2}x", v / 1e6, x),
+            _ => String::new(),
+        };
         outln!(
-            "{:<10} {:<10} {:>12} {:>8.1} {:>12} {:>8.1} {:>9.1} {:>8} {:>6}{pcm}",
+            "{:<10} {:<10} {:>12} {:>8.1} {:>12} {:>8.1} {:>9.1} {:>8} {:>6}{pcm}{multi}",
             r.workload,
             r.protocol,
             r.sim_mem_accesses,

@@ -223,10 +223,10 @@ impl ThreadsArg {
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Comma-separated workloads (default: all).
+    /// Comma-separated workloads (default: all; with --cores N > 1, all that run on N cores).
     #[arg(long, short)]
     pub workload: Option<String>,
-    /// Comma-separated protocols (default: all).
+    /// Comma-separated protocols (default: all; with --cores N > 1, all that run on N cores).
     #[arg(long, short)]
     pub protocol: Option<String>,
     /// Transactions per measurement (default: 300000; with --crash 2000).

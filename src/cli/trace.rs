@@ -47,7 +47,7 @@ fn no_abort_rate(rate: f64) -> Result<(), String> {
 /// Open a trace and run it under `run` (its warm-up as the trace declares); also the bytes of
 /// its region (the data area is that, rounded up by the machine's layout).
 fn replay(mut run: RunSpec, src: Source) -> Result<(RunSpec, RunOutput, usize), String> {
-    let tw = TraceWorkload::open(src)?;
+    let tw = TraceWorkload::open(src, run.cfg.machine.cores)?;
     let region = tw.data_bytes() as usize;
     run.workload = WorkloadKind::Trace;
     run.warmup_txs = tw.warmup_txs();
@@ -105,6 +105,13 @@ pub(super) fn crashtest(spec: CrashSpec, path: &str) -> Result<CrashReport, Stri
 pub(super) fn generate(a: TraceGenArgs) -> Result<i32, String> {
     super::commands::check_common(a.tx.abort_rate)?;
     let cfg = build_config(&a.machine)?;
+    if cfg.machine.cores > 1 {
+        // A multi-core trace records the interleaving the multi-core scheduler makes.
+        let n = cfg.machine.cores;
+        return Err(format!(
+            "trace-gen --cores {n}: recording a multi-core run needs the scheduler; allowed 1 (docs/multicore.md)"
+        ));
+    }
     let g = GenSpec {
         workload: WorkloadKind::parse(&a.workload)?,
         txs: a.txs.unwrap_or(super::commands::RUN_TXS),

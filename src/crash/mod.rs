@@ -24,6 +24,8 @@
 //! Not checked: anything the durable image does not contain (volatile state is lost by
 //! definition), and timing: a protocol that is correct but slow passes.
 
+pub mod concurrent;
+mod cores;
 mod sweep;
 pub mod torn;
 

@@ -22,7 +22,7 @@
 //! | 56     | TID   | hardware thread id (0) |
 //! | 57..60 | CID   | core id (0) |
 //! | 60     | V     | slot valid (one of the paper's four reserved bits: a group may be closed before all seven slots are filled) |
-//! | 61     | P     | the slot holds a block of Tx Dependency Pairs ([`crate::log::loc`], LOC-WAL), not logged data; ADDR is then its number of entries |
+//! | 61     | P     | the slot holds no logged data: under LOC-WAL a block of Tx Dependency Pairs ([`crate::log::loc`]), ADDR then its number of entries; under EC-WAL on more than one core the transaction's order tag ([`BlkTag::order_tag`]), whose data block is not written |
 //! | 62     | CID3  | the core id's fourth bit (cores 8..15; `machine.cores` goes to 16, the paper's CID to 8) |
 //! | 63     | RESV  | 0 |
 
@@ -86,6 +86,22 @@ impl BlkTag {
     }
 }
 
+impl BlkTag {
+    /// EC-WAL on more than one core: the tag that ends a transaction (after the tag carrying
+    /// TxCnt, in the same or the next group) and gives its global commit sequence number
+    /// `order` (below 2^48): P set, ADDR its low 32 bits, TxCnt its high 16 bits. Its slot's data
+    /// block is not written.
+    pub fn order_tag(order: u64, tx_id: u8) -> BlkTag {
+        assert!(order < 1 << 48, "a global commit sequence number below 2^48");
+        BlkTag { addr: order as u32, tx_cnt: (order >> 32) as u16, tx_id, tid: 0, cid: 0, pair: true }
+    }
+
+    /// The global commit sequence number of an order tag ([`BlkTag::order_tag`]).
+    pub fn order(&self) -> u64 {
+        self.addr as u64 | (self.tx_cnt as u64) << 32
+    }
+}
+
 /// A decoded META block.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Meta {
@@ -143,18 +159,20 @@ pub fn in_groups(f: super::head::LogFormat) -> bool {
     matches!(f, Ec | Loc | Kiln)
 }
 
-/// Format the groups of a log area for checksummed METAs (`log.meta_checksum`): every META
+/// Format the groups of a log area (of every core's region) for checksummed METAs (`log.meta_checksum`): every META
 /// block holds a SID word with the checksum bit set and a wrong checksum, so that no META
 /// block, however torn, decodes without a checksum, not even the first lap's (a zeroed META
 /// block would decode as the papers' format with SID 0).
 pub fn format_checked(layout: &crate::pmem::Layout, image: &mut [u8]) {
     let empty = Meta { sid: 0, tags: [None; DATA_SLOTS] }.encode();
     let word = 1 << 63 | (meta_check(0, &empty) ^ 1) << SID_BITS;
-    let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
-    for g in 0..groups {
-        let at = (layout.log_block0().0 + 1 + GROUP_BLOCKS * g + DATA_SLOTS as u64) as usize * BLOCK_BYTES;
-        image[at..at + BLOCK_BYTES].copy_from_slice(&empty);
-        le::put_u64(&mut image[at..], 0, word);
+    for c in 0..layout.cores as usize {
+        let (log0, blocks) = layout.log_region(c);
+        for g in 0..(blocks - 1) / GROUP_BLOCKS {
+            let at = (log0.0 + 1 + GROUP_BLOCKS * g + DATA_SLOTS as u64) as usize * BLOCK_BYTES;
+            image[at..at + BLOCK_BYTES].copy_from_slice(&empty);
+            le::put_u64(&mut image[at..], 0, word);
+        }
     }
 }
 
@@ -236,6 +254,11 @@ mod tests {
         assert_eq!((hi.encode() >> 57 & 7, hi.encode() >> 60), (5, 0b101));
         assert_eq!(BlkTag::decode(hi.encode()), Some(hi));
         assert_eq!(t.encode() >> 62, 0, "core 5: the paper's tag");
+        let o = BlkTag::order_tag(0x1234_5678_9ABC, 7);
+        let v = o.encode();
+        assert_eq!((v & 0xFFFF_FFFF, v >> 32 & 0xFFFF), (0x5678_9ABC, 0x1234), "order in ADDR and TxCnt");
+        assert_eq!(v >> 60, 0b11, "an order tag is valid, with P");
+        assert_eq!(BlkTag::decode(v).map(|t| (t.order(), t.tx_id)), Some((0x1234_5678_9ABC, 7)));
     }
 
     #[test]

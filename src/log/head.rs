@@ -9,12 +9,18 @@
 //! | 12..16 | reserved   | 0                                                              |
 //! | 16..24 | start      | u64: first valid log position (blocks for H-WAL, bytes S-WAL)  |
 //! | 24..32 | start_seq  | u64: sequence number of the transaction logged at `start`      |
-//! | 32..64 | reserved   | 0                                                              |
+//! | 32..40 | home_below | u64, H-WAL and EC-WAL on more than one core: every transaction of any core whose global sequence number is below it is at home (0 with one core) |
+//! | 40..64 | reserved   | 0                                                              |
+//!
+//! With more than one core the log area holds one region per core (`Layout::log_region`), each
+//! with its own head in its first block (docs/formats/wal-log.md, "Regions").
 
 use super::le;
 use crate::types::{BlockData, BLOCK_BYTES};
 
 pub const MAGIC: &[u8; 8] = b"LOCSIMLH";
+/// Offset of the `home_below` field.
+const HOME_BELOW_AT: usize = 32;
 
 /// Which log body follows the head.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -46,6 +52,14 @@ impl LogHead {
         image[layout.log_block0().range()].copy_from_slice(&self.encode());
     }
 
+    /// Write this head into the head block of every core's log region (`Layout::log_region`;
+    /// with one core, the log head block).
+    pub fn write_regions(&self, layout: &crate::pmem::Layout, image: &mut [u8]) {
+        for c in 0..layout.cores as usize {
+            image[layout.log_region(c).0.range()].copy_from_slice(&self.encode());
+        }
+    }
+
     pub fn encode(&self) -> BlockData {
         let mut b = [0u8; BLOCK_BYTES];
         b[0..8].copy_from_slice(MAGIC);
@@ -53,6 +67,20 @@ impl LogHead {
         le::put_u64(&mut b, 16, self.start);
         le::put_u64(&mut b, 24, self.start_seq);
         b
+    }
+
+    /// [`LogHead::encode`] with `home_below` (bytes 32..40): every transaction of any core whose
+    /// global sequence number is below it is at home. 0 with one core, whose single region
+    /// needs no cross-region order (so its head bytes are the single-core format's).
+    pub fn encode_home(&self, home_below: u64) -> BlockData {
+        let mut b = self.encode();
+        le::put_u64(&mut b, HOME_BELOW_AT, home_below);
+        b
+    }
+
+    /// The `home_below` field of a head block (0 when unused).
+    pub fn home_below(b: &[u8]) -> u64 {
+        le::u64_at(b, HOME_BELOW_AT)
     }
 
     /// Decode; `None` if the block is not a head (wrong magic or format code).
@@ -85,6 +113,12 @@ mod tests {
         assert_eq!(b[16], 0x08); // little-endian start
         assert_eq!(b[24], 9);
         assert_eq!(LogHead::decode(&b), Some(h));
+        assert_eq!(LogHead::home_below(&b), 0, "unused with one core");
+        let m = h.encode_home(0x1122);
+        assert_eq!((m[32], m[33]), (0x22, 0x11), "home_below little-endian at byte 32");
+        assert_eq!(LogHead::decode(&m), Some(h));
+        assert_eq!(LogHead::home_below(&m), 0x1122);
+        assert_eq!(h.encode_home(0), b, "0 is the single-core head, byte for byte");
     }
 
     #[test]

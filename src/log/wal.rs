@@ -15,7 +15,13 @@
 //! | 8..16  | seq    | u64 transaction sequence number                  |
 //! | 16..64 | addrs  | 12 x u32 home block numbers (the paper's ADDR)   |
 //!
-//! Commit record (64 bytes): `CMIT`, u32 total data blocks at 4..8, u64 seq at 8..16, zeros.
+//! Commit record (64 bytes): `CMIT`, u32 total data blocks at 4..8, u64 seq at 8..16, u64
+//! order at 16..24 (the global commit sequence number on more than one core, 0 with one),
+//! zeros.
+//!
+//! `seq` numbers the transactions of one log region (one core's log) consecutively, so a
+//! descriptor written before commit carries it; `order` is assigned at commit across every core
+//! and orders recovery across regions (docs/formats/wal-log.md, "Regions").
 //!
 //! The commit record is written only after every descriptor and data block of its transaction
 //! is durable (intra-transaction ordering), so a durable commit record vouches for them.
@@ -67,6 +73,8 @@ impl Descriptor {
 pub struct CommitRecord {
     pub seq: u64,
     pub blocks: u32,
+    /// Global commit sequence number (more than one core; 0 with one).
+    pub order: u64,
 }
 
 impl CommitRecord {
@@ -75,11 +83,16 @@ impl CommitRecord {
         le::put_u32(&mut b, 0, COMMIT_MAGIC);
         le::put_u32(&mut b, 4, self.blocks);
         le::put_u64(&mut b, 8, self.seq);
+        le::put_u64(&mut b, 16, self.order);
         b
     }
 
     pub fn decode(b: &[u8]) -> Option<CommitRecord> {
-        (le::u32_at(b, 0) == COMMIT_MAGIC).then(|| CommitRecord { blocks: le::u32_at(b, 4), seq: le::u64_at(b, 8) })
+        (le::u32_at(b, 0) == COMMIT_MAGIC).then(|| CommitRecord {
+            blocks: le::u32_at(b, 4),
+            seq: le::u64_at(b, 8),
+            order: le::u64_at(b, 16),
+        })
     }
 }
 
@@ -106,9 +119,13 @@ mod tests {
 
     #[test]
     fn commit_round_trips_and_is_not_a_descriptor() {
-        let c = CommitRecord { seq: 5, blocks: 3 };
+        let c = CommitRecord { seq: 5, blocks: 3, order: 0 };
         let b = c.encode();
         assert_eq!(CommitRecord::decode(&b), Some(c));
+        assert!(b[16..].iter().all(|&x| x == 0), "one core: zeros after seq");
+        let o = CommitRecord { order: 0x0102, ..c };
+        assert_eq!((o.encode()[16], o.encode()[17]), (0x02, 0x01), "order little-endian at 16");
+        assert_eq!(CommitRecord::decode(&o.encode()), Some(o));
         assert_eq!(Descriptor::decode(&b), None);
         assert_eq!(CommitRecord::decode(&Descriptor::encode_parts(5, &[1])), None);
     }

@@ -408,3 +408,116 @@ fn each_core_keeps_its_clock_and_its_transactions_across_switches() {
     // Latencies: core 1's 70 - 50, core 0's 400 - 100.
     assert_eq!(m.commit_latency.mean(), (20.0 + 300.0) / 2.0);
 }
+
+/// A two-core machine (recording on).
+fn two_cores() -> Machine {
+    machine_with(&config(&["machine.cores=2"]))
+}
+
+#[test]
+fn switch_core_moves_the_running_cores_caches_and_a_dirty_line_crosses_between_cores() {
+    let mut m = two_cores();
+    let b = BlockId(5);
+    m.access_block(b, true);
+    assert_eq!(m.now, MISS);
+    m.switch_core(1);
+    assert_eq!(m.hier.running(), 1);
+    assert_eq!(m.now, 0, "core 1's own clock");
+    // Core 1's private caches are empty: an LLC hit, then the owner's L2 probe (8) and the
+    // transfer of its dirty line through the LLC (21).
+    let a = m.access_block(b, false);
+    assert_eq!((a.level, m.now), (HitLevel::Llc, 30 + 8 + 21));
+    let s = m.stats();
+    assert_eq!((s.downgrades, s.c2c_transfers, s.invalidations), (1, 1, 0));
+    // Core 1 stores: an L1 hit in S goes to the directory (8 + 21) and invalidates core 0 (8).
+    m.access_block(b, true);
+    assert_eq!(m.now, 59 + 1 + 8 + 21 + 8);
+    assert_eq!(m.stats().invalidations, 1);
+    m.switch_core(0);
+    assert_eq!(m.now, MISS);
+    let a = m.access_block(b, false);
+    assert_eq!((a.level, m.now - MISS), (HitLevel::Llc, 30 + 8 + 21), "core 0 lost its copy; core 1's is dirty");
+}
+
+#[test]
+fn with_one_core_the_coherence_counters_stay_zero_and_switching_to_core_0_changes_nothing() {
+    let mut m = machine();
+    m.access_block(BlockId(5), true);
+    m.switch_core(0);
+    assert_eq!(m.access_block(BlockId(5), false).lookup_cycles, 1);
+    let s = m.stats();
+    assert_eq!((s.invalidations, s.downgrades, s.c2c_transfers), (0, 0, 0));
+}
+
+/// Cores 0 and 1 load block 5 (both S); core 1 stores new bytes into it; core 0 loads it again.
+fn stale_read(lose: bool) -> [u8; 8] {
+    let mut m = two_cores();
+    if lose {
+        m.inject_lost_invalidation();
+    }
+    let b = BlockId(5);
+    m.arch[b.range()].fill(1);
+    m.access_block(b, false);
+    m.switch_core(1);
+    m.access_block(b, false);
+    m.arch[b.range()].fill(2);
+    m.access_block(b, true);
+    m.switch_core(0);
+    let a = m.access_block(b, false);
+    assert_eq!(a.level, if lose { HitLevel::L1 } else { HitLevel::Llc });
+    let mut buf = [0u8; 8];
+    m.load_bytes(b.addr(), &mut buf);
+    buf
+}
+
+#[test]
+fn a_lost_invalidation_leaves_a_stale_copy_whose_bytes_a_load_returns() {
+    assert_eq!(stale_read(false), [2; 8], "coherent: the store's bytes");
+    assert_eq!(stale_read(true), [1; 8], "the bug: core 0 still reads its stale copy");
+}
+
+/// Host nanoseconds per access of a seeded random stream of four threads through
+/// `Machine::access_block` (no payloads, as in `locsim run`), thread t on core `t % cores`, with
+/// a core switch before every access: three quarters of a thread's accesses go to its own
+/// 512-block region, the rest to a 4096-block region all threads share; a third are stores. The
+/// same blocks on any number of cores. Median of 5 runs of 2 million accesses, and the share of
+/// accesses that hit L1 (sharing makes the 4-core stream miss more: more host work per access).
+/// With `on_core_0`, every thread runs on core 0 of the `cores`-core machine (the multi-core
+/// access path without core switches).
+fn ns_per_access(cores: usize, on_core_0: bool) -> (f64, f64) {
+    let mut l1_share = 0.0;
+    let mut runs: Vec<f64> = (0..5)
+        .map(|_| {
+            let layout = Layout::new(4 << 20, 64 << 10);
+            let image = vec![0u8; layout.total_bytes() as usize];
+            let mut m = Machine::with_bytes(&config(&[&format!("machine.cores={cores}")]), layout, image, false, false);
+            let mut rng = crate::rng::Rng::new(11);
+            let start = std::time::Instant::now();
+            for _ in 0..2_000_000 {
+                let t = rng.below(4);
+                let b = if rng.below(4) != 0 { 8192 + t * 512 + rng.below(512) } else { rng.below(4096) };
+                m.switch_core(if on_core_0 { 0 } else { t as usize % cores });
+                m.access_block(BlockId(b), rng.below(3) == 0);
+            }
+            l1_share = m.stats().l1_hits as f64 / 2e6;
+            start.elapsed().as_nanos() as f64 / 2e6
+        })
+        .collect();
+    runs.sort_by(f64::total_cmp);
+    (runs[2], l1_share)
+}
+
+/// `cargo test --release --lib -- --ignored --nocapture host_time_per_access`
+#[test]
+#[ignore = "a measurement, not a check"]
+fn host_time_per_access_of_random_streams_on_one_and_four_cores() {
+    let ((one, h1), (four, h4)) = (ns_per_access(1, false), ns_per_access(4, false));
+    let (path, _) = ns_per_access(4, true);
+    println!(
+        "host ns per access: 1 core {one:.1} (L1 hits {:.1}%), 4 cores {four:.1} (L1 hits {:.1}%): {:.2}x; \
+         the 4-core path with every thread on core 0: {path:.1}",
+        100.0 * h1,
+        100.0 * h4,
+        four / one
+    );
+}

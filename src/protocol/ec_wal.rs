@@ -14,10 +14,15 @@
 //!
 //! Aborts rewind group allocation to the transaction's first group; TxIDs advance at every
 //! begin, so a stale group of an aborted transaction can never be counted for another one.
+//!
+//! On N cores (docs/multicore.md): one [`Core`] per core, each with its own ring of groups in
+//! `Layout::log_region(c)`; a commit takes the next global sequence number and writes it in an
+//! order tag after the tag carrying TxCnt ([`BlkTag::order_tag`]); truncations of all cores are
+//! issued in that order ([`in_commit_order`]), the head carrying `home_below`.
 
 use super::barrier::Barrier;
 use super::group::{self, Group, GroupRing};
-use super::redo::{redo_load_store, RedoProtocol, RedoSet};
+use super::redo::{in_commit_order, redo_load_store, RedoProtocol, RedoSet};
 use super::{Bug, Protocol};
 use crate::log::ec::BlkTag;
 use crate::log::head::{LogFormat, LogHead};
@@ -27,8 +32,25 @@ use crate::types::{Addr, BlockId, Cycle};
 
 pub struct EcWal {
     bug: Option<Bug>,
-    ring: GroupRing,
     write_cycles: Cycle,
+    /// Per core: its ring of groups and running transaction.
+    cores: Vec<Core>,
+    /// More than one core: transactions end with an order tag and heads carry `home_below`.
+    multi: bool,
+    /// Global commit sequence number of the latest commit (any core).
+    order: u64,
+    /// Cycle of the latest truncation issued (any core): truncations follow commit order.
+    trunc_at: Cycle,
+    /// Injected bug `meta-before-data`: data writes held back until after the acknowledgement.
+    held: Vec<(BlockId, BlockId)>,
+    committing: bool,
+    /// Reused buffer of the blocks to log at commit.
+    pending: Vec<BlockId>,
+}
+
+/// One core's log region (a ring of groups) and its running transaction.
+struct Core {
+    ring: GroupRing,
     redo: RedoSet,
     open: Option<Group>,
     tx_start_sid: u64,
@@ -36,11 +58,6 @@ pub struct EcWal {
     tx_blocks: u16,
     tx_log_done: Cycle,
     trunc_issued: u64,
-    /// Injected bug `meta-before-data`: data writes held back until after the acknowledgement.
-    held: Vec<(BlockId, BlockId)>,
-    committing: bool,
-    /// Reused buffer of the blocks to log at commit.
-    pending: Vec<BlockId>,
     /// The strict-ordering phase barrier, kept between transactions (`ordering.phase_barrier`).
     barrier: Barrier,
 }
@@ -48,103 +65,143 @@ pub struct EcWal {
 impl EcWal {
     pub fn new(layout: &Layout, write_cycles: Cycle, bug: Option<Bug>) -> EcWal {
         assert!(layout.data_bytes / 64 <= u32::MAX as u64, "ADDR is a 32-bit block number");
+        let cores = (0..layout.cores as usize)
+            .map(|c| Core {
+                ring: GroupRing::region(layout, c, "a transaction"),
+                redo: RedoSet::of_core(c),
+                open: None,
+                tx_start_sid: 0,
+                tx_id: 0,
+                tx_blocks: 0,
+                tx_log_done: 0,
+                trunc_issued: 0,
+                barrier: Barrier::default(),
+            })
+            .collect();
         EcWal {
             bug,
-            ring: GroupRing::new(layout, "a transaction"),
             write_cycles,
-            redo: RedoSet::default(),
-            open: None,
-            tx_start_sid: 0,
-            tx_id: 0,
-            tx_blocks: 0,
-            tx_log_done: 0,
-            trunc_issued: 0,
+            cores,
+            multi: layout.cores > 1,
+            order: 0,
+            trunc_at: 0,
             held: Vec::new(),
             committing: false,
             pending: Vec::with_capacity(1024),
-            barrier: Barrier::default(),
         }
     }
 
-    /// Log block `b` into the next slot; `last` marks the transaction's final log block.
-    fn log_block(&mut self, m: &mut Machine, b: BlockId, last: bool) -> BlockId {
-        self.barrier.before_write(m);
-        let mut g = match self.open.take() {
-            Some(g) if !g.is_full() => g,
-            _ => self.ring.open(m, self.trunc_issued, true),
-        };
-        self.tx_blocks += 1;
-        let tx_cnt = if last { self.tx_blocks } else { 0 };
-        let (_, at) = g.push(BlkTag { addr: b.0 as u32, tx_cnt, tx_id: self.tx_id, tid: 0, cid: 0, pair: false });
+    /// Log block `b` of core `c`'s transaction into the next slot of its region; `last` marks
+    /// the transaction's final log block.
+    fn log_block(&mut self, m: &mut Machine, c: usize, b: BlockId, last: bool) -> BlockId {
+        let k = &mut self.cores[c];
+        k.barrier.before_write(m);
+        k.tx_blocks += 1;
+        let tx_cnt = if last { k.tx_blocks } else { 0 };
+        let tag = BlkTag { addr: b.0 as u32, tx_cnt, tx_id: k.tx_id, tid: 0, cid: 0, pair: false };
+        let (mut g, at) = self.push(m, c, tag);
         if self.bug == Some(Bug::MetaBeforeData) && self.committing {
             self.held.push((at, b));
         } else {
             let t = group::write_data(m, at, b, None);
-            self.tx_log_done = self.tx_log_done.max(t.durable);
+            let k = &mut self.cores[c];
+            k.tx_log_done = k.tx_log_done.max(t.durable);
             g.note_data(t.done);
         }
         if g.is_full() {
-            self.write_meta(m, &mut g);
+            self.write_meta(m, c, &mut g);
         }
-        self.open = Some(g);
+        self.cores[c].open = Some(g);
         at
     }
 
-    fn write_meta(&mut self, m: &mut Machine, g: &mut Group) {
-        let t = g.write_meta(m, 0, self.write_cycles, self.bug);
-        self.tx_log_done = self.tx_log_done.max(t.durable);
+    /// Take the next slot of core `c`'s open group (a new group when it is full) for `tag`:
+    /// the group (taken out of `open`) and the slot's log block.
+    fn push(&mut self, m: &mut Machine, c: usize, tag: BlkTag) -> (Group, BlockId) {
+        let k = &mut self.cores[c];
+        let mut g = match k.open.take() {
+            Some(g) if !g.is_full() => g,
+            _ => {
+                let truncated = k.trunc_issued;
+                k.ring.open(m, truncated, true)
+            }
+        };
+        let (_, at) = g.push(tag);
+        (g, at)
     }
 
-    /// Log the lines still cached, the last one carrying TxCnt, and close the last group.
-    fn log_remaining(&mut self, m: &mut Machine) {
+    fn write_meta(&mut self, m: &mut Machine, c: usize, g: &mut Group) {
+        let t = g.write_meta(m, 0, self.write_cycles, self.bug);
+        let k = &mut self.cores[c];
+        k.tx_log_done = k.tx_log_done.max(t.durable);
+    }
+
+    /// Log the lines of core `c`'s transaction still cached, the last one carrying TxCnt, then
+    /// on more than one core its order tag (global sequence number `order`), and close the
+    /// last group.
+    fn log_remaining(&mut self, m: &mut Machine, c: usize, order: u64) {
         let mut pending = std::mem::take(&mut self.pending);
         pending.clear();
-        let redo = &self.redo;
+        let redo = &self.cores[c].redo;
         pending.extend((0..redo.ws.len()).filter(|&i| redo.take_tagged(m, i)).map(|i| redo.ws[i]));
         for (i, &b) in pending.iter().enumerate() {
-            self.log_block(m, b, i + 1 == pending.len());
+            self.log_block(m, c, b, i + 1 == pending.len());
         }
         let none_left = pending.is_empty();
         self.pending = pending;
-        let Some(mut g) = self.open.take() else { return };
+        let Some(mut g) = self.cores[c].open.take() else { return };
         if none_left {
             // Every block was evicted earlier: the last one's tag takes the count now.
             let last = g.tags[g.n - 1].as_mut().expect("filled slot");
-            last.tx_cnt = self.tx_blocks;
+            last.tx_cnt = self.cores[c].tx_blocks;
             g.stale = true;
         }
+        if self.multi {
+            if g.is_full() {
+                self.write_meta(m, c, &mut g);
+            }
+            self.cores[c].open = Some(g);
+            let tx_id = self.cores[c].tx_id;
+            (g, _) = self.push(m, c, BlkTag::order_tag(order, tx_id));
+        }
         if g.stale {
-            self.write_meta(m, &mut g);
+            self.write_meta(m, c, &mut g);
         }
     }
 }
 
 impl Protocol for EcWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        LogHead { format: LogFormat::Ec, start: 0, start_seq: 0 }.write_initial(layout, image);
+        LogHead { format: LogFormat::Ec, start: 0, start_seq: 0 }.write_regions(layout, image);
     }
 
     fn begin(&mut self, m: &mut Machine) {
-        self.barrier.at_begin(m);
-        self.tx_start_sid = self.ring.next_sid;
-        self.tx_log_done = 0;
-        self.tx_blocks = 0;
-        self.tx_id = self.tx_id.wrapping_add(1);
+        // Victims an access outside the protocol (a lock's) left for their owners.
+        self.drain_victims(m);
+        let k = &mut self.cores[m.core()];
+        k.barrier.at_begin(m);
+        k.tx_start_sid = k.ring.next_sid;
+        k.tx_log_done = 0;
+        k.tx_blocks = 0;
+        k.tx_id = k.tx_id.wrapping_add(1);
     }
 
     redo_load_store!();
 
     fn commit(&mut self, m: &mut Machine) {
+        let c = m.core();
         self.drain_victims(m);
         self.committing = true;
-        self.redo.flush_lines(m);
-        self.log_remaining(m);
+        self.cores[c].redo.flush_lines(m);
+        self.order += 1;
+        self.log_remaining(m, c, self.order);
         self.committing = false;
         // No commit record: durable once the log blocks and METAs are.
+        let log_done = self.cores[c].tx_log_done;
         if self.bug != Some(Bug::AckBeforeDurable) {
-            m.wait_until(self.tx_log_done);
+            m.wait_until(log_done);
         }
-        super::assert_durable_at_ack(m.now, self.tx_log_done, self.bug);
+        super::assert_durable_at_ack(m.now, log_done, self.bug);
         m.ack_through(m.txs_committed);
         for (at, b) in std::mem::take(&mut self.held) {
             // Injected bug: the data reaches the controller behind the META that counts it.
@@ -154,34 +211,41 @@ impl Protocol for EcWal {
         // The in-place updates are ordered like H-WAL's (`ordering.write_order`); the log writes
         // are not: Eager Commit removed the intra-transaction ordering.
         m.begin_ordered();
-        let at = self.redo.checkpoint(m, false);
-        let head = LogHead { format: LogFormat::Ec, start: self.ring.next_sid, start_seq: 0 };
-        m.defer_encoded(at, self.ring.log0, WriteKind::LogHead, || head.encode());
-        super::assert_head_advances((self.trunc_issued, 0), (self.ring.next_sid, 0));
-        self.trunc_issued = self.ring.next_sid;
+        let k = &mut self.cores[c];
+        let own = k.redo.checkpoint(m, false);
+        // One core: the region's own chain is the commit order.
+        let in_order = self.multi && self.bug != Some(Bug::TruncateOutOfOrder);
+        let at = in_commit_order(&mut self.trunc_at, own, in_order);
+        let head = LogHead { format: LogFormat::Ec, start: k.ring.next_sid, start_seq: 0 };
+        let home_below = if self.multi { self.order + 1 } else { 0 };
+        m.defer_encoded(at, k.ring.log0, WriteKind::LogHead, || head.encode_home(home_below));
+        super::assert_head_advances((k.trunc_issued, 0), (k.ring.next_sid, 0));
+        k.trunc_issued = k.ring.next_sid;
         m.end_ordered();
-        self.barrier.arm(m);
-        self.redo.clear();
+        k.barrier.arm(m);
+        k.redo.clear();
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.redo.counters()
+        RedoSet::counters_of(self.cores.iter().map(|k| &k.redo))
     }
 
     fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
-        self.redo.discard(m);
-        self.open = None;
-        self.ring.next_sid = self.tx_start_sid;
+        self.drain_at_abort(m, m.core());
+        let k = &mut self.cores[m.core()];
+        k.redo.discard(m);
+        k.open = None;
+        k.ring.next_sid = k.tx_start_sid;
         self.held.clear();
     }
 }
 
 impl RedoProtocol for EcWal {
-    fn log_victim(&mut self, m: &mut Machine, b: BlockId) -> BlockId {
-        self.log_block(m, b, false)
+    fn log_victim(&mut self, m: &mut Machine, c: usize, b: BlockId) -> BlockId {
+        self.log_block(m, c, b, false)
     }
 
-    fn redo(&mut self) -> &mut RedoSet {
-        &mut self.redo
+    fn redo(&mut self, c: usize) -> &mut RedoSet {
+        &mut self.cores[c].redo
     }
 }

@@ -112,20 +112,14 @@ pub struct GroupRing {
 
 impl GroupRing {
     pub fn new(layout: &Layout, what: &'static str) -> GroupRing {
-        GroupRing::at(layout.log_block0(), layout.log_blocks(), what)
+        GroupRing::region(layout, 0, what)
     }
 
-    /// The ring of core `c`'s log region (`Layout::log_region`; with one core, the whole log
-    /// area: the same ring as [`GroupRing::new`]).
+    /// The ring of core `c`'s log region (`Layout::log_region`; with one core, the log area).
     pub fn region(layout: &Layout, c: usize, what: &'static str) -> GroupRing {
-        let (head, blocks) = layout.log_region(c);
-        GroupRing::at(head, blocks, what)
-    }
-
-    /// The ring after head block `log0` in a log of `blocks` blocks (head included).
-    fn at(log0: BlockId, blocks: u64, what: &'static str) -> GroupRing {
+        let (log0, blocks) = layout.log_region(c);
         let groups = (blocks - 1) / GROUP_BLOCKS;
-        assert!(groups > 0, "the log area holds at least one block group");
+        assert!(groups > 0, "the log region holds at least one block group");
         GroupRing { log0, groups, next_sid: 0, safe_sid: 0, what }
     }
 

@@ -10,9 +10,14 @@
 //!
 //! The next transaction starts only after the acknowledgement (strict inter-tx ordering).
 //! Log format: [`crate::log::wal`]; recovery: [`crate::recovery::wal`].
+//!
+//! On N cores (docs/multicore.md): one [`Region`] per core, each a whole single-core log in
+//! `Layout::log_region(c)`, holding that core's running transaction; a commit takes the next
+//! global sequence number (the commit record's `order`), and truncations of all cores are
+//! issued in that order ([`in_commit_order`]), the head carrying `home_below`.
 
 use super::barrier::Barrier;
-use super::redo::{redo_load_store, RedoProtocol, RedoSet};
+use super::redo::{in_commit_order, redo_load_store, RedoProtocol, RedoSet};
 use super::{Bug, Protocol};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::wal::{CommitRecord, Descriptor, ADDRS_PER_DESC};
@@ -23,6 +28,22 @@ use crate::types::{Addr, BlockId, Cycle};
 
 pub struct HWal {
     bug: Option<Bug>,
+    /// Per core: its log region and running transaction.
+    regions: Vec<Region>,
+    /// More than one core: commit records carry the global order and heads `home_below`.
+    multi: bool,
+    /// Global commit sequence number of the latest commit (any core).
+    order: u64,
+    /// Cycle of the latest truncation issued (any core): truncations follow commit order.
+    trunc_at: Cycle,
+    /// Injected bug `commit-before-log`: commit-time log writes held back until the commit
+    /// record is durable and acknowledged (the worst case of a missing intra-tx ordering).
+    held: Vec<(BlockId, WriteKind, Payload)>,
+    holding: bool,
+}
+
+/// One core's log region (its head block first) and its running transaction.
+struct Region {
     log0: BlockId,
     cap: u64,
     seq: u64,
@@ -43,11 +64,8 @@ pub struct HWal {
     tx_log_done: Cycle,
     /// The running transaction's blocks; checkpoint and truncation bookkeeping.
     redo: RedoSet,
-    /// Injected bug `commit-before-log`: commit-time log writes held back until the commit
-    /// record is durable and acknowledged (the worst case of a missing intra-tx ordering).
-    held: Vec<(BlockId, WriteKind, Payload)>,
-    holding: bool,
-    /// The strict-ordering phase barrier to the next transaction (`ordering.phase_barrier`).
+    /// The strict-ordering phase barrier to the core's next transaction
+    /// (`ordering.phase_barrier`).
     barrier: Barrier,
 }
 
@@ -62,29 +80,99 @@ enum Payload {
 impl HWal {
     pub fn new(layout: &Layout, bug: Option<Bug>) -> HWal {
         assert!(layout.data_bytes / 64 <= u32::MAX as u64, "ADDR is a 32-bit block number");
-        HWal {
-            bug,
-            log0: layout.log_block0(),
-            cap: layout.log_blocks() - 1,
-            seq: 1,
-            tail: 0,
-            tx_start: 0,
-            tail_pos: 0,
-            tx_start_pos: 0,
-            safe_start: 0,
-            trunc_issued: 0,
-            desc_pos: BlockId(0),
-            desc_addrs: [0; ADDRS_PER_DESC],
-            desc_n: 0,
-            tx_blocks: 0,
-            tx_log_done: 0,
-            redo: RedoSet::default(),
-            held: Vec::new(),
-            holding: false,
-            barrier: Barrier::default(),
-        }
+        let regions = (0..layout.cores as usize)
+            .map(|c| {
+                let (log0, blocks) = layout.log_region(c);
+                Region {
+                    log0,
+                    cap: blocks - 1,
+                    seq: 1,
+                    tail: 0,
+                    tx_start: 0,
+                    tail_pos: 0,
+                    tx_start_pos: 0,
+                    safe_start: 0,
+                    trunc_issued: 0,
+                    desc_pos: BlockId(0),
+                    desc_addrs: [0; ADDRS_PER_DESC],
+                    desc_n: 0,
+                    tx_blocks: 0,
+                    tx_log_done: 0,
+                    redo: RedoSet::of_core(c),
+                    barrier: Barrier::default(),
+                }
+            })
+            .collect();
+        HWal { bug, regions, multi: layout.cores > 1, order: 0, trunc_at: 0, held: Vec::new(), holding: false }
     }
 
+    fn log_data(&mut self, m: &mut Machine, c: usize, b: BlockId) -> BlockId {
+        let r = &mut self.regions[c];
+        r.barrier.before_write(m);
+        if r.desc_n == 0 {
+            r.desc_pos = r.alloc(m);
+        }
+        let at = r.alloc(m);
+        self.emit(m, c, at, WriteKind::LogData, Payload::Arch(b));
+        let r = &mut self.regions[c];
+        r.desc_addrs[r.desc_n] = b.0 as u32;
+        r.desc_n += 1;
+        r.tx_blocks += 1;
+        if r.desc_n == ADDRS_PER_DESC {
+            self.write_desc(m, c);
+        }
+        at
+    }
+
+    fn write_desc(&mut self, m: &mut Machine, c: usize) {
+        let r = &mut self.regions[c];
+        if self.holding {
+            let desc = Payload::Desc { seq: r.seq, n: r.desc_n as u8, addrs: r.desc_addrs };
+            self.held.push((r.desc_pos, WriteKind::LogMeta, desc));
+        } else {
+            // Encoded from the descriptor in place (only when payloads are kept).
+            let (seq, addrs) = (r.seq, &r.desc_addrs[..r.desc_n]);
+            let t = m.write_encoded(r.desc_pos, WriteKind::LogMeta, || Descriptor::encode_parts(seq, addrs));
+            r.wrote_log(m, t);
+        }
+        r.desc_n = 0;
+    }
+
+    /// Issue one log write of core `c`'s transaction (the running core waits for its
+    /// acceptance), or hold it back.
+    #[inline(always)]
+    fn emit(&mut self, m: &mut Machine, c: usize, at: BlockId, kind: WriteKind, p: Payload) {
+        if self.holding {
+            self.held.push((at, kind, p));
+            return;
+        }
+        let t = match p {
+            Payload::Arch(src) => m.write_from_arch(at, kind, src),
+            Payload::Desc { seq, n, addrs } => {
+                m.write_encoded(at, kind, || Descriptor::encode_parts(seq, &addrs[..n as usize]))
+            }
+        };
+        self.regions[c].wrote_log(m, t);
+    }
+
+    /// Steps 4 and 5: home writes, then the truncation once they, and those of every
+    /// transaction committed before on any core, are durable.
+    fn checkpoint_and_truncate(&mut self, m: &mut Machine, c: usize) {
+        let early = self.bug == Some(Bug::TruncateBeforeCheckpoint);
+        // One core: the region's own chain is the commit order.
+        let in_order = self.multi && !early && self.bug != Some(Bug::TruncateOutOfOrder);
+        let r = &mut self.regions[c];
+        let own = r.redo.checkpoint(m, early);
+        let at = in_commit_order(&mut self.trunc_at, own, in_order);
+        let head = LogHead { format: LogFormat::HWal, start: r.tail, start_seq: r.seq + 1 };
+        let home_below = if self.multi { self.order + 1 } else { 0 };
+        m.defer_encoded(at, r.log0, WriteKind::LogHead, || head.encode_home(home_below));
+        super::assert_head_advances((r.trunc_issued, 0), (r.tail, 0));
+        r.trunc_issued = r.tail;
+    }
+}
+
+impl Region {
     /// Take the next log position; returns the log block that holds it.
     #[inline(always)]
     fn alloc(&mut self, m: &mut Machine) -> BlockId {
@@ -97,8 +185,8 @@ impl HWal {
         BlockId(self.log0.0 + 1 + p)
     }
 
-    /// The log is full: wait until every write is done, which makes every truncation issued so
-    /// far durable, and reuse the space they free.
+    /// The region is full: wait until every write is done, which makes every truncation
+    /// issued so far durable, and reuse the space they free.
     #[cold]
     #[inline(never)]
     fn make_room(&mut self, m: &mut Machine) {
@@ -111,124 +199,76 @@ impl HWal {
         }
     }
 
-    fn log_data(&mut self, m: &mut Machine, b: BlockId) -> BlockId {
-        self.barrier.before_write(m);
-        if self.desc_n == 0 {
-            self.desc_pos = self.alloc(m);
-        }
-        let at = self.alloc(m);
-        self.emit(m, at, WriteKind::LogData, Payload::Arch(b));
-        self.desc_addrs[self.desc_n] = b.0 as u32;
-        self.desc_n += 1;
-        self.tx_blocks += 1;
-        if self.desc_n == ADDRS_PER_DESC {
-            self.write_desc(m);
-        }
-        at
-    }
-
-    fn write_desc(&mut self, m: &mut Machine) {
-        if self.holding {
-            let desc = Payload::Desc { seq: self.seq, n: self.desc_n as u8, addrs: self.desc_addrs };
-            self.held.push((self.desc_pos, WriteKind::LogMeta, desc));
-        } else {
-            // Encoded from the descriptor in place (only when payloads are kept).
-            let (seq, addrs) = (self.seq, &self.desc_addrs[..self.desc_n]);
-            let t = m.write_encoded(self.desc_pos, WriteKind::LogMeta, || Descriptor::encode_parts(seq, addrs));
-            self.wrote_log(m, t);
-        }
-        self.desc_n = 0;
-    }
-
-    /// After a log write: the core waits for its acceptance, and the commit record will wait
-    /// for its durability (`tx_log_done`).
+    /// After a log write: the running core waits for its acceptance, and the commit record
+    /// will wait for its durability (`tx_log_done`).
     #[inline(always)]
     fn wrote_log(&mut self, m: &mut Machine, t: WriteTiming) {
         m.wait_until(t.accepted);
         self.tx_log_done = self.tx_log_done.max(t.durable);
     }
-
-    /// Issue one log write (the core waits for its acceptance), or hold it back.
-    #[inline(always)]
-    fn emit(&mut self, m: &mut Machine, at: BlockId, kind: WriteKind, p: Payload) {
-        if self.holding {
-            self.held.push((at, kind, p));
-            return;
-        }
-        let t = match p {
-            Payload::Arch(src) => m.write_from_arch(at, kind, src),
-            Payload::Desc { seq, n, addrs } => {
-                m.write_encoded(at, kind, || Descriptor::encode_parts(seq, &addrs[..n as usize]))
-            }
-        };
-        self.wrote_log(m, t);
-    }
-
-    /// Steps 4 and 5: home writes, then the truncation once they are durable.
-    fn checkpoint_and_truncate(&mut self, m: &mut Machine) {
-        let early = self.bug == Some(Bug::TruncateBeforeCheckpoint);
-        let at = self.redo.checkpoint(m, early);
-        let head = LogHead { format: LogFormat::HWal, start: self.tail, start_seq: self.seq + 1 };
-        m.defer_encoded(at, self.log0, WriteKind::LogHead, || head.encode());
-        super::assert_head_advances((self.trunc_issued, 0), (self.tail, 0));
-        self.trunc_issued = self.tail;
-    }
 }
 
 impl RedoProtocol for HWal {
-    fn log_victim(&mut self, m: &mut Machine, b: BlockId) -> BlockId {
-        self.log_data(m, b)
+    fn log_victim(&mut self, m: &mut Machine, c: usize, b: BlockId) -> BlockId {
+        self.log_data(m, c, b)
     }
 
-    fn redo(&mut self) -> &mut RedoSet {
-        &mut self.redo
+    fn redo(&mut self, c: usize) -> &mut RedoSet {
+        &mut self.regions[c].redo
     }
 }
 
 impl Protocol for HWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        LogHead { format: LogFormat::HWal, start: 0, start_seq: 1 }.write_initial(layout, image);
+        LogHead { format: LogFormat::HWal, start: 0, start_seq: 1 }.write_regions(layout, image);
     }
 
     fn begin(&mut self, m: &mut Machine) {
-        self.barrier.at_begin(m);
-        self.tx_start = self.tail;
-        self.tx_start_pos = self.tail_pos;
-        self.tx_log_done = 0;
+        // Victims an access outside the protocol (a lock's) left for their owners.
+        self.drain_victims(m);
+        let r = &mut self.regions[m.core()];
+        r.barrier.at_begin(m);
+        r.tx_start = r.tail;
+        r.tx_start_pos = r.tail_pos;
+        r.tx_log_done = 0;
     }
 
     redo_load_store!();
 
     fn commit(&mut self, m: &mut Machine) {
+        let c = m.core();
         self.drain_victims(m);
         self.holding = self.bug == Some(Bug::CommitBeforeLog);
         m.begin_ordered();
         // 1. Flush the transaction's lines out of the inner levels (`ordering.commit_flush`)
         // and log those still in the cache.
-        self.redo.flush_lines(m);
-        for i in 0..self.redo.ws.len() {
-            let b = self.redo.ws[i];
-            if self.redo.take_tagged(m, i) {
-                self.log_data(m, b);
+        self.regions[c].redo.flush_lines(m);
+        for i in 0..self.regions[c].redo.ws.len() {
+            let b = self.regions[c].redo.ws[i];
+            if self.regions[c].redo.take_tagged(m, i) {
+                self.log_data(m, c, b);
             }
         }
-        if self.desc_n > 0 {
-            self.write_desc(m);
+        if self.regions[c].desc_n > 0 {
+            self.write_desc(m, c);
         }
         // 2. Intra-transaction ordering: the log must be durable before the commit record.
         if self.bug != Some(Bug::CommitBeforeLog) {
-            m.wait_until(self.tx_log_done);
+            m.wait_until(self.regions[c].tx_log_done);
         }
-        // 3. Commit record, then acknowledge.
-        self.barrier.before_write(m);
-        let at = self.alloc(m);
-        let rec = CommitRecord { seq: self.seq, blocks: self.tx_blocks };
+        // 3. Commit record, with the next global sequence number, then acknowledge.
+        self.order += 1;
+        let r = &mut self.regions[c];
+        r.barrier.before_write(m);
+        let at = r.alloc(m);
+        let order = if self.multi { self.order } else { 0 };
+        let rec = CommitRecord { seq: r.seq, blocks: r.tx_blocks, order };
         let t = m.write_encoded(at, WriteKind::Commit, || rec.encode());
         match self.bug {
             Some(Bug::AckBeforeDurable) => m.wait_until(t.accepted),
             _ => m.wait_until(t.durable),
         }
-        let log_durable = if self.holding { 0 } else { self.tx_log_done };
+        let log_durable = if self.holding { 0 } else { r.tx_log_done };
         super::assert_durable_at_ack(m.now, t.durable.max(log_durable), self.bug);
         m.ack_through(m.txs_committed);
         if self.holding {
@@ -236,29 +276,32 @@ impl Protocol for HWal {
             // record that vouches for them.
             self.holding = false;
             for (at, kind, p) in std::mem::take(&mut self.held) {
-                self.emit(m, at, kind, p);
+                self.emit(m, c, at, kind, p);
             }
         }
         // 4-5. Checkpoint and truncation proceed in the background (the next transaction's
         // writes wait for them under the phase barrier).
-        self.checkpoint_and_truncate(m);
+        self.checkpoint_and_truncate(m, c);
         m.end_ordered();
-        self.barrier.arm(m);
-        self.seq += 1;
-        self.redo.clear();
-        self.tx_blocks = 0;
+        let r = &mut self.regions[c];
+        r.barrier.arm(m);
+        r.seq += 1;
+        r.redo.clear();
+        r.tx_blocks = 0;
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.redo.counters()
+        RedoSet::counters_of(self.regions.iter().map(|r| &r.redo))
     }
 
     fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
-        self.redo.discard(m);
+        self.drain_at_abort(m, m.core());
+        let r = &mut self.regions[m.core()];
+        r.redo.discard(m);
         // Log blocks written for evicted lines lie past the valid log; reuse their space.
-        self.tail = self.tx_start;
-        self.tail_pos = self.tx_start_pos;
-        self.desc_n = 0;
-        self.tx_blocks = 0;
+        r.tail = r.tx_start;
+        r.tail_pos = r.tx_start_pos;
+        r.desc_n = 0;
+        r.tx_blocks = 0;
     }
 }

@@ -124,11 +124,17 @@ impl ProtocolKind {
         }
     }
 
-    /// Does the protocol run on more than one core (docs/multicore.md, its section per
-    /// protocol)? Kiln: a shared NV-LLC and commit register, per-core transaction state and
-    /// fallback-log regions. LOC-Kiln and LOC-WAL need cross-core dependency tracking first.
+    /// Does the protocol run on more than one core (`machine.cores > 1`; docs/multicore.md,
+    /// its section per protocol)? Until it does, such a run exits 2 with one line. `baseline`
+    /// keeps no per-transaction state, so it runs on any number of cores as it is.
     pub fn multicore(self) -> bool {
-        matches!(self, ProtocolKind::Kiln)
+        match self {
+            ProtocolKind::Baseline | ProtocolKind::SWal | ProtocolKind::HWal | ProtocolKind::EcWal => true,
+            ProtocolKind::Kiln => true,
+            ProtocolKind::LocWal | ProtocolKind::LocKiln => false,
+            #[cfg(test)]
+            ProtocolKind::Trivial => true,
+        }
     }
 
     /// Does the protocol speculate (has a speculation degree)?
@@ -147,20 +153,24 @@ impl ProtocolKind {
     pub fn bugs(self) -> &'static [Bug] {
         match self {
             ProtocolKind::Baseline => &[],
-            ProtocolKind::SWal => &[Bug::AckBeforeDurable, Bug::TruncateBeforeCheckpoint],
-            ProtocolKind::HWal => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint],
-            ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData],
+            ProtocolKind::SWal => &[Bug::AckBeforeDurable, Bug::TruncateBeforeCheckpoint, Bug::LazyTruncate],
+            ProtocolKind::HWal => {
+                &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::TruncateOutOfOrder]
+            }
+            ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::TruncateOutOfOrder],
             ProtocolKind::LocWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs],
             ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
             #[cfg(test)]
-            ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog],
+            ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateOutOfOrder],
         }
     }
 
     /// Every defect `crashtest --inject-bug` accepts for this protocol: its own, and, for a
-    /// protocol with a log, those of the Start-Gap controller below it.
+    /// protocol with bugs, those of the machine below it (the Start-Gap controller, the
+    /// coherence protocol).
     pub fn injectable(self) -> Vec<Bug> {
-        let machine: &[Bug] = if self.bugs().is_empty() { &[] } else { &[Bug::StartGapRegsBeforeCopy] };
+        let machine: &[Bug] =
+            if self.bugs().is_empty() { &[] } else { &[Bug::StartGapRegsBeforeCopy, Bug::LostInvalidation] };
         self.bugs().iter().chain(machine).copied().collect()
     }
 }
@@ -200,10 +210,19 @@ pub enum Bug {
     EvictUncommittedHome,
     /// Start-Gap: write the registers of a gap move without waiting for the line copy.
     StartGapRegsBeforeCopy,
+    /// Coherence: a store does not invalidate the other cores' shared copies, which stay stale
+    /// (`Hierarchy::lose_invalidations`).
+    LostInvalidation,
+    /// A core's log region truncated past its transaction once that transaction is at home,
+    /// without waiting for the older transactions of the other cores (H-WAL, EC-WAL).
+    TruncateOutOfOrder,
+    /// S-WAL truncates a transaction's log at its core's next commit instead of before
+    /// returning from commit.
+    LazyTruncate,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 7] = [
+    pub const ALL: [Bug; 10] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
@@ -211,6 +230,9 @@ impl Bug {
         Bug::IgnoreDependencyPairs,
         Bug::EvictUncommittedHome,
         Bug::StartGapRegsBeforeCopy,
+        Bug::LostInvalidation,
+        Bug::TruncateOutOfOrder,
+        Bug::LazyTruncate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -222,6 +244,9 @@ impl Bug {
             Bug::IgnoreDependencyPairs => "ignore-dependency-pairs",
             Bug::EvictUncommittedHome => "evict-uncommitted-home",
             Bug::StartGapRegsBeforeCopy => "startgap-regs-before-copy",
+            Bug::LostInvalidation => "lost-invalidation",
+            Bug::TruncateOutOfOrder => "truncate-out-of-order",
+            Bug::LazyTruncate => "lazy-truncate",
         }
     }
 
@@ -244,6 +269,24 @@ impl Bug {
             Bug::StartGapRegsBeforeCopy => {
                 "a Start-Gap move's registers are written without waiting for its line copy (needs startgap.enabled)"
             }
+            Bug::LostInvalidation => {
+                "a store does not invalidate other cores' shared copies, whose loads return stale bytes (needs --cores 2 or more)"
+            }
+            Bug::TruncateOutOfOrder => {
+                "a core's log region is truncated past its transaction (the head saying every transaction numbered below is at home) once that transaction's home writes are durable, not those of the older transactions of other cores (needs --cores 2 or more)"
+            }
+            Bug::LazyTruncate => {
+                "S-WAL leaves a transaction's log in place until its core's next commit: harmless on one core, where the region replays in order, but recovery replays it over a newer write of another core (needs --cores 2 or more)"
+            }
+        }
+    }
+
+    /// Cores a run needs for the defect to matter: 2 for a cross-core defect, which a
+    /// single-core run cannot show.
+    pub fn min_cores(self) -> u32 {
+        match self {
+            Bug::TruncateOutOfOrder | Bug::LazyTruncate | Bug::LostInvalidation => 2,
+            _ => 1,
         }
     }
 

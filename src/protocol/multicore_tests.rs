@@ -1,365 +1,494 @@
-//! A hand-driven multi-core bench for the protocols of docs/multicore.md (Kiln), without the
-//! scheduler: transactions are begun, stored to, read and committed on chosen cores
-//! (`Machine::switch_core`), the oracle's record is kept here (per committed transaction its
-//! core and stores, in global commit order), and [`Bench::check_prefixes`] recovers the
-//! durable image at every cycle at which a write became durable and compares the data area
-//! with the expected images exactly.
+//! S-WAL, H-WAL and EC-WAL on N cores, driven by hand (docs/multicore.md, "Protocols on N
+//! cores: S-WAL, H-WAL, EC-WAL"): a small scheduler runs the core with the earliest clock
+//! (ties: lowest id), one operation at a time, each core a stream of transactions that lock
+//! their lines for their whole life (strict two-phase locking: a lock is taken no earlier in
+//! simulated time than its last release, and released when commit or abort returns). The
+//! durable writes are recorded; at the first and last cycle of every distinct durable image
+//! the image is recovered and compared with the exact expectation: every transaction
+//! acknowledged by then applied (in acknowledgement order, which for two transactions writing
+//! one line is their commit order), each transaction in commit, not yet acknowledged, all or
+//! nothing, and nothing else. Transactions in commit at one time come from different cores and
+//! hold different lines, so they are independent and any of them may be in.
+//!
+//! The caches are small and the transactions touch many lines, so tagged lines are evicted,
+//! also by other cores' accesses (logged for their owner); a few hot lines are written by
+//! transactions of every core, so one line's versions sit in several regions' logs.
+//!
+//! Kiln's hand-driven bench (no scheduler; every crash cycle against the global commit order)
+//! is the submodule `kiln`.
 
-use super::kiln::Kiln;
-use super::{Bug, Protocol};
+mod kiln;
+
+use super::ec_wal::EcWal;
+use super::h_wal::HWal;
+use super::s_wal::SWal;
+use super::{Bug, Protocol, ProtocolKind};
 use crate::config::Config;
-use crate::log::head::LogFormat;
-use crate::log::nvllc;
 use crate::machine::Machine;
 use crate::pmem::Layout;
-use crate::recovery;
 use crate::rng::Rng;
-use crate::types::{blocks_of, Addr, Cycle};
+use crate::types::{Addr, BlockId, Cycle};
 
-/// A store: address and bytes.
-type Store = (u64, Vec<u8>);
-/// A running transaction's store: address, new bytes, old bytes (for abort).
-type Undoable = (u64, Vec<u8>, Vec<u8>);
+const DATA_LINES: u64 = 1024;
+const HOT_LINES: u64 = 12;
 
-/// The protocol under test on a machine of several cores, and what the program did.
-pub struct Bench<P: Protocol> {
-    pub m: Machine,
-    pub p: P,
-    format: LogFormat,
+/// A committed transaction: its core, stores, and the cycles of its commit call and of its
+/// acknowledgement.
+struct Committed {
+    core: usize,
+    stores: Vec<(usize, Vec<u8>)>,
+    called: Cycle,
+    acked: Cycle,
+}
+
+/// A core's running transaction.
+#[derive(Default)]
+struct Running {
+    lines: Vec<u64>,
+    /// Stores still to do.
+    todo: Vec<(usize, Vec<u8>)>,
+    done: Vec<(usize, Vec<u8>)>,
+    undo: Vec<(usize, Vec<u8>)>,
+    abort: bool,
+}
+
+struct Run {
+    layout: Layout,
     initial: Vec<u8>,
-    /// Per core: its running transaction's stores (address, bytes) and their undo bytes.
-    running: Vec<Option<Vec<Undoable>>>,
-    /// Committed transactions in global commit order: (core, stores, commit-call cycle).
-    pub committed: Vec<(usize, Vec<Store>, Cycle)>,
-    /// Per core: the global indices of its committed transactions, in its commit order.
-    per_core: Vec<Vec<usize>>,
-    /// Per data block: the cycle its last writer's commit (or abort) returned, when its lock
-    /// was released; a transaction touching the block takes the lock no earlier.
-    released: Vec<Cycle>,
+    writes: Vec<crate::pmem::DurableWrite>,
+    txs: Vec<Committed>,
 }
 
-/// Configuration with `cores` cores and the given `key=value` settings.
-pub fn cfg(cores: u32, sets: &[&str]) -> Config {
-    let mut all = vec![format!("machine.cores={cores}")];
-    all.extend(sets.iter().map(|s| s.to_string()));
-    Config::build(None, &all).unwrap()
+fn config(cores: u32) -> Config {
+    let mut cfg = Config::default();
+    cfg.machine.cores = cores;
+    cfg.l1.size_bytes = 4096;
+    cfg.l2.size_bytes = 8192;
+    cfg.llc.size_bytes = 16384;
+    cfg
 }
 
-/// A Kiln bench: 32 KiB of data, a 64 KiB log split among the cores, the NV-LLC of `cfg`.
-pub fn kiln(cfg: &Config, bug: Option<Bug>) -> Bench<Kiln> {
-    let slots = (cfg.llc.size_bytes / 64) as usize;
-    let cores = cfg.machine.cores;
-    let layout = Layout::new(32 << 10, 64 << 10).with_cores(cores).with_nvllc(nvllc::bytes(slots, cores));
-    let p = Kiln::new(&layout, false, 1, cfg.min_write_cycles(), slots, bug);
-    Bench::new(cfg, layout, p, LogFormat::Kiln)
-}
-
-impl<P: Protocol> Bench<P> {
-    pub fn new(cfg: &Config, layout: Layout, p: P, format: LogFormat) -> Bench<P> {
-        let mut initial = vec![0u8; layout.total_bytes() as usize];
-        // A recognisable initial data area, so that a lost write shows.
-        for (i, x) in initial[..layout.data_bytes as usize].iter_mut().enumerate() {
-            *x = (i * 7 + 3) as u8;
-        }
-        p.format(&layout, &mut initial);
-        let m = Machine::new(cfg, layout, initial.clone(), true);
-        let cores = m.cores();
-        let released = vec![0; (layout.data_bytes / 64) as usize];
-        Bench {
-            m,
-            p,
-            format,
-            initial,
-            running: vec![None; cores],
-            committed: Vec::new(),
-            per_core: vec![Vec::new(); cores],
-            released,
-        }
-    }
-
-    pub fn begin(&mut self, c: usize) {
-        self.m.switch_core(c);
-        assert!(self.running[c].is_none(), "core {c}: nested transaction");
-        self.running[c] = Some(Vec::new());
-        self.p.begin(&mut self.m);
-    }
-
-    /// A store of `data` at `addr` by core `c`'s running transaction.
-    pub fn store(&mut self, c: usize, addr: u64, data: &[u8]) {
-        self.m.switch_core(c);
-        self.lock(addr, data.len());
-        let (a, n) = (addr as usize, data.len());
-        self.p.before_store(&mut self.m, Addr(addr), n);
-        let old = self.m.arch[a..a + n].to_vec();
-        self.m.arch[a..a + n].copy_from_slice(data);
-        self.running[c].as_mut().expect("store outside a transaction").push((addr, data.to_vec(), old));
-        self.p.store(&mut self.m, Addr(addr), n);
-    }
-
-    /// Take the locks of `[addr, addr+len)`: wait until their last writer released them.
-    fn lock(&mut self, addr: u64, len: usize) {
-        for b in blocks_of(Addr(addr), len) {
-            self.m.wait_until(self.released[b.0 as usize]);
-        }
-    }
-
-    /// Release the locks of the blocks `stores` wrote (the running core's commit or abort
-    /// returned).
-    fn release(&mut self, stores: &[Store]) {
-        for (a, d) in stores {
-            for b in blocks_of(Addr(*a), d.len()) {
-                self.released[b.0 as usize] = self.m.now;
-            }
-        }
-    }
-
-    pub fn load(&mut self, c: usize, addr: u64, len: usize) {
-        self.m.switch_core(c);
-        self.lock(addr, len);
-        self.p.load(&mut self.m, Addr(addr), len);
-    }
-
-    pub fn commit(&mut self, c: usize) {
-        self.m.switch_core(c);
-        let stores = self.running[c].take().expect("commit outside a transaction");
-        self.m.txs_committed += 1;
-        self.m.note_commit_called();
-        self.per_core[c].push(self.committed.len());
-        let stores: Vec<Store> = stores.into_iter().map(|(a, d, _)| (a, d)).collect();
-        let called = self.m.now;
-        self.p.commit(&mut self.m);
-        self.release(&stores);
-        self.committed.push((c, stores, called));
-    }
-
-    pub fn abort(&mut self, c: usize) {
-        self.m.switch_core(c);
-        let stores = self.running[c].take().expect("abort outside a transaction");
-        for (a, _, old) in stores.iter().rev() {
-            self.m.arch[*a as usize..*a as usize + old.len()].copy_from_slice(old);
-        }
-        let written: Vec<(Addr, u32)> = stores.iter().map(|(a, d, _)| (Addr(*a), d.len() as u32)).collect();
-        self.p.abort(&mut self.m, &written);
-        let stores: Vec<Store> = stores.into_iter().map(|(a, d, _)| (a, d)).collect();
-        self.release(&stores);
-    }
-
-    /// Is core `c` in a transaction?
-    pub fn in_tx(&self, c: usize) -> bool {
-        self.running[c].is_some()
-    }
-
-    /// Blocks written by running transactions of cores other than `c` (their locks).
-    pub fn locked_by_others(&self, c: usize) -> Vec<u64> {
-        let mut v = Vec::new();
-        for (_, r) in self.running.iter().enumerate().filter(|(o, _)| *o != c) {
-            for (a, d, _) in r.iter().flatten() {
-                v.extend(blocks_of(Addr(*a), d.len()).map(|b| b.0));
-            }
-        }
-        v
-    }
-
-    /// The data area after the first `k` transactions of the global commit order.
-    fn image_after(&self, k: usize) -> Vec<u8> {
-        let mut d = self.initial[..self.m.layout.data_bytes as usize].to_vec();
-        for (_, stores, _) in &self.committed[..k] {
-            for (a, bytes) in stores {
-                d[*a as usize..*a as usize + bytes.len()].copy_from_slice(bytes);
-            }
-        }
-        d
-    }
-
-    /// Crash at every cycle at which a write became durable (and at the end): the recovered
-    /// data area must equal the image after a prefix `k` of the global commit order that
-    /// holds every transaction acknowledged by then and only transactions whose commit was
-    /// called by then; recovering the recovered image again changes nothing. Returns the
-    /// number of crash points checked, or the first violation.
-    pub fn check_prefixes(&mut self) -> Result<usize, String> {
-        self.m.quiesce();
-        let mut rec = self.m.record.take().expect("recording");
-        rec.durable.finish();
-        let layout = self.m.layout;
-        let data = layout.data_bytes as usize;
-        let prefixes: Vec<Vec<u8>> = (0..=self.committed.len()).map(|k| self.image_after(k)).collect();
-        let mut cycles: Vec<Cycle> = rec.durable.writes.iter().map(|w| w.durable).collect();
-        cycles.insert(0, 0);
-        cycles.dedup();
-        let mut img = self.initial.clone();
-        let mut next = 0;
-        for &t in &cycles {
-            while next < rec.durable.writes.len() && rec.durable.writes[next].durable <= t {
-                let w = &rec.durable.writes[next];
-                img[w.block.range()].copy_from_slice(&w.data);
-                next += 1;
-            }
-            // Acknowledged by t: per core, the largest count acknowledged at or before t.
-            let mut acked = vec![0usize; self.per_core.len()];
-            for (i, &(at, n)) in rec.acks.iter().enumerate() {
-                if at <= t {
-                    let c = rec.ack_cores[i] as usize;
-                    acked[c] = acked[c].max(n as usize);
-                }
-            }
-            let must = (0..acked.len()).filter(|&c| acked[c] > 0).map(|c| self.per_core[c][acked[c] - 1] + 1).max();
-            let may = self.committed.iter().take_while(|x| x.2 <= t).count();
-            let plan = recovery::recover(Some(self.format), &layout, &img).map_err(|e| format!("cycle {t}: {e}"))?;
-            let mut r = img.clone();
-            recovery::apply(&mut r, &plan.writes);
-            let k = (0..=self.committed.len()).find(|&k| prefixes[k][..] == r[..data]);
-            match k {
-                Some(k) if k >= must.unwrap_or(0) && k <= may => {}
-                Some(k) => {
-                    return Err(format!(
-                        "cycle {t}: recovered the first {k} transactions; acknowledged need {must:?}, called {may}"
-                    ))
-                }
-                None => {
-                    let diff = |k: usize| {
-                        (0..data / 64)
-                            .filter(|&b| prefixes[k][b * 64..b * 64 + 64] != r[b * 64..b * 64 + 64])
-                            .collect::<Vec<_>>()
-                    };
-                    let k = (0..=self.committed.len()).min_by_key(|&k| diff(k).len()).unwrap();
-                    let writers = |b: usize| {
-                        (0..self.committed.len())
-                            .filter(|&i| self.committed[i].1.iter().any(|(a, _)| *a as usize / 64 == b))
-                            .map(|i| (i, self.committed[i].0))
-                            .collect::<Vec<_>>()
-                    };
-                    let d: Vec<_> = diff(k)
-                        .into_iter()
-                        .map(|b| {
-                            (
-                                b,
-                                writers(b),
-                                (0..=self.committed.len())
-                                    .filter(|&j| prefixes[j][b * 64..b * 64 + 64] == r[b * 64..b * 64 + 64])
-                                    .collect::<Vec<_>>(),
-                            )
-                        })
-                        .collect();
-                    return Err(format!("cycle {t}: the recovered data area is no prefix of the commit order (nearest: the first {k}, blocks differing and their writers (tx, core): {d:?})"));
-                }
-            }
-            let again =
-                recovery::recover(Some(self.format), &layout, &r).map_err(|e| format!("cycle {t}: again: {e}"))?;
-            let mut r2 = r.clone();
-            recovery::apply(&mut r2, &again.writes);
-            if r2[..data] != r[..data] {
-                return Err(format!("cycle {t}: recovering twice changes the data area"));
-            }
-        }
-        self.m.record = Some(rec);
-        Ok(cycles.len())
+fn protocol(kind: ProtocolKind, cfg: &Config, layout: &Layout, bug: Option<Bug>) -> Box<dyn Protocol> {
+    match kind {
+        ProtocolKind::SWal => Box::new(SWal::new(layout, &cfg.swal, bug)),
+        ProtocolKind::HWal => Box::new(HWal::new(layout, bug)),
+        ProtocolKind::EcWal => Box::new(EcWal::new(layout, cfg.min_write_cycles(), bug)),
+        #[cfg(test)]
+        ProtocolKind::Trivial => Box::new(super::trivial::Trivial::new(layout, bug)),
+        _ => unreachable!("not a protocol of this test"),
     }
 }
 
-/// A seeded random interleaving on `cores` cores, run on the core whose clock is earliest
-/// (ties: lowest id), as the scheduler does: each core runs transactions of 1..=`max_blocks`
-/// block stores over a data area of `blocks` blocks, reads lines others committed, sometimes
-/// aborts; a block written by another core's running transaction is never touched
-/// (isolation by strict two-phase locking).
-pub fn random_run<P: Protocol>(b: &mut Bench<P>, seed: u64, txs: usize, blocks: u64, max_blocks: u64) {
+/// Run `per_core` transactions on each of `cores` cores under `kind`, recording.
+fn run(kind: ProtocolKind, cores: u32, per_core: usize, seed: u64, bug: Option<Bug>) -> Run {
+    let cfg = config(cores);
+    // S-WAL's regions do not wrap in these runs: an entry header torn across two log lines can
+    // read a previous lap's commit entry behind the current seq (docs/formats/wal-log.md, "A
+    // known gap"), a weakness of the single-core format this test is not about.
+    let region = if kind == ProtocolKind::SWal { 256 } else { 16 } << 10;
+    let layout = Layout::new(DATA_LINES * 64, cores as u64 * region).with_cores(cores);
+    let mut image = vec![0u8; layout.total_bytes() as usize];
     let mut rng = Rng::new(seed);
-    let cores = b.m.cores();
-    let mut left = vec![0u64; cores];
-    let mut done = 0;
-    while done < txs || (0..cores).any(|c| b.in_tx(c)) {
-        let c = (0..cores).min_by_key(|&c| (b.m.clock_of(c), c)).unwrap();
-        if !b.in_tx(c) {
-            if done >= txs {
-                // Let this core idle past the others so they can finish.
-                b.m.switch_core(c);
-                b.m.compute(1000);
-                continue;
+    for b in image[..layout.data_bytes as usize].iter_mut() {
+        *b = rng.below(256) as u8;
+    }
+    let mut p = protocol(kind, &cfg, &layout, bug);
+    p.format(&layout, &mut image);
+    let initial = image.clone();
+    let mut m = Machine::new(&cfg, layout, image, true);
+    let n = cores as usize;
+    let mut running: Vec<Option<Running>> = (0..n).map(|_| None).collect();
+    let mut left = vec![per_core; n];
+    let mut released = vec![0 as Cycle; DATA_LINES as usize];
+    let mut txs = Vec::new();
+    while left.iter().any(|&l| l > 0) {
+        let c = (0..n).filter(|&c| left[c] > 0).min_by_key(|&c| (m.clock_of(c), c)).expect("a core with work");
+        m.switch_core(c);
+        match running[c].take() {
+            None => {
+                let locked: Vec<u64> = running.iter().flatten().flat_map(|r| r.lines.iter().copied()).collect();
+                match begin(&mut rng, &locked, &released) {
+                    Some(r) => {
+                        let at = r.lines.iter().map(|&l| released[l as usize]).max().unwrap_or(0);
+                        m.wait_until(at);
+                        p.begin(&mut m);
+                        running[c] = Some(r);
+                    }
+                    None => m.compute(50),
+                }
             }
-            b.begin(c);
-            left[c] = 1 + rng.below(max_blocks);
-            done += 1;
-            continue;
+            Some(mut r) => {
+                if rng.chance(0.3) {
+                    // A load of a line no other core holds: LLC pressure across cores.
+                    let l = HOT_LINES + rng.below(DATA_LINES - HOT_LINES);
+                    let held = running.iter().flatten().any(|o| o.lines.contains(&l));
+                    if !held {
+                        m.wait_until(released[l as usize]);
+                        p.load(&mut m, Addr(l * 64), 8);
+                    }
+                }
+                if let Some((a, bytes)) = r.todo.pop() {
+                    p.before_store(&mut m, Addr(a as u64), bytes.len());
+                    r.undo.push((a, m.arch[a..a + bytes.len()].to_vec()));
+                    m.arch[a..a + bytes.len()].copy_from_slice(&bytes);
+                    p.store(&mut m, Addr(a as u64), bytes.len());
+                    r.done.push((a, bytes));
+                    running[c] = Some(r);
+                    continue;
+                }
+                left[c] -= 1;
+                if r.abort {
+                    let mut written = Vec::new();
+                    for (a, old) in r.undo.iter().rev() {
+                        m.arch[*a..*a + old.len()].copy_from_slice(old);
+                        written.push((Addr(*a as u64), old.len() as u32));
+                    }
+                    p.abort(&mut m, &written);
+                } else {
+                    m.txs_committed += 1;
+                    m.note_commit_called();
+                    let (called, acks) = (m.now, m.record.as_ref().unwrap().acks.len());
+                    p.commit(&mut m);
+                    let rec = m.record.as_ref().unwrap();
+                    let acked = (acks..rec.acks.len())
+                        .find(|&i| rec.ack_cores[i] as usize == c && rec.acks[i].1 >= m.txs_committed)
+                        .map(|i| rec.acks[i].0)
+                        .expect("a synchronous commit acknowledges its transaction");
+                    txs.push(Committed { core: c, stores: r.done, called, acked });
+                }
+                for &l in &r.lines {
+                    released[l as usize] = m.now;
+                }
+            }
         }
-        if left[c] == 0 {
-            if rng.chance(0.1) {
-                b.abort(c);
-            } else {
-                b.commit(c);
-            }
-            continue;
+    }
+    m.quiesce();
+    let mut rec = m.record.take().unwrap();
+    rec.durable.finish();
+    Run { layout, initial, writes: rec.durable.writes, txs }
+}
+
+/// A transaction's lines (a hot line or two, shared by every core, and up to 14 others) and
+/// stores, none on a line another core holds; `None` when every hot line is held.
+fn begin(rng: &mut Rng, locked: &[u64], _released: &[Cycle]) -> Option<Running> {
+    let mut lines = Vec::new();
+    for _ in 0..1 + rng.below(2) {
+        let l = rng.below(HOT_LINES);
+        if !locked.contains(&l) && !lines.contains(&l) {
+            lines.push(l);
         }
-        left[c] -= 1;
-        let locked = b.locked_by_others(c);
-        let blk = loop {
-            let x = rng.below(blocks);
-            if !locked.contains(&x) {
-                break x;
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    for _ in 0..rng.below(15) {
+        let l = HOT_LINES + rng.below(DATA_LINES - HOT_LINES);
+        if !locked.contains(&l) && !lines.contains(&l) {
+            lines.push(l);
+        }
+    }
+    let mut todo = Vec::new();
+    for &l in &lines {
+        for _ in 0..1 + rng.below(2) {
+            let off = rng.below(7) as usize * 8;
+            let len = 8 * (1 + rng.below(2) as usize);
+            let bytes = (0..len).map(|_| rng.below(256) as u8).collect();
+            todo.push((l as usize * 64 + off, bytes));
+        }
+    }
+    Some(Running { lines, todo, abort: rng.chance(0.08), ..Default::default() })
+}
+
+/// Check the recovered image at every crash point (the first and last cycle of every distinct
+/// durable image); the first violation found, if any.
+fn check(kind: ProtocolKind, r: &Run) -> Result<usize, String> {
+    let data = r.layout.data_bytes as usize;
+    let mut img = r.initial.clone();
+    let mut expected = r.initial[..data].to_vec();
+    // Transactions in acknowledgement order (stable: commit order among equals).
+    let mut by_ack: Vec<usize> = (0..r.txs.len()).collect();
+    by_ack.sort_by_key(|&i| r.txs[i].acked);
+    let (mut w, mut a) = (0, 0);
+    let mut cycles: Vec<Cycle> = r.writes.iter().map(|w| w.durable).collect();
+    cycles.dedup();
+    let mut points = 0;
+    for (k, &d) in cycles.iter().enumerate() {
+        while w < r.writes.len() && r.writes[w].durable <= d {
+            img[r.writes[w].block.range()].copy_from_slice(&r.writes[w].data);
+            w += 1;
+        }
+        let last = cycles.get(k + 1).map_or(d, |&n| n - 1);
+        for t in [d, last] {
+            while a < by_ack.len() && r.txs[by_ack[a]].acked <= t {
+                apply(&r.txs[by_ack[a]], &mut expected);
+                a += 1;
             }
+            let in_commit: Vec<&Committed> = r.txs.iter().filter(|x| x.called <= t && x.acked > t).collect();
+            let plan = crate::recovery::recover(kind.log_format(), &r.layout, &img)
+                .map_err(|e| format!("crash at {t}: recovery failed: {e}"))?;
+            let mut rec = img[..data].to_vec();
+            for (b, bytes) in plan.writes.iter().filter(|(b, _)| r.layout.is_data(*b)) {
+                rec[b.range()].copy_from_slice(bytes);
+            }
+            compare(&rec, &expected, &in_commit).map_err(|e| format!("crash at {t}: {e}"))?;
+            points += 1;
+        }
+    }
+    Ok(points)
+}
+
+fn apply(tx: &Committed, data: &mut [u8]) {
+    for (a, bytes) in &tx.stores {
+        data[*a..*a + bytes.len()].copy_from_slice(bytes);
+    }
+}
+
+/// `rec` equals `expected` with each of `in_commit` applied or not, atomically.
+fn compare(rec: &[u8], expected: &[u8], in_commit: &[&Committed]) -> Result<(), String> {
+    let lines_of = |x: &Committed| x.stores.iter().map(|(a, _)| a / 64).collect::<Vec<_>>();
+    let open: Vec<usize> = in_commit.iter().flat_map(|x| lines_of(x)).collect();
+    for l in 0..rec.len() / 64 {
+        if !open.contains(&l) && rec[l * 64..l * 64 + 64] != expected[l * 64..l * 64 + 64] {
+            return Err(format!("line {l} differs from every valid state (acknowledged transactions applied)"));
+        }
+    }
+    for x in in_commit {
+        let mut with = expected.to_vec();
+        apply(x, &mut with);
+        let same = |img: &[u8]| lines_of(x).iter().all(|&l| rec[l * 64..l * 64 + 64] == img[l * 64..l * 64 + 64]);
+        if !same(expected) && !same(&with) {
+            let detail: Vec<String> = lines_of(x)
+                .iter()
+                .map(|&l| {
+                    format!(
+                        "{l}:{}{}",
+                        (rec[l * 64..l * 64 + 64] == expected[l * 64..l * 64 + 64]) as u8,
+                        (rec[l * 64..l * 64 + 64] == with[l * 64..l * 64 + 64]) as u8
+                    )
+                })
+                .collect();
+            return Err(format!("core {}'s transaction in commit is neither all in nor all out: {detail:?}", x.core));
+        }
+    }
+    Ok(())
+}
+
+/// Crash-check `kind` on `cores` cores over `seeds`: the crash points checked, or the first
+/// violation with its seed.
+fn crash_check(kind: ProtocolKind, cores: u32, seeds: std::ops::Range<u64>, bug: Option<Bug>) -> Result<usize, String> {
+    let mut points = 0;
+    for seed in seeds {
+        let r = run(kind, cores, 60, seed, bug);
+        points += check(kind, &r).map_err(|e| format!("{} on {cores} cores, seed {seed}: {e}", kind.name()))?;
+    }
+    Ok(points)
+}
+
+#[test]
+fn h_wal_recovers_every_crash_point_on_two_to_four_cores() {
+    for cores in 2..=4 {
+        let points = crash_check(ProtocolKind::HWal, cores, 0..6, None).unwrap();
+        assert!(points > 2000, "{points} points");
+    }
+}
+
+#[test]
+fn ec_wal_recovers_every_crash_point_on_two_to_four_cores() {
+    for cores in 2..=4 {
+        let points = crash_check(ProtocolKind::EcWal, cores, 0..6, None).unwrap();
+        assert!(points > 2000, "{points} points");
+    }
+}
+
+#[test]
+fn s_wal_recovers_every_crash_point_on_two_to_four_cores() {
+    for cores in 2..=4 {
+        let points = crash_check(ProtocolKind::SWal, cores, 0..6, None).unwrap();
+        assert!(points > 2000, "{points} points");
+    }
+}
+
+#[test]
+fn the_runs_log_evicted_tagged_lines_and_every_core_writes_the_hot_lines() {
+    // The machine behind the tests above: tagged lines leave the LLC (to the log) on every
+    // core's account, and hot lines are written by transactions of several cores.
+    let r = run(ProtocolKind::HWal, 4, 60, 1, None);
+    let logged = r.writes.iter().filter(|w| w.kind == crate::pmem::WriteKind::LogData).count();
+    let per_tx: usize = r.txs.iter().map(|t| t.stores.len()).sum();
+    assert!(logged > 0 && per_tx > 0);
+    let cores_on_hot = (0..4)
+        .filter(|&c| r.txs.iter().any(|t| t.core == c && t.stores.iter().any(|(a, _)| a / 64 < HOT_LINES as usize)));
+    assert_eq!(cores_on_hot.count(), 4, "every core writes the hot lines");
+}
+
+/// The scenario of docs/formats/wal-log.md ("Regions"): T1 on core 0 writes line X and many
+/// lines of one slow bank; T2 on core 1 then writes X, away from that bank. T2's home write and
+/// its head are durable long before T1's last home write. Returns the crash points checked or
+/// the first violation.
+fn out_of_order_scenario(kind: ProtocolKind, bug: Option<Bug>) -> Result<usize, String> {
+    let cfg = config(2);
+    let layout = Layout::new(DATA_LINES * 64, 2 * 16 * 1024).with_cores(2);
+    let mut image = vec![0u8; layout.total_bytes() as usize];
+    let mut p = protocol(kind, &cfg, &layout, bug);
+    p.format(&layout, &mut image);
+    let initial = image.clone();
+    let mut m = Machine::new(&cfg, layout, image, true);
+    let banks = cfg.memory.banks;
+    // The slow bank: none of the blocks T2 writes in region 1 (head; H-WAL's descriptor, data
+    // and commit record; EC-WAL's first slot and META), nor X's (line 0).
+    let (h1, _) = layout.log_region(1);
+    let slow = (1..banks).find(|&k| [0, 1, 2, 3, 8].iter().all(|i| (h1.0 + i) % banks != k)).expect("a bank");
+    let mut txs = Vec::new();
+    let mut tx = |m: &mut Machine, p: &mut Box<dyn Protocol>, c: usize, lines: &[u64], v: u8| {
+        m.switch_core(c);
+        p.begin(m);
+        let mut stores = Vec::new();
+        for &l in lines {
+            let a = l as usize * 64;
+            m.arch[a..a + 8].copy_from_slice(&[v; 8]);
+            p.store(m, Addr(a as u64), 8);
+            stores.push((a, vec![v; 8]));
+        }
+        m.txs_committed += 1;
+        m.note_commit_called();
+        let (called, n) = (m.now, m.record.as_ref().unwrap().acks.len());
+        p.commit(m);
+        let acked = m.record.as_ref().unwrap().acks[n].0;
+        txs.push(Committed { core: c, stores, called, acked });
+        m.now
+    };
+    let mut t1_lines = vec![0];
+    t1_lines.extend((0..24).map(|i| slow + banks * (i + 2)));
+    let released = tx(&mut m, &mut p, 0, &t1_lines, 0x11);
+    m.switch_core(1);
+    m.wait_until(released);
+    tx(&mut m, &mut p, 1, &[0], 0x22);
+    m.quiesce();
+    let mut rec = m.record.take().unwrap();
+    rec.durable.finish();
+    check(kind, &Run { layout, initial, writes: rec.durable.writes, txs })
+}
+
+#[test]
+fn truncating_a_region_out_of_commit_order_is_caught() {
+    for kind in [ProtocolKind::HWal, ProtocolKind::EcWal] {
+        let found = out_of_order_scenario(kind, Some(Bug::TruncateOutOfOrder));
+        let e = found.expect_err("truncate-out-of-order is caught");
+        assert!(e.contains("differs from every valid state"), "{}: {e}", kind.name());
+        out_of_order_scenario(kind, None).unwrap();
+        // And in random runs, without the bug.
+        crash_check(kind, 4, 0..3, None).unwrap();
+    }
+}
+
+#[test]
+fn the_recipe_protocol_runs_on_several_cores_and_its_cross_core_bug_is_caught() {
+    // `trivial`, the recipe's example (docs/ARCHITECTURE.md, "Add a protocol", step 7).
+    assert!(ProtocolKind::Trivial.multicore());
+    crash_check(ProtocolKind::Trivial, 3, 0..2, None).unwrap();
+    assert!(ProtocolKind::Trivial.bugs().contains(&Bug::TruncateOutOfOrder));
+    assert!(out_of_order_scenario(ProtocolKind::Trivial, Some(Bug::TruncateOutOfOrder)).is_err());
+}
+
+#[test]
+fn lazy_truncation_is_caught_on_two_cores_only() {
+    let found = crash_check(ProtocolKind::SWal, 2, 0..6, Some(Bug::LazyTruncate));
+    assert!(found.is_err(), "lazy-truncate not caught on two cores");
+    // One core: the region replays its transactions in order, which is correct.
+    crash_check(ProtocolKind::SWal, 1, 0..6, Some(Bug::LazyTruncate)).unwrap();
+}
+
+#[test]
+fn one_core_is_the_single_core_protocol() {
+    // With one core the layout's only region is the whole log area: the heads and commit
+    // records carry no global field (home_below and order 0), as before regions existed.
+    let r = run(ProtocolKind::HWal, 1, 40, 3, None);
+    let log0 = r.layout.log_block0();
+    for w in r.writes.iter().filter(|w| w.block == log0) {
+        assert_eq!(crate::log::head::LogHead::home_below(&w.data), 0);
+    }
+    for w in r.writes.iter().filter(|w| w.kind == crate::pmem::WriteKind::Commit) {
+        assert_eq!(crate::log::wal::CommitRecord::decode(&w.data).map(|c| c.order), Some(0));
+    }
+    check(ProtocolKind::HWal, &r).unwrap();
+}
+
+#[test]
+fn recovery_replays_regions_in_global_order_and_skips_what_a_head_says_is_home() {
+    use crate::log::head::{LogFormat, LogHead};
+    use crate::log::wal::{CommitRecord, Descriptor};
+    let layout = Layout::new(64 * 64, 2 * 64 * 64).with_cores(2);
+    let mut img = vec![0u8; layout.total_bytes() as usize];
+    let head = LogHead { format: LogFormat::HWal, start: 0, start_seq: 1 };
+    head.write_regions(&layout, &mut img);
+    // Block 5 written by transaction 2 (region 0) after transaction 1 (region 1).
+    let put = |img: &mut Vec<u8>, b: BlockId, d: [u8; 64]| img[b.range()].copy_from_slice(&d);
+    for (c, order, value) in [(0usize, 2u64, 0xBB), (1, 1, 0xAA)] {
+        let (h, _) = layout.log_region(c);
+        put(&mut img, BlockId(h.0 + 1), Descriptor::encode_parts(1, &[5]));
+        put(&mut img, BlockId(h.0 + 2), [value; 64]);
+        put(&mut img, BlockId(h.0 + 3), CommitRecord { seq: 1, blocks: 1, order }.encode());
+    }
+    let recover = |img: &[u8]| crate::recovery::recover(Some(LogFormat::HWal), &layout, img).unwrap();
+    let plan = recover(&img);
+    assert_eq!(plan.redone_txs, 2);
+    let last5 = plan.writes.iter().rev().find(|(b, _)| b.0 == 5).unwrap();
+    assert_eq!(last5.1, [0xBB; 64], "the later transaction's block wins, though its region comes first");
+    for (b, d) in plan.writes.iter().filter(|(b, _)| !layout.is_data(*b)) {
+        assert_eq!(LogHead::home_below(d), 3, "head at block {}: everything found is home", b.0);
+    }
+    // Region 0's head says every transaction below 2 is home: transaction 1 is not redone.
+    let (h0, _) = layout.log_region(0);
+    put(&mut img, h0, head.encode_home(2));
+    let plan = recover(&img);
+    assert_eq!(plan.redone_txs, 1);
+    assert!(plan.writes.iter().filter(|(b, _)| b.0 == 5).all(|(_, d)| *d == [0xBB; 64]));
+}
+
+#[test]
+fn victims_left_by_accesses_outside_the_protocol_go_to_their_owners_and_an_abort_drops_its_own() {
+    // Lock-word accesses (the scheduler's) evict tagged lines of two cores' transactions; core
+    // 0 then aborts: its line is dropped, core 1's is logged into region 1 and commits.
+    for kind in [ProtocolKind::HWal, ProtocolKind::EcWal] {
+        let cfg = config(2);
+        let layout = Layout::new(DATA_LINES * 64, 2 * 16 * 1024).with_cores(2);
+        let mut image = vec![0u8; layout.total_bytes() as usize];
+        let mut p = protocol(kind, &cfg, &layout, None);
+        p.format(&layout, &mut image);
+        let initial = image.clone();
+        let mut m = Machine::new(&cfg, layout, image, true);
+        let (l0, l1) = (16 * 3, 16 * 4);
+        let store = |m: &mut Machine, p: &mut Box<dyn Protocol>, c: usize, l: u64, v: u8| {
+            m.switch_core(c);
+            p.begin(m);
+            m.arch[l as usize * 64..l as usize * 64 + 8].copy_from_slice(&[v; 8]);
+            p.store(m, Addr(l * 64), 8);
         };
-        if rng.chance(0.3) {
-            b.load(c, blk * 64, 64);
+        store(&mut m, &mut p, 1, l1, 0x22);
+        store(&mut m, &mut p, 0, l0, 0x11);
+        for k in 5..60 {
+            m.access_block(BlockId(16 * k), false);
         }
-        let off = rng.below(48);
-        let bytes: Vec<u8> = (0..1 + rng.below(16)).map(|_| rng.below(256) as u8).collect();
-        b.store(c, blk * 64 + off, &bytes);
-    }
-}
-
-#[test]
-fn kiln_on_three_cores_recovers_a_prefix_of_the_global_commit_order_at_every_crash_cycle() {
-    let cfg = cfg(3, &[]);
-    let mut b = kiln(&cfg, None);
-    // Core 0 writes blocks 1 and 2, core 1 block 3, core 2 block 4, all in flight at once.
-    b.begin(0);
-    b.store(0, 64, &[1; 8]);
-    b.begin(1);
-    b.store(1, 3 * 64, &[2; 8]);
-    b.begin(2);
-    b.store(2, 4 * 64, &[3; 8]);
-    b.store(0, 2 * 64, &[4; 8]);
-    b.commit(0);
-    // Core 1 reads and overwrites core 0's committed (registered) line: it goes home first.
-    b.load(1, 64, 8);
-    b.store(1, 64 + 8, &[5; 8]);
-    b.abort(2);
-    b.commit(1);
-    b.begin(2);
-    b.store(2, 4 * 64, &[6; 8]);
-    b.commit(2);
-    let points = b.check_prefixes().unwrap();
-    assert!(points >= 5, "{points} crash points");
-    let r = b.m.record.as_ref().unwrap();
-    assert_eq!(r.ack_cores, vec![0, 1, 2], "each commit acknowledged by its own core, synchronously");
-    assert_eq!(r.acks.iter().map(|a| a.1).collect::<Vec<_>>(), vec![1, 1, 1]);
-    assert_eq!(b.p.counters().iter().find(|c| c.0 == "old_version_writebacks").unwrap().1, 1);
-}
-
-#[test]
-fn kiln_on_two_to_sixteen_cores_survives_random_interleavings_with_overflowing_transactions() {
-    // A 4 KiB NV-LLC of 4 ways: transactions of up to 40 blocks overflow into their cores'
-    // fallback-log regions, while other cores' transactions are in flight.
-    let tiny = ["l1.size_bytes=1024", "l2.size_bytes=2048", "llc.size_bytes=4096", "llc.ways=4"];
-    // And 16 cores (the BLK-TAG's fourth CID bit), one seed.
-    for (cores, seeds) in [(2, 0..6), (3, 0..6), (4, 0..6), (16, 0..1)] {
-        for seed in seeds {
-            let cfg = cfg(cores, &tiny);
-            let mut b = kiln(&cfg, None);
-            random_run(&mut b, seed, 60, 256, 40);
-            let points = b.check_prefixes().unwrap_or_else(|e| panic!("{cores} cores, seed {seed}: {e}"));
-            let logged = b.p.counters().iter().find(|c| c.0 == "fallback_log_blocks").unwrap().1;
-            assert!(logged > 20, "{cores} cores, seed {seed}: {logged} fallback-log blocks");
-            assert!(points > 1000, "{cores} cores, seed {seed}: {points} crash points");
-        }
-    }
-}
-
-#[test]
-fn kiln_bugs_are_caught_on_several_cores() {
-    let tiny = ["l1.size_bytes=1024", "l2.size_bytes=2048", "llc.size_bytes=4096", "llc.ways=4"];
-    for (bug, sets) in [(Bug::AckBeforeDurable, &[][..]), (Bug::EvictUncommittedHome, &tiny[..])] {
-        let cfg = cfg(3, sets);
-        let mut b = kiln(&cfg, Some(bug));
-        random_run(&mut b, 1, 60, 256, 40);
-        assert!(b.check_prefixes().is_err(), "{} not caught on 3 cores", bug.name());
+        let owners: Vec<u32> = m.tx_victims.iter().map(|v| v.tag).collect();
+        assert!(owners.contains(&1) && owners.contains(&2), "{}: victims {owners:?}", kind.name());
+        m.arch[l0 as usize * 64..l0 as usize * 64 + 8].copy_from_slice(&initial[l0 as usize * 64..][..8]);
+        p.abort(&mut m, &[(Addr(l0 * 64), 8)]);
+        assert!(m.tx_victims.is_empty());
+        let (r1, blocks) = layout.log_region(1);
+        let rec = m.record.as_ref().unwrap();
+        let in_region1 = |b: BlockId| (r1.0..r1.0 + blocks).contains(&b.0);
+        assert!(rec.durable.writes.iter().any(|w| w.kind == crate::pmem::WriteKind::LogData && in_region1(w.block)));
+        assert!(!rec.durable.writes.iter().any(|w| w.block == BlockId(l0)), "the aborted line reaches no block");
+        m.switch_core(1);
+        m.txs_committed += 1;
+        m.note_commit_called();
+        let (called, n) = (m.now, m.record.as_ref().unwrap().acks.len());
+        p.commit(&mut m);
+        let acked = m.record.as_ref().unwrap().acks[n].0;
+        let txs = vec![Committed { core: 1, stores: vec![(l1 as usize * 64, vec![0x22; 8])], called, acked }];
+        m.quiesce();
+        let mut rec = m.record.take().unwrap();
+        rec.durable.finish();
+        check(kind, &Run { layout, initial, writes: rec.durable.writes, txs }).unwrap();
     }
 }

@@ -2,6 +2,11 @@
 //! write set, tracked with the LLC's transaction tag (a single cached copy of each block); the
 //! checkpoint that writes its blocks home once the transaction is durable; and the cycle after
 //! which the log may be truncated past it.
+//!
+//! On more than one core each core has its own [`RedoSet`] and LLC tag ([`tag`]: core + 1), and
+//! a tagged line another core's access evicts is placed on behalf of its owner
+//! ([`RedoProtocol::drain_victims`]); truncations of all cores are issued in global commit
+//! order ([`in_commit_order`]; docs/formats/wal-log.md, "Regions").
 
 use crate::cache::Slot;
 use crate::machine::Machine;
@@ -12,37 +17,57 @@ use crate::types::{blocks_of, Addr, BlockId, Cycle};
 /// A single-copy hardware redo protocol: it says where a tagged victim goes; the load and store
 /// paths, the same for all of them, are provided.
 pub trait RedoProtocol {
-    /// Write block `b`, a tagged line evicted from the LLC, into the log; returns where.
-    fn log_victim(&mut self, m: &mut Machine, b: BlockId) -> BlockId;
-    fn redo(&mut self) -> &mut RedoSet;
+    /// Write block `b`, a tagged line of core `c`'s running transaction evicted from the LLC,
+    /// into core `c`'s log; returns where.
+    fn log_victim(&mut self, m: &mut Machine, c: usize, b: BlockId) -> BlockId;
+    /// Core `c`'s running transaction.
+    fn redo(&mut self, c: usize) -> &mut RedoSet;
 
-    /// Place every tagged line the last access evicted from the LLC (into the log). Under
-    /// `ordering.conflict = transaction` the eviction forces every other line of the running
-    /// transaction into the log and out of the cache.
+    /// Place every tagged line the last access evicted from the LLC into its owner's log (the
+    /// owner is the core whose tag it carries: the running core's access may evict a line of
+    /// another core's running transaction). Under `ordering.conflict = transaction` the
+    /// eviction forces every other line of the owner's transaction into the log and out of the
+    /// cache.
     fn drain_victims(&mut self, m: &mut Machine) {
-        let mut evicted = false;
+        let mut owners = 0u32;
         while let Some(v) = m.tx_victims.pop() {
-            let at = self.log_victim(m, v.block);
-            self.redo().note_evicted(v.block, at);
-            evicted = true;
+            let c = owner(v.tag);
+            let at = self.log_victim(m, c, v.block);
+            self.redo(c).note_evicted(v.block, at);
+            owners |= 1 << c;
         }
-        if evicted && m.ord.conflict == Conflict::Transaction {
-            self.force_out(m);
+        if owners != 0 && m.ord.conflict == Conflict::Transaction {
+            while owners != 0 {
+                let c = owners.trailing_zeros() as usize;
+                owners &= owners - 1;
+                self.force_out(m, c);
+            }
         }
     }
 
-    /// The conflict rule of strict ordering: every still-cached line of the running
+    /// Core `c`'s transaction aborts: tagged lines of its own left in `m.tx_victims` (an access
+    /// outside the protocol, a lock's, evicted them) are dropped, as its cached lines are, and
+    /// the other cores' are placed now, while their owners still run. With one core the list is
+    /// empty here (every protocol access drains it).
+    fn drain_at_abort(&mut self, m: &mut Machine, c: usize) {
+        if !m.tx_victims.is_empty() {
+            m.tx_victims.retain(|v| owner(v.tag) != c);
+            self.drain_victims(m);
+        }
+    }
+
+    /// The conflict rule of strict ordering: every still-cached line of core `c`'s running
     /// transaction goes to the log and leaves the cache (its data is not written home).
     #[cold]
-    fn force_out(&mut self, m: &mut Machine) {
+    fn force_out(&mut self, m: &mut Machine, c: usize) {
         let mut i = 0;
-        while i < self.redo().ws.len() {
-            if self.redo().take_tagged(m, i) {
-                let b = self.redo().ws[i];
+        while i < self.redo(c).ws.len() {
+            if self.redo(c).take_tagged(m, i) {
+                let b = self.redo(c).ws[i];
                 m.hier.invalidate(b);
-                let at = self.log_victim(m, b);
-                self.redo().note_evicted(b, at);
-                self.redo().forced_to_log += 1;
+                let at = self.log_victim(m, c, b);
+                self.redo(c).note_evicted(b, at);
+                self.redo(c).forced_to_log += 1;
             }
             i += 1;
         }
@@ -56,10 +81,11 @@ pub trait RedoProtocol {
 
     /// A transactional store: per block, the access, its victims, then the transaction's tag.
     fn redo_store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+        let c = m.core();
         for b in blocks_of(addr, len) {
             let s = m.access_block(b, true).llc_slot;
             self.drain_victims(m);
-            self.redo().note_store(m, s, b);
+            self.redo(c).note_store(m, s, b);
         }
     }
 }
@@ -79,12 +105,38 @@ macro_rules! redo_load_store {
 }
 pub(crate) use redo_load_store;
 
-/// LLC tag of lines written by the running transaction (one runs at a time).
-pub const TAG: u32 = 1;
+/// LLC tag of lines written by core `c`'s running transaction (one runs per core): `c + 1`, so
+/// that 0 stays "no transaction" and one core's tag is 1.
+#[inline(always)]
+pub const fn tag(c: usize) -> u32 {
+    c as u32 + 1
+}
+
+/// The core whose running transaction wrote a line tagged `t` (`t` from [`tag`]).
+#[inline(always)]
+pub fn owner(t: u32) -> usize {
+    debug_assert!(t >= 1, "an untagged line has no owner");
+    (t - 1) as usize
+}
+
+/// The truncation point of a transaction whose own checkpoint allows truncating at `own`, given
+/// `shared`, the point of the transaction committed just before it on any core (updated):
+/// truncations of all cores are issued in global commit order, so a head that moves past
+/// global sequence number `g` is issued only once every transaction numbered `g` or less is at
+/// home (docs/formats/wal-log.md, "Regions"). `in_order = false` is the injected
+/// `truncate-out-of-order`: the region waits for its own transactions only. With one core
+/// `shared` is the region's own chain, which `own` already includes.
+#[inline]
+pub fn in_commit_order(shared: &mut Cycle, own: Cycle, in_order: bool) -> Cycle {
+    let at = if in_order { own.max(*shared) } else { own };
+    *shared = (*shared).max(at);
+    at
+}
 
 /// The running transaction's blocks, and the checkpoint/truncation bookkeeping.
-#[derive(Default)]
 pub struct RedoSet {
+    /// The LLC tag of this set's lines ([`tag`] of its core).
+    tag: u32,
     /// Blocks first written by the running transaction, in order.
     pub ws: Vec<BlockId>,
     /// `slots[i]`: the LLC slot `ws[i]` was in when first written (a hint: it is checked, and
@@ -100,12 +152,32 @@ pub struct RedoSet {
     checkpoint_log_reads: u64,
 }
 
+impl Default for RedoSet {
+    fn default() -> RedoSet {
+        RedoSet::of_core(0)
+    }
+}
+
 impl RedoSet {
+    /// The write set of core `c`'s transactions.
+    pub fn of_core(c: usize) -> RedoSet {
+        RedoSet {
+            tag: tag(c),
+            ws: Vec::new(),
+            slots: Vec::new(),
+            evicted: Vec::new(),
+            trunc_at: 0,
+            evicted_to_log: 0,
+            forced_to_log: 0,
+            checkpoint_log_reads: 0,
+        }
+    }
+
     /// A transactional store to block `b`, now held in LLC slot `s`.
     #[inline]
     pub fn note_store(&mut self, m: &mut Machine, s: Slot, b: BlockId) {
-        if m.hier.llc.aux(s) != TAG {
-            m.hier.llc.set_aux(s, TAG);
+        if m.hier.llc.aux(s) != self.tag {
+            m.hier.llc.set_aux(s, self.tag);
             self.ws.push(b);
             self.slots.push(s);
         }
@@ -126,7 +198,7 @@ impl RedoSet {
     #[inline]
     pub fn take_tagged(&self, m: &mut Machine, i: usize) -> bool {
         match self.cached(m, i) {
-            Some(s) if m.hier.llc.aux(s) == TAG => {
+            Some(s) if m.hier.llc.aux(s) == self.tag => {
                 m.hier.llc.set_aux(s, 0);
                 true
             }
@@ -186,7 +258,7 @@ impl RedoSet {
     /// Abort: drop the running transaction's cached lines (their data is not to reach memory).
     pub fn discard(&mut self, m: &mut Machine) {
         for &b in &self.ws {
-            if m.hier.llc.find(b).is_some_and(|s| m.hier.llc.aux(s) == TAG) {
+            if m.hier.llc.find(b).is_some_and(|s| m.hier.llc.aux(s) == self.tag) {
                 m.hier.invalidate(b);
             }
         }
@@ -206,5 +278,16 @@ impl RedoSet {
             ("checkpoint_log_reads", self.checkpoint_log_reads),
             ("forced_to_log", self.forced_to_log),
         ]
+    }
+
+    /// The counters of every core's set, summed.
+    pub fn counters_of<'a>(sets: impl Iterator<Item = &'a RedoSet>) -> Vec<(&'static str, u64)> {
+        let mut sum = RedoSet::default().counters();
+        for s in sets {
+            for (x, (_, v)) in sum.iter_mut().zip(s.counters()) {
+                x.1 += v;
+            }
+        }
+        sum
     }
 }

@@ -11,6 +11,10 @@
 //!   (truncation), flush, fence; return.
 //!
 //! Log format: [`crate::log::swal`]; recovery: [`crate::recovery::swal`].
+//!
+//! On N cores (docs/multicore.md): one [`Region`] per core, each a whole single-core log in
+//! `Layout::log_region(c)`. A commit returns only after its truncation is durable, so a region
+//! holds at most its core's committing transaction and no cross-core order is needed.
 
 use super::{Bug, Protocol};
 use crate::config::SwalConfig;
@@ -23,6 +27,13 @@ use crate::types::{blocks_of, Addr, BlockId};
 pub struct SWal {
     bug: Option<Bug>,
     costs: SwalConfig,
+    /// Per core: its log region and running transaction.
+    regions: Vec<Region>,
+    buf: Vec<u8>,
+}
+
+/// One core's log region and running transaction.
+struct Region {
     head_block: BlockId,
     /// Byte address of log offset 0 and capacity in bytes of the entry area.
     area: u64,
@@ -33,27 +44,34 @@ pub struct SWal {
     head_start: u64,
     entries: u64,
     ws: Vec<(Addr, u32)>,
-    buf: Vec<u8>,
+    /// Injected bug `lazy-truncate`: the truncation past the last commit is still to be done.
+    lazy: bool,
 }
 
 impl SWal {
     pub fn new(layout: &Layout, costs: &SwalConfig, bug: Option<Bug>) -> SWal {
-        SWal {
-            bug,
-            costs: costs.clone(),
-            head_block: layout.log_block0(),
-            area: layout.log_base + 64,
-            cap: layout.log_bytes - 64,
-            seq: 1,
-            tail: 0,
-            tx_start: 0,
-            head_start: 0,
-            entries: 0,
-            ws: Vec::with_capacity(256),
-            buf: Vec::with_capacity(4096),
-        }
+        let regions = (0..layout.cores as usize)
+            .map(|c| {
+                let (head_block, blocks) = layout.log_region(c);
+                Region {
+                    head_block,
+                    area: head_block.addr().0 + 64,
+                    cap: blocks * 64 - 64,
+                    seq: 1,
+                    tail: 0,
+                    tx_start: 0,
+                    head_start: 0,
+                    entries: 0,
+                    ws: Vec::with_capacity(256),
+                    lazy: false,
+                }
+            })
+            .collect();
+        SWal { bug, costs: costs.clone(), regions, buf: Vec::with_capacity(4096) }
     }
+}
 
+impl Region {
     /// The (up to two, when wrapping) address ranges of log offsets `[from, to)`.
     fn ranges(&self, from: u64, to: u64) -> [(Addr, usize); 2] {
         let len = to - from;
@@ -62,9 +80,9 @@ impl SWal {
         [(Addr(self.area + p), first as usize), (Addr(self.area), (len - first) as usize)]
     }
 
-    /// Append `self.buf` to the log with ordinary stores through the cache.
-    fn append_buf(&mut self, m: &mut Machine) {
-        let len = self.buf.len() as u64;
+    /// Append `buf` to the log with ordinary stores through the cache.
+    fn append(&mut self, m: &mut Machine, buf: &[u8]) {
+        let len = buf.len() as u64;
         if self.tail + len - self.head_start > self.cap {
             m.fatal.get_or_insert_with(|| {
                 format!("log.size_bytes too small: one transaction's S-WAL log exceeds {} bytes", self.cap)
@@ -75,7 +93,7 @@ impl SWal {
             if n == 0 {
                 continue;
             }
-            m.arch[a.0 as usize..a.0 as usize + n].copy_from_slice(&self.buf[done..done + n]);
+            m.arch[a.0 as usize..a.0 as usize + n].copy_from_slice(&buf[done..done + n]);
             m.access_range(a, n, true);
             done += n;
         }
@@ -90,14 +108,10 @@ impl SWal {
         }
     }
 
-    fn fence(&self, m: &mut Machine) {
-        m.fence();
-    }
-
-    fn write_in_place(&mut self, m: &mut Machine) {
+    fn write_in_place(&mut self, m: &mut Machine, costs: &SwalConfig) {
         for i in 0..self.ws.len() {
             let (a, len) = self.ws[i];
-            m.compute(self.costs.apply_instructions);
+            m.compute(costs.apply_instructions);
             m.access_range(a, len as usize, true);
         }
         for i in 0..self.ws.len() {
@@ -106,30 +120,39 @@ impl SWal {
                 m.clflush(b, WriteKind::Home);
             }
         }
-        self.fence(m);
+        m.fence();
     }
 
+    /// Store, flush and fence the head past the running transaction (seq `seq`, log ending at
+    /// `tail`).
     fn truncate(&mut self, m: &mut Machine) {
-        let head = LogHead { format: LogFormat::SWal, start: self.tail, start_seq: self.seq + 1 };
+        self.truncate_to(m, self.tail, self.seq + 1);
+    }
+
+    /// Store, flush and fence the head `{start, start_seq}`.
+    fn truncate_to(&mut self, m: &mut Machine, start: u64, start_seq: u64) {
+        let head = LogHead { format: LogFormat::SWal, start, start_seq };
         m.arch[self.head_block.range()].copy_from_slice(&head.encode());
         m.access_block(self.head_block, true);
         m.clflush(self.head_block, WriteKind::LogHead);
-        self.fence(m);
-        self.head_start = self.tail;
+        m.fence();
+        self.head_start = start;
+        self.lazy = false;
     }
 }
 
 impl Protocol for SWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        LogHead { format: LogFormat::SWal, start: 0, start_seq: 1 }.write_initial(layout, image);
+        LogHead { format: LogFormat::SWal, start: 0, start_seq: 1 }.write_regions(layout, image);
     }
 
-    fn begin(&mut self, _m: &mut Machine) {
-        self.tx_start = self.tail;
+    fn begin(&mut self, m: &mut Machine) {
+        let r = &mut self.regions[m.core()];
+        r.tx_start = r.tail;
     }
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        if !self.ws.is_empty() {
+        if !self.regions[m.core()].ws.is_empty() {
             m.compute(self.costs.lookup_instructions);
         }
         m.access_range(addr, len, false);
@@ -137,54 +160,69 @@ impl Protocol for SWal {
 
     fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         m.compute(self.costs.append_instructions);
-        let h = EntryHeader { seq: self.seq, addr: addr.0, len: len as u32, kind: KIND_DATA };
+        let r = &mut self.regions[m.core()];
+        let h = EntryHeader { seq: r.seq, addr: addr.0, len: len as u32, kind: KIND_DATA };
         self.buf.clear();
         self.buf.extend_from_slice(&h.encode());
         self.buf.extend_from_slice(&m.arch[addr.0 as usize..addr.0 as usize + len]);
         self.buf.resize(h.entry_bytes() as usize, 0);
-        self.append_buf(m);
-        self.ws.push((addr, len as u32));
-        self.entries += 1;
+        r.append(m, &self.buf);
+        r.ws.push((addr, len as u32));
+        r.entries += 1;
     }
 
     fn commit(&mut self, m: &mut Machine) {
+        let r = &mut self.regions[m.core()];
         // Every write-back of the commit in program order (`ordering.write_order`). The phase
         // barrier holds by construction: the library fences the truncation before returning.
         m.begin_ordered();
+        if r.lazy {
+            // Injected bug `lazy-truncate`: the previous commit's truncation, done now.
+            r.truncate_to(m, r.tx_start, r.seq);
+        }
         // 1. The log entries are durable before the commit entry is written.
-        self.flush_log(m, self.tx_start, self.tail, WriteKind::LogData);
-        self.fence(m);
+        r.flush_log(m, r.tx_start, r.tail, WriteKind::LogData);
+        m.fence();
         // 2. The commit entry.
-        let c_start = self.tail;
-        let h = EntryHeader { seq: self.seq, addr: self.entries, len: 0, kind: KIND_COMMIT };
+        let c_start = r.tail;
+        let h = EntryHeader { seq: r.seq, addr: r.entries, len: 0, kind: KIND_COMMIT };
         self.buf.clear();
         self.buf.extend_from_slice(&h.encode()[..HEADER_BYTES]);
-        self.append_buf(m);
-        self.flush_log(m, c_start, self.tail, WriteKind::Commit);
+        r.append(m, &self.buf);
+        r.flush_log(m, c_start, r.tail, WriteKind::Commit);
         if self.bug == Some(Bug::AckBeforeDurable) {
             // The library reports the transaction durable before fencing its commit entry.
             m.ack_through(m.txs_committed);
         }
-        self.fence(m);
-        // 3-4. In-place updates, then truncation (the injected bug swaps them).
-        if self.bug == Some(Bug::TruncateBeforeCheckpoint) {
-            self.truncate(m);
-            self.write_in_place(m);
-        } else {
-            self.write_in_place(m);
-            self.truncate(m);
+        m.fence();
+        // 3-4. In-place updates, then truncation (the injected bugs swap them, or leave the
+        // truncation to the core's next commit, which does it before its own).
+        match self.bug {
+            Some(Bug::TruncateBeforeCheckpoint) => {
+                r.truncate(m);
+                r.write_in_place(m, &self.costs);
+            }
+            Some(Bug::LazyTruncate) => {
+                r.write_in_place(m, &self.costs);
+                r.lazy = true;
+            }
+            _ => {
+                r.write_in_place(m, &self.costs);
+                r.truncate(m);
+            }
         }
         m.end_ordered();
         m.ack_through(m.txs_committed);
-        self.seq += 1;
-        self.tx_start = self.tail;
-        self.ws.clear();
-        self.entries = 0;
+        r.seq += 1;
+        r.tx_start = r.tail;
+        r.ws.clear();
+        r.entries = 0;
     }
 
-    fn abort(&mut self, _m: &mut Machine, _written: &[(Addr, u32)]) {
-        self.tail = self.tx_start;
-        self.ws.clear();
-        self.entries = 0;
+    fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
+        let r = &mut self.regions[m.core()];
+        r.tail = r.tx_start;
+        r.ws.clear();
+        r.entries = 0;
     }
 }

@@ -6,6 +6,9 @@
 //! `the_add_a_protocol_recipe_names_every_place_trivial_is_added` fails until the recipe names
 //! that file. Its behaviour is H-WAL's, under its own name: what it checks is the plumbing
 //! (command-line name, log format, injectable bugs, construction, figures, crash checking).
+//! Its multi-core part is H-WAL's too (per-core state, log regions, global commit order;
+//! `ProtocolKind::multicore`), crash-checked on several cores with its cross-core bug by
+//! `src/protocol/multicore_tests.rs`.
 
 use super::h_wal::HWal;
 use super::{Bug, Protocol};

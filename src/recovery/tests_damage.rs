@@ -230,7 +230,7 @@ fn apply_damage(img: &mut [u8], layout: &Layout, head: LogHead, d: &Damage) {
             put(img, log_block(*near as u64), &Descriptor { seq: val(*seq), addrs: addrs.clone() }.encode())
         }
         Damage::Commit { near, seq, blocks } => {
-            put(img, log_block(*near as u64), &CommitRecord { seq: val(*seq), blocks: *blocks }.encode())
+            put(img, log_block(*near as u64), &CommitRecord { seq: val(*seq), blocks: *blocks, order: 0 }.encode())
         }
         Damage::Entry { near, seq, addr, len, kind } => {
             let area = layout.log_base + 64;

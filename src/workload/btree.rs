@@ -383,6 +383,10 @@ impl BTree {
     #[inline]
     pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
         pm.begin();
+        if pm.concurrent() {
+            // Several cores: one lock over the whole structure (docs/workloads.md, "Locking").
+            pm.lock(super::STRUCTURE_LOCK);
+        }
         for _ in 0..self.ops_per_tx {
             let op = self.draw_op(rng);
             pm.compute(self.cost.op);

@@ -9,6 +9,11 @@
 //! | `16..64` | unused (the allocator's block is not shared with buckets) |
 //! | `64..64 + 8 * buckets` | bucket heads: u64 address of the first entry of the chain, 0 = empty |
 //! | `slab_base..` | `key_space` entry slots of 64 bytes (`slab_base` = the bucket array's end rounded up to 64) |
+//! | then, with `allocators = A > 1` | regions 1..A of `key_space` slots each, then allocators 1..A's [`Slab`] metadata, one 64-byte line each |
+//!
+//! With `A > 1` (on several cores: docs/workloads.md, "Locking on several cores") allocator `a`
+//! hands out the slots of region `a`; a freed slot goes on the free list of the allocator that
+//! frees it, whatever its region. With `A = 1` (the default) the layout is the one above.
 //!
 //! An entry is one 64-byte slot, so one block: `key` u64 at +0, `next` u64 at +8 (address of
 //! the next entry of the chain, 0 = end), value 48 bytes at +16. A free slot holds the slab's
@@ -115,6 +120,17 @@ pub struct HashTableConfig {
     pub compute_cycles_per_probe: u64,
     /// Which keys the operations pick (uniform, zipfian, latest: `workload::keys`).
     pub keys: super::keys::KeysConfig,
+    /// Entry allocators (1..=16), each with its own metadata line and slab region of
+    /// `key_space` slots; on several cores core `c` allocates and frees through allocator
+    /// `c % allocators`, so with one per core no two cores write one allocator line and
+    /// transactions on different bucket lines run concurrently. 1 is the single-core layout.
+    #[serde(default = "one")]
+    pub allocators: u64,
+}
+
+/// The default of `allocators` in a configuration file that does not name it.
+fn one() -> u64 {
+    1
 }
 
 impl Default for HashTableConfig {
@@ -128,6 +144,7 @@ impl Default for HashTableConfig {
             compute_cycles_per_delete: 26,
             compute_cycles_per_probe: 2,
             keys: Default::default(),
+            allocators: 1,
         }
     }
 }
@@ -149,6 +166,9 @@ impl HashTableConfig {
         if self.insert_percent > 100 {
             return err("insert_percent", self.insert_percent, "0..=100");
         }
+        if !(1..=16).contains(&self.allocators) {
+            return err("allocators", self.allocators, "1..=16");
+        }
         for (k, v) in [
             ("compute_cycles_per_insert", self.compute_cycles_per_insert),
             ("compute_cycles_per_delete", self.compute_cycles_per_delete),
@@ -167,9 +187,12 @@ impl HashTableConfig {
 #[derive(Clone)]
 pub struct HashTable {
     cfg: HashTableConfig,
+    /// Allocator 0's slab (the single-core one).
     slab: Slab,
     keys: super::keys::Keys,
     bucket_bits: u32,
+    /// The allocator this driver allocates and frees through ([`HashTable::for_core`]).
+    alloc: u64,
 }
 
 impl KvStore for HashTable {
@@ -180,15 +203,24 @@ impl KvStore for HashTable {
     fn keys(&self) -> &super::keys::Keys {
         &self.keys
     }
-    /// Bytes of data area: header, bucket array, entry slab.
+    /// Bytes of data area: header, bucket array, entry slabs, the other allocators' lines.
     fn data_bytes(&self) -> u64 {
-        self.slab.base.0 + self.slab.bytes()
+        self.slab.base.0 + self.cfg.allocators * self.slab.bytes() + 64 * (self.cfg.allocators - 1)
     }
     fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64) {
         HashTable::insert(self, pm, key, seed)
     }
     fn delete<P: Pm>(&self, pm: &mut P, key: u64) {
         HashTable::delete(self, pm, key)
+    }
+    /// The line of each operation's bucket head and the line of this core's allocator: all
+    /// the lines a transaction writes are those, the entries of the locked chains and the
+    /// slots on this allocator's free list or in its region.
+    fn locks(&self, ops: &[kv::Op], ids: &mut Vec<u64>) {
+        ids.extend(ops.iter().map(|op| match *op {
+            kv::Op::Insert { key, .. } | kv::Op::Delete { key } => self.bucket_of(key).0 / 64,
+        }));
+        ids.push(self.allocator(self.alloc).meta.0 / 64);
     }
 }
 
@@ -200,7 +232,22 @@ impl HashTable {
             slab: Slab::new(Addr(0), Addr(slab_base), ENTRY_BYTES, cfg.key_space),
             bucket_bits: cfg.buckets.trailing_zeros(),
             keys: super::keys::Keys::new(&cfg.keys, cfg.key_space),
+            alloc: 0,
         }
+    }
+
+    /// The driver of core `core`: it allocates and frees through allocator
+    /// `core % allocators`.
+    pub fn for_core(&mut self, core: usize) {
+        self.alloc = core as u64 % self.cfg.allocators;
+    }
+
+    /// Allocator `a`'s slab: allocator 0's metadata at address 0 (the single-core layout),
+    /// the others' in one line each after the last region; region `a` follows region `a - 1`.
+    fn allocator(&self, a: u64) -> Slab {
+        let regions_end = self.slab.base.0 + self.cfg.allocators * self.slab.bytes();
+        let meta = if a == 0 { 0 } else { regions_end + 64 * (a - 1) };
+        Slab::new(Addr(meta), self.slab.base + a * self.slab.bytes(), ENTRY_BYTES, self.cfg.key_space)
     }
 
     /// Address of the head pointer of `key`'s bucket.
@@ -233,7 +280,7 @@ impl HashTable {
             pm.store(Addr(found.entry + VALUE), &kv::value_bytes::<VALUE_BYTES>(seed));
             return;
         }
-        let entry = self.slab.alloc(pm).expect("the slab has a slot for every key");
+        let entry = self.allocator(self.alloc).alloc(pm).expect("an allocator's region has a slot for every key");
         let mut bytes = [0u8; ENTRY_BYTES as usize];
         bytes[..8].copy_from_slice(&key.to_le_bytes());
         bytes[8..16].copy_from_slice(&found.head.to_le_bytes());
@@ -250,7 +297,7 @@ impl HashTable {
         }
         let next = pm.load_u64(Addr(found.entry + NEXT));
         pm.store_u64(found.link, next);
-        self.slab.free(pm, Addr(found.entry));
+        self.allocator(self.alloc).free_foreign(pm, Addr(found.entry));
     }
 
     /// Structural check of a data area (see the module doc); `Err` is one line.
@@ -258,32 +305,64 @@ impl HashTable {
         if (data.len() as u64) < self.data_bytes() {
             return Err(format!("hash: data area of {} bytes, need {}", data.len(), self.data_bytes()));
         }
-        let used = self.slab.used_in(data).map_err(|e| format!("hash: {e}"))?;
-        let bump = rd(data, self.slab.meta.0 + 8);
+        let slots = (self.cfg.allocators * self.cfg.key_space) as usize;
+        let mut bumps = Vec::with_capacity(self.cfg.allocators as usize);
+        for a in 0..self.cfg.allocators {
+            let meta = self.allocator(a).meta.0;
+            let bump = rd(data, meta + 8);
+            if bump > self.cfg.key_space {
+                return Err(format!("hash: slab at {meta:#x}: bump {bump} beyond capacity {}", self.cfg.key_space));
+            }
+            bumps.push(bump);
+        }
+        // The free lists (a list may hold slots of any region): well formed and disjoint.
+        let mut free = crate::hostmem::committed::<bool>(slots);
+        let mut nfree = 0u64;
+        for a in 0..self.cfg.allocators {
+            let meta = self.allocator(a).meta.0;
+            let mut at = rd(data, meta);
+            while at != 0 {
+                let Some(s) = self.handed_out(at, &bumps) else {
+                    return Err(format!("hash: slab at {meta:#x}: free link {at:#x} outside the handed-out slots"));
+                };
+                if std::mem::replace(&mut free[s], true) {
+                    return Err(format!("hash: slab at {meta:#x}: free slot {at:#x} listed twice (a cycle)"));
+                }
+                nfree += 1;
+                at = rd(data, at);
+            }
+        }
+        let used = bumps.iter().sum::<u64>() - nfree;
         let mut seen = Seen {
-            slot: crate::hostmem::committed(self.cfg.key_space as usize),
+            slot: crate::hostmem::committed(slots),
             key: crate::hostmem::committed(self.cfg.key_space as usize),
             entries: 0,
         };
-        self.walk_chains(data, bump, &mut seen)?;
+        self.walk_chains(data, &bumps, &mut seen)?;
         if seen.entries != used {
             return Err(format!("hash: {} entries reachable from the buckets, slab has {used} in use", seen.entries));
         }
-        let mut at = rd(data, self.slab.meta.0);
-        while at != 0 {
-            if seen.slot[self.slot_index(at)] {
-                return Err(format!("hash: free slot {at:#x} is reachable from a bucket"));
-            }
-            at = rd(data, at);
+        if let Some(s) = (0..slots).find(|&s| free[s] && seen.slot[s]) {
+            let at = self.slab.base.0 + s as u64 * ENTRY_BYTES;
+            return Err(format!("hash: free slot {at:#x} is reachable from a bucket"));
         }
         Ok(())
     }
 
+    /// The slot index (over all regions) of the entry at `e`, if `e` is the first byte of a
+    /// slot its region's allocator has handed out (`bumps`, per allocator).
+    fn handed_out(&self, e: u64, bumps: &[u64]) -> Option<usize> {
+        let off = e.checked_sub(self.slab.base.0)?;
+        let s = off / ENTRY_BYTES;
+        let (a, i) = (s / self.cfg.key_space, s % self.cfg.key_space);
+        (off % ENTRY_BYTES == 0 && a < self.cfg.allocators && i < bumps[a as usize]).then_some(s as usize)
+    }
+
     /// Walk every chain, marking slots and keys in `seen`. Up to `VERIFY_BATCH` chains advance
     /// together, their entries read before any is checked, so the cache misses overlap.
-    fn walk_chains(&self, data: &[u8], bump: u64, seen: &mut Seen) -> Result<(), String> {
+    fn walk_chains(&self, data: &[u8], bumps: &[u64], seen: &mut Seen) -> Result<(), String> {
         let mut cursors: Vec<(u64, u64)> = Vec::with_capacity(VERIFY_BATCH);
-        let mut entries: Vec<Option<(u64, u64)>> = Vec::with_capacity(VERIFY_BATCH);
+        let mut entries: Vec<Option<(usize, u64, u64)>> = Vec::with_capacity(VERIFY_BATCH);
         let mut next_bucket = 0;
         loop {
             while cursors.len() < VERIFY_BATCH && next_bucket < self.cfg.buckets {
@@ -296,7 +375,7 @@ impl HashTable {
             if cursors.is_empty() {
                 return Ok(());
             }
-            entries.extend(cursors.iter().map(|&(_, e)| self.entry_at(data, e, bump)));
+            entries.extend(cursors.iter().map(|&(_, e)| self.entry_at(data, e, bumps)));
             for (c, entry) in cursors.iter_mut().zip(entries.drain(..)) {
                 c.1 = self.check_entry(c.0, c.1, entry, seen)?;
             }
@@ -304,21 +383,18 @@ impl HashTable {
         }
     }
 
-    /// `(key, next)` of the entry at `e`, if `e` is the first byte of a handed-out slot.
-    fn entry_at(&self, data: &[u8], e: u64, bump: u64) -> Option<(u64, u64)> {
-        let off = e.checked_sub(self.slab.base.0)?;
-        if off % ENTRY_BYTES != 0 || off / ENTRY_BYTES >= bump.min(self.cfg.key_space) {
-            return None;
-        }
-        Some((rd(data, e + KEY), rd(data, e + NEXT)))
+    /// `(slot, key, next)` of the entry at `e`, if `e` is the first byte of a handed-out slot.
+    fn entry_at(&self, data: &[u8], e: u64, bumps: &[u64]) -> Option<(usize, u64, u64)> {
+        let s = self.handed_out(e, bumps)?;
+        Some((s, rd(data, e + KEY), rd(data, e + NEXT)))
     }
 
     /// Check the entry at `e` on bucket `b`'s chain (`None`: not an entry slot); its `next`.
-    fn check_entry(&self, b: u64, e: u64, entry: Option<(u64, u64)>, seen: &mut Seen) -> Result<u64, String> {
-        let Some((key, next)) = entry else {
+    fn check_entry(&self, b: u64, e: u64, entry: Option<(usize, u64, u64)>, seen: &mut Seen) -> Result<u64, String> {
+        let Some((slot, key, next)) = entry else {
             return Err(format!("hash: bucket {b}: link {e:#x} is not a handed-out entry slot"));
         };
-        if std::mem::replace(&mut seen.slot[self.slot_index(e)], true) {
+        if std::mem::replace(&mut seen.slot[slot], true) {
             return Err(format!("hash: bucket {b}: entry {e:#x} reached twice (a cycle or a shared chain)"));
         }
         seen.entries += 1;
@@ -332,10 +408,6 @@ impl HashTable {
             return Err(format!("hash: key {key} is in the table twice"));
         }
         Ok(next)
-    }
-
-    fn slot_index(&self, a: u64) -> usize {
-        ((a - self.slab.base.0) / ENTRY_BYTES) as usize
     }
 }
 
@@ -352,16 +424,22 @@ pub struct HashFollow {
 }
 
 impl HashTable {
-    pub fn follower(&self) -> HashFollow {
+    /// The incremental verifier of the single-allocator layout; `None` with several
+    /// allocators (whose free lists cross regions): the crash checker then verifies whole
+    /// images with [`HashTable::verify`].
+    pub fn follower(&self) -> Option<HashFollow> {
+        if self.cfg.allocators > 1 {
+            return None;
+        }
         let lists = SlabLists::new(self.slab, self.cfg.buckets, BUCKETS_AT, 8);
-        HashFollow {
+        Some(HashFollow {
             table: HashTable::new(&self.cfg),
             lists,
             keys: Spans::new(self.cfg.buckets as usize),
             scratch: Vec::new(),
             count: crate::hostmem::committed(self.cfg.key_space as usize),
             dups: 0,
-        }
+        })
     }
 }
 
@@ -465,6 +543,7 @@ struct Seen {
 mod tests {
     use super::*;
     use crate::rng::Rng;
+    use crate::workload::kv::KvModel;
     use crate::workload::native::Native;
     use std::collections::HashMap;
 
@@ -507,6 +586,93 @@ mod tests {
                 assert_eq!(contents(w, mem), sorted(model), "seed {seed}, after tx {tx}");
             });
         }
+    }
+
+    /// Four allocators, the transactions going round them as four cores' would: every entry
+    /// freed into the allocator of the transaction that deletes it, whatever its region. The
+    /// table matches the model and passes the verifier after every transaction, and slots
+    /// of other regions were recycled.
+    #[test]
+    fn per_core_allocators_recycle_each_others_slots_and_the_verifier_passes() {
+        let cfg = HashTableConfig { allocators: 4, ..small() };
+        cfg.validate().unwrap();
+        let mut w = HashTable::new(&cfg);
+        let mut mem = vec![0u8; w.data_bytes() as usize];
+        w.populate(&mut mem);
+        w.verify(&mem).unwrap();
+        let mix = w.mix();
+        let mut model: HashMap<u64, u64> = kv::populated(&mix).collect();
+        let mut pm = Native::new(mem);
+        let (mut ops, mut aborts) = (Rng::new(11), Rng::derive(11, 2));
+        let mut foreign = 0;
+        for tx in 0..2000u64 {
+            w.for_core(tx as usize % 4);
+            let abort = aborts.chance(0.2);
+            let mut replay = ops.clone();
+            kv::run_tx(&w, &mix, &mut pm, &mut ops, abort);
+            if !abort {
+                kv::for_each_op(&mix, w.keys(), &mut replay, |op| match op {
+                    kv::Op::Insert { key, seed } => model.put(key, seed),
+                    kv::Op::Delete { key } => model.del(key),
+                });
+            }
+            w.verify(&pm.mem).unwrap_or_else(|e| panic!("after tx {tx}: {e}"));
+            assert_eq!(contents(&w, &pm.mem), sorted(&model), "after tx {tx}");
+            let a = w.allocator(w.alloc);
+            let head = rd(&pm.mem, a.meta.0);
+            foreign += u64::from(head != 0 && !a.contains(Addr(head)));
+        }
+        assert!(foreign > 100, "slots of other regions on a free list: {foreign}");
+    }
+
+    /// On 4 cores with an allocator per core, transactions of different cores overlap: the
+    /// same transactions take fewer cycles than on one core; with one allocator (every
+    /// transaction locks its line) they do not.
+    #[test]
+    fn with_an_allocator_per_core_four_cores_run_transactions_concurrently() {
+        use crate::runner::{execute, RunSpec};
+        let cycles = |cores: u32, allocators: u64| {
+            let sets = [
+                format!("machine.cores={cores}"),
+                format!("workload.hash.allocators={allocators}"),
+                "workload.hash.key_space=16384".into(),
+                "workload.hash.buckets=8192".into(),
+            ];
+            let spec = RunSpec {
+                cfg: crate::config::Config::build(None, &sets).unwrap(),
+                workload: crate::workload::WorkloadKind::Hash,
+                protocol: crate::protocol::ProtocolKind::Baseline,
+                txs: 4000,
+                warmup_txs: 400,
+                seed: 5,
+                abort_rate: 0.0,
+                bug: None,
+                record: false,
+            };
+            execute(&spec).unwrap().result.cycles
+        };
+        let one = cycles(1, 4);
+        assert_eq!(one, cycles(1, 1), "one core: the allocators added change nothing it does");
+        let (fine, coarse) = (cycles(4, 4), cycles(4, 1));
+        assert!(fine * 3 < one * 2, "4 cores, 4 allocators: {fine} cycles, 1 core: {one}");
+        assert!(coarse > one, "4 cores, 1 allocator (serialised): {coarse} cycles, 1 core: {one}");
+    }
+
+    #[test]
+    fn verifier_rejects_a_slot_on_two_allocators_free_lists() {
+        let cfg = HashTableConfig { allocators: 2, ..small() };
+        let mut w = HashTable::new(&cfg);
+        let mut mem = vec![0u8; w.data_bytes() as usize];
+        w.populate(&mut mem);
+        let mut pm = Native::new(mem);
+        pm.begin();
+        let (a0, a1) = (w.allocator(0), w.allocator(1));
+        let slot = a0.alloc(&mut pm).unwrap();
+        a0.free(&mut pm, slot);
+        pm.store_u64(a1.meta, slot.0);
+        pm.commit();
+        w.for_core(1);
+        assert!(w.verify(&pm.mem).unwrap_err().contains("listed twice"));
     }
 
     #[test]

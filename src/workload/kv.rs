@@ -25,6 +25,13 @@ pub trait KvStore: Sized {
     fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64);
     /// Delete `key` if present.
     fn delete<P: Pm>(&self, pm: &mut P, key: u64);
+    /// On several cores: the lock ids a transaction of `ops` takes (any order, duplicates
+    /// allowed: [`run_tx`] sorts them), covering every line it may write. By default one lock
+    /// over the whole structure.
+    fn locks(&self, ops: &[Op], ids: &mut Vec<u64>) {
+        let _ = ops;
+        ids.push(super::STRUCTURE_LOCK);
+    }
 
     /// Its operation mix.
     fn mix(&self) -> Mix {
@@ -74,11 +81,29 @@ pub fn draw_op(mix: &Mix, keys: &Keys, rng: &mut Rng) -> Op {
 
 /// Exactly one transaction of `ops_per_tx` operations; aborted at the end if `abort`.
 pub fn run_tx<S: KvStore, P: Pm>(s: &S, mix: &Mix, pm: &mut P, rng: &mut Rng, abort: bool) {
+    let apply = |pm: &mut P, op: Op| match op {
+        Op::Insert { key, seed } => s.insert(pm, key, seed),
+        Op::Delete { key } => s.delete(pm, key),
+    };
     pm.begin();
-    for _ in 0..mix.ops_per_tx {
-        match draw_op(mix, s.keys(), rng) {
-            Op::Insert { key, seed } => s.insert(pm, key, seed),
-            Op::Delete { key } => s.delete(pm, key),
+    if pm.concurrent() {
+        // Several cores: the operations are drawn first (the same draws in the same order),
+        // so that the transaction takes every lock it needs, ascending, before its first
+        // access (strict two-phase locking; docs/workloads.md, "Locking on several cores").
+        let ops: Vec<Op> = (0..mix.ops_per_tx).map(|_| draw_op(mix, s.keys(), rng)).collect();
+        let mut ids = Vec::with_capacity(ops.len() + 1);
+        s.locks(&ops, &mut ids);
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
+            pm.lock(id);
+        }
+        for op in ops {
+            apply(pm, op);
+        }
+    } else {
+        for _ in 0..mix.ops_per_tx {
+            apply(pm, draw_op(mix, s.keys(), rng));
         }
     }
     if abort {

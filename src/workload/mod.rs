@@ -24,6 +24,10 @@ use crate::rng::Rng;
 use kv::KvStore as _;
 use serde::{Deserialize, Serialize};
 
+/// The lock id a workload takes over its whole structure on several cores (the line of
+/// address 0: its header or allocator metadata, which nearly every transaction writes).
+pub const STRUCTURE_LOCK: u64 = 0;
+
 /// The interface workloads are written against (its home is [`crate::pmem`], beside the
 /// persistent-memory layout; re-exported here, where workloads look for it).
 pub use crate::pmem::Pm;
@@ -118,6 +122,15 @@ macro_rules! workloads {
         }
 
         impl Workload {
+            /// Its command-line name.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Workload::$variant(_) => $name,)*
+                    Workload::$tvariant(_) => $tname,
+                    Workload::User(_) => "user",
+                }
+            }
+
             /// Bytes of data area it needs.
             pub fn data_bytes(&self) -> u64 {
                 match self {
@@ -178,13 +191,42 @@ macro_rules! workloads {
 }
 
 impl Workload {
+    /// Can it run on more than one core? Each core runs its transactions on its own copy of
+    /// the driver state ([`Workload::try_clone`]), taking a lock on every line it writes
+    /// ([`Pm::lock`]; docs/workloads.md says what each locks). `Err` is the one-line reason it
+    /// cannot.
+    pub fn multicore(&self) -> Result<(), String> {
+        match self {
+            Workload::Sps(_) | Workload::BTree(_) | Workload::Hash(_) | Workload::RbTree(_) | Workload::Sdg(_) => Ok(()),
+            Workload::Sqlite(_) => Err("workload sqlite runs on one core: SQLite's own locking serialises \
+                writers on one database file, so one connection per core would run one writer at a time"
+                .into()),
+            _ => Err(format!(
+                "workload {}: runs on one core (a replayed trace or a program from outside locsim takes no locks; docs/multicore.md)",
+                self.name()
+            )),
+        }
+    }
+
+    /// The driver state of core `core` of `cores`: a copy ([`Workload::try_clone`]), with what
+    /// only one core may own split among them (SDG's list of live edges).
+    pub fn for_core(&self, core: usize, cores: usize) -> Option<Workload> {
+        let mut w = self.try_clone()?;
+        match &mut w {
+            Workload::Sdg(s) => s.for_core(core, cores),
+            Workload::Hash(h) => h.for_core(core),
+            _ => {}
+        }
+        Some(w)
+    }
+
     /// An incremental structural verifier ([`follow`]), for the workloads that have one; the
     /// crash checker verifies whole images for the others.
     pub fn follower(&self) -> Option<Box<dyn follow::Follow>> {
         match self {
             Workload::Sps(w) => Some(Box::new(w.follower())),
             Workload::Sdg(w) => Some(Box::new(w.follower())),
-            Workload::Hash(w) => Some(Box::new(w.follower())),
+            Workload::Hash(w) => w.follower().map(|f| Box::new(f) as Box<dyn follow::Follow>),
             Workload::RbTree(w) => Some(Box::new(w.follower())),
             Workload::BTree(w) => Some(Box::new(w.follower())),
             Workload::Sqlite(w) => Some(Box::new(w.follower())),

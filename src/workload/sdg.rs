@@ -214,6 +214,8 @@ pub struct Sdg {
     edges: Vec<(u32, u32)>,
     /// Changes to `edges` made by the current (or last) transaction.
     journal: Vec<Change>,
+    /// The most edges `edges` may hold (`max_edges`; its share on one of several cores).
+    cap: u64,
 }
 
 impl Sdg {
@@ -229,6 +231,7 @@ impl Sdg {
             slab: Slab::new(Addr(SLAB_META_AT), Addr(base), CHUNK_BYTES, capacity),
             edges: Vec::new(),
             journal: Vec::new(),
+            cap: cfg.max_edges,
         }
     }
 
@@ -268,6 +271,10 @@ impl Sdg {
     pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
         self.journal.clear();
         pm.begin();
+        if pm.concurrent() {
+            // Several cores: one lock over the whole structure (docs/workloads.md, "Locking").
+            pm.lock(super::STRUCTURE_LOCK);
+        }
         for _ in 0..self.cfg.ops_per_tx {
             if self.choose_insert(rng) {
                 self.insert_random(pm, rng);
@@ -283,6 +290,19 @@ impl Sdg {
         }
     }
 
+    /// The driver of core `core` of `cores`: it deletes only the live edges it lists (every
+    /// `cores`-th populated edge from its own index on, then those it inserts), so no two cores
+    /// delete one edge, and it lists at most its share of `max_edges`, so the slab, sized for
+    /// `max_edges`, never fills.
+    pub fn for_core(&mut self, core: usize, cores: usize) {
+        let mut i = 0;
+        self.edges.retain(|_| {
+            i += 1;
+            (i - 1) % cores == core
+        });
+        self.cap = self.cfg.max_edges / cores as u64;
+    }
+
     /// Structural check of a data area; `Err` is one line naming what is broken.
     pub fn verify(&self, data: &[u8]) -> Result<(), String> {
         self.read_graph(data).map(|_| ())
@@ -292,7 +312,7 @@ impl Sdg {
         let draw = rng.below(100);
         if self.edges.is_empty() {
             true
-        } else if self.edges.len() as u64 >= self.cfg.max_edges {
+        } else if self.edges.len() as u64 >= self.cap {
             false
         } else {
             draw < self.cfg.insert_percent

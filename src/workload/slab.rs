@@ -55,6 +55,13 @@ impl Slab {
     /// Return a slot taken by [`Slab::alloc`].
     pub fn free<P: Pm>(&self, pm: &mut P, slot: Addr) {
         debug_assert!(self.contains(slot));
+        self.free_foreign(pm, slot);
+    }
+
+    /// Put `slot`, a slot of this slab or of another one of the same slot size, on this slab's
+    /// free list (per-core allocators: a core frees into its own list whichever region the
+    /// slot came from, and its allocations pop it from there).
+    pub fn free_foreign<P: Pm>(&self, pm: &mut P, slot: Addr) {
         let head = pm.load_u64(self.meta);
         pm.store_u64(slot, head);
         pm.store_u64(self.meta, slot.0);

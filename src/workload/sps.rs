@@ -54,6 +54,8 @@ pub struct Sps {
     drawn: Vec<u64>,
     /// Block of the next transaction.
     cur: usize,
+    /// The lines a transaction locks, ascending (with several cores; scratch).
+    locks: Vec<u64>,
 }
 
 /// A transaction's entries are drawn, and announced with [`Pm::will_access`], this many
@@ -69,6 +71,7 @@ impl Sps {
             compute: cfg.compute_cycles_per_swap,
             drawn: Vec::new(),
             cur: 0,
+            locks: Vec::new(),
         }
     }
 
@@ -96,6 +99,15 @@ impl Sps {
         let block = self.cur * n;
         self.cur = (self.cur + 1) % AHEAD;
         pm.begin();
+        if pm.concurrent() {
+            // Strict two-phase locking: the lines of every entry it swaps, in ascending order.
+            self.locks.clear();
+            self.locks.extend(self.drawn[block..block + n].iter().map(|e| e * 8 / 64));
+            self.locks.sort_unstable();
+            for &l in &self.locks {
+                pm.lock(l);
+            }
+        }
         for t in 0..self.swaps as usize {
             let k = block + 2 * t;
             let (i, j) = (self.drawn[k], self.drawn[k + 1]);

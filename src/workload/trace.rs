@@ -5,6 +5,12 @@
 //! the records of one transaction through [`Pm`], so the simulator's back end takes the oracle
 //! from the trace's own stores exactly as from a built-in workload's. It streams: memory is the
 //! decoder's buffer (bounded by the longest record), never the trace.
+//!
+//! Cores: the decoder checks every `core` record against the machine's core count (one line
+//! naming the record's offset, the core and the allowed range). A trace replays on one core
+//! only so far (`Workload::multicore` refuses more), so every record this replayer executes is
+//! core 0's; docs/multicore.md (Traces and programs on N cores) says how a trace will replay
+//! on N cores.
 #![warn(missing_docs)]
 
 use super::Pm;
@@ -32,6 +38,8 @@ enum Ahead {
     Begin,
     Load(u64, u64),
     Compute(u64),
+    /// A `core` record (checked by the decoder against the machine's cores).
+    Core,
     End,
 }
 
@@ -51,9 +59,11 @@ pub struct TraceWorkload {
 }
 
 impl TraceWorkload {
-    /// Start replaying: reads the file header and the `region` (and `warmup`) records.
-    pub fn open(src: Source) -> Result<TraceWorkload, String> {
+    /// Start replaying on a machine of `cores` cores (`machine.cores`; a `core` record naming
+    /// another is an error): reads the file header and the `region` (and `warmup`) records.
+    pub fn open(src: Source, cores: u32) -> Result<TraceWorkload, String> {
         let mut dec = Decoder::new(src).map_err(|e| e.to_string())?;
+        dec.set_cores(cores);
         let (base, size) = match dec.next_record().map_err(|e| e.to_string())? {
             Some(Record::Region { base, size }) => (base, size),
             _ => unreachable!("the decoder requires `region` first"),
@@ -81,11 +91,7 @@ impl TraceWorkload {
     fn keep(&self, r: Record) -> Ahead {
         match r {
             Record::Init { addr, bytes } => Ahead::Init(addr - self.base, bytes.to_vec()),
-            Record::Begin => Ahead::Begin,
-            Record::Load { addr, len } => Ahead::Load(addr - self.base, len),
-            Record::Compute { cycles } => Ahead::Compute(cycles),
-            Record::End => Ahead::End,
-            _ => unreachable!("the decoder allows only these after `region` and `warmup`"),
+            r => body_ahead(r, self.base),
         }
     }
 
@@ -106,14 +112,7 @@ impl TraceWorkload {
                     data[a..a + bytes.len()].copy_from_slice(bytes);
                 }
                 Ok(Some(r)) => {
-                    let r = match r {
-                        Record::Begin => Ahead::Begin,
-                        Record::Load { addr, len } => Ahead::Load(addr - self.base, len),
-                        Record::Compute { cycles } => Ahead::Compute(cycles),
-                        Record::End => Ahead::End,
-                        _ => unreachable!("the decoder allows only these after the header"),
-                    };
-                    self.ahead = Some(r);
+                    self.ahead = Some(body_ahead(r, self.base));
                     return;
                 }
                 Ok(None) => return,
@@ -135,6 +134,7 @@ impl TraceWorkload {
             Some(Ahead::Begin) => pm.begin(),
             Some(Ahead::Load(a, len)) => load(pm, &mut self.load_buf, a, len),
             Some(Ahead::Compute(c)) => pm.compute(c),
+            Some(Ahead::Core) => {}
             Some(Ahead::End) => {
                 self.ended = true;
                 return;
@@ -154,6 +154,9 @@ impl TraceWorkload {
                 Ok(Some(Record::Load { addr, len })) => load(pm, &mut self.load_buf, addr - base, len),
                 Ok(Some(Record::Compute { cycles })) => pm.compute(cycles),
                 Ok(Some(Record::Begin)) => pm.begin(),
+                // Between transactions; the decoder has checked it names one of the machine's
+                // cores, which is core 0 while the runner runs one.
+                Ok(Some(Record::Core { .. })) => {}
                 Ok(Some(Record::Commit)) => return pm.commit(),
                 Ok(Some(Record::Abort)) => return pm.abort(),
                 Ok(Some(Record::End)) | Ok(None) => {
@@ -182,6 +185,18 @@ impl TraceWorkload {
     /// A trace has no structure to verify beyond the oracle's bytes.
     pub fn verify(&self, _data: &[u8]) -> Result<(), String> {
         Ok(())
+    }
+}
+
+/// The first body record, kept until the first transaction replays it.
+fn body_ahead(r: Record, base: u64) -> Ahead {
+    match r {
+        Record::Begin => Ahead::Begin,
+        Record::Load { addr, len } => Ahead::Load(addr - base, len),
+        Record::Compute { cycles } => Ahead::Compute(cycles),
+        Record::Core { .. } => Ahead::Core,
+        Record::End => Ahead::End,
+        _ => unreachable!("the decoder allows only these after the header"),
     }
 }
 

@@ -24,5 +24,8 @@ pub trait UserWorkload: Send {
     fn populate(&mut self, data: &mut [u8]);
     /// Run one transaction: `pm.begin()`, loads and stores, `pm.commit()` (or `pm.abort()`
     /// when `abort` asks for it). `rng` is the run's operation stream (seeded by `--seed`).
+    /// `pm.core()` is the thread id, the core this transaction runs on (`0..machine.cores`;
+    /// always 0 on one core): on N cores each core calls `run_tx` for its own transactions,
+    /// and a program that ignores the id runs the same code on every core.
     fn run_tx(&mut self, pm: &mut dyn Pm, rng: &mut Rng, abort: bool);
 }

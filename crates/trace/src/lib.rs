@@ -4,7 +4,9 @@
 //! A trace is a stream of [`Record`]s. A header (`region`, then optionally `warmup`, then `init`
 //! records) declares the persistent heap and its initial content; the body is transactions
 //! (`begin`, `load`, `store`, `compute`, `commit` or `abort`) and non-transactional `load` and
-//! `compute` records; `end` closes the stream. The [`Decoder`] checks every rule of the format
+//! `compute` records; `end` closes the stream. From version 2 a `core` record between
+//! transactions says which core runs the records that follow it (core 0 until the first one, and
+//! throughout a version-1 trace). The [`Decoder`] checks every rule of the format
 //! as it reads (bad bytes, truncation, a record out of the region, a store outside a
 //! transaction, ...) and names the byte offset (and, for text, the line) of the record at fault.
 //! It reads through one reused buffer: memory is bounded by the longest record, not by the
@@ -15,10 +17,16 @@ use std::io::{self, Read, Write};
 
 /// First 8 bytes of a binary trace.
 pub const MAGIC: [u8; 8] = *b"LOCTRACE";
-/// First word of a text trace (`locsim-trace 1`).
+/// First word of a text trace (`locsim-trace 2`).
 pub const TEXT_MAGIC: &str = "locsim-trace";
-/// The format version this module writes and the only one it reads.
-pub const VERSION: u16 = 1;
+/// The format version this module writes (it reads every version from [`OLDEST_VERSION`]).
+pub const VERSION: u16 = 2;
+/// The oldest version the decoder reads: version 1, the single-core format (no `core` record;
+/// every record runs on core 0).
+pub const OLDEST_VERSION: u16 = 1;
+/// Core numbers a trace may name: `0..MAX_CORES` (a machine may have fewer: see
+/// [`Decoder::set_cores`]).
+pub const MAX_CORES: u64 = 1 << 16;
 /// Bytes of the binary file header.
 pub const HEADER_BYTES: usize = 16;
 /// Most bytes one `load`, `store` or `init` record may cover.
@@ -46,6 +54,8 @@ pub mod op {
     pub const STORE: u8 = 0x14;
     /// `compute cycles`
     pub const COMPUTE: u8 = 0x15;
+    /// `core n` (version 2)
+    pub const CORE: u8 = 0x16;
     /// `end records`
     pub const END: u8 = 0xFF;
 }
@@ -96,6 +106,12 @@ pub enum Record<'a> {
     Compute {
         /// Core cycles.
         cycles: u64,
+    },
+    /// The records that follow (up to the next `Core`) run on core `core` (version 2; only
+    /// between transactions).
+    Core {
+        /// Core number, `0..`[`MAX_CORES`].
+        core: u32,
     },
     /// The end of the trace.
     End,
@@ -155,6 +171,8 @@ pub struct Encoder<W: Write> {
     enc: Encoding,
     records: u64,
     scratch: Vec<u8>,
+    /// The core the last `core` record named (0 before any).
+    core: u32,
 }
 
 impl<W: Write> Encoder<W> {
@@ -169,7 +187,22 @@ impl<W: Write> Encoder<W> {
             }
             Encoding::Text => writeln!(out, "{TEXT_MAGIC} {VERSION}")?,
         }
-        Ok(Encoder { out, enc, records: 0, scratch: Vec::with_capacity(64) })
+        Ok(Encoder { out, enc, records: 0, scratch: Vec::with_capacity(64), core: 0 })
+    }
+
+    /// Make `core` the core of the records that follow: writes a `core` record only when it
+    /// differs from the current one (core 0 at the start), so a single-core trace has none.
+    /// Call it between transactions (the format allows `core` only there).
+    pub fn set_core(&mut self, core: u32) -> io::Result<()> {
+        if core == self.core {
+            return Ok(());
+        }
+        self.write(&Record::Core { core })
+    }
+
+    /// The core of the records written next.
+    pub fn core(&self) -> u32 {
+        self.core
     }
 
     /// Write one record. `End` writes the record count; nothing may follow it.
@@ -177,6 +210,9 @@ impl<W: Write> Encoder<W> {
         match self.enc {
             Encoding::Binary => self.write_binary(r)?,
             Encoding::Text => self.write_text(r)?,
+        }
+        if let Record::Core { core } = *r {
+            self.core = core;
         }
         self.records += 1;
         Ok(())
@@ -214,6 +250,10 @@ impl<W: Write> Encoder<W> {
                 s.push(op::COMPUTE);
                 put_uleb(s, cycles);
             }
+            Record::Core { core } => {
+                s.push(op::CORE);
+                put_uleb(s, core.into());
+            }
             Record::End => {
                 s.push(op::END);
                 put_uleb(s, self.records);
@@ -244,6 +284,7 @@ impl<W: Write> Encoder<W> {
             Record::Abort => writeln!(o, "abort"),
             Record::Load { addr, len } => writeln!(o, "load {addr:#x} {len}"),
             Record::Compute { cycles } => writeln!(o, "compute {cycles}"),
+            Record::Core { core } => writeln!(o, "core {core}"),
             Record::End => writeln!(o, "end"),
         }
     }
@@ -298,6 +339,13 @@ pub struct Decoder<R: Read> {
     records: u64,
     /// Stream offset of the next record [`Decoder::look_ahead`] has not passed yet.
     ahead: u64,
+    /// The stream's format version.
+    version: u16,
+    /// The core of the records being read (the last `core` record's; 0 before any).
+    core: u32,
+    /// Core numbers allowed: `0..cores`; `configured` when [`Decoder::set_cores`] set it.
+    cores: u64,
+    configured: bool,
 }
 
 /// How far [`Decoder::look_ahead`] runs ahead of the reader, in bytes (about a dozen small
@@ -324,6 +372,10 @@ impl<R: Read> Decoder<R> {
             region: (0, 0),
             records: 0,
             ahead: 0,
+            version: VERSION,
+            core: 0,
+            cores: MAX_CORES,
+            configured: false,
         };
         d.fill(HEADER_BYTES)?;
         let head = &d.buf[d.pos..d.end];
@@ -341,10 +393,7 @@ impl<R: Read> Decoder<R> {
             let mut w = line.split_whitespace();
             let (_, v) = (w.next(), w.next());
             match v.map(str::parse::<u16>) {
-                Some(Ok(VERSION)) if w.next().is_none() => {}
-                Some(Ok(v)) => {
-                    return Err(d.err(0, &format!("trace format version {v}: this locsim reads version {VERSION}")))
-                }
+                Some(Ok(v)) if w.next().is_none() => d.version = d.known_version(v)?,
                 _ => return Err(d.err(0, &format!("bad version line `{line}`: expected `{TEXT_MAGIC} {VERSION}`"))),
             }
             return Ok(d);
@@ -359,22 +408,47 @@ impl<R: Read> Decoder<R> {
         let version = u16::from_le_bytes([head[8], head[9]]);
         let flags = u16::from_le_bytes([head[10], head[11]]);
         let reserved = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
-        if version != VERSION {
-            return Err(d.err(0, &format!("trace format version {version}: this locsim reads version {VERSION}")));
-        }
+        d.version = d.known_version(version)?;
         if flags != 0 || reserved != 0 {
-            return Err(
-                d.err(8, &format!("header flags {flags:#x} / reserved {reserved:#x}: both must be 0 in version 1"))
-            );
+            return Err(d.err(
+                8,
+                &format!("header flags {flags:#x} / reserved {reserved:#x}: both must be 0 in version {version}"),
+            ));
         }
         d.pos += HEADER_BYTES;
         d.offset += HEADER_BYTES as u64;
         Ok(d)
     }
 
+    /// `v` if this decoder reads that version.
+    fn known_version(&self, v: u16) -> Result<u16, TraceError> {
+        if (OLDEST_VERSION..=VERSION).contains(&v) {
+            return Ok(v);
+        }
+        Err(self.err(0, &format!("trace format version {v}: this locsim reads versions {OLDEST_VERSION}..={VERSION}")))
+    }
+
     /// The encoding of the stream.
     pub fn encoding(&self) -> Encoding {
         self.enc
+    }
+
+    /// The stream's format version ([`OLDEST_VERSION`]..=[`VERSION`]).
+    pub fn version(&self) -> u16 {
+        self.version
+    }
+
+    /// Allow only cores `0..cores` (the machine's core count): a `core` record naming another
+    /// is an error naming its offset, the core and the allowed range. Without it, any core
+    /// below [`MAX_CORES`] is allowed.
+    pub fn set_cores(&mut self, cores: u32) {
+        self.cores = u64::from(cores).min(MAX_CORES);
+        self.configured = true;
+    }
+
+    /// The core of the last record returned (the last `core` record's number; 0 before any).
+    pub fn core(&self) -> u32 {
+        self.core
     }
 
     /// The declared region `(base, size)` once the `region` record has been read.
@@ -443,7 +517,7 @@ impl<R: Read> Decoder<R> {
             };
             let step = match opcode {
                 op::BEGIN | op::COMMIT | op::ABORT => Some(()),
-                op::COMPUTE | op::WARMUP => num(&mut i).map(drop),
+                op::COMPUTE | op::WARMUP | op::CORE => num(&mut i).map(drop),
                 op::LOAD | op::STORE | op::INIT => match (num(&mut i), num(&mut i)) {
                     (Some(addr), Some(len)) => {
                         if opcode != op::LOAD {
@@ -517,6 +591,20 @@ impl<R: Read> Decoder<R> {
             (_, Raw::Store { .. }) => return fail(self, "`store` outside a transaction".into()),
             (Phase::Header | Phase::Idle, Raw::Load { .. } | Raw::Compute { .. }) => self.phase = Phase::Idle,
             (Phase::InTx, Raw::Load { .. } | Raw::Compute { .. }) => {}
+            (_, Raw::Core { .. }) if self.version < 2 => {
+                return fail(self, format!("`core` record in a version-{} trace: allowed from version 2", self.version))
+            }
+            (Phase::InTx, Raw::Core { .. }) => {
+                return fail(self, "`core` inside a transaction: a transaction runs on one core".into())
+            }
+            (Phase::Header | Phase::Idle, Raw::Core { core }) => {
+                if core >= self.cores {
+                    let whose = if self.configured { format!(" (--cores {})", self.cores) } else { String::new() };
+                    return fail(self, format!("core {core}: allowed 0..={}{whose}", self.cores - 1));
+                }
+                self.core = core as u32;
+                self.phase = Phase::Idle;
+            }
             (Phase::InTx, Raw::End { .. }) => {
                 return fail(self, "`end` inside a transaction: commit or abort it first".into())
             }
@@ -568,6 +656,7 @@ impl<R: Read> Decoder<R> {
             Raw::Abort => Record::Abort,
             Raw::Load { addr, len } => Record::Load { addr, len },
             Raw::Compute { cycles } => Record::Compute { cycles },
+            Raw::Core { core } => Record::Core { core: core as u32 },
             Raw::End { .. } => Record::End,
         }
     }
@@ -627,12 +716,13 @@ impl<R: Read> Decoder<R> {
             op::COMMIT => Raw::Commit,
             op::ABORT => Raw::Abort,
             op::COMPUTE => Raw::Compute { cycles: self.uleb(&mut at, rec, "cycle count")? },
+            op::CORE => Raw::Core { core: self.uleb(&mut at, rec, "core number")? },
             op::END => Raw::End { records: Some(self.uleb(&mut at, rec, "record count")?) },
             other => {
                 return Err(self.err(
                     rec,
                     &format!(
-                        "unknown record type {other:#04x}: allowed 0x01-0x03, 0x10-0x15, 0xff (docs/formats/trace.md)"
+                        "unknown record type {other:#04x}: allowed 0x01-0x03, 0x10-0x16, 0xff (docs/formats/trace.md)"
                     ),
                 ))
             }
@@ -743,6 +833,7 @@ enum Raw {
     Load { addr: u64, len: u64 },
     Store { addr: u64, len: u64 },
     Compute { cycles: u64 },
+    Core { core: u64 },
     End { records: Option<u64> },
 }
 
@@ -758,6 +849,7 @@ impl Raw {
             Raw::Load { .. } => "load",
             Raw::Store { .. } => "store",
             Raw::Compute { .. } => "compute",
+            Raw::Core { .. } => "core",
             Raw::End { .. } => "end",
         }
     }
@@ -835,6 +927,10 @@ fn parse_text(word: &str, args: &[&str], count: usize, bytes: &mut Vec<u8>) -> R
             want(1, "compute CYCLES")?;
             Raw::Compute { cycles: number(args[0], "cycles")? }
         }
+        "core" => {
+            want(1, "core N")?;
+            Raw::Core { core: number(args[0], "core")? }
+        }
         "begin" | "commit" | "abort" | "end" => {
             want(0, word)?;
             match word {
@@ -845,10 +941,8 @@ fn parse_text(word: &str, args: &[&str], count: usize, bytes: &mut Vec<u8>) -> R
             }
         }
         other => {
-            return Err(format!(
-                "unknown record `{}`: allowed region, warmup, init, begin, load, store, compute, commit, abort, end",
-                clip(other)
-            ))
+            let allowed = "region, warmup, init, begin, load, store, compute, commit, abort, core, end";
+            return Err(format!("unknown record `{}`: allowed {allowed}", clip(other)));
         }
     })
 }
@@ -870,6 +964,13 @@ mod tests {
             Record::Begin,
             Record::Store { addr: 0x7f00_0000_0000, bytes: &[0xab] },
             Record::Abort,
+            Record::Core { core: 3 },
+            Record::Load { addr: 0x7f00_0000_0008, len: 0 },
+            Record::Begin,
+            Record::Store { addr: 0x7f00_0000_0040, bytes: &[1; 64] },
+            Record::Commit,
+            Record::Core { core: 0 },
+            Record::Compute { cycles: 1 },
             Record::End,
         ]
     }
@@ -903,8 +1004,98 @@ mod tests {
     #[test]
     fn binary_bytes_are_little_endian_leb128_as_documented() {
         let bytes = encode(Encoding::Binary, &[Record::Region { base: 0x80, size: 300 }, Record::End]);
-        assert_eq!(&bytes[..16], b"LOCTRACE\x01\x00\x00\x00\x00\x00\x00\x00");
+        assert_eq!(&bytes[..16], b"LOCTRACE\x02\x00\x00\x00\x00\x00\x00\x00");
         assert_eq!(&bytes[16..], &[0x01, 0x80, 0x01, 0xac, 0x02, 0xff, 0x01]);
+        // `core 300` between transactions: opcode 0x16, then 300 as LEB128 (ac 02).
+        let bytes = encode(
+            Encoding::Binary,
+            &[
+                Record::Region { base: 0, size: 64 },
+                Record::Core { core: 300 },
+                Record::Begin,
+                Record::Commit,
+                Record::End,
+            ],
+        );
+        assert_eq!(&bytes[16..], &[0x01, 0x00, 0x40, 0x16, 0xac, 0x02, 0x10, 0x11, 0xff, 0x04]);
+    }
+
+    #[test]
+    fn set_core_writes_a_core_record_only_when_the_core_changes() {
+        let mut e = Encoder::new(Vec::new(), Encoding::Text).unwrap();
+        e.write(&Record::Region { base: 0, size: 64 }).unwrap();
+        for c in [0, 0, 2, 2, 1, 0] {
+            e.set_core(c).unwrap();
+            e.write(&Record::Compute { cycles: 1 }).unwrap();
+        }
+        e.write(&Record::End).unwrap();
+        let text = String::from_utf8(e.finish().unwrap()).unwrap();
+        let cores: Vec<&str> = text.lines().filter(|l| l.starts_with("core")).collect();
+        assert_eq!(cores, ["core 2", "core 1", "core 0"]);
+    }
+
+    /// The core of every body record as the decoder reports it.
+    fn cores_of(bytes: &[u8], limit: Option<u32>) -> Result<Vec<u32>, TraceError> {
+        let mut d = Decoder::new(bytes)?;
+        if let Some(n) = limit {
+            d.set_cores(n);
+        }
+        let mut out = Vec::new();
+        while let Some(r) = d.next_record()? {
+            if matches!(r, Record::Begin | Record::Load { .. } | Record::Compute { .. }) {
+                out.push(d.core());
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn each_record_runs_on_the_core_of_the_last_core_record_and_version_1_on_core_0() {
+        let ok = encode(Encoding::Binary, &sample());
+        // Compute, begin, load, begin (core 0), load and begin (core 3), compute (core 0).
+        assert_eq!(cores_of(&ok, Some(4)).unwrap(), [0, 0, 0, 0, 3, 3, 0]);
+        assert_eq!(cores_of(&encode(Encoding::Text, &sample()), None).unwrap(), [0, 0, 0, 0, 3, 3, 0]);
+        // A version-1 stream (the same bytes without `core` records, version 1) reads as core 0.
+        let v1: Vec<Record> = sample().into_iter().filter(|r| !matches!(r, Record::Core { .. })).collect();
+        let mut bytes = encode(Encoding::Binary, &v1);
+        bytes[8] = 1;
+        let mut d = Decoder::new(&bytes[..]).unwrap();
+        assert_eq!(d.version(), 1);
+        while d.next_record().unwrap().is_some() {
+            assert_eq!(d.core(), 0);
+        }
+        assert_eq!(cores_of(&bytes, Some(1)).unwrap(), [0; 7]);
+    }
+
+    #[test]
+    fn a_core_beyond_the_machine_or_the_format_or_a_corrupt_core_field_is_named_with_its_offset() {
+        let ok = encode(Encoding::Binary, &sample());
+        // `core 3` is the 9th record: at 16 + the bytes of the 8 before it.
+        let at = 16 + ok[16..].windows(2).position(|w| w == [op::CORE, 3]).unwrap() as u64;
+        let e = cores_of(&ok, Some(2)).unwrap_err();
+        assert_eq!(e.offset, at);
+        assert_eq!(e.to_string(), format!("trace record at byte offset {at}: core 3: allowed 0..=1 (--cores 2)"));
+        let e = cores_of(b"locsim-trace 2\nregion 0 64\ncore 1\nend\n", Some(1)).unwrap_err();
+        assert_eq!((e.line, e.offset), (Some(3), 27));
+        assert!(e.to_string().contains("core 1: allowed 0..=0"), "{e}");
+        let small = encode(Encoding::Binary, &[Record::Region { base: 0, size: 64 }, Record::End]);
+        let region = &small[..16 + 3];
+        let corrupt: Vec<(Vec<u8>, &str)> = vec![
+            // Beyond the format's own range, whatever the machine.
+            ([region, &[op::CORE, 0x80, 0x80, 0x04, op::END, 2]].concat(), "core 65536: allowed 0..=65535"),
+            ([region, &[op::CORE], &[0xff; 10]].concat(), "core number does not fit in 64 bits"),
+            ([region, &[op::CORE, 0x80]].concat(), "the stream ends inside its core number"),
+            (b"locsim-trace 2\nregion 0 64\ncore x\nend\n".to_vec(), "core `x`: expected a number"),
+            (b"locsim-trace 2\nregion 0 64\ncore\nend\n".to_vec(), "`core` takes 1 fields"),
+            (b"locsim-trace 2\nregion 0 64\nbegin\ncore 1\ncommit\nend\n".to_vec(), "`core` inside a transaction"),
+            (b"locsim-trace 1\nregion 0 64\ncore 0\nend\n".to_vec(), "`core` record in a version-1 trace"),
+            (b"locsim-trace 2\ncore 0\nregion 0 64\nend\n".to_vec(), "`core` before `region`"),
+            (b"locsim-trace 2\nregion 0 64\ncore 0\ninit 0 00\nend\n".to_vec(), "`init` after the body"),
+        ];
+        for (bytes, want) in corrupt {
+            let e = cores_of(&bytes, None).expect_err(want).to_string();
+            assert!(e.contains(want), "{e:?} should contain {want:?}");
+        }
     }
 
     #[test]
@@ -950,7 +1141,8 @@ mod tests {
             (ok[..5].to_vec(), "truncated file header"),
             // Found by tests/fuzz_inputs.rs (it panicked): the magic whole, the header cut short.
             (ok[..11].to_vec(), "truncated file header: 11 of 16"),
-            ([&ok[..8], &[2, 0], &ok[10..]].concat(), "version 2"),
+            ([&ok[..8], &[3, 0], &ok[10..]].concat(), "version 3: this locsim reads versions 1..=2"),
+            ([&ok[..8], &[0, 0], &ok[10..]].concat(), "version 0"),
             (ok[..ok.len() - 1].to_vec(), "truncated"),
             ([&ok[..], &[0]].concat(), "bytes after the `end`"),
             ([&ok[..16], &[0x42]].concat(), "unknown record type 0x42"),
@@ -961,7 +1153,7 @@ mod tests {
             (b"locsim-trace 1\nregion 0 64\nbegin\nend\n".to_vec(), "inside a transaction"),
             (b"locsim-trace 1\nregion 0 64\nfrob\nend\n".to_vec(), "unknown record `frob`"),
             (b"locsim-trace 1\nregion 0 64\nbegin\nstore 0 0g\n".to_vec(), "not hex"),
-            (b"locsim-trace 2\n".to_vec(), "version 2"),
+            (b"locsim-trace 3\n".to_vec(), "version 3"),
             (b"locsim-trace 1\nregion 0 0\nend\n".to_vec(), "region size 0"),
             (b"locsim-trace 1\nregion 0 64\nbegin\ncommit\nregion 0 64\nend\n".to_vec(), "second `region`"),
             (b"locsim-trace 1\nregion 0 64\nbegin\ncommit\ninit 0 00\nend\n".to_vec(), "`init` after the body"),

@@ -1,0 +1,239 @@
+//! Concurrent transactions: N cores, each running its own transaction stream in a stackful
+//! coroutine, interleaved in simulated-time order, with volatile locks in simulated memory
+//! (docs/multicore.md, "Scheduler, locks and workloads").
+//!
+//! **Order.** The core with the earliest clock runs (ties: the lowest core id). A core runs
+//! until, at the start of one of its [`Pm`] operations (load, store, begin, commit, abort,
+//! compute, lock), its `(clock, id)` has passed another runnable core's; then it yields and the
+//! scheduler resumes the earliest one. An operation is never split (a whole commit is one), so
+//! every operation runs at a clock no later than any other runnable core's. With one core none
+//! of this runs: the runner keeps its plain loop.
+//!
+//! **Why coroutines.** A workload's transaction is straight-line Rust code over [`Pm`]; a
+//! stackful coroutine (crate `corosensei`) suspends it in the middle of its call stack at an
+//! operation and resumes it there, so every workload runs unchanged on N cores, and a switch
+//! costs a register save and restore (no host thread, no lock, no channel).
+//!
+//! **Locks** ([`Pm::lock`]) are words in volatile memory after the whole persistent layout
+//! (`Machine::volatile_block0`), one 64-byte line per lock id (no false sharing), accessed
+//! through the cache model: taking one is an atomic read-modify-write (a write access to its
+//! line), releasing one a store to it. A waiter is blocked (not runnable) until the holder
+//! releases; it then resumes at the release cycle (or its own clock, if later) and retries,
+//! paying the retry's access. The model of the wait: a spin on a line held in the waiter's own
+//! cache costs nothing until the release invalidates it, so a blocked core's clock only jumps
+//! to the release. Strict two-phase locking: the front end releases a transaction's locks after
+//! its commit or abort returns, in acquisition order; ids ascend within a transaction (checked),
+//! so no cycle of waiters can form. A lock line's LLC miss reads DRAM
+//! (`memory.read_latency_ns`, without occupying the NVM banks); a dirty lock line evicted from
+//! the LLC is written back to DRAM by the write-back buffer: no core time, no NVM traffic, not
+//! in the durable image, not checked after a crash.
+//!
+//! The lock table, the isolation check and the oracle's multi-core record live with the front
+//! end, in [`crate::sim`] (`sim/cores.rs`).
+//!
+//! **Isolation check.** Hardware logs, flushes and persists whole lines, so two transactions in
+//! flight must never write one line: a store to a line written by another core's transaction
+//! in flight stops the run with one line naming the line and both cores.
+
+use crate::machine::Machine;
+use crate::pmem::Pm;
+use crate::protocol::Protocol;
+use crate::rng::Rng;
+use crate::sim::cores::{key, CORE_BITS, NONE};
+use crate::sim::Sim;
+use crate::types::Addr;
+use crate::workload::Workload;
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+
+/// Stack of each core's coroutine (reserved, touched only as deep as the workload goes).
+const STACK_BYTES: usize = 1 << 20;
+
+/// The operation streams of core `c` (its workload operations, its abort decisions): core 0's
+/// are the single-core run's ([`crate::runner::rngs`]), the others' independent streams
+/// derived from the seed and the core id (core 0's labels 1 and 2 are the single-core run's).
+pub fn core_rngs(seed: u64, c: usize) -> (Rng, Rng) {
+    (Rng::derive(seed, 1 + 2 * c as u64), Rng::derive(seed, 2 + 2 * c as u64))
+}
+
+/// `total` transactions split over `cores` cores: the first `total % cores` one more.
+pub fn split(total: u64, cores: usize) -> Vec<u64> {
+    let n = cores as u64;
+    (0..n).map(|c| total / n + u64::from(c < total % n)).collect()
+}
+
+/// The [`Pm`] a core's workload runs against: the shared [`Sim`], yielding to the scheduler
+/// before an operation once the core is no longer the earliest.
+struct CorePm<'y, P: Protocol> {
+    /// The one simulator, shared by every core's coroutine and the scheduler; only the running
+    /// one touches it, and no reference to it lives across a suspension.
+    sim: *mut Sim<P>,
+    y: &'y Yielder<(), ()>,
+    core: usize,
+}
+
+impl<P: Protocol> CorePm<'_, P> {
+    #[inline(always)]
+    fn sim(&mut self) -> &mut Sim<P> {
+        // SAFETY: see the field; the scheduler holds no reference while a coroutine runs.
+        unsafe { &mut *self.sim }
+    }
+
+    /// Yield to the scheduler if another runnable core is now earlier than this one.
+    #[inline(always)]
+    fn turn(&mut self) {
+        let core = self.core;
+        let s = self.sim();
+        let next = s.cores.as_ref().map_or(u64::MAX, |c| c.next_key);
+        if key(s.m.now, core) > next {
+            self.y.suspend(());
+        }
+    }
+}
+
+impl<P: Protocol> Pm for CorePm<'_, P> {
+    fn begin(&mut self) {
+        self.turn();
+        self.sim().begin();
+    }
+    fn commit(&mut self) {
+        self.turn();
+        self.sim().commit();
+    }
+    fn abort(&mut self) {
+        self.turn();
+        self.sim().abort();
+    }
+    #[inline]
+    fn load(&mut self, addr: Addr, buf: &mut [u8]) {
+        self.turn();
+        self.sim().load(addr, buf);
+    }
+    #[inline]
+    fn store(&mut self, addr: Addr, data: &[u8]) {
+        self.turn();
+        self.sim().store(addr, data);
+    }
+    #[inline]
+    fn compute(&mut self, cycles: u64) {
+        self.turn();
+        self.sim().compute(cycles);
+    }
+    fn last_durable_tx(&self) -> u64 {
+        // SAFETY: as in `sim`.
+        unsafe { &*self.sim }.m.acked
+    }
+    #[inline]
+    fn concurrent(&self) -> bool {
+        true
+    }
+    fn lock(&mut self, id: u64) {
+        loop {
+            self.turn();
+            if self.sim().try_lock(id) {
+                return;
+            }
+            // Blocked: not runnable until the holder releases the lock.
+            self.y.suspend(());
+        }
+    }
+    #[inline]
+    fn will_access(&mut self, addr: Addr) {
+        let s = self.sim();
+        s.will_access(addr);
+        if let Some(cs) = &s.cores {
+            cs.will_access(addr);
+        }
+    }
+}
+
+/// Run `txs[c]` transactions on each core `c` (its workload driver `wls[c]`, its streams
+/// `rngs[c]`), interleaved in simulated-time order, until every core has run its share. `Err`
+/// is a one-line message (a fatal condition of the model or an isolation or locking error).
+pub fn run<P: Protocol>(
+    sim: &mut Sim<P>,
+    wls: &mut [Workload],
+    rngs: &mut [(Rng, Rng)],
+    txs: &[u64],
+    abort_rate: f64,
+) -> Result<(), String> {
+    let n = sim.m.cores();
+    assert!(n > 1 && wls.len() == n && rngs.len() == n && txs.len() == n);
+    // Every core is runnable at the start of a phase.
+    {
+        let cs = sim.cores.as_mut().expect("several cores");
+        for c in 0..n {
+            cs.keys[c] = if cs.waiting[c] == NONE { key(sim.m.clock_of(c), c) } else { u64::MAX };
+        }
+    }
+    let ptr: *mut Sim<P> = sim;
+    // Declared after the borrowed driver state, so dropped (unwound, if unfinished) before it.
+    let mut coros = Vec::with_capacity(n);
+    for (c, (wl, (ops, aborts))) in wls.iter_mut().zip(rngs.iter_mut()).enumerate() {
+        let count = txs[c];
+        let body = move |y: &Yielder<(), ()>, ()| {
+            let mut pm = CorePm { sim: ptr, y, core: c };
+            for _ in 0..count {
+                let abort = abort_rate > 0.0 && aborts.chance(abort_rate);
+                wl.run_tx(&mut pm, ops, abort);
+            }
+        };
+        let stack = DefaultStack::new(STACK_BYTES).map_err(|e| format!("a core's coroutine stack: {e}"))?;
+        // SAFETY: `body` borrows `wls`, `rngs` and `*sim`, which outlive `coros` (dropped at the
+        // end of this function, before them; never forgotten).
+        coros.push(unsafe { Coroutine::with_stack_unchecked(stack, body) });
+    }
+    let mut done = vec![false; n];
+    loop {
+        // SAFETY: no coroutine is running; the reference ends before the next resume.
+        let s = unsafe { &mut *ptr };
+        let cs = s.cores.as_mut().expect("several cores");
+        let (mut first, mut second) = (u64::MAX, u64::MAX);
+        for &k in &cs.keys {
+            if k < first {
+                (first, second) = (k, first);
+            } else if k < second {
+                second = k;
+            }
+        }
+        if first == u64::MAX {
+            if done.iter().all(|&d| d) {
+                return Ok(());
+            }
+            let waits: Vec<String> =
+                (0..n).filter(|&c| !done[c]).map(|c| format!("core {c} on lock {}", cs.waiting[c])).collect();
+            return Err(format!("every core waits for a lock: {} (a lock not released)", waits.join(", ")));
+        }
+        let c = (first & ((1 << CORE_BITS) - 1)) as usize;
+        cs.next_key = second;
+        s.switch_core(c);
+        let finished = matches!(coros[c].resume(()), CoroutineResult::Return(()));
+        done[c] |= finished;
+        // SAFETY: as above.
+        let s = unsafe { &mut *ptr };
+        if let Some(e) = s.m.fatal.take() {
+            return Err(e);
+        }
+        let cs = s.cores.as_mut().expect("several cores");
+        cs.keys[c] = if finished || cs.waiting[c] != NONE { u64::MAX } else { key(s.m.now, c) };
+    }
+}
+
+/// Bring every core's clock to the latest one (the end of a phase, e.g. the warm-up) and make
+/// core 0 the running core; returns that cycle.
+pub fn barrier<P: Protocol>(sim: &mut Sim<P>) -> u64 {
+    let end = last_clock(&sim.m);
+    for c in 0..sim.m.cores() {
+        sim.m.advance_core_to(c, end);
+    }
+    sim.switch_core(0);
+    end
+}
+
+/// The latest clock of any core (when the last core finished).
+pub fn last_clock(m: &Machine) -> u64 {
+    (0..m.cores()).map(|c| m.clock_of(c)).max().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests;

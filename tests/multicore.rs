@@ -1,0 +1,87 @@
+//! Multi-core runs and their crash check as a user sees them (docs/multicore.md): the N-core
+//! oracle finds no violation in the logging protocols, finds the cross-core defects with a
+//! replay line that reproduces them, gives the same report for any number of host threads, and
+//! bad core counts are one-line errors.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn locsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_locsim")).args(args).output().expect("runs")
+}
+
+/// A crash report as JSON, and the process's exit status.
+fn crashtest(args: &[&str]) -> (Value, Option<i32>) {
+    let mut all = vec!["crashtest", "--json"];
+    all.extend_from_slice(args);
+    let out = locsim(&all);
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (v, out.status.code())
+}
+
+/// A report without its host timings and provenance.
+fn verdicts(mut v: Value) -> Value {
+    for k in ["states_per_second", "check_seconds", "worker_seconds", "git_rev", "version"] {
+        v.as_object_mut().unwrap().remove(k);
+    }
+    v
+}
+
+const HOT: [&str; 2] = ["--set", "workload.sps.entries=1024"];
+
+#[test]
+fn the_logging_protocols_recover_on_four_cores_and_the_report_does_not_depend_on_threads() {
+    for p in ["s-wal", "h-wal", "ec-wal"] {
+        let args = ["-w", "sps", "-p", p, "--cores", "4", "--txs", "600", "--crashes", "300", HOT[0], HOT[1]];
+        let (one, code) = crashtest(&[&args[..], &["--threads", "1"]].concat());
+        assert_eq!(code, Some(0), "{p}: {one}");
+        assert_eq!(one["violations"], 0, "{p}: {one}");
+        assert!(one["crash_points"].as_u64().unwrap() >= 100, "{p}: {one}");
+        let (two, _) = crashtest(&[&args[..], &["--threads", "2"]].concat());
+        assert_eq!(verdicts(one), verdicts(two), "{p}: the report depends on --threads");
+    }
+}
+
+/// `crashtest` with `bug` finds a violation of `kind`, and its replay line finds it again.
+fn found(protocol: &str, bug: &str, kind: &str) {
+    let args = ["-w", "sps", "-p", protocol, "--cores", "4", "--txs", "2000", "--crashes", "1000", "--inject-bug", bug];
+    let (v, code) = crashtest(&[&args[..], &HOT].concat());
+    assert_eq!(code, Some(1), "{bug}: {v}");
+    assert!(v["violations"].as_u64().unwrap() > 0, "{bug}: {v}");
+    let first = &v["first_violation"];
+    assert_eq!(first["kind"], kind, "{bug}: {v}");
+    let replay = first["replay"].as_str().unwrap();
+    let words: Vec<&str> = replay.split_whitespace().skip(2).collect();
+    let (again, code) = crashtest(&words);
+    assert_eq!(code, Some(1), "replay {replay}: {again}");
+    assert_eq!(again["first_violation"]["crash_cycle"], first["crash_cycle"], "replay {replay}");
+}
+
+#[test]
+fn a_log_replayed_over_another_cores_newer_write_is_found() {
+    found("s-wal", "lazy-truncate", "closure");
+}
+
+#[test]
+fn a_lost_coherence_invalidation_is_found() {
+    found("h-wal", "lost-invalidation", "structure");
+}
+
+#[test]
+fn bad_core_counts_and_unsupported_combinations_are_one_line_errors() {
+    for (args, needle) in [
+        (vec!["run", "-w", "sps", "-p", "h-wal", "--cores", "0"], "allowed 1..=16"),
+        (vec!["run", "-w", "sps", "-p", "h-wal", "--cores", "17"], "allowed 1..=16"),
+        (vec!["run", "-w", "sqlite", "-p", "baseline", "--cores", "2"], "one core"),
+        (vec!["run", "-w", "sps", "-p", "loc-wal", "--cores", "2"], "one core"),
+        (vec!["crashtest", "-w", "sps", "-p", "h-wal", "--cores", "2", "--atomicity", "8"], "--atomicity"),
+        (vec!["crashtest", "-w", "sps", "-p", "s-wal", "--inject-bug", "lazy-truncate"], "--cores"),
+    ] {
+        let out = locsim(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: `{needle}` missing from {err}");
+    }
+}
