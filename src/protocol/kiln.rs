@@ -123,6 +123,12 @@ pub struct Kiln {
     /// Cycle of the latest register write: the register moves in global order, so a core
     /// whose clock is behind waits for it (with one core it is never ahead of the clock).
     reg_at: Cycle,
+    /// Cycle by which every fallback-log truncation issued so far is durable (the latest
+    /// head write of any core). A registered line's record is forgotten no earlier: until its
+    /// owner's region is truncated, the region may hold an older copy of the line from the
+    /// same transaction (logged before the transaction stored to it again), which recovery
+    /// would replay over home without the record. With one core it never passes the clock.
+    trunc_at: Cycle,
     /// Per LLC slot: until when its recorded committed data must stay (until its copy
     /// elsewhere is durable); a new record waits for it.
     slot_free_at: Vec<Cycle>,
@@ -160,6 +166,7 @@ impl Kiln {
             next_seq: 1,
             cores: (0..n).map(core).collect(),
             reg_at: 0,
+            trunc_at: 0,
             slot_free_at: vec![0; llc_slots],
             c: Counters::default(),
         }
@@ -235,6 +242,7 @@ impl Kiln {
         let head = LogHead { format: LogFormat::Kiln, start: k.ring.next_sid, start_seq };
         let t = m.write_encoded(k.ring.log0, WriteKind::LogHead, || head.encode());
         m.wait_until(t.durable);
+        self.trunc_at = self.trunc_at.max(t.durable);
     }
 
     /// Write an older version where it is safe once it leaves the cache: home if its
@@ -267,10 +275,12 @@ impl Kiln {
         panic!("an evicted version is tracked");
     }
 
-    /// Lines the last LLC insert pushed out; `s` is the slot it filled (the victim's). A
-    /// tagged line is placed on behalf of its owner core (into its fallback-log region).
-    fn drain(&mut self, m: &mut Machine, s: Slot) {
+    /// Tagged lines pushed out of the LLC (each names the slot it left), by the protocol's
+    /// last access or, with more than one core, by a lock access since. A tagged line is
+    /// placed on behalf of its owner core (into its fallback-log region).
+    fn drain(&mut self, m: &mut Machine) {
         while let Some(v) = m.tx_victims.pop() {
+            let s = v.slot;
             if v.version {
                 self.c.version_overflows += 1;
                 let x = self.take_version(v.block, s);
@@ -278,11 +288,12 @@ impl Kiln {
             } else if v.tag == REGISTERED {
                 // Registered by a commit no later than the register's last move: a core whose
                 // clock is behind it (another core's commit registered the line) writes the
-                // line home only from then on.
+                // line home only from then on, and forgets the record only once its owner's
+                // fallback-log region is truncated (`trunc_at`).
                 m.wait_until(self.reg_at);
                 let t = m.write_from_arch(v.block, WriteKind::Home, v.block);
                 m.wait_until(t.accepted);
-                self.forget_line(m, s, t.durable);
+                self.forget_line(m, s, t.durable.max(self.trunc_at));
             } else {
                 let (c, seq) = self.seq_of(v.tag);
                 let running = seq == self.cores[c].seq;
@@ -378,8 +389,8 @@ impl Protocol for Kiln {
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         for b in blocks_of(addr, len) {
-            let s = m.access_block(b, false).llc_slot;
-            self.drain(m, s);
+            m.access_block(b, false);
+            self.drain(m);
         }
     }
 
@@ -416,7 +427,7 @@ impl Protocol for Kiln {
         let mine = tx_aux(c, self.cores[c].seq);
         for b in blocks_of(addr, len) {
             let s = m.access_block(b, true).llc_slot;
-            self.drain(m, s);
+            self.drain(m);
             let aux = m.hier.llc.aux(s);
             if aux == mine {
                 continue;
@@ -425,7 +436,7 @@ impl Protocol for Kiln {
                 // LOC-Kiln: keep the committed version in another way; its record moves there.
                 let data = self.cores[c].versions.snapped(b);
                 let vs = m.keep_version(b, s, aux);
-                self.drain(m, vs);
+                self.drain(m);
                 // (Payloads and records exist only when kept; the timing is the same either way.)
                 let seq = match m.keep_bytes {
                     true => nvllc::decode_tag(&crate::pmem::read_block(&m.nvm, self.tag_block(s))).map_or(0, |t| t.1),
@@ -447,6 +458,8 @@ impl Protocol for Kiln {
             // Injected: acknowledged as the commit starts, before its lines and the register.
             m.ack_through(m.txs_committed);
         }
+        // Lines of this transaction a lock access evicted are logged before it registers.
+        self.drain(m);
         let c = m.core();
         let (local, seq) = (self.cores[c].seq, self.next_seq);
         let mine = tx_aux(c, local);
@@ -494,6 +507,12 @@ impl Protocol for Kiln {
     fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
         let c = m.core();
         let mine = tx_aux(c, self.cores[c].seq);
+        // Its own lines a lock access evicted are dropped, as its cached ones are; the others
+        // are placed now.
+        if !m.tx_victims.is_empty() {
+            m.tx_victims.retain(|v| v.version || v.tag != mine);
+            self.drain(m);
+        }
         // Rescue: older versions of blocks this transaction wrote go where they are safe.
         for x in std::mem::take(&mut self.cores[c].versions.kept) {
             if x.present(m) {

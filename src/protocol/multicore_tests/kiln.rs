@@ -5,16 +5,16 @@
 //! durable image at every cycle at which a write became durable and compares the data area
 //! with the expected images exactly.
 
-use crate::protocol::kiln::Kiln;
-use crate::protocol::{Bug, Protocol};
 use crate::config::Config;
 use crate::log::head::LogFormat;
 use crate::log::nvllc;
 use crate::machine::Machine;
 use crate::pmem::Layout;
+use crate::protocol::kiln::Kiln;
+use crate::protocol::{Bug, Protocol};
 use crate::recovery;
 use crate::rng::Rng;
-use crate::types::{blocks_of, Addr, Cycle};
+use crate::types::{blocks_of, Addr, BlockId, Cycle};
 
 /// A store: address and bytes.
 type Store = (u64, Vec<u8>);
@@ -111,6 +111,14 @@ impl<P: Protocol> Bench<P> {
                 self.released[b.0 as usize] = self.m.now;
             }
         }
+    }
+
+    /// Core `c` takes lock `id`, a volatile line after the layout (as the scheduler's locks
+    /// are): an access outside the protocol, whose LLC miss can push out tagged lines.
+    pub fn lock_line(&mut self, c: usize, id: u64) {
+        self.m.switch_core(c);
+        let b = BlockId(self.m.volatile_block0 + id);
+        self.m.access_block(b, true);
     }
 
     pub fn load(&mut self, c: usize, addr: u64, len: usize) {
@@ -260,7 +268,8 @@ impl<P: Protocol> Bench<P> {
 /// (ties: lowest id), as the scheduler does: each core runs transactions of 1..=`max_blocks`
 /// block stores over a data area of `blocks` blocks, reads lines others committed, sometimes
 /// aborts; a block written by another core's running transaction is never touched
-/// (isolation by strict two-phase locking).
+/// (isolation by strict two-phase locking). Before a store it may take a lock line (one per
+/// data block), whose miss can evict tagged lines outside the protocol's accesses.
 pub fn random_run<P: Protocol>(b: &mut Bench<P>, seed: u64, txs: usize, blocks: u64, max_blocks: u64) {
     let mut rng = Rng::new(seed);
     let cores = b.m.cores();
@@ -296,6 +305,9 @@ pub fn random_run<P: Protocol>(b: &mut Bench<P>, seed: u64, txs: usize, blocks: 
                 break x;
             }
         };
+        if rng.chance(0.3) {
+            b.lock_line(c, blk);
+        }
         if rng.chance(0.3) {
             b.load(c, blk * 64, 64);
         }
