@@ -272,7 +272,7 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput
                 ));
             }
             let slots = (spec.cfg.llc.size_bytes / 64) as usize;
-            let layout = layout.with_nvllc(crate::log::nvllc::bytes(slots));
+            let layout = layout.with_nvllc(crate::log::nvllc::bytes(slots, layout.cores));
             let (sd, w) = (spec.cfg.loc.speculation_degree, spec.cfg.min_write_cycles());
             drive(spec, wl, data, layout, Kiln::new(&layout, loose, sd, w, slots, spec.bug))
         }

@@ -84,7 +84,7 @@ const DATA_BLOCKS: u64 = 16;
 const SLOTS: usize = 8;
 
 fn layout() -> Layout {
-    Layout::new(DATA_BLOCKS * 64, 64 * 1024).with_nvllc(nvllc::bytes(SLOTS))
+    Layout::new(DATA_BLOCKS * 64, 64 * 1024).with_nvllc(nvllc::bytes(SLOTS, 1))
 }
 
 /// An image whose NV-LLC holds `lines` (slot, home, seq, byte) under `reg`.

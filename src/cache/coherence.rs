@@ -377,7 +377,7 @@ impl Hierarchy {
     fn llc_replaced_shared(&mut self, s3: usize, tag: u32, line: Line) -> Option<Victim> {
         let block = BlockId((tag & !VERSION_BIT) as u64);
         let inner_dirty = self.drop_all_private(s3, block);
-        let v = Victim { block, tag: line.up_or_aux(), version: tag & VERSION_BIT != 0 };
+        let v = Victim { block, tag: line.up_or_aux(), version: tag & VERSION_BIT != 0, slot: Slot(s3) };
         self.dirty_victim(line.dirty() || inner_dirty, v)
     }
 

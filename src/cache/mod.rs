@@ -42,6 +42,10 @@ pub struct Victim {
     pub tag: u32,
     /// The line was an older version of `block` (LOC's multi-versioned LLC), not its current copy.
     pub version: bool,
+    /// The LLC slot it left (the line that replaced it is there now). A protocol that keeps
+    /// state per slot (Kiln's NV-LLC records) finds it here also when the eviction was caused
+    /// by an access outside the protocol (a lock's, with more than one core).
+    pub slot: Slot,
 }
 
 /// Result of one block access.
@@ -163,7 +167,7 @@ impl Hierarchy {
                 // Aux 0 (the LLC has no up link); `down` is set by `fill_l2`.
                 let (s3, old) = self.llc.replace_lru(b, Line::fresh(0, false));
                 if let Some((tag, line)) = old {
-                    victim = self.llc_replaced(tag, line);
+                    victim = self.llc_replaced(Slot(s3), tag, line);
                 }
                 (HitLevel::Memory, s3)
             }
@@ -176,10 +180,10 @@ impl Hierarchy {
     /// [`Hierarchy::llc_evicted`] for a line the miss path replaced, given its old tag and state
     /// (its `down` link is that of the line that left).
     #[inline(always)]
-    fn llc_replaced(&mut self, tag: u32, line: Line) -> Option<Victim> {
+    fn llc_replaced(&mut self, s3: Slot, tag: u32, line: Line) -> Option<Victim> {
         let inner_dirty = self.drop_l2_copy(line.down());
         let block = BlockId((tag & !VERSION_BIT) as u64);
-        let v = Victim { block, tag: line.up_or_aux(), version: tag & VERSION_BIT != 0 };
+        let v = Victim { block, tag: line.up_or_aux(), version: tag & VERSION_BIT != 0, slot: s3 };
         self.dirty_victim(line.dirty() || inner_dirty, v)
     }
 
@@ -196,7 +200,7 @@ impl Hierarchy {
     fn llc_evicted(&mut self, s3: Slot, ev: Option<Evicted>) -> Option<Victim> {
         let e = ev?;
         let inner_dirty = self.drop_inner_of_llc(s3);
-        self.dirty_victim(e.dirty || inner_dirty, Victim { block: e.block, tag: e.aux, version: e.version })
+        self.dirty_victim(e.dirty || inner_dirty, Victim { block: e.block, tag: e.aux, version: e.version, slot: s3 })
     }
 
     /// Keep an older version of `b` (LOC): a dirty LLC line with transaction tag `aux` in
@@ -208,7 +212,8 @@ impl Hierarchy {
             // The line that left gives up its directory entry (a version has none).
             let inner_dirty = ev.is_some_and(|e| self.drop_all_private(s3.0, e.block));
             let v = ev.and_then(|e| {
-                self.dirty_victim(e.dirty || inner_dirty, Victim { block: e.block, tag: e.aux, version: e.version })
+                let v = Victim { block: e.block, tag: e.aux, version: e.version, slot: s3 };
+                self.dirty_victim(e.dirty || inner_dirty, v)
             });
             return (s3, v);
         }

@@ -12,17 +12,70 @@
 //! has written home everything committed up to this sequence number (0 during a run), so a
 //! second recovery ignores it (idempotence).
 //!
-//! Tag block: 0 u8 `valid` (1 = the data block holds committed data), 8..16 u64 `home` block,
-//! 16..24 u64 `seq` of the transaction that committed it; the rest 0.
+//! Tag block: 0 u8 `valid` (1 = the data block holds committed data), 1 u8 `cid` (the core
+//! whose transaction committed it: its owner; 0 with one core), 8..16 u64 `home` block, 16..24
+//! u64 `seq` of the transaction that committed it (the global commit sequence); the rest 0.
+//!
+//! With more than one core (docs/multicore.md), one Core Binding block per core follows the
+//! slots (`1 + 2 * slots + c` for core `c`): 0..8 magic `LOCSIMCB`, 8..16 u64 `local`: the
+//! core-local sequence number of the core's last committed transaction with blocks in its
+//! fallback-log region, 16..24 u64 `seq`: the global sequence number it committed as (0, 0:
+//! none). The fallback log's TxIDs are core-local (a transaction's global number is assigned at
+//! commit, after its evicted lines were logged); the binding names the one logged transaction
+//! of the region that may count. With one core there are no binding blocks (local and global
+//! numbers are the same).
 
 use super::le;
 use crate::types::{BlockData, BLOCK_BYTES};
 
 pub const MAGIC: &[u8; 8] = b"LOCSIMNV";
+/// Magic of a Core Binding block.
+pub const BINDING_MAGIC: &[u8; 8] = b"LOCSIMCB";
 
-/// Bytes of NV-LLC state for an LLC of `slots` line frames.
-pub fn bytes(slots: usize) -> u64 {
-    (1 + 2 * slots as u64) * BLOCK_BYTES as u64
+/// Core Binding blocks after the slots: one per core with more than one core, else none.
+fn bindings(cores: u32) -> u64 {
+    if cores > 1 {
+        cores as u64
+    } else {
+        0
+    }
+}
+
+/// Bytes of NV-LLC state for an LLC of `slots` line frames shared by `cores` cores.
+pub fn bytes(slots: usize, cores: u32) -> u64 {
+    (1 + 2 * slots as u64 + bindings(cores)) * BLOCK_BYTES as u64
+}
+
+/// Line frames described by `bytes` of NV-LLC state of `cores` cores (the inverse of [`bytes`]).
+pub fn slots_in(bytes: u64, cores: u32) -> usize {
+    ((bytes / BLOCK_BYTES as u64).saturating_sub(1 + bindings(cores)) / 2) as usize
+}
+
+/// Block offset (from the NV-LLC's first block) of core `c`'s Core Binding block.
+pub fn binding_block(slots: usize, c: usize) -> u64 {
+    1 + 2 * slots as u64 + c as u64
+}
+
+/// A Core Binding: the core's transaction `local` committed as global `seq`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct Binding {
+    pub local: u64,
+    pub seq: u64,
+}
+
+impl Binding {
+    pub fn encode(&self) -> BlockData {
+        let mut b = [0u8; BLOCK_BYTES];
+        b[0..8].copy_from_slice(BINDING_MAGIC);
+        le::put_u64(&mut b, 8, self.local);
+        le::put_u64(&mut b, 16, self.seq);
+        b
+    }
+
+    /// `None` if the block is not a binding.
+    pub fn decode(b: &[u8]) -> Option<Binding> {
+        (&b[0..8] == BINDING_MAGIC).then(|| Binding { local: le::u64_at(b, 8), seq: le::u64_at(b, 16) })
+    }
 }
 
 /// Block offsets (from the NV-LLC's first block) of slot `s`'s tag and data.
@@ -55,19 +108,33 @@ impl Register {
     }
 }
 
-/// A slot's tag: `Some((home, seq))` = committed data of `home` by transaction `seq`.
+/// A slot's tag: `Some((home, seq))` = committed data of `home` by transaction `seq` (of
+/// core 0).
 pub fn encode_tag(t: Option<(u64, u64)>) -> BlockData {
+    encode_owned_tag(t.map(|(home, seq)| (home, seq, 0)))
+}
+
+/// A slot's tag: `Some((home, seq, cid))` = committed data of `home` by transaction `seq` of
+/// core `cid`.
+pub fn encode_owned_tag(t: Option<(u64, u64, u8)>) -> BlockData {
     let mut b = [0u8; BLOCK_BYTES];
-    if let Some((home, seq)) = t {
+    if let Some((home, seq, cid)) = t {
         b[0] = 1;
+        b[1] = cid;
         le::put_u64(&mut b, 8, home);
         le::put_u64(&mut b, 16, seq);
     }
     b
 }
 
+/// `(home, seq)` of a tag holding committed data.
 pub fn decode_tag(b: &[u8]) -> Option<(u64, u64)> {
     (b[0] == 1).then(|| (le::u64_at(b, 8), le::u64_at(b, 16)))
+}
+
+/// The owner core of a tag.
+pub fn tag_cid(b: &[u8]) -> u8 {
+    b[1]
 }
 
 #[cfg(test)]
@@ -87,7 +154,23 @@ mod tests {
         assert_eq!(decode_tag(&t), Some((7, 9)));
         assert_eq!(decode_tag(&encode_tag(None)), None);
         assert_eq!(decode_tag(&[0u8; 64]), None, "a zeroed image has no committed lines");
-        assert_eq!(bytes(4), 9 * 64);
+        assert_eq!(bytes(4, 1), 9 * 64);
         assert_eq!((tag_block(3), data_block(3)), (7, 8));
+    }
+
+    #[test]
+    fn owner_and_core_bindings_sit_at_the_documented_bytes() {
+        let t = encode_owned_tag(Some((7, 9, 5)));
+        assert_eq!((t[0], t[1], t[8], t[16]), (1, 5, 7, 9));
+        assert_eq!((decode_tag(&t), tag_cid(&t)), (Some((7, 9)), 5));
+        assert_eq!(encode_owned_tag(Some((7, 9, 0))), encode_tag(Some((7, 9))), "core 0: the one-core tag");
+        let b = Binding { local: 0x0102, seq: 7 }.encode();
+        assert_eq!((&b[0..8], b[8], b[9], b[16]), (&BINDING_MAGIC[..], 0x02, 0x01, 7));
+        assert_eq!(Binding::decode(&b), Some(Binding { local: 0x0102, seq: 7 }));
+        assert_eq!(Binding::decode(&[0u8; 64]), None);
+        // Four slots and four cores: the register, 8 slot blocks, then a binding per core.
+        assert_eq!(bytes(4, 4), 13 * 64);
+        assert_eq!((slots_in(bytes(4, 4), 4), slots_in(bytes(4, 1), 1)), (4, 4));
+        assert_eq!((binding_block(4, 0), binding_block(4, 3)), (9, 12));
     }
 }

@@ -107,7 +107,7 @@ fn access_range_touches_every_block_once() {
 fn dirty_untagged_victim_is_written_back_home_with_its_bytes() {
     let mut m = machine();
     let a = store_then_evict(&mut m, 2, 0xAB, 0);
-    assert_eq!(a.victim, Some(Victim { block: BlockId(2), tag: 0, version: false }));
+    assert_eq!(a.victim, Some(Victim { block: BlockId(2), tag: 0, version: false, slot: a.llc_slot }));
     assert_eq!(m.now, 17 * MISS, "the core waits only for acceptance");
     let w = writes(&m);
     assert_eq!(w.len(), 1);
@@ -122,8 +122,8 @@ fn dirty_untagged_victim_is_written_back_home_with_its_bytes() {
 #[test]
 fn dirty_tagged_victim_is_left_for_the_protocol() {
     let mut m = machine();
-    store_then_evict(&mut m, 2, 0xAB, 5);
-    assert_eq!(m.tx_victims, [Victim { block: BlockId(2), tag: 5, version: false }]);
+    let a = store_then_evict(&mut m, 2, 0xAB, 5);
+    assert_eq!(m.tx_victims, [Victim { block: BlockId(2), tag: 5, version: false, slot: a.llc_slot }]);
     assert!(writes(&m).is_empty());
     assert_eq!(m.now, 17 * MISS);
 }

@@ -25,6 +25,17 @@
 //!
 //! What recovery needs (`src/recovery/kiln.rs`): the register; the NV-LLC's committed lines
 //! (tag: home, seq), each valid until its data is durable elsewhere; the fallback log.
+//!
+//! **On N cores** (Kiln; docs/multicore.md): one shared NV-LLC and commit register; per core
+//! the transaction state (its running transaction's write set, its window) and a fallback-log
+//! region of its own (`Layout::log_region`), truncated only by its core. A transaction's
+//! sequence number, which the register and the committed lines' tags carry, is global and
+//! assigned at commit (the register covers a prefix of the global commit order); the fallback
+//! log's TxIDs are core-local (a line is logged before its transaction has a global number),
+//! and a Core Binding in the NV-LLC maps the core's last logged committed transaction to its
+//! global number. An LLC line's transaction tag names its owner core ([`tx_aux`]): a victim is
+//! logged into its owner's region. LOC-Kiln's windows have no cross-core dependency tracking:
+//! LOC-Kiln is one-core only.
 
 use super::group::{self, Group, GroupRing};
 use super::window::{self, aux_of, Version, Versions, MAX_WINDOW_TXS};
@@ -32,14 +43,28 @@ use super::{Bug, Protocol};
 use crate::cache::Slot;
 use crate::log::ec::BlkTag;
 use crate::log::head::{LogFormat, LogHead};
-use crate::log::nvllc::{self, Register};
+use crate::log::nvllc::{self, Binding, Register};
 use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
 /// LLC `aux` of a committed line whose transaction the register covers (a [`Version`]'s
-/// `aux` may be this, or a window transaction's [`aux_of`]).
+/// `aux` may be this, or a window transaction's [`tx_aux`]).
 const REGISTERED: u32 = u32::MAX;
+
+/// LLC `aux` of the lines of core `c`'s transaction with core-local sequence number `seq`:
+/// the owner core in bits 16..20, the number's low 16 bits below (plus one, so never 0). With
+/// one core, [`aux_of`].
+#[inline(always)]
+pub fn tx_aux(c: usize, seq: u64) -> u32 {
+    aux_of(seq) + ((c as u32) << 16)
+}
+
+/// The owner core of a transaction tag (not [`REGISTERED`]).
+#[inline(always)]
+fn owner(aux: u32) -> usize {
+    ((aux - 1) >> 16) as usize
+}
 
 counters! {
     Counters {
@@ -57,56 +82,72 @@ counters! {
     }
 }
 
-pub struct Kiln {
-    bug: Option<Bug>,
-    loose: bool,
-    sd: u64,
-    nv0: BlockId,
-    ring: GroupRing,
-    write_cycles: Cycle,
-    /// Sequence number of the running (or next) transaction; the register's 0 means none.
+/// One core's transaction state in the NV-LLC, and its fallback-log region.
+struct CoreTx {
+    /// Core-local sequence number of the running (or next) transaction.
     seq: u64,
-    /// First sequence number of the window.
+    /// First local sequence number of the window.
     win_start: u64,
-    /// Committed, not yet registered transactions of the window: (seq, first index in `ws`).
-    win_txs: Vec<(u64, usize)>,
+    /// Committed, not yet registered transactions of the window: (local seq, global seq,
+    /// first index in `ws`).
+    win_txs: Vec<(u64, u64, usize)>,
     /// Blocks written by the window's committed transactions, then the running one's.
     ws: Vec<BlockId>,
     run_start: usize,
-    /// Per LLC slot: until when its recorded committed data must stay (until its copy
-    /// elsewhere is durable); a new record waits for it.
-    slot_free_at: Vec<Cycle>,
+    ring: GroupRing,
     group: Option<Group>,
     trunc_sid: u64,
-    /// `start_seq` of the durable log head.
+    /// `start_seq` of the region's durable log head (core-local).
     head_seq: u64,
-    /// Fallback log entries since the last truncation: (home, log block, seq).
+    /// Fallback log entries since the last truncation: (home, log block, local seq).
     fallback: Vec<(BlockId, BlockId, u64)>,
     fallback_durable: Cycle,
     /// The running transaction's older versions, and the registered ones it superseded at
     /// commit (dropped once the register covers it).
     versions: Versions,
     superseded: Vec<Version>,
+}
+
+pub struct Kiln {
+    bug: Option<Bug>,
+    loose: bool,
+    sd: u64,
+    nv0: BlockId,
+    slots: usize,
+    write_cycles: Cycle,
+    /// Global sequence number of the next commit (the register's 0 means none). An abort
+    /// also takes one, so that with one core it equals the core's local number.
+    next_seq: u64,
+    /// Per core.
+    cores: Vec<CoreTx>,
+    /// Cycle of the latest register write: the register moves in global order, so a core
+    /// whose clock is behind waits for it (with one core it is never ahead of the clock).
+    reg_at: Cycle,
+    /// Cycle by which every fallback-log truncation issued so far is durable (the latest
+    /// head write of any core). A registered line's record is forgotten no earlier: until its
+    /// owner's region is truncated, the region may hold an older copy of the line from the
+    /// same transaction (logged before the transaction stored to it again), which recovery
+    /// would replay over home without the record. With one core it never passes the clock.
+    trunc_at: Cycle,
+    /// Per LLC slot: until when its recorded committed data must stay (until its copy
+    /// elsewhere is durable); a new record waits for it.
+    slot_free_at: Vec<Cycle>,
     c: Counters,
 }
 
 impl Kiln {
     pub fn new(layout: &Layout, loose: bool, sd: u32, write_cycles: Cycle, llc_slots: usize, bug: Option<Bug>) -> Kiln {
-        assert!(layout.nvllc_bytes >= nvllc::bytes(llc_slots), "layout built with with_nvllc");
+        let n = layout.cores as usize;
+        assert!(layout.nvllc_bytes >= nvllc::bytes(llc_slots, layout.cores), "layout built with with_nvllc");
         assert!(layout.total_bytes() / 64 < (1 << 31) - 1, "versioned LLC tags hold 31-bit block numbers");
-        Kiln {
-            bug,
-            loose,
-            sd: if loose { sd as u64 } else { 1 },
-            nv0: layout.nvllc_block0(),
-            ring: GroupRing::new(layout, "the fallback log"),
-            write_cycles,
+        assert!(!loose || n == 1, "loc-kiln has no cross-core dependency tracking: one core only");
+        let core = |c| CoreTx {
             seq: 1,
             win_start: 1,
             win_txs: Vec::with_capacity(64),
             ws: Vec::with_capacity(4096),
             run_start: 0,
-            slot_free_at: vec![0; llc_slots],
+            ring: GroupRing::region(layout, c, "the fallback log"),
             group: None,
             trunc_sid: 0,
             head_seq: 1,
@@ -114,6 +155,19 @@ impl Kiln {
             fallback_durable: 0,
             versions: Versions::default(),
             superseded: Vec::new(),
+        };
+        Kiln {
+            bug,
+            loose,
+            sd: if loose { sd as u64 } else { 1 },
+            nv0: layout.nvllc_block0(),
+            slots: llc_slots,
+            write_cycles,
+            next_seq: 1,
+            cores: (0..n).map(core).collect(),
+            reg_at: 0,
+            trunc_at: 0,
+            slot_free_at: vec![0; llc_slots],
             c: Counters::default(),
         }
     }
@@ -126,15 +180,16 @@ impl Kiln {
         BlockId(self.nv0.0 + nvllc::data_block(s.0))
     }
 
-    /// Record slot `s` as holding committed data `data` of `home` by `seq`, durable now;
-    /// first waits until the slot's previous committed data is durable elsewhere.
-    fn record_line(&mut self, m: &mut Machine, s: Slot, home: BlockId, seq: u64, data: BlockData) {
+    /// Record slot `s` as holding committed data `data` of `home` by global `seq` of core
+    /// `cid`, durable now; first waits until the slot's previous committed data is durable
+    /// elsewhere.
+    fn record_line(&mut self, m: &mut Machine, s: Slot, home: BlockId, seq: u64, cid: usize, data: BlockData) {
         let before = m.now;
         m.wait_until(self.slot_free_at[s.0]);
         self.c.slot_reuse_stall_cycles += m.now - before;
         let now = m.now;
         m.nv_record(self.data_block(s), |_| data, now);
-        m.nv_record(self.tag_block(s), |_| nvllc::encode_tag(Some((home.0, seq))), now);
+        m.nv_record(self.tag_block(s), |_| nvllc::encode_owned_tag(Some((home.0, seq, cid as u8))), now);
     }
 
     /// From cycle `at`, slot `s` holds no committed data recovery should use.
@@ -143,42 +198,51 @@ impl Kiln {
         m.nv_record(self.tag_block(s), |_| nvllc::encode_tag(None), at);
     }
 
-    fn seq_of(&self, aux: u32) -> u64 {
-        self.win_start + (((aux - 1) as u64).wrapping_sub(self.win_start) & 0xFFFF)
+    /// (owner core, core-local sequence number) of a transaction tag.
+    fn seq_of(&self, aux: u32) -> (usize, u64) {
+        let c = owner(aux);
+        let k = &self.cores[c];
+        (c, k.win_start + (((aux - 1) as u64 & 0xFFFF).wrapping_sub(k.win_start) & 0xFFFF))
     }
 
-    /// Append a block to the fallback log; returns the cycle from which it counts (its group's
-    /// META, written after it, is durable).
-    fn log_fallback(&mut self, m: &mut Machine, home: BlockId, seq: u64, data: Option<&BlockData>) -> Cycle {
-        if self.fallback.is_empty() && self.seq - self.head_seq >= MAX_WINDOW_TXS as u64 {
+    /// Append a block of core `c`'s transaction `seq` (local) to its fallback-log region;
+    /// returns the cycle from which it counts (its group's META, written after it, is
+    /// durable).
+    fn log_fallback(&mut self, m: &mut Machine, c: usize, home: BlockId, seq: u64, data: Option<&BlockData>) -> Cycle {
+        let k = &self.cores[c];
+        if k.fallback.is_empty() && k.seq - k.head_seq >= MAX_WINDOW_TXS as u64 {
             // TxIDs are read relative to the head's start_seq: bring it up to this window first.
-            self.write_head(m, self.win_start);
+            self.write_head(m, c, k.win_start);
         }
-        let mut g = match self.group.take() {
+        let k = &mut self.cores[c];
+        let mut g = match k.group.take() {
             Some(g) if !g.is_full() => g,
-            _ => self.ring.open(m, self.trunc_sid, false),
+            _ => k.ring.open(m, k.trunc_sid, false),
         };
-        let (_, at) = g.push(BlkTag { addr: home.0 as u32, tx_id: seq as u8, ..Default::default() });
+        let tag = BlkTag { addr: home.0 as u32, tx_id: seq as u8, cid: c as u8, ..Default::default() };
+        let (_, at) = g.push(tag);
         let t = group::write_data(m, at, home, data);
         g.note_data(t.done);
         self.c.fallback_log_blocks += 1;
-        self.fallback.push((home, at, seq));
+        k.fallback.push((home, at, seq));
         // The META (rewritten as the group fills) completes after the group's data.
         let mt = g.write_meta(m, 0, self.write_cycles, None);
-        self.fallback_durable = self.fallback_durable.max(mt.durable);
-        self.group = Some(g);
+        k.fallback_durable = k.fallback_durable.max(mt.durable);
+        k.group = Some(g);
         mt.durable
     }
 
-    /// Truncate the fallback log past every group so far (durably); no transaction before
-    /// `start_seq` logs after it.
-    fn write_head(&mut self, m: &mut Machine, start_seq: u64) {
-        self.group = None;
-        self.trunc_sid = self.ring.next_sid;
-        self.head_seq = start_seq;
-        let head = LogHead { format: LogFormat::Kiln, start: self.ring.next_sid, start_seq: self.head_seq };
-        let t = m.write_encoded(self.ring.log0, WriteKind::LogHead, || head.encode());
+    /// Truncate core `c`'s fallback-log region past every group so far (durably); no
+    /// transaction of the core before `start_seq` logs after it.
+    fn write_head(&mut self, m: &mut Machine, c: usize, start_seq: u64) {
+        let k = &mut self.cores[c];
+        k.group = None;
+        k.trunc_sid = k.ring.next_sid;
+        k.head_seq = start_seq;
+        let head = LogHead { format: LogFormat::Kiln, start: k.ring.next_sid, start_seq };
+        let t = m.write_encoded(k.ring.log0, WriteKind::LogHead, || head.encode());
         m.wait_until(t.durable);
+        self.trunc_at = self.trunc_at.max(t.durable);
     }
 
     /// Write an older version where it is safe once it leaves the cache: home if its
@@ -186,40 +250,60 @@ impl Kiln {
     /// is durable.
     fn save_version(&mut self, m: &mut Machine, x: &Version) {
         let durable = if x.aux == REGISTERED {
+            m.wait_until(self.reg_at);
             let t = m.write_encoded(x.block, WriteKind::Home, || x.data);
             m.wait_until(t.accepted);
             t.durable
         } else {
-            let seq = self.seq_of(x.aux);
-            self.log_fallback(m, x.block, seq, Some(&x.data))
+            let (c, seq) = self.seq_of(x.aux);
+            self.log_fallback(m, c, x.block, seq, Some(&x.data))
         };
         self.forget_line(m, x.slot, durable);
     }
 
-    /// Lines the last LLC insert pushed out; `s` is the slot it filled (the victim's).
-    fn drain(&mut self, m: &mut Machine, s: Slot) {
+    /// The tracked version of `b` in slot `s` that the LLC pushed out (whichever core's).
+    fn take_version(&mut self, b: BlockId, s: Slot) -> Version {
+        let at = |xs: &Vec<Version>| xs.iter().position(|x| x.block == b && x.slot == s);
+        for k in &mut self.cores {
+            if let Some(i) = at(&k.versions.kept) {
+                return k.versions.kept.swap_remove(i);
+            }
+            if let Some(i) = at(&k.superseded) {
+                return k.superseded.swap_remove(i);
+            }
+        }
+        panic!("an evicted version is tracked");
+    }
+
+    /// Tagged lines pushed out of the LLC (each names the slot it left), by the protocol's
+    /// last access or, with more than one core, by a lock access since. A tagged line is
+    /// placed on behalf of its owner core (into its fallback-log region).
+    fn drain(&mut self, m: &mut Machine) {
         while let Some(v) = m.tx_victims.pop() {
+            let s = v.slot;
             if v.version {
                 self.c.version_overflows += 1;
-                let from = |xs: &Vec<Version>| xs.iter().position(|x| x.block == v.block && x.slot == s);
-                let x = match from(&self.versions.kept) {
-                    Some(i) => self.versions.kept.swap_remove(i),
-                    None => self.superseded.swap_remove(from(&self.superseded).expect("an evicted version is tracked")),
-                };
+                let x = self.take_version(v.block, s);
                 self.save_version(m, &x);
             } else if v.tag == REGISTERED {
+                // Registered by a commit no later than the register's last move: a core whose
+                // clock is behind it (another core's commit registered the line) writes the
+                // line home only from then on, and forgets the record only once its owner's
+                // fallback-log region is truncated (`trunc_at`).
+                m.wait_until(self.reg_at);
                 let t = m.write_from_arch(v.block, WriteKind::Home, v.block);
                 m.wait_until(t.accepted);
-                self.forget_line(m, s, t.durable);
+                self.forget_line(m, s, t.durable.max(self.trunc_at));
             } else {
-                let seq = self.seq_of(v.tag);
-                if seq == self.seq && self.bug == Some(Bug::EvictUncommittedHome) {
+                let (c, seq) = self.seq_of(v.tag);
+                let running = seq == self.cores[c].seq;
+                if running && self.bug == Some(Bug::EvictUncommittedHome) {
                     let t = m.write_from_arch(v.block, WriteKind::Home, v.block);
                     m.wait_until(t.accepted);
                     continue;
                 }
-                let durable = self.log_fallback(m, v.block, seq, None);
-                if seq != self.seq {
+                let durable = self.log_fallback(m, c, v.block, seq, None);
+                if !running {
                     // Committed, not registered: recorded in the slot until the log copy counts.
                     self.forget_line(m, s, durable);
                 }
@@ -227,17 +311,25 @@ impl Kiln {
         }
     }
 
-    /// The register moves to the window's last committed transaction (after the fallback log
-    /// is durable) and the window is acknowledged; registered versions it superseded are
-    /// dropped; the fallback log goes home and is truncated.
+    /// The register moves to the running core's window's last committed transaction (after
+    /// the fallback log is durable) and the window is acknowledged; registered versions it
+    /// superseded are dropped; the fallback log goes home and its region is truncated.
     fn close_window(&mut self, m: &mut Machine) {
+        let c = m.core();
         let before = m.now;
-        m.wait_until(self.fallback_durable);
-        let registered = self.win_txs.last().map(|&(s, _)| s);
-        if let Some(r) = registered {
+        m.wait_until(self.cores[c].fallback_durable);
+        let registered = self.cores[c].win_txs.last().map(|&(l, g, _)| (l, g));
+        if let Some((local, seq)) = registered {
+            m.wait_until(self.reg_at);
             let now = m.now;
-            m.nv_record(self.nv0, |_| Register { committed: r, applied: 0 }.encode(), now);
-            for x in std::mem::take(&mut self.superseded) {
+            self.reg_at = now;
+            if self.cores.len() > 1 && !self.cores[c].fallback.is_empty() {
+                // Which of the region's logged transactions the register may cover.
+                let b = BlockId(self.nv0.0 + nvllc::binding_block(self.slots, c));
+                m.nv_record(b, |_| Binding { local, seq }.encode(), now);
+            }
+            m.nv_record(self.nv0, |_| Register { committed: seq, applied: 0 }.encode(), now);
+            for x in std::mem::take(&mut self.cores[c].superseded) {
                 if m.hier.llc.is_version_of(x.slot, x.block) {
                     m.hier.llc.invalidate_slot(x.slot);
                     self.forget_line(m, x.slot, now);
@@ -248,38 +340,48 @@ impl Kiln {
         if self.bug != Some(Bug::AckBeforeDurable) {
             m.ack_through(m.txs_committed);
         }
-        for (i, &(seq, start)) in self.win_txs.iter().enumerate() {
-            let end = self.win_txs.get(i + 1).map_or(self.run_start, |w| w.1);
-            for &b in &self.ws[start..end] {
-                if let Some(s) = m.hier.llc.find(b).filter(|&s| m.hier.llc.aux(s) == aux_of(seq)) {
+        let k = &mut self.cores[c];
+        for (i, &(local, _, start)) in k.win_txs.iter().enumerate() {
+            let end = k.win_txs.get(i + 1).map_or(k.run_start, |w| w.2);
+            for &b in &k.ws[start..end] {
+                if let Some(s) = m.hier.llc.find(b).filter(|&s| m.hier.llc.aux(s) == tx_aux(c, local)) {
                     m.hier.llc.set_aux(s, REGISTERED);
                 }
             }
         }
-        if !self.fallback.is_empty() {
+        if !k.fallback.is_empty() {
             let mut done = m.now;
-            for &(home, at, seq) in &self.fallback {
-                if registered.is_some_and(|r| seq <= r) {
+            for &(home, at, local) in &k.fallback {
+                if registered.is_some_and(|(r, _)| local <= r) {
                     m.background_read(at);
                     let t = m.write_from_arch(home, WriteKind::Home, home);
                     done = done.max(t.durable);
                 }
             }
             m.wait_until(done);
-            self.fallback.clear();
-            self.write_head(m, self.seq);
+            k.fallback.clear();
+            let next = k.seq;
+            self.write_head(m, c, next);
         }
-        self.ws.drain(..self.run_start);
-        self.run_start = 0;
-        self.win_txs.clear();
-        self.win_start = self.seq;
+        let k = &mut self.cores[c];
+        k.ws.drain(..k.run_start);
+        k.run_start = 0;
+        k.win_txs.clear();
+        k.win_start = k.seq;
         self.c.windows += 1;
     }
 }
 
 impl Protocol for Kiln {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        LogHead { format: LogFormat::Kiln, start: 0, start_seq: 1 }.write_initial(layout, image);
+        for c in 0..self.cores.len() {
+            let (head, _) = layout.log_region(c);
+            image[head.range()].copy_from_slice(&LogHead { format: LogFormat::Kiln, start: 0, start_seq: 1 }.encode());
+            if self.cores.len() > 1 {
+                let b = BlockId(self.nv0.0 + nvllc::binding_block(self.slots, c));
+                image[b.range()].copy_from_slice(&Binding::default().encode());
+            }
+        }
         image[layout.nvllc_block0().range()].copy_from_slice(&Register { committed: 0, applied: 0 }.encode());
     }
 
@@ -287,13 +389,14 @@ impl Protocol for Kiln {
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         for b in blocks_of(addr, len) {
-            let s = m.access_block(b, false).llc_slot;
-            self.drain(m, s);
+            m.access_block(b, false);
+            self.drain(m);
         }
     }
 
     fn before_store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        let mine = aux_of(self.seq);
+        let c = m.core();
+        let mine = tx_aux(c, self.cores[c].seq);
         for b in blocks_of(addr, len) {
             let Some(s) = m.hier.llc.find(b) else { continue };
             let aux = m.hier.llc.aux(s);
@@ -301,8 +404,11 @@ impl Protocol for Kiln {
                 continue;
             }
             if self.loose {
-                self.versions.snapshot(m, b);
+                self.cores[c].versions.snapshot(m, b);
             } else {
+                // Isolation: no other core's running transaction wrote the line, and Kiln
+                // registers at every commit, so it holds registered data.
+                debug_assert_eq!(aux, REGISTERED, "block {} written by two transactions in flight", b.0);
                 // Kiln: the committed version goes home, durably, before the line changes.
                 let before = m.now;
                 let t = m.write_from_arch(b, WriteKind::Home, b);
@@ -317,32 +423,33 @@ impl Protocol for Kiln {
     }
 
     fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        let mine = aux_of(self.seq);
+        let c = m.core();
+        let mine = tx_aux(c, self.cores[c].seq);
         for b in blocks_of(addr, len) {
             let s = m.access_block(b, true).llc_slot;
-            self.drain(m, s);
+            self.drain(m);
             let aux = m.hier.llc.aux(s);
             if aux == mine {
                 continue;
             }
             if aux != 0 {
                 // LOC-Kiln: keep the committed version in another way; its record moves there.
-                let data = self.versions.snapped(b);
+                let data = self.cores[c].versions.snapped(b);
                 let vs = m.keep_version(b, s, aux);
-                self.drain(m, vs);
+                self.drain(m);
                 // (Payloads and records exist only when kept; the timing is the same either way.)
                 let seq = match m.keep_bytes {
                     true => nvllc::decode_tag(&crate::pmem::read_block(&m.nvm, self.tag_block(s))).map_or(0, |t| t.1),
                     false => 0,
                 };
-                self.record_line(m, vs, b, seq, data);
+                self.record_line(m, vs, b, seq, c, data);
                 let now = m.now;
                 self.forget_line(m, s, now);
-                self.versions.kept.push(Version { block: b, aux, slot: vs, data });
+                self.cores[c].versions.kept.push(Version { block: b, aux, slot: vs, data });
                 self.c.versions_kept += 1;
             }
             m.hier.llc.set_aux(s, mine);
-            self.ws.push(b);
+            self.cores[c].ws.push(b);
         }
     }
 
@@ -351,10 +458,15 @@ impl Protocol for Kiln {
             // Injected: acknowledged as the commit starts, before its lines and the register.
             m.ack_through(m.txs_committed);
         }
-        let mine = aux_of(self.seq);
-        // Flush the transaction's L1/L2 copies into the NV-LLC and record its lines.
-        for i in self.run_start..self.ws.len() {
-            let b = self.ws[i];
+        // Lines of this transaction a lock access evicted are logged before it registers.
+        self.drain(m);
+        let c = m.core();
+        let (local, seq) = (self.cores[c].seq, self.next_seq);
+        let mine = tx_aux(c, local);
+        // Flush the transaction's L1/L2 copies into the NV-LLC and record its lines (under
+        // isolation only this core's private caches can hold them dirty: docs/multicore.md).
+        for i in self.cores[c].run_start..self.cores[c].ws.len() {
+            let b = self.cores[c].ws[i];
             let Some(s) = m.hier.llc.find(b).filter(|&s| m.hier.llc.aux(s) == mine) else { continue };
             // Priced by the ordering model's flush cost (`ordering.flush_cost`).
             let cost = m.flush_cycles(s);
@@ -363,16 +475,16 @@ impl Protocol for Kiln {
                 self.c.flushed_lines += 1;
             }
             let data = if m.keep_bytes { m.arch_block(b) } else { [0; 64] };
-            self.record_line(m, s, b, self.seq, data);
+            self.record_line(m, s, b, seq, c, data);
         }
         // Older versions it overwrote: from this window, coalesced now; registered ones once
         // the register covers this transaction.
-        for x in std::mem::take(&mut self.versions.kept) {
+        for x in std::mem::take(&mut self.cores[c].versions.kept) {
             if !x.present(m) {
                 continue;
             }
             if x.aux == REGISTERED {
-                self.superseded.push(x);
+                self.cores[c].superseded.push(x);
             } else {
                 m.hier.llc.invalidate_slot(x.slot);
                 let now = m.now;
@@ -380,39 +492,50 @@ impl Protocol for Kiln {
                 self.c.coalesced_blocks += 1;
             }
         }
-        self.versions.clear();
-        self.win_txs.push((self.seq, self.run_start));
-        self.run_start = self.ws.len();
-        self.seq += 1;
-        let txs = (self.seq - self.win_start) as usize;
-        if window::is_complete(self.win_txs.len(), txs, self.sd as usize) {
+        let k = &mut self.cores[c];
+        k.versions.clear();
+        k.win_txs.push((local, seq, k.run_start));
+        k.run_start = k.ws.len();
+        k.seq += 1;
+        self.next_seq += 1;
+        let txs = (k.seq - k.win_start) as usize;
+        if window::is_complete(k.win_txs.len(), txs, self.sd as usize) {
             self.close_window(m);
         }
     }
 
     fn abort(&mut self, m: &mut Machine, _written: &[(Addr, u32)]) {
-        let mine = aux_of(self.seq);
+        let c = m.core();
+        let mine = tx_aux(c, self.cores[c].seq);
+        // Its own lines a lock access evicted are dropped, as its cached ones are; the others
+        // are placed now.
+        if !m.tx_victims.is_empty() {
+            m.tx_victims.retain(|v| v.version || v.tag != mine);
+            self.drain(m);
+        }
         // Rescue: older versions of blocks this transaction wrote go where they are safe.
-        for x in std::mem::take(&mut self.versions.kept) {
+        for x in std::mem::take(&mut self.cores[c].versions.kept) {
             if x.present(m) {
                 m.hier.llc.invalidate_slot(x.slot);
                 self.save_version(m, &x);
                 self.c.rescued_blocks += 1;
             }
         }
-        for i in self.run_start..self.ws.len() {
-            let b = self.ws[i];
+        let k = &mut self.cores[c];
+        for i in k.run_start..k.ws.len() {
+            let b = k.ws[i];
             if m.hier.llc.find(b).is_some_and(|s| m.hier.llc.aux(s) == mine) {
                 m.hier.invalidate(b);
             }
         }
-        self.ws.truncate(self.run_start);
-        self.versions.clear();
-        let logged_own = self.fallback.iter().any(|f| f.2 == self.seq);
-        self.seq += 1;
+        k.ws.truncate(k.run_start);
+        k.versions.clear();
+        let logged_own = k.fallback.iter().any(|f| f.2 == k.seq);
+        k.seq += 1;
+        self.next_seq += 1;
         // Its fallback entries must be behind the head before the register can pass its seq.
-        if logged_own || window::is_complete(self.win_txs.len(), (self.seq - self.win_start) as usize, self.sd as usize)
-        {
+        let txs = (k.seq - k.win_start) as usize;
+        if logged_own || window::is_complete(k.win_txs.len(), txs, self.sd as usize) {
             self.close_window(m);
         }
     }

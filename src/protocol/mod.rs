@@ -136,9 +136,9 @@ impl ProtocolKind {
         }
     }
 
-    /// Does the protocol run on more than one core (`machine.cores > 1`; docs/multicore.md)?
-    /// Until it does, such a run exits 2 with one line. `baseline` keeps no per-transaction
-    /// state, so it runs on any number of cores as it is.
+    /// Does the protocol run on more than one core (`machine.cores > 1`; docs/multicore.md,
+    /// its section per protocol)? Until it does, such a run exits 2 with one line. `baseline`
+    /// keeps no per-transaction state, so it runs on any number of cores as it is.
     pub fn multicore(self) -> bool {
         match self {
             ProtocolKind::Baseline
@@ -147,8 +147,9 @@ impl ProtocolKind {
             | ProtocolKind::EcWal
             | ProtocolKind::LocWal
             | ProtocolKind::Proteus
-            | ProtocolKind::Atom => true,
-            ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
+            | ProtocolKind::Atom
+            | ProtocolKind::Kiln => true,
+            ProtocolKind::LocKiln => false,
             #[cfg(test)]
             ProtocolKind::Trivial => true,
         }

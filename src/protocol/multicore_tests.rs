@@ -20,6 +20,11 @@
 //! The caches are small and the transactions touch many lines, so tagged lines are evicted,
 //! also by other cores' accesses (logged for their owner); a few hot lines are written by
 //! transactions of every core, so one line's versions sit in several regions' logs.
+//!
+//! Kiln's hand-driven bench (no scheduler; every crash cycle against the global commit order)
+//! is the submodule `kiln`.
+
+mod kiln;
 
 use super::ec_wal::EcWal;
 use super::h_wal::HWal;

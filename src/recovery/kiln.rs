@@ -12,11 +12,16 @@
 //!    same transaction (the line is the newer copy), log order within the log.
 //! 4. The register is rewritten with `applied = committed` (so that recovering again changes
 //!    nothing), then the fallback log's head past every group read.
+//!
+//! With more than one core (`Layout::cores`), each core's fallback-log region is read as a
+//! log of its own (its head first); its TxIDs are core-local, and a block counts only if its
+//! transaction is the one the core's Core Binding names, as the global sequence number the
+//! binding gives (docs/formats/kiln.md). Every region's head is rewritten at the end.
 
 use super::Plan;
 use crate::log::ec::{valid_groups, GROUP_BLOCKS};
 use crate::log::head::{LogFormat, LogHead};
-use crate::log::nvllc::{self, Register};
+use crate::log::nvllc::{self, Binding, Register};
 use crate::pmem::{read_block, Layout};
 use crate::types::BlockId;
 
@@ -27,56 +32,89 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     if reg.committed.checked_add(1 << 32).is_none() {
         return Err(format!("corrupt log at block {}: committed {} within 2^32 of 2^64", nv0.0, reg.committed));
     }
-    let log0 = layout.log_block0();
-    let head = LogHead::decode(&image[log0.range()])
-        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
-    if head.format != LogFormat::Kiln {
-        return Err(format!("corrupt log at block {}: log head format {:?}, expected Kiln", log0.0, head.format));
-    }
+    let slots = nvllc::slots_in(layout.nvllc_bytes, layout.cores);
     let data_blocks = layout.data_bytes / 64;
     let wanted = |seq: u64| reg.applied < seq && seq <= reg.committed;
     // (seq, 0 = log / 1 = line, position, home, where the data is)
     let mut cands: Vec<(u64, u8, u64, u64, BlockId)> = Vec::new();
-    let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
-    super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
-    let mut end_sid = head.start;
-    for (sid, g0, meta) in valid_groups(image, log0.0, groups, head.start) {
-        end_sid = sid + 1;
-        for (slot, t) in meta.tags.iter().enumerate() {
-            let Some(t) = t else { continue };
-            let d = t.tx_id.wrapping_sub(head.start_seq as u8) as u64;
-            if d >= 128 {
-                return Err(format!(
-                    "corrupt log at block {}: fallback log TxID {} not within 128 of the head's {}",
-                    g0 + slot as u64,
-                    t.tx_id,
-                    head.start_seq
-                ));
+    let mut heads = Vec::with_capacity(layout.cores as usize);
+    for c in 0..layout.cores as usize {
+        let (log0, blocks) = layout.log_region(c);
+        let head = LogHead::decode(&image[log0.range()])
+            .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
+        if head.format != LogFormat::Kiln {
+            return Err(format!("corrupt log at block {}: log head format {:?}, expected Kiln", log0.0, head.format));
+        }
+        // With more than one core the region's TxIDs are core-local: only the transaction its
+        // Core Binding names may count, as the global number it committed as.
+        let binding = match layout.cores {
+            1 => None,
+            _ => {
+                let b = BlockId(nv0.0 + nvllc::binding_block(slots, c));
+                Some(Binding::decode(&image[b.range()]).ok_or_else(|| {
+                    format!("corrupt log at block {}: core {c}'s NV-LLC binding does not decode", b.0)
+                })?)
             }
-            let seq = head.start_seq + d;
-            if wanted(seq) && (t.addr as u64) < data_blocks {
-                cands.push((seq, 0, (sid - head.start) * 8 + slot as u64, t.addr as u64, BlockId(g0 + slot as u64)));
+        };
+        let groups = (blocks - 1) / GROUP_BLOCKS;
+        super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
+        let mut end_sid = head.start;
+        for (sid, g0, meta) in valid_groups(image, log0.0, groups, head.start) {
+            end_sid = sid + 1;
+            for (slot, t) in meta.tags.iter().enumerate() {
+                let Some(t) = t else { continue };
+                let d = t.tx_id.wrapping_sub(head.start_seq as u8) as u64;
+                if d >= 128 {
+                    return Err(format!(
+                        "corrupt log at block {}: fallback log TxID {} not within 128 of the head's {}",
+                        g0 + slot as u64,
+                        t.tx_id,
+                        head.start_seq
+                    ));
+                }
+                let seq = match binding {
+                    None => head.start_seq + d,
+                    Some(b) if b.local == head.start_seq + d => b.seq,
+                    Some(_) => continue,
+                };
+                if wanted(seq) && (t.addr as u64) < data_blocks {
+                    let pos = ((c as u64) << 48) | ((sid - head.start) * 8 + slot as u64);
+                    cands.push((seq, 0, pos, t.addr as u64, BlockId(g0 + slot as u64)));
+                }
             }
         }
+        let local = binding.map_or(reg.committed, |b| b.local);
+        heads.push((
+            log0,
+            LogHead { format: LogFormat::Kiln, start: end_sid, start_seq: head.start_seq.max(local.saturating_add(1)) },
+        ));
     }
-    let slots = ((layout.nvllc_bytes / 64).saturating_sub(1) / 2) as usize;
     for s in 0..slots {
         let tag = &image[BlockId(nv0.0 + nvllc::tag_block(s)).range()];
         if let Some((home, seq)) = nvllc::decode_tag(tag) {
+            if nvllc::tag_cid(tag) as u32 >= layout.cores {
+                let b = nv0.0 + nvllc::tag_block(s);
+                return Err(format!(
+                    "corrupt log at block {b}: NV-LLC tag of core {} of {}",
+                    nvllc::tag_cid(tag),
+                    layout.cores
+                ));
+            }
             if wanted(seq) && home < data_blocks {
                 cands.push((seq, 1, s as u64, home, BlockId(nv0.0 + nvllc::data_block(s))));
             }
         }
     }
     sort_candidates(&mut cands, reg.applied + 1..=reg.committed);
-    let mut plan = Plan { writes: Vec::with_capacity(cands.len() + 2), ..Plan::default() };
+    let mut plan = Plan { writes: Vec::with_capacity(cands.len() + 1 + heads.len()), ..Plan::default() };
     for &(_, _, _, home, at) in &cands {
         plan.writes.push((BlockId(home), read_block(image, at)));
     }
     plan.redone_txs = reg.committed.saturating_sub(reg.applied);
     plan.writes.push((nv0, Register { committed: reg.committed, applied: reg.committed }.encode()));
-    let start_seq = head.start_seq.max(reg.committed.saturating_add(1));
-    plan.writes.push((log0, LogHead { format: LogFormat::Kiln, start: end_sid, start_seq }.encode()));
+    for (log0, head) in heads {
+        plan.writes.push((log0, head.encode()));
+    }
     Ok(plan)
 }
 
@@ -118,10 +156,14 @@ impl Tracker {
     /// Take a durable image whose [`recover`] succeeded (`None` if its register or log would
     /// make [`recover`] fail).
     pub fn new(layout: &Layout, image: &[u8]) -> Option<Tracker> {
+        if layout.cores > 1 {
+            // Per-core regions and bindings: the checker recovers whole.
+            return None;
+        }
         let nv0 = layout.nvllc_block0();
         let reg = Register::decode(&image[nv0.range()])?;
         let log0 = layout.log_block0();
-        let slots = ((layout.nvllc_bytes / 64).saturating_sub(1) / 2) as usize;
+        let slots = nvllc::slots_in(layout.nvllc_bytes, 1);
         let data_blocks = layout.data_bytes / 64;
         let mut t = Tracker {
             nv0: nv0.0,
@@ -398,7 +440,7 @@ mod tests {
     #[test]
     fn the_tracker_keeps_what_recovery_writes_home() {
         let slots = 40;
-        let layout = Layout::new(64 * 64, 64 * (1 + 8 * 4)).with_nvllc(nvllc::bytes(slots));
+        let layout = Layout::new(64 * 64, 64 * (1 + 8 * 4)).with_nvllc(nvllc::bytes(slots, 1));
         let nv0 = layout.nvllc_block0().0;
         for seed in 0..20 {
             let mut rng = Rng::new(seed);

@@ -260,7 +260,7 @@ fn apply_damage(img: &mut [u8], layout: &Layout, head: LogHead, d: &Damage) {
             }
         }
         Damage::NvTag { slot, home, seq } => {
-            let slots = (layout.nvllc_bytes / 64).saturating_sub(1) / 2;
+            let slots = nvllc::slots_in(layout.nvllc_bytes, layout.cores) as u64;
             if slots > 0 {
                 let s = (*slot as u64 % slots) as usize;
                 let b = BlockId(layout.nvllc_block0().0 + nvllc::tag_block(s));

@@ -126,7 +126,7 @@ fn an_llc_eviction_back_invalidates_every_core_and_gathers_their_dirty_bits() {
         assert!(on(&mut h, 0, 7 + k * LLC_SETS, false).victim.is_none());
     }
     let a = on(&mut h, 0, 7 + 16 * LLC_SETS, false);
-    assert_eq!(a.victim, Some(Victim { block: BlockId(7), tag: 0, version: false }));
+    assert_eq!(a.victim, Some(Victim { block: BlockId(7), tag: 0, version: false, slot: a.llc_slot }));
     assert!(h.private(1).0.find(BlockId(7)).is_none() && h.private(1).1.find(BlockId(7)).is_none());
     assert_eq!(h.stats.llc_dirty_evictions, 1);
 }
