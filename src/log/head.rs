@@ -249,7 +249,7 @@ mod tests {
     fn zeroed_or_corrupt_block_is_not_a_head() {
         assert_eq!(LogHead::decode(&[0u8; 64]), None);
         let mut b = LogHead { format: LogFormat::HWal, start: 0, start_seq: 1 }.encode();
-        b[8] = 7;
+        b[8] = 99;
         assert_eq!(LogHead::decode(&b), None);
     }
 }
