@@ -375,7 +375,10 @@ impl Bug {
     /// single-core run cannot show.
     pub fn min_cores(self) -> u32 {
         match self {
-            Bug::TruncateOutOfOrder | Bug::LazyTruncate | Bug::LostInvalidation | Bug::CommitDropsOtherCores
+            Bug::TruncateOutOfOrder
+            | Bug::LazyTruncate
+            | Bug::LostInvalidation
+            | Bug::CommitDropsOtherCores
             | Bug::DependentBeforeSource => 2,
             _ => 1,
         }
