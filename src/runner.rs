@@ -275,6 +275,9 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput
             let (sd, w) = (spec.cfg.loc.speculation_degree, spec.cfg.min_write_cycles());
             drive(spec, wl, data, layout, Kiln::new(&layout, loose, sd, w, slots, spec.bug))
         }
+        ProtocolKind::Hoop => {
+            drive(spec, wl, data, layout, crate::protocol::hoop::Hoop::new(&layout, &spec.cfg.hoop, spec.bug))
+        }
         #[cfg(test)]
         ProtocolKind::Trivial => {
             drive(spec, wl, data, layout, crate::protocol::trivial::Trivial::new(&layout, spec.bug))

@@ -5,7 +5,7 @@
 //! | bytes  | field      | meaning                                                        |
 //! |--------|------------|----------------------------------------------------------------|
 //! | 0..8   | magic      | `LOCSIMLH`                                                     |
-//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups, 4 = LOC groups, 5 = Kiln fallback groups |
+//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups, 4 = LOC groups, 5 = Kiln fallback groups, 6 = HOOP slices |
 //! | 12..16 | reserved   | 0                                                              |
 //! | 16..24 | start      | u64: first valid log position (blocks for H-WAL, bytes S-WAL)  |
 //! | 24..32 | start_seq  | u64: sequence number of the transaction logged at `start`      |
@@ -36,6 +36,10 @@ pub enum LogFormat {
     /// Kiln's fallback log for lines that do not fit the NV-LLC: block groups; `start` as for
     /// Ec, `start_seq` the sequence number of the transaction logging from there.
     Kiln = 5,
+    /// HOOP's out-of-place region ([`crate::log::hoop`]): `start` is the position of the first
+    /// valid slice, `start_seq` the sequence number of the transaction there, `home_below` the
+    /// global commit order below which every transaction is at home (garbage-collected).
+    Hoop = 6,
 }
 
 /// Decoded log head.
@@ -94,6 +98,7 @@ impl LogHead {
             3 => LogFormat::Ec,
             4 => LogFormat::Loc,
             5 => LogFormat::Kiln,
+            6 => LogFormat::Hoop,
             _ => return None,
         };
         Some(LogHead { format, start: le::u64_at(b, 16), start_seq: le::u64_at(b, 24) })

@@ -8,9 +8,11 @@
 //! - [`ec`]: Eager Commit's block groups with META blocks (EC-WAL; LOC).
 //! - [`loc`]: LOC-WAL's Tx Dependency Pair blocks, kept in the same block groups.
 //! - [`nvllc`]: Kiln's non-volatile LLC state (commit register, committed lines).
+//! - [`hoop`]: HOOP's out-of-place region of memory slices.
 
 pub mod ec;
 pub mod head;
+pub mod hoop;
 pub mod loc;
 pub mod nvllc;
 pub mod swal;

@@ -28,6 +28,7 @@ pub mod baseline;
 pub mod ec_wal;
 pub mod group;
 pub mod h_wal;
+pub mod hoop;
 pub mod kiln;
 pub mod loc_wal;
 #[cfg(test)]
@@ -78,6 +79,7 @@ pub enum ProtocolKind {
     LocWal,
     Kiln,
     LocKiln,
+    Hoop,
     /// The recipe's test protocol (`trivial.rs`), in unit tests only.
     #[cfg(test)]
     Trivial,
@@ -92,6 +94,7 @@ impl ProtocolKind {
         ProtocolKind::LocWal,
         ProtocolKind::Kiln,
         ProtocolKind::LocKiln,
+        ProtocolKind::Hoop,
         #[cfg(test)]
         ProtocolKind::Trivial,
     ];
@@ -105,6 +108,7 @@ impl ProtocolKind {
             ProtocolKind::LocWal => "loc-wal",
             ProtocolKind::Kiln => "kiln",
             ProtocolKind::LocKiln => "loc-kiln",
+            ProtocolKind::Hoop => "hoop",
             #[cfg(test)]
             ProtocolKind::Trivial => "trivial",
         }
@@ -119,6 +123,7 @@ impl ProtocolKind {
             ProtocolKind::EcWal => Some(LogFormat::Ec),
             ProtocolKind::LocWal => Some(LogFormat::Loc),
             ProtocolKind::Kiln | ProtocolKind::LocKiln => Some(LogFormat::Kiln),
+            ProtocolKind::Hoop => Some(LogFormat::Hoop),
             #[cfg(test)]
             ProtocolKind::Trivial => Some(LogFormat::HWal),
         }
@@ -131,6 +136,7 @@ impl ProtocolKind {
         match self {
             ProtocolKind::Baseline | ProtocolKind::SWal | ProtocolKind::HWal | ProtocolKind::EcWal => true,
             ProtocolKind::LocWal | ProtocolKind::Kiln | ProtocolKind::LocKiln => false,
+            ProtocolKind::Hoop => true,
             #[cfg(test)]
             ProtocolKind::Trivial => true,
         }
@@ -159,6 +165,9 @@ impl ProtocolKind {
             ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::TruncateOutOfOrder],
             ProtocolKind::LocWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs],
             ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
+            ProtocolKind::Hoop => {
+                &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::GcOwnRegion]
+            }
             #[cfg(test)]
             ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateOutOfOrder],
         }
@@ -218,10 +227,13 @@ pub enum Bug {
     /// S-WAL truncates a transaction's log at its core's next commit instead of before
     /// returning from commit.
     LazyTruncate,
+    /// HOOP's garbage collection writes home only the lines whose newest version is in the
+    /// running core's region and frees only that region.
+    GcOwnRegion,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 11] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
@@ -232,6 +244,7 @@ impl Bug {
         Bug::LostInvalidation,
         Bug::TruncateOutOfOrder,
         Bug::LazyTruncate,
+        Bug::GcOwnRegion,
     ];
 
     pub fn name(self) -> &'static str {
@@ -246,6 +259,7 @@ impl Bug {
             Bug::LostInvalidation => "lost-invalidation",
             Bug::TruncateOutOfOrder => "truncate-out-of-order",
             Bug::LazyTruncate => "lazy-truncate",
+            Bug::GcOwnRegion => "gc-own-region",
         }
     }
 
@@ -277,6 +291,9 @@ impl Bug {
             Bug::LazyTruncate => {
                 "S-WAL leaves a transaction's log in place until its core's next commit: harmless on one core, where the region replays in order, but recovery replays it over a newer write of another core (needs --cores 2 or more)"
             }
+            Bug::GcOwnRegion => {
+                "HOOP's garbage collection writes home only the lines whose newest version is in the running core's OOP region and moves only that region's head, whose home_below then also covers other cores' transactions not yet home (needs --cores 2 or more)"
+            }
         }
     }
 
@@ -284,7 +301,7 @@ impl Bug {
     /// single-core run cannot show.
     pub fn min_cores(self) -> u32 {
         match self {
-            Bug::TruncateOutOfOrder | Bug::LazyTruncate | Bug::LostInvalidation => 2,
+            Bug::TruncateOutOfOrder | Bug::LazyTruncate | Bug::LostInvalidation | Bug::GcOwnRegion => 2,
             _ => 1,
         }
     }

@@ -6,6 +6,7 @@
 //! after which recovery must run again to the same result.
 
 pub mod ec;
+pub mod hoop;
 pub mod kiln;
 pub mod loc;
 pub mod startgap;
@@ -35,19 +36,21 @@ pub fn recover(format: Option<LogFormat>, layout: &Layout, image: &[u8]) -> Resu
         Some(LogFormat::Loc) => loc::recover(layout, image),
         Some(LogFormat::Kiln) => kiln::recover(layout, image),
         Some(LogFormat::SWal) => swal::recover(layout, image),
+        Some(LogFormat::Hoop) => hoop::recover(layout, image),
     }?;
     plan.assert_well_formed(layout);
     Ok(plan)
 }
 
 /// Whether recovery of `format` reads blocks of the data area. S-WAL's redo records hold the
-/// bytes of single stores, which recovery merges into the home block it reads; every other
+/// bytes of single stores, and HOOP's slices single words, which recovery merges into the home
+/// block it reads; every other
 /// format logs whole blocks, and its plan is a function of the log area (and Kiln's NV-LLC
 /// state) alone. The crash checker relies on the `false` answers (`Sweep::plan`,
 /// `src/crash/sweep.rs`); `recovery_never_reads_the_data_area` in
 /// `tests/recovery_scenarios.rs` checks both answers.
 pub fn reads_data_area(format: Option<LogFormat>) -> bool {
-    matches!(format, Some(LogFormat::SWal))
+    matches!(format, Some(LogFormat::SWal) | Some(LogFormat::Hoop))
 }
 
 impl Plan {
