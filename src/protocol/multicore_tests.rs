@@ -68,6 +68,7 @@ fn protocol(kind: ProtocolKind, cfg: &Config, layout: &Layout, bug: Option<Bug>)
         ProtocolKind::SWal => Box::new(SWal::new(layout, &cfg.swal, bug)),
         ProtocolKind::HWal => Box::new(HWal::new(layout, bug)),
         ProtocolKind::EcWal => Box::new(EcWal::new(layout, cfg.min_write_cycles(), bug)),
+        ProtocolKind::Hoop => Box::new(super::hoop::Hoop::new(layout, &cfg.hoop, bug)),
         #[cfg(test)]
         ProtocolKind::Trivial => Box::new(super::trivial::Trivial::new(layout, bug)),
         _ => unreachable!("not a protocol of this test"),
@@ -301,6 +302,25 @@ fn s_wal_recovers_every_crash_point_on_two_to_four_cores() {
         let points = crash_check(ProtocolKind::SWal, cores, 0..6, None).unwrap();
         assert!(points > 2000, "{points} points");
     }
+}
+
+#[test]
+fn hoop_recovers_every_crash_point_on_two_to_four_cores_and_its_cross_core_bug_is_caught() {
+    // HOOP (recipe step 7): per-core OOP regions, global commit order, GC across every region.
+    assert!(ProtocolKind::Hoop.multicore());
+    for cores in 2..=4 {
+        let points = crash_check(ProtocolKind::Hoop, cores, 0..6, None).unwrap();
+        assert!(points > 2000, "{points} points");
+    }
+    // The 16 KiB regions fill and are garbage-collected many times in these runs.
+    let r = run(ProtocolKind::Hoop, 4, 60, 1, None);
+    let heads = r.writes.iter().filter(|w| w.kind == crate::pmem::WriteKind::LogHead).count();
+    assert!(heads >= 8, "{heads} head writes");
+    assert!(ProtocolKind::Hoop.bugs().contains(&Bug::GcOwnRegion) && Bug::GcOwnRegion.min_cores() == 2);
+    let e = crash_check(ProtocolKind::Hoop, 2, 0..6, Some(Bug::GcOwnRegion)).expect_err("gc-own-region is caught");
+    assert!(e.contains("differs from every valid state"), "{e}");
+    // One core: its own region is every region, and the defect is no defect.
+    crash_check(ProtocolKind::Hoop, 1, 0..3, Some(Bug::GcOwnRegion)).unwrap();
 }
 
 #[test]

@@ -44,7 +44,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
         txs.extend(found);
         heads.push((log0, next));
     }
-    let top = txs.iter().map(|t| t.order + 1).max().unwrap_or(0);
+    let top = txs.iter().map(|t| t.order.saturating_add(1)).max().unwrap_or(0);
     txs.retain(|t| t.order >= skip_below);
     // Stable: equal orders (only in a corrupt log) keep region order.
     txs.sort_by_key(|t| t.order);
