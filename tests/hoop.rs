@@ -42,6 +42,19 @@ fn hoop_recovers_with_and_without_aborts_while_its_region_wraps() {
 }
 
 #[test]
+fn a_region_too_full_for_the_next_transaction_is_collected_during_its_commit() {
+    // 75 slices per transaction, GC at 90 % of 511: the seventh transaction finds no room and
+    // collects the six before it (not itself: its slices are not written yet).
+    let big = ["hoop.gc_threshold_percent=90", "workload.sps.swaps_per_tx=300"];
+    let r = crash(WorkloadKind::Sps, &big, 60, 0.0, None);
+    assert_eq!(r.violations, 0, "{:?}", r.first_violation);
+    let mut s = spec(small_cfg(&[&big[..], &[SMALL_LOG]].concat()), Hoop, 60, 11, None);
+    s.record = false;
+    let c = execute(&s).unwrap().result.protocol_counters;
+    assert!(c["gc_forced"] >= 5, "{c:?}");
+}
+
+#[test]
 fn every_injected_bug_is_caught() {
     for bug in [Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint] {
         let r = crash(WorkloadKind::Sps, &[], 600, 0.0, Some(bug));

@@ -353,9 +353,11 @@ impl Protocol for Hoop {
             return;
         }
         self.n.words_packed += self.words.len() as u64;
-        self.order += 1;
         let slices = self.words.len().div_ceil(WORDS);
+        // Space first: a GC that room needs covers the transactions committed before this one
+        // (its heads' `home_below` is the next order, this transaction's).
         let first = self.alloc(m, c, slices as u64);
+        self.order += 1;
         m.begin_ordered();
         let held = self.bug == Some(Bug::CommitBeforeLog);
         let last = slices - 1;
