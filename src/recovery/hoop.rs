@@ -34,13 +34,15 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     for c in 0..layout.cores as usize {
         let (log0, blocks) = layout.log_region(c);
         let hb = read_block(image, log0);
-        let head = LogHead::decode(&hb)
-            .filter(|h| h.format == LogFormat::Hoop)
-            .ok_or_else(|| format!("no HOOP log head at block {}", log0.0))?;
+        let head =
+            LogHead::decode(&hb).ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
+        if head.format != LogFormat::Hoop {
+            return Err(format!("corrupt log at block {}: log head format {:?}, expected Hoop", log0.0, head.format));
+        }
         let cap = (blocks - 1) / SLICE_BLOCKS;
         head_in_range(&head, log0, cap + 1)?;
         skip_below = skip_below.max(LogHead::home_below(&hb));
-        let (found, next) = scan(image, log0, cap, head);
+        let (found, next) = scan(image, log0, cap, head, layout.data_bytes / 8)?;
         txs.extend(found);
         heads.push((log0, next));
     }
@@ -49,13 +51,9 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     // Stable: equal orders (only in a corrupt log) keep region order.
     txs.sort_by_key(|t| t.order);
     let mut home: std::collections::BTreeMap<u64, BlockData> = std::collections::BTreeMap::new();
-    let words = layout.data_bytes / 8;
     let mut plan = Plan::default();
     for t in &txs {
         for &(w, v) in &t.words {
-            if w as u64 >= words {
-                return Err(format!("corrupt HOOP slice: home word {w} outside the data area ({words} words)"));
-            }
             let b = w as u64 / 8;
             let d = home.entry(b).or_insert_with(|| read_block(image, BlockId(b)));
             let at = (w as usize % 8) * 8;
@@ -71,8 +69,9 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     Ok(plan)
 }
 
-/// The committed transactions of one region in log order, and the head past them.
-fn scan(image: &[u8], log0: BlockId, cap: u64, head: LogHead) -> (Vec<Committed>, LogHead) {
+/// The committed transactions of one region in log order, and the head past them; an error
+/// for a slice that decodes but names a home word outside the data area's `words`.
+fn scan(image: &[u8], log0: BlockId, cap: u64, head: LogHead, words: u64) -> Result<(Vec<Committed>, LogHead), String> {
     let mut txs: Vec<Committed> = Vec::new();
     let (mut pos, mut seq) = (head.start, head.start_seq);
     let mut end = pos;
@@ -87,6 +86,12 @@ fn scan(image: &[u8], log0: BlockId, cap: u64, head: LogHead) -> (Vec<Committed>
         if m.seq != seq || m.index != index || (index > 0 && m.order != cur.order) || m.order <= prev_order {
             break;
         }
+        if let Some(w) = m.addrs[..m.count as usize].iter().find(|&&w| w as u64 >= words) {
+            return Err(format!(
+                "corrupt log at block {}: home word {w} outside the data area ({words} words)",
+                data_at.0 + 1
+            ));
+        }
         cur.order = m.order;
         cur.words.extend((0..m.count as usize).map(|i| (m.addrs[i], data_word(&data, i))));
         pos += 1;
@@ -98,5 +103,5 @@ fn scan(image: &[u8], log0: BlockId, cap: u64, head: LogHead) -> (Vec<Committed>
             end = pos;
         }
     }
-    (txs, LogHead { format: LogFormat::Hoop, start: end, start_seq: seq })
+    Ok((txs, LogHead { format: LogFormat::Hoop, start: end, start_seq: seq }))
 }
