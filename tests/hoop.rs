@@ -92,18 +92,10 @@ fn two_regions() -> (Layout, Vec<u8>) {
     (layout, img)
 }
 
-/// Put slice `pos` of core `c`'s region: words (home word number, value).
-fn put(
-    layout: &Layout,
-    img: &mut [u8],
-    c: usize,
-    pos: u64,
-    seq: u64,
-    order: u64,
-    index: u32,
-    commit: bool,
-    words: &[(u32, u64)],
-) {
+/// Put slice `pos` of core `c`'s region: its transaction `(seq, order, index, commit)` and its
+/// words (home word number, value).
+fn put(layout: &Layout, img: &mut [u8], c: usize, pos: u64, tx: (u64, u64, u32, bool), words: &[(u32, u64)]) {
+    let (seq, order, index, commit) = tx;
     let (log0, _) = layout.log_region(c);
     let data = encode_data(&words.iter().map(|w| w.1).collect::<Vec<_>>());
     let mut addrs = [0u32; 8];
@@ -133,9 +125,9 @@ fn word(d: &[u8], w: usize) -> u64 {
 fn recovery_replays_both_regions_in_global_order_whatever_the_region() {
     let (layout, mut img) = two_regions();
     // Word 3 written by core 1 (order 1), then core 0 (order 2), then core 1 again (order 3).
-    put(&layout, &mut img, 1, 0, 1, 1, 0, true, &[(3, 10)]);
-    put(&layout, &mut img, 0, 0, 1, 2, 0, true, &[(3, 20), (9, 7)]);
-    put(&layout, &mut img, 1, 1, 2, 3, 0, true, &[(3, 30)]);
+    put(&layout, &mut img, 1, 0, (1, 1, 0, true), &[(3, 10)]);
+    put(&layout, &mut img, 0, 0, (1, 2, 0, true), &[(3, 20), (9, 7)]);
+    put(&layout, &mut img, 1, 1, (2, 3, 0, true), &[(3, 30)]);
     let d = recovered(&layout, &img);
     assert_eq!((word(&d, 3), word(&d, 9)), (30, 7));
 }
@@ -143,9 +135,9 @@ fn recovery_replays_both_regions_in_global_order_whatever_the_region() {
 #[test]
 fn a_transaction_without_its_commit_slice_is_dropped_and_ends_the_region() {
     let (layout, mut img) = two_regions();
-    put(&layout, &mut img, 0, 0, 1, 1, 0, false, &[(1, 5); 8]);
-    put(&layout, &mut img, 0, 1, 1, 1, 1, true, &[(2, 6)]);
-    put(&layout, &mut img, 0, 2, 2, 2, 0, false, &[(4, 8)]);
+    put(&layout, &mut img, 0, 0, (1, 1, 0, false), &[(1, 5); 8]);
+    put(&layout, &mut img, 0, 1, (1, 1, 1, true), &[(2, 6)]);
+    put(&layout, &mut img, 0, 2, (2, 2, 0, false), &[(4, 8)]);
     let d = recovered(&layout, &img);
     assert_eq!((word(&d, 1), word(&d, 2), word(&d, 4)), (5, 6, 0));
     // A slice whose data block is not the one its metadata vouches for ends the region.
@@ -160,8 +152,8 @@ fn a_head_moved_by_garbage_collection_skips_what_it_says_is_home() {
     // A crash after GC wrote word 3 = 20 home and moved region 0's head (home_below 3), but
     // before region 1's head moved: region 1's order-1 slice is older than home.
     let (layout, mut img) = two_regions();
-    put(&layout, &mut img, 1, 0, 1, 1, 0, true, &[(3, 10)]);
-    put(&layout, &mut img, 0, 0, 1, 2, 0, true, &[(3, 20)]);
+    put(&layout, &mut img, 1, 0, (1, 1, 0, true), &[(3, 10)]);
+    put(&layout, &mut img, 0, 0, (1, 2, 0, true), &[(3, 20)]);
     img[24..32].copy_from_slice(&20u64.to_le_bytes());
     let (log0, _) = layout.log_region(0);
     let head = LogHead { format: LogFormat::Hoop, start: 1, start_seq: 2 };
