@@ -25,6 +25,9 @@ pub struct Config {
     pub loc: LocConfig,
     /// Proteus's log lookup table and log pending queue (docs/protocols/proteus.md).
     pub proteus: ProteusConfig,
+    /// HOOP's garbage collection (`hoop`; docs/protocols/hoop.md).
+    #[serde(default)]
+    pub hoop: HoopConfig,
     /// Which of the papers' strict-ordering mechanisms the machine enforces (docs/ordering.md).
     pub ordering: crate::ordering::OrderingConfig,
     pub workload: crate::workload::WorkloadConfig,
@@ -73,6 +76,30 @@ pub struct ProteusConfig {
 impl ProteusConfig {
     pub const LLT_RANGE: std::ops::RangeInclusive<u32> = 1..=1024;
     pub const LPQ_RANGE: std::ops::RangeInclusive<u32> = 1..=4096;
+}
+
+/// HOOP's out-of-place region and mapping table (`hoop`; docs/protocols/hoop.md). The paper
+/// leaves both sizes to the implementation; these are our choices.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HoopConfig {
+    /// Garbage collection starts after a commit that leaves some core's OOP region at least
+    /// this full (percent of its slices).
+    pub gc_threshold_percent: u32,
+    /// Entries of the mapping table (lines whose newest version is out of place); garbage
+    /// collection starts after a commit that fills it.
+    pub mapping_entries: u32,
+}
+
+impl HoopConfig {
+    pub const THRESHOLD_RANGE: std::ops::RangeInclusive<u32> = 1..=90;
+    pub const ENTRIES_RANGE: std::ops::RangeInclusive<u32> = 16..=(1 << 24);
+}
+
+impl Default for HoopConfig {
+    fn default() -> Self {
+        HoopConfig { gc_threshold_percent: 50, mapping_entries: 16384 }
+    }
 }
 
 /// The machine's shape (`[machine]`): how many cores, and where the persistence domain ends.
@@ -216,6 +243,7 @@ impl Default for Config {
             },
             loc: LocConfig { speculation_degree: 16, two_slot_head: false },
             proteus: ProteusConfig { llt_entries: 16, lpq_entries: 128 },
+            hoop: HoopConfig::default(),
             ordering: Default::default(),
             workload: Default::default(),
         }
@@ -333,6 +361,13 @@ impl Config {
             if !r.contains(&v) {
                 return err(key, v as u64, &format!("{}..={}", r.start(), r.end()));
             }
+        }
+        let h = &self.hoop;
+        if !HoopConfig::THRESHOLD_RANGE.contains(&h.gc_threshold_percent) {
+            return err("hoop.gc_threshold_percent", h.gc_threshold_percent as u64, "1..=90");
+        }
+        if !HoopConfig::ENTRIES_RANGE.contains(&h.mapping_entries) {
+            return err("hoop.mapping_entries", h.mapping_entries as u64, "16..=16777216");
         }
         self.pcm.validate().map_err(ConfigError)?;
         self.startgap.validate().map_err(ConfigError)?;

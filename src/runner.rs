@@ -282,6 +282,9 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput
             drive(spec, wl, data, layout, Proteus::new(&layout, &spec.cfg.proteus, trip, spec.bug))
         }
         ProtocolKind::Atom => drive(spec, wl, data, layout, crate::protocol::atom::Atom::new(&layout, spec.bug)),
+        ProtocolKind::Hoop => {
+            drive(spec, wl, data, layout, crate::protocol::hoop::Hoop::new(&layout, &spec.cfg.hoop, spec.bug))
+        }
         #[cfg(test)]
         ProtocolKind::Trivial => {
             drive(spec, wl, data, layout, crate::protocol::trivial::Trivial::new(&layout, spec.bug))

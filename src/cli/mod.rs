@@ -134,7 +134,7 @@ pub struct RunArgs {
     /// Replay a trace (docs/formats/trace.md; `-` reads standard input) instead of a workload.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<String>,
-    /// Comma-separated protocols: baseline, s-wal, h-wal, ec-wal, loc-wal, kiln, loc-kiln, proteus, atom.
+    /// Comma-separated protocols: baseline, s-wal, h-wal, ec-wal, loc-wal, kiln, loc-kiln, proteus, atom, hoop.
     #[arg(long, short, default_value = "baseline,s-wal,h-wal")]
     pub protocol: String,
     /// Transactions in the measured region (default 50000; a trace: all after its warm-up, or
@@ -162,7 +162,7 @@ pub struct CrashArgs {
     /// Crash-check a replayed trace (docs/formats/trace.md; `-` reads standard input).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<String>,
-    /// Protocol under test: baseline, s-wal, h-wal, ec-wal, loc-wal, kiln, loc-kiln, proteus, atom.
+    /// Protocol under test: baseline, s-wal, h-wal, ec-wal, loc-wal, kiln, loc-kiln, proteus, atom, hoop.
     #[arg(long, short, required_unless_present = "list_bugs")]
     pub protocol: Option<String>,
     /// Crash points to check, drawn without replacement from the candidate cycles (the first and

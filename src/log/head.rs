@@ -5,7 +5,7 @@
 //! | bytes  | field      | meaning                                                        |
 //! |--------|------------|----------------------------------------------------------------|
 //! | 0..8   | magic      | `LOCSIMLH`                                                     |
-//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups, 4 = LOC groups, 5 = Kiln fallback groups, 6 = Proteus spilled undo entries, 7 = ATOM undo groups |
+//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups, 4 = LOC groups, 5 = Kiln fallback groups, 6 = Proteus spilled undo entries, 7 = ATOM undo groups, 8 = HOOP slices |
 //! | 12..16 | reserved   | 0                                                              |
 //! | 16..24 | start      | u64: first valid log position (blocks for H-WAL, bytes S-WAL)  |
 //! | 24..32 | start_seq  | u64: sequence number of the transaction logged at `start`      |
@@ -59,6 +59,10 @@ pub enum LogFormat {
     /// ATOM's undo log (`log::atom`): `start` unused (0), `start_seq` the sequence number of
     /// the region's transaction whose log is not freed (its groups carry it).
     Atom = 7,
+    /// HOOP's out-of-place region ([`crate::log::hoop`]): `start` is the position of the first
+    /// valid slice, `start_seq` the sequence number of the transaction there, `home_below` the
+    /// global commit order below which every transaction is at home (garbage-collected).
+    Hoop = 8,
 }
 
 /// Bytes 12..16 of a two-slot head.
@@ -157,6 +161,7 @@ impl LogHead {
             5 => LogFormat::Kiln,
             6 => LogFormat::Proteus,
             7 => LogFormat::Atom,
+            8 => LogFormat::Hoop,
             _ => return None,
         };
         if le::u32_at(b, 12) == TWO_SLOTS {

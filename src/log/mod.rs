@@ -10,10 +10,12 @@
 //! - [`nvllc`]: Kiln's non-volatile LLC state (commit register, committed lines).
 //! - [`proteus`]: Proteus's undo entries, in its log pending queue and spilled to memory.
 //! - [`atom`]: ATOM's hardware undo log (metadata lines and old-data entries).
+//! - [`hoop`]: HOOP's out-of-place region of memory slices.
 
 pub mod atom;
 pub mod ec;
 pub mod head;
+pub mod hoop;
 pub mod loc;
 pub mod nvllc;
 pub mod proteus;

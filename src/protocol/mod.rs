@@ -29,6 +29,7 @@ pub mod baseline;
 pub mod ec_wal;
 pub mod group;
 pub mod h_wal;
+pub mod hoop;
 pub mod kiln;
 pub mod loc_wal;
 #[cfg(test)]
@@ -84,6 +85,7 @@ pub enum ProtocolKind {
     Proteus,
     /// ATOM: hardware undo logging (Joshi et al., HPCA 2017).
     Atom,
+    Hoop,
     /// The recipe's test protocol (`trivial.rs`), in unit tests only.
     #[cfg(test)]
     Trivial,
@@ -100,6 +102,7 @@ impl ProtocolKind {
         ProtocolKind::LocKiln,
         ProtocolKind::Proteus,
         ProtocolKind::Atom,
+        ProtocolKind::Hoop,
         #[cfg(test)]
         ProtocolKind::Trivial,
     ];
@@ -115,6 +118,7 @@ impl ProtocolKind {
             ProtocolKind::LocKiln => "loc-kiln",
             ProtocolKind::Proteus => "proteus",
             ProtocolKind::Atom => "atom",
+            ProtocolKind::Hoop => "hoop",
             #[cfg(test)]
             ProtocolKind::Trivial => "trivial",
         }
@@ -131,6 +135,7 @@ impl ProtocolKind {
             ProtocolKind::Kiln | ProtocolKind::LocKiln => Some(LogFormat::Kiln),
             ProtocolKind::Proteus => Some(LogFormat::Proteus),
             ProtocolKind::Atom => Some(LogFormat::Atom),
+            ProtocolKind::Hoop => Some(LogFormat::Hoop),
             #[cfg(test)]
             ProtocolKind::Trivial => Some(LogFormat::HWal),
         }
@@ -148,7 +153,8 @@ impl ProtocolKind {
             | ProtocolKind::LocWal
             | ProtocolKind::Proteus
             | ProtocolKind::Atom
-            | ProtocolKind::Kiln => true,
+            | ProtocolKind::Kiln
+            | ProtocolKind::Hoop => true,
             ProtocolKind::LocKiln => false,
             #[cfg(test)]
             ProtocolKind::Trivial => true,
@@ -168,6 +174,7 @@ impl ProtocolKind {
             // reach the domain ahead of its undo entry, so its lines stay out of the drain.
             ProtocolKind::Proteus => false,
             ProtocolKind::Atom => false,
+            ProtocolKind::Hoop => false,
             #[cfg(test)]
             ProtocolKind::Trivial => false,
         }
@@ -205,6 +212,9 @@ impl ProtocolKind {
                 Bug::CommitDropsOtherCores,
             ],
             ProtocolKind::Atom => &[Bug::AckBeforeDurable, Bug::InPlaceBeforeUndo, Bug::FreeLogBeforeData],
+            ProtocolKind::Hoop => {
+                &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::GcOwnRegion]
+            }
             #[cfg(test)]
             ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateOutOfOrder],
         }
@@ -279,10 +289,13 @@ pub enum Bug {
     /// LOC on N cores: a window that read or overwrote a line of another core's window not yet
     /// durable is not made to wait for it (no cross-core dependency enforcement).
     DependentBeforeSource,
+    /// HOOP's garbage collection writes home only the lines whose newest version is in the
+    /// running core's region and frees only that region.
+    GcOwnRegion,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 16] = [
+    pub const ALL: [Bug; 17] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
@@ -299,6 +312,7 @@ impl Bug {
         Bug::InPlaceBeforeUndo,
         Bug::FreeLogBeforeData,
         Bug::DependentBeforeSource,
+        Bug::GcOwnRegion,
     ];
 
     pub fn name(self) -> &'static str {
@@ -319,6 +333,7 @@ impl Bug {
             Bug::InPlaceBeforeUndo => "in-place-before-undo",
             Bug::FreeLogBeforeData => "free-log-before-data",
             Bug::DependentBeforeSource => "dependent-before-source",
+            Bug::GcOwnRegion => "gc-own-region",
         }
     }
 
@@ -368,6 +383,9 @@ impl Bug {
             Bug::DependentBeforeSource => {
                 "a speculation window that read or overwrote another core's line not yet durable becomes durable without waiting for that core's window (needs --cores 2 or more)"
             }
+            Bug::GcOwnRegion => {
+                "HOOP's garbage collection writes home only the lines whose newest version is in the running core's OOP region and moves only that region's head, whose home_below then also covers other cores' transactions not yet home (needs --cores 2 or more)"
+            }
         }
     }
 
@@ -379,7 +397,8 @@ impl Bug {
             | Bug::LazyTruncate
             | Bug::LostInvalidation
             | Bug::CommitDropsOtherCores
-            | Bug::DependentBeforeSource => 2,
+            | Bug::DependentBeforeSource
+            | Bug::GcOwnRegion => 2,
             _ => 1,
         }
     }

@@ -97,6 +97,7 @@ fn protocol(kind: ProtocolKind, cfg: &Config, layout: &Layout, bug: Option<Bug>)
         }
         ProtocolKind::Atom => Box::new(super::atom::Atom::new(layout, bug)),
         ProtocolKind::LocWal => Box::new(LocWal::new(layout, 4, cfg.min_write_cycles(), bug)),
+        ProtocolKind::Hoop => Box::new(super::hoop::Hoop::new(layout, &cfg.hoop, bug)),
         #[cfg(test)]
         ProtocolKind::Trivial => Box::new(super::trivial::Trivial::new(layout, bug)),
         _ => unreachable!("not a protocol of this test"),
@@ -396,6 +397,25 @@ fn a_loc_wal_window_made_durable_before_its_source_is_caught() {
         (2..=4).any(|cores| crash_check(ProtocolKind::LocWal, cores, 0..6, Some(Bug::DependentBeforeSource)).is_err());
     assert!(found, "dependent-before-source not caught");
     assert!(ProtocolKind::LocWal.multicore() && ProtocolKind::LocWal.bugs().contains(&Bug::DependentBeforeSource));
+}
+
+#[test]
+fn hoop_recovers_every_crash_point_on_two_to_four_cores_and_its_cross_core_bug_is_caught() {
+    // HOOP (recipe step 7): per-core OOP regions, global commit order, GC across every region.
+    assert!(ProtocolKind::Hoop.multicore());
+    for cores in 2..=4 {
+        let points = crash_check(ProtocolKind::Hoop, cores, 0..6, None).unwrap();
+        assert!(points > 2000, "{points} points");
+    }
+    // The 16 KiB regions fill and are garbage-collected many times in these runs.
+    let r = run(ProtocolKind::Hoop, 4, 60, 1, None);
+    let heads = r.writes.iter().filter(|w| w.kind == crate::pmem::WriteKind::LogHead).count();
+    assert!(heads >= 8, "{heads} head writes");
+    assert!(ProtocolKind::Hoop.bugs().contains(&Bug::GcOwnRegion) && Bug::GcOwnRegion.min_cores() == 2);
+    let e = crash_check(ProtocolKind::Hoop, 2, 0..6, Some(Bug::GcOwnRegion)).expect_err("gc-own-region is caught");
+    assert!(e.contains("differs from every valid state"), "{e}");
+    // One core: its own region is every region, and the defect is no defect.
+    crash_check(ProtocolKind::Hoop, 1, 0..3, Some(Bug::GcOwnRegion)).unwrap();
 }
 
 #[test]

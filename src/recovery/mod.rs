@@ -7,6 +7,7 @@
 
 pub mod atom;
 pub mod ec;
+pub mod hoop;
 pub mod kiln;
 pub mod loc;
 pub mod proteus;
@@ -39,19 +40,21 @@ pub fn recover(format: Option<LogFormat>, layout: &Layout, image: &[u8]) -> Resu
         Some(LogFormat::SWal) => swal::recover(layout, image),
         Some(LogFormat::Proteus) => proteus::recover(layout, image),
         Some(LogFormat::Atom) => atom::recover(layout, image),
+        Some(LogFormat::Hoop) => hoop::recover(layout, image),
     }?;
     plan.assert_well_formed(layout);
     Ok(plan)
 }
 
 /// Whether recovery of `format` reads blocks of the data area. S-WAL's redo records hold the
-/// bytes of single stores, which recovery merges into the home block it reads; every other
+/// bytes of single stores, and HOOP's slices single words, which recovery merges into the home
+/// block it reads; every other
 /// format logs whole blocks, and its plan is a function of the log area (and Kiln's NV-LLC
 /// state) alone. The crash checker relies on the `false` answers (`Sweep::plan`,
 /// `src/crash/sweep.rs`); `recovery_never_reads_the_data_area` in
 /// `tests/recovery_scenarios.rs` checks both answers.
 pub fn reads_data_area(format: Option<LogFormat>) -> bool {
-    matches!(format, Some(LogFormat::SWal))
+    matches!(format, Some(LogFormat::SWal) | Some(LogFormat::Hoop))
 }
 
 impl Plan {

@@ -117,6 +117,15 @@ enum Damage {
         home: Num,
         seq: Num,
     },
+    /// A HOOP slice with a valid checksum at a slot near the head's start.
+    Slice {
+        near: u8,
+        seq: Num,
+        order: Num,
+        index: u32,
+        commit: bool,
+        addrs: Vec<u32>,
+    },
 }
 
 fn damage() -> impl Strategy<Value = Damage> {
@@ -149,6 +158,22 @@ fn damage() -> impl Strategy<Value = Damage> {
             .prop_map(|(near, slot, pairs)| Damage::Pairs { near, slot, pairs }),
         (num(), num()).prop_map(|(committed, applied)| Damage::Register { committed, applied }),
         (any::<u16>(), num(), num()).prop_map(|(slot, home, seq)| Damage::NvTag { slot, home, seq }),
+        (
+            0u8..16,
+            num(),
+            num(),
+            prop_oneof![0u32..4, any::<u32>()],
+            any::<bool>(),
+            proptest::collection::vec(prop_oneof![0u32..512, any::<u32>()], 1..=8)
+        )
+            .prop_map(|(near, seq, order, index, commit, addrs)| Damage::Slice {
+                near,
+                seq,
+                order,
+                index,
+                commit,
+                addrs
+            }),
     ]
 }
 
@@ -259,6 +284,25 @@ fn apply_damage(img: &mut [u8], layout: &Layout, head: LogHead, d: &Damage) {
                 put(img, layout.nvllc_block0(), &r.encode());
             }
         }
+        Damage::Slice { near, seq, order, index, commit, addrs } => {
+            use crate::log::hoop::{encode_data, SliceMeta, COMMIT, SLICE_BLOCKS, WORDS};
+            let slices = cap / SLICE_BLOCKS;
+            let at = BlockId(log0 + 1 + SLICE_BLOCKS * (head.start.wrapping_add(*near as u64) % slices));
+            let data = encode_data(&addrs.iter().map(|&a| a as u64 * 3).collect::<Vec<_>>());
+            let mut a = [0u32; WORDS];
+            a[..addrs.len()].copy_from_slice(addrs);
+            let flags = if *commit { COMMIT } else { 0 };
+            let m = SliceMeta {
+                seq: val(*seq),
+                order: val(*order),
+                index: *index,
+                count: addrs.len() as u8,
+                flags,
+                addrs: a,
+            };
+            put(img, at, &data);
+            put(img, BlockId(at.0 + 1), &m.encode(&data));
+        }
         Damage::NvTag { slot, home, seq } => {
             let slots = nvllc::slots_in(layout.nvllc_bytes, layout.cores) as u64;
             if slots > 0 {
@@ -335,6 +379,7 @@ damaged_recovery!(kiln_recovers_any_damaged_image_or_reports_it, ProtocolKind::K
 damaged_recovery!(loc_kiln_recovers_any_damaged_image_or_reports_it, ProtocolKind::LocKiln);
 damaged_recovery!(proteus_recovers_any_damaged_image_or_reports_it, ProtocolKind::Proteus);
 damaged_recovery!(atom_recovers_any_damaged_image_or_reports_it, ProtocolKind::Atom);
+damaged_recovery!(hoop_recovers_any_damaged_image_or_reports_it, ProtocolKind::Hoop);
 
 /// Regressions found by the properties above under overflow checks (`cargo test` without
 /// `--release`): a head near the end of the number space made the group scan (`start +
