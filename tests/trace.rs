@@ -194,6 +194,10 @@ fn a_traced_workload_crash_checks_clean_under_every_protocol_and_every_injected_
             }
             let on = match bug {
                 "evict-uncommitted-home" => [&["--trace", &big][..], &tiny].concat(),
+                // HOOP's garbage collection, every few transactions.
+                "truncate-before-checkpoint" if p == "hoop" => {
+                    vec!["--trace", &file, "--set", "hoop.mapping_entries=16"]
+                }
                 _ => vec!["--trace", &file],
             };
             let (code, r) = crash(&[&on[..], &["-p", p, "--crashes", "2000", "--inject-bug", bug]].concat());
