@@ -9,7 +9,7 @@
 //!
 //! **State.** Each core has its own L1 and L2 (the running core's sit in `Hierarchy::l1` and
 //! `l2`, where the single-core paths find them; the others wait in `Coherence::parked` and are
-//! swapped in by [`Hierarchy::switch_core`]: one swap of a level's few fields, no line). Per
+//! swapped in by [`Hierarchy::switch_core`]: one swap of a level's three arrays, no line). Per
 //! LLC line the directory holds a 16-bit sharer vector (bit c: core c's L2 holds the line, and
 //! by inclusion only then its L1) and whether one core, the `owner`, holds it in E or M. A
 //! private copy's MESI state follows from the directory and its dirty bits:
@@ -130,8 +130,8 @@ impl Hierarchy {
             // The running core's caches take the place the next one's leave.
             let i = coh.at[c];
             let p = &mut coh.parked[i];
-            std::mem::swap(&mut self.l1, &mut p.0);
-            std::mem::swap(&mut self.l2, &mut p.1);
+            self.l1.swap_lines(&mut p.0);
+            self.l2.swap_lines(&mut p.1);
             coh.at[r] = i;
             coh.running = c;
         }

@@ -173,6 +173,20 @@ impl SetAssoc {
         }
     }
 
+    /// Exchange the lines of two levels of one configuration (a core switch: every core's L1,
+    /// and every core's L2, share their geometry and latency, so only the three arrays move,
+    /// not the whole level).
+    #[inline(always)]
+    pub(super) fn swap_lines(&mut self, other: &mut SetAssoc) {
+        debug_assert!(
+            (self.keeps_aux, self.ways, self.slots, self.latency)
+                == (other.keeps_aux, other.ways, other.slots, other.latency)
+        );
+        std::mem::swap(&mut self.tags, &mut other.tags);
+        std::mem::swap(&mut self.lines, &mut other.lines);
+        std::mem::swap(&mut self.order, &mut other.order);
+    }
+
     /// Number of line frames.
     pub fn slots(&self) -> usize {
         self.slots
