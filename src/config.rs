@@ -28,6 +28,9 @@ pub struct Config {
     /// HOOP's garbage collection (`hoop`; docs/protocols/hoop.md).
     #[serde(default)]
     pub hoop: HoopConfig,
+    /// ATOM's undo log format (`atom`; docs/formats/atom-log.md).
+    #[serde(default)]
+    pub atom: AtomConfig,
     /// Which of the papers' strict-ordering mechanisms the machine enforces (docs/ordering.md).
     pub ordering: crate::ordering::OrderingConfig,
     pub workload: crate::workload::WorkloadConfig,
@@ -89,6 +92,11 @@ pub struct HoopConfig {
     /// Entries of the mapping table (lines whose newest version is out of place); garbage
     /// collection starts after a commit that fills it.
     pub mapping_entries: u32,
+    /// Each region's log head in the two-slot form with `home_below`, so that a head write torn
+    /// below 64 bytes leaves the previous head readable (docs/formats/hoop-log.md,
+    /// docs/faults.md). Off by default: the plain head.
+    #[serde(default)]
+    pub two_slot_head: bool,
 }
 
 impl HoopConfig {
@@ -98,8 +106,19 @@ impl HoopConfig {
 
 impl Default for HoopConfig {
     fn default() -> Self {
-        HoopConfig { gc_threshold_percent: 50, mapping_entries: 16384 }
+        HoopConfig { gc_threshold_percent: 50, mapping_entries: 16384, two_slot_head: false }
     }
+}
+
+/// ATOM's undo log (`atom`; docs/formats/atom-log.md).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AtomConfig {
+    /// Metadata lines carry a check in their own 8-byte unit, and a group is closed when its
+    /// line is written (no rewrite in place), so that a metadata line torn below 64 bytes is
+    /// no line (docs/formats/atom-log.md, docs/faults.md). Off by default: the paper's format.
+    #[serde(default)]
+    pub checked_meta: bool,
 }
 
 /// The machine's shape (`[machine]`): how many cores, and where the persistence domain ends.
@@ -244,6 +263,7 @@ impl Default for Config {
             loc: LocConfig { speculation_degree: 16, two_slot_head: false },
             proteus: ProteusConfig { llt_entries: 16, lpq_entries: 128 },
             hoop: HoopConfig::default(),
+            atom: AtomConfig::default(),
             ordering: Default::default(),
             workload: Default::default(),
         }

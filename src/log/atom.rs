@@ -16,6 +16,22 @@
 //!
 //! A metadata line is written only once the entries it names are durable, so a durable
 //! metadata line of the transaction the head names vouches for every entry it names.
+//!
+//! **Checked form** (`atom.checked_meta`, the torn-write fix of docs/faults.md; off by default):
+//! bytes 8..16 are one 8-byte unit holding `group`, `n` and a check over the whole line:
+//!
+//! | bytes  | field | meaning                                                     |
+//! |--------|-------|-------------------------------------------------------------|
+//! | 0..8   | seq   | u64, as above                                               |
+//! | 8..10  | group | u16: this group's index in the region                       |
+//! | 10..12 | n     | u16: bit 15 set (the checked form), bits 0..15 entries 1..=12 |
+//! | 12..16 | check | u32: FNV-1a (32-bit) over bytes 0..12 and 16..64            |
+//! | 16..64 | homes | as above                                                    |
+//!
+//! A line whose check fails decodes to none. In the paper's form bytes 10..12 are the high half
+//! of `group` (0 for any region this model lays out), so bit 15 tells the forms apart. In the
+//! checked form a group is closed when its line is written, full or not: its line is never
+//! rewritten, and the next entry starts the next group.
 
 use super::le;
 use crate::types::{BlockData, BlockId, BLOCK_BYTES};
@@ -25,6 +41,10 @@ pub const ENTRIES: usize = 12;
 /// Blocks a group occupies: its metadata line and its entries.
 pub const GROUP_BLOCKS: u64 = 1 + ENTRIES as u64;
 const HOMES_AT: usize = 16;
+/// Bit 15 of bytes 10..12: the checked form.
+const CHECKED: u16 = 0x8000;
+/// Groups a region can name in the checked form (`group` is a u16).
+pub const CHECKED_GROUPS: u64 = 1 << 16;
 
 /// A decoded metadata line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +53,8 @@ pub struct Meta {
     pub group: u32,
     pub n: u32,
     pub homes: [u32; ENTRIES],
+    /// In the checked form (its check held).
+    pub checked: bool,
 }
 
 impl Meta {
@@ -49,14 +71,38 @@ impl Meta {
         b
     }
 
-    pub fn encode(&self) -> BlockData {
-        Meta::encode_parts(self.seq, self.group, &self.homes[..self.n as usize])
+    /// [`Meta::encode_parts`] in the checked form (`group` below [`CHECKED_GROUPS`]).
+    pub fn encode_checked(seq: u64, group: u32, homes: &[u32]) -> BlockData {
+        assert!((group as u64) < CHECKED_GROUPS, "a checked metadata line names groups 0..2^16");
+        let mut b = Meta::encode_parts(seq, group, homes);
+        b[10..12].copy_from_slice(&(homes.len() as u16 | CHECKED).to_le_bytes());
+        let c = check(&b);
+        le::put_u32(&mut b, 12, c);
+        b
     }
 
-    /// Decode; `None` when `n` is out of range (a block that is no metadata line of any
-    /// transaction: zeroed, or damaged).
+    pub fn encode(&self) -> BlockData {
+        let homes = &self.homes[..self.n as usize];
+        if self.checked {
+            Meta::encode_checked(self.seq, self.group, homes)
+        } else {
+            Meta::encode_parts(self.seq, self.group, homes)
+        }
+    }
+
+    /// Decode either form; `None` when `n` is out of range or, in the checked form, the check
+    /// fails (a block that is no metadata line of any transaction: zeroed, torn or damaged).
     pub fn decode(b: &[u8]) -> Option<Meta> {
-        let n = le::u32_at(b, 12);
+        let hi = u16::from_le_bytes([b[10], b[11]]);
+        let checked = hi & CHECKED != 0;
+        let (group, n) = if checked {
+            if le::u32_at(b, 12) != check(b) {
+                return None;
+            }
+            (u16::from_le_bytes([b[8], b[9]]) as u32, (hi & !CHECKED) as u32)
+        } else {
+            (le::u32_at(b, 8), le::u32_at(b, 12))
+        };
         if n == 0 || n as usize > ENTRIES {
             return None;
         }
@@ -64,8 +110,17 @@ impl Meta {
         for (i, h) in homes.iter_mut().enumerate().take(n as usize) {
             *h = le::u32_at(b, HOMES_AT + 4 * i);
         }
-        Some(Meta { seq: le::u64_at(b, 0), group: le::u32_at(b, 8), n, homes })
+        Some(Meta { seq: le::u64_at(b, 0), group, n, homes, checked })
     }
+}
+
+/// FNV-1a (32-bit) over a metadata line's bytes 0..12 and 16..64 (all but the check).
+fn check(b: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &x in b[..12].iter().chain(&b[16..BLOCK_BYTES]) {
+        h = (h ^ x as u32).wrapping_mul(0x0100_0193);
+    }
+    h
 }
 
 /// The metadata block of group `g` of the region whose head is `log0`.
@@ -100,6 +155,36 @@ mod tests {
         let m = Meta::decode(&b).unwrap();
         assert_eq!((m.seq, m.group, m.n, m.homes[1]), (0x0102, 3, 2, 0x0a0b0c0d));
         assert_eq!(m.encode(), b);
+    }
+
+    #[test]
+    fn a_checked_line_has_the_documented_bytes_and_any_torn_rewrite_is_no_line() {
+        let b = Meta::encode_checked(0x0102, 3, &[7, 0x0a0b0c0d]);
+        assert_eq!((b[0], b[1], b[8], b[9]), (0x02, 0x01, 3, 0), "seq at 0, group u16 at 8");
+        assert_eq!((b[10], b[11]), (2, 0x80), "n u16 at 10 with bit 15 set");
+        assert_eq!(&b[16..24], &[7, 0, 0, 0, 0x0d, 0x0c, 0x0b, 0x0a]);
+        let m = Meta::decode(&b).unwrap();
+        assert_eq!((m.seq, m.group, m.n, m.homes[1], m.checked), (0x0102, 3, 2, 0x0a0b0c0d, true));
+        assert_eq!(m.encode(), b);
+        // A later transaction's line over it, torn in any proper subset of its 8-byte units:
+        // never a line (the old one's units and the new one's do not check together).
+        let new = Meta::encode_checked(0x0103, 3, &[9, 8, 7, 6, 5]);
+        for mask in 1u32..255 {
+            let mut torn = b;
+            for u in (0..8).filter(|u| mask >> u & 1 == 1) {
+                torn[u * 8..u * 8 + 8].copy_from_slice(&new[u * 8..u * 8 + 8]);
+            }
+            let got = Meta::decode(&torn);
+            assert!(got.is_none() || torn == b || torn == new, "mask {mask:#x}: {got:?}");
+        }
+        // Over a zeroed line: only the whole line decodes.
+        for mask in 1u32..255 {
+            let mut torn = [0u8; 64];
+            for u in (0..8).filter(|u| mask >> u & 1 == 1) {
+                torn[u * 8..u * 8 + 8].copy_from_slice(&new[u * 8..u * 8 + 8]);
+            }
+            assert!(Meta::decode(&torn).is_none() || torn == new, "mask {mask:#x}");
+        }
     }
 
     #[test]

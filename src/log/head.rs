@@ -23,8 +23,20 @@
 //! | 48..56 | 1 | as 16..24 |
 //! | 56..64 | 1 | as 24..32 |
 //!
+//! **Two-slot form with `home_below`** (`hoop.two_slot_head`, HOOP; the same fix for a head
+//! whose GC also moves `home_below`): bytes 12..16 hold 2, and each slot is three 8-byte units:
+//!
+//! | bytes  | slot | unit |
+//! |--------|------|------|
+//! | 16..24 | 0 | bits 0..40 `start`, bits 40..64 check |
+//! | 24..32 | 0 | bits 0..48 `start_seq`, bits 48..64 version |
+//! | 32..40 | 0 | `home_below` (u64; where the plain form has it) |
+//! | 40..48 | 1 | as 16..24 |
+//! | 48..56 | 1 | as 24..32 |
+//! | 56..64 | 1 | as 32..40 |
+//!
 //! The check is 24 bits of FNV-1a over the format, the slot number, `start`, `start_seq` and the
-//! version. A head write puts the new head in the slot that does not hold the newest one, with
+//! version (and, in the form with `home_below`, `home_below`). A head write puts the new head in the slot that does not hold the newest one, with
 //! the next version (16-bit serial arithmetic), and keeps the other slot's bytes; decoding takes
 //! the valid slot with the newer version. A torn head write can damage only the slot being
 //! written, so the previous head stays readable (docs/formats/wal-log.md).
@@ -67,8 +79,20 @@ pub enum LogFormat {
 
 /// Bytes 12..16 of a two-slot head.
 const TWO_SLOTS: u32 = 1;
-/// Offsets of the two slots.
+/// Bytes 12..16 of a two-slot head whose slots also hold `home_below`.
+const TWO_SLOTS_HOME: u32 = 2;
+/// Offsets of the two slots, per form.
 const SLOT_AT: [usize; 2] = [16, 48];
+const SLOT_HOME_AT: [usize; 2] = [16, 40];
+
+/// Where a two-slot form keeps its slots, and whether they hold `home_below`.
+fn slots_of(form: u32) -> Option<([usize; 2], bool)> {
+    match form {
+        TWO_SLOTS => Some((SLOT_AT, false)),
+        TWO_SLOTS_HOME => Some((SLOT_HOME_AT, true)),
+        _ => None,
+    }
+}
 const START_BITS: u64 = 40;
 const SEQ_BITS: u64 = 48;
 
@@ -114,10 +138,20 @@ impl LogHead {
 
     /// A two-slot head block holding only `self` (both slots, version 0): a log's first head.
     pub fn encode_two_slot(&self) -> BlockData {
+        self.first_two_slot(TWO_SLOTS, 0)
+    }
+
+    /// A two-slot head block whose slots also hold `home_below` (`hoop.two_slot_head`), holding
+    /// only `self` with `home_below` in both slots, version 0: a region's first head.
+    pub fn encode_two_slot_home(&self, home_below: u64) -> BlockData {
+        self.first_two_slot(TWO_SLOTS_HOME, home_below)
+    }
+
+    fn first_two_slot(&self, form: u32, home_below: u64) -> BlockData {
         let mut b = self.encode();
-        le::put_u32(&mut b, 12, TWO_SLOTS);
-        self.put_slot(&mut b, 0, 0);
-        self.put_slot(&mut b, 1, 0);
+        le::put_u32(&mut b, 12, form);
+        self.put_slot(&mut b, form, 0, 0, home_below);
+        self.put_slot(&mut b, form, 1, 0, home_below);
         b
     }
 
@@ -126,25 +160,45 @@ impl LogHead {
     /// version, the other slot's bytes kept; `prev` itself if its newest head is `self`), else
     /// [`LogHead::encode`].
     pub fn encode_next(&self, prev: &[u8]) -> BlockData {
-        let Some((newest, slot, version)) = decode_two_slot(prev) else { return self.encode() };
+        self.encode_next_home(prev, 0)
+    }
+
+    /// [`LogHead::encode_next`] with `home_below`: in the two-slot form with `home_below` it goes
+    /// into the slot written; in the plain form it is [`LogHead::encode_home`]. (The two-slot
+    /// form without it ignores `home_below`: it is one-core only, where it is 0.)
+    pub fn encode_next_home(&self, prev: &[u8], home_below: u64) -> BlockData {
+        let Some((newest, slot, version, prev_home)) = decode_two_slot(prev) else {
+            return self.encode_home(home_below);
+        };
+        let form = le::u32_at(prev, 12);
+        let with_home = form == TWO_SLOTS_HOME;
         let mut b: BlockData = prev.try_into().expect("a head block");
-        if newest == *self {
+        if newest == *self && (!with_home || prev_home == home_below) {
             return b; // nothing moves: the block stays (recovery run twice writes the same)
         }
         b[8..12].copy_from_slice(&(self.format as u32).to_le_bytes());
-        self.put_slot(&mut b, 1 - slot, version.wrapping_add(1));
+        self.put_slot(&mut b, form, 1 - slot, version.wrapping_add(1), home_below);
         b
     }
 
-    fn put_slot(&self, b: &mut [u8], slot: usize, version: u16) {
+    fn put_slot(&self, b: &mut [u8], form: u32, slot: usize, version: u16, home_below: u64) {
         assert!(self.start < 1 << START_BITS && self.start_seq < 1 << SEQ_BITS, "a head slot field overflows");
-        let at = SLOT_AT[slot];
-        le::put_u64(b, at, self.start | slot_check(self, slot, version) << START_BITS);
+        let (at, with_home) = slots_of(form).expect("a two-slot form");
+        let home = if with_home { Some(home_below) } else { None };
+        let at = at[slot];
+        le::put_u64(b, at, self.start | slot_check(self, slot, version, home) << START_BITS);
         le::put_u64(b, at + 8, self.start_seq | (version as u64) << SEQ_BITS);
+        if let Some(h) = home {
+            le::put_u64(b, at + 16, h);
+        }
     }
 
-    /// The `home_below` field of a head block (0 when unused).
+    /// The `home_below` field of a head block (0 when unused); in the two-slot form with
+    /// `home_below`, the newest valid slot's (0 if neither is valid: then the block is no head).
     pub fn home_below(b: &[u8]) -> u64 {
+        if le::u32_at(b, 12) == TWO_SLOTS_HOME {
+            return decode_two_slot(b).map_or(0, |d| d.3);
+        }
         le::u64_at(b, HOME_BELOW_AT)
     }
 
@@ -164,29 +218,30 @@ impl LogHead {
             8 => LogFormat::Hoop,
             _ => return None,
         };
-        if le::u32_at(b, 12) == TWO_SLOTS {
-            return decode_two_slot(b).map(|(h, _, _)| h).filter(|h| h.format == format);
+        if slots_of(le::u32_at(b, 12)).is_some() {
+            return decode_two_slot(b).map(|d| d.0).filter(|h| h.format == format);
         }
         Some(LogHead { format, start: le::u64_at(b, 16), start_seq: le::u64_at(b, 24) })
     }
 }
 
-/// 24-bit check of a head slot.
-fn slot_check(h: &LogHead, slot: usize, version: u16) -> u64 {
+/// 24-bit check of a head slot (over `home_below` too in the form that holds it).
+fn slot_check(h: &LogHead, slot: usize, version: u16, home_below: Option<u64>) -> u64 {
     let mut x: u64 = 0xcbf2_9ce4_8422_2325;
     let words = [h.format as u64, slot as u64, h.start, h.start_seq, version as u64];
-    for byte in words.iter().flat_map(|w| w.to_le_bytes()) {
+    for byte in words.iter().chain(home_below.as_ref()).flat_map(|w| w.to_le_bytes()) {
         x = (x ^ byte as u64).wrapping_mul(0x100_0000_01b3);
     }
     (x ^ x >> 24 ^ x >> 48) & 0xFF_FFFF
 }
 
-/// A two-slot head block's newest valid slot: (head, slot, version); `None` if the block is
-/// not in the two-slot form or neither slot is valid.
-fn decode_two_slot(b: &[u8]) -> Option<(LogHead, usize, u16)> {
-    if &b[0..8] != MAGIC || le::u32_at(b, 12) != TWO_SLOTS {
+/// A two-slot head block's newest valid slot: (head, slot, version, home_below: 0 in the form
+/// without it); `None` if the block is not in a two-slot form or neither slot is valid.
+fn decode_two_slot(b: &[u8]) -> Option<(LogHead, usize, u16, u64)> {
+    if &b[0..8] != MAGIC {
         return None;
     }
+    let (at, with_home) = slots_of(le::u32_at(b, 12))?;
     let format = LogHead::decode(&{
         let mut plain = [0u8; BLOCK_BYTES];
         plain[..12].copy_from_slice(&b[..12]);
@@ -194,10 +249,11 @@ fn decode_two_slot(b: &[u8]) -> Option<(LogHead, usize, u16)> {
     })?
     .format;
     let slot = |i: usize| {
-        let (x, y) = (le::u64_at(b, SLOT_AT[i]), le::u64_at(b, SLOT_AT[i] + 8));
+        let (x, y) = (le::u64_at(b, at[i]), le::u64_at(b, at[i] + 8));
+        let home = with_home.then(|| le::u64_at(b, at[i] + 16));
         let h = LogHead { format, start: x & ((1 << START_BITS) - 1), start_seq: y & ((1 << SEQ_BITS) - 1) };
         let version = (y >> SEQ_BITS) as u16;
-        (x >> START_BITS == slot_check(&h, i, version)).then_some((h, i, version))
+        (x >> START_BITS == slot_check(&h, i, version, home)).then_some((h, i, version, home.unwrap_or(0)))
     };
     match (slot(0), slot(1)) {
         (Some(a), Some(b)) => Some(if (b.2.wrapping_sub(a.2) as i16) > 0 { b } else { a }),
@@ -248,6 +304,37 @@ mod tests {
         // The papers' form is unchanged, and a plain head's successor is plain.
         let plain = LogHead { format: LogFormat::Loc, start: 5, start_seq: 9 };
         assert_eq!(plain.encode_next(&h.encode()), plain.encode());
+    }
+
+    #[test]
+    fn a_two_slot_head_with_home_below_alternates_and_any_torn_write_reads_as_old_or_new() {
+        let mut h = LogHead { format: LogFormat::Hoop, start: 0, start_seq: 1 };
+        let mut home = 0;
+        let mut block = h.encode_two_slot_home(home);
+        assert_eq!(le::u32_at(&block, 12), 2, "form code at byte 12");
+        assert_eq!((LogHead::decode(&block), LogHead::home_below(&block)), (Some(h), 0));
+        for i in 1..40u64 {
+            let next = LogHead { format: LogFormat::Hoop, start: i * 3, start_seq: i * 7 + 1 };
+            let next_home = i * 5;
+            let new = next.encode_next_home(&block, next_home);
+            assert_eq!((LogHead::decode(&new), LogHead::home_below(&new)), (Some(next), next_home));
+            let written = if i % 2 == 1 { 40..64 } else { 16..40 };
+            assert_eq!(new[..16], block[..16], "step {i}: magic and format unchanged");
+            assert!(new.iter().zip(&block).enumerate().all(|(k, (x, y))| x == y || written.contains(&k)), "step {i}");
+            for mask in 0u32..256 {
+                let mut torn = block;
+                for u in (0..8).filter(|u| mask >> u & 1 == 1) {
+                    torn[u * 8..u * 8 + 8].copy_from_slice(&new[u * 8..u * 8 + 8]);
+                }
+                let got = (LogHead::decode(&torn), LogHead::home_below(&torn));
+                assert!(got == (Some(h), home) || got == (Some(next), next_home), "step {i} mask {mask:#x}: {got:?}");
+            }
+            (h, home, block) = (next, next_home, new);
+        }
+        assert_eq!(h.encode_next_home(&block, home), block, "the same head again: nothing moves");
+        // The plain form's successor with home_below is the plain form.
+        let plain = LogHead { format: LogFormat::Hoop, start: 5, start_seq: 9 };
+        assert_eq!(plain.encode_next_home(&h.encode_home(3), 4), plain.encode_home(4));
     }
 
     #[test]

@@ -20,7 +20,10 @@
 //! - Abort: the program's bytes are already the old ones; lines written home during the
 //!   transaction are written again (now with the old bytes), then the log is freed.
 //!
-//! Log format: [`crate::log::atom`]; recovery: [`crate::recovery::atom`].
+//! Log format: [`crate::log::atom`]; recovery: [`crate::recovery::atom`]. With
+//! `atom.checked_meta` (the torn-write fix of docs/faults.md, off by default) metadata lines are
+//! in the checked form and a group is closed when its line is written: a partial group's line
+//! is never rewritten in place, later entries start the next group.
 //!
 //! On N cores (docs/multicore.md): one region per core (`Layout::log_region`), the LLC tag
 //! of a core's transaction is core + 1 ([`tag`]), and a tagged line another core's access
@@ -33,7 +36,7 @@ use super::barrier::Barrier;
 use super::redo::{owner, tag};
 use super::{Bug, Protocol};
 use crate::cache::{HitLevel, Slot};
-use crate::log::atom::{entry_block, groups, meta_block, Meta, ENTRIES};
+use crate::log::atom::{entry_block, groups, meta_block, Meta, CHECKED_GROUPS, ENTRIES};
 use crate::log::head::{LogFormat, LogHead};
 use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
@@ -51,6 +54,8 @@ counters!(Counters {
 
 pub struct Atom {
     bug: Option<Bug>,
+    /// `atom.checked_meta`.
+    checked: bool,
     cores: Vec<CoreLog>,
     /// Old content of the blocks of the store under way (kept only with payloads).
     stash: Vec<(BlockId, BlockData)>,
@@ -77,6 +82,11 @@ struct CoreLog {
     n_evicted: usize,
     /// Entries covered by the latest metadata line written.
     covered: usize,
+    /// The open group (the one the next entry goes to) and the index in `ws` of its first
+    /// entry. In the paper's form a group closes when full (`open_first = 12 * open_g`); in the
+    /// checked form, whenever its metadata line is written.
+    open_g: u64,
+    open_first: usize,
     /// Latest durability of the entries of the last group.
     group_durable: Cycle,
     /// Latest durability of the metadata lines of the full groups: recovery reads a group only
@@ -89,14 +99,15 @@ struct CoreLog {
 }
 
 impl Atom {
-    pub fn new(layout: &Layout, bug: Option<Bug>) -> Atom {
+    pub fn new(layout: &Layout, cfg: &crate::config::AtomConfig, bug: Option<Bug>) -> Atom {
+        let checked = cfg.checked_meta;
         assert!(layout.data_bytes / 64 <= u32::MAX as u64, "a home is a 32-bit block number");
         let cores = (0..layout.cores as usize)
             .map(|c| {
                 let (log0, blocks) = layout.log_region(c);
                 CoreLog {
                     log0,
-                    groups: groups(blocks),
+                    groups: if checked { groups(blocks).min(CHECKED_GROUPS) } else { groups(blocks) },
                     seq: 1,
                     tag: tag(c),
                     ws: Vec::new(),
@@ -105,6 +116,8 @@ impl Atom {
                     evicted: Vec::new(),
                     n_evicted: 0,
                     covered: 0,
+                    open_g: 0,
+                    open_first: 0,
                     group_durable: 0,
                     full_durable: 0,
                     home_done: 0,
@@ -112,19 +125,18 @@ impl Atom {
                 }
             })
             .collect();
-        Atom { bug, cores, stash: Vec::new(), n: Counters::default() }
+        Atom { bug, checked, cores, stash: Vec::new(), n: Counters::default() }
     }
 
     /// Append the undo entry of `b` (old content `old`, present with payloads) to core `c`'s log.
     /// The line is cached in LLC slot `s`, tagged.
     fn log_entry(&mut self, m: &mut Machine, c: usize, b: BlockId, s: Slot, old: Option<BlockData>) {
         let r = &mut self.cores[c];
-        let k = r.ws.len();
-        let (g, j) = ((k / ENTRIES) as u64, k % ENTRIES);
+        let (g, j) = (r.open_g, r.ws.len() - r.open_first);
         if g >= r.groups {
             m.fatal.get_or_insert_with(|| {
-                let most = r.groups * ENTRIES as u64;
-                format!("log.size_bytes too small: a transaction needs more than {most} undo entries per core")
+                let most = r.groups;
+                format!("log.size_bytes too small: a transaction needs more than {most} undo groups per core")
             });
             m.hier.llc.set_aux(s, 0);
             return;
@@ -143,29 +155,36 @@ impl Atom {
         }
     }
 
-    /// Write the metadata line of core `c`'s last group, naming every entry logged so far,
-    /// once those entries are durable.
+    /// Write the metadata line of core `c`'s open group, naming every entry logged to it so
+    /// far, once those entries are durable. The group closes if full or in the checked form.
     fn write_meta(&mut self, m: &mut Machine, c: usize) {
+        let checked = self.checked;
         let r = &mut self.cores[c];
         let len = r.ws.len();
         debug_assert!(len > r.covered, "a metadata line names a new entry");
-        let g = (len - 1) / ENTRIES;
-        let first = g * ENTRIES;
+        let (g, first) = (r.open_g as usize, r.open_first);
         let (seq, ws) = (r.seq, &r.ws[first..]);
         let t = m.write_encoded_after(meta_block(r.log0, g as u64), WriteKind::LogMeta, r.group_durable, || {
             let mut homes = [0u32; ENTRIES];
             for (h, b) in homes.iter_mut().zip(ws) {
                 *h = b.0 as u32;
             }
-            Meta::encode_parts(seq, g as u32, &homes[..ws.len()])
+            if checked {
+                Meta::encode_checked(seq, g as u32, &homes[..ws.len()])
+            } else {
+                Meta::encode_parts(seq, g as u32, &homes[..ws.len()])
+            }
         });
         m.wait_until(t.accepted);
         let ready = t.durable.max(r.full_durable);
         for x in &mut r.ready[first..] {
             *x = ready;
         }
-        if len - first == ENTRIES {
+        if len - first == ENTRIES || checked {
+            // Closed: recovery reads the next group only past this line.
             r.full_durable = ready;
+            r.open_g += 1;
+            r.open_first = len;
         }
         r.covered = len;
         self.n.meta_writes += 1;
@@ -235,6 +254,8 @@ impl Atom {
         r.evicted.clear();
         r.n_evicted = 0;
         r.covered = 0;
+        r.open_g = 0;
+        r.open_first = 0;
         r.full_durable = 0;
         r.home_done = 0;
     }

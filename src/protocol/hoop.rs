@@ -22,7 +22,9 @@
 //! On N cores each core has its own buffer and region; commits take a global order number
 //! (in every slice), GC covers every region at once (the newest version of a line may be in
 //! another core's region), and recovery replays all regions in global order.
-//! Log format: [`crate::log::hoop`].
+//! Log format: [`crate::log::hoop`]; with `hoop.two_slot_head` (the torn-write fix of
+//! docs/faults.md, off by default) each region's head is in the two-slot form with
+//! `home_below` ([`crate::log::head`]).
 
 use super::redo::{owner, tag};
 use super::{Bug, Protocol};
@@ -61,6 +63,8 @@ pub struct Hoop {
     head_at: Cycle,
     gc_percent: u64,
     mapping_entries: usize,
+    /// `hoop.two_slot_head`: heads in the two-slot form with `home_below`.
+    two_slot: bool,
     /// The running commit's words (home word number, value), in the order they are packed.
     words: Vec<(u32, u64)>,
     /// Per block of the running commit's write set: the slice holding its last word.
@@ -91,6 +95,9 @@ struct Region {
     safe_start: u64,
     /// Start of the latest head write scheduled.
     head_issued: u64,
+    /// The head block of the latest head write scheduled (`hoop.two_slot_head`: the next one
+    /// keeps its newest slot).
+    head_block: BlockData,
     /// Blocks the running transaction stored to, in first-store order.
     ws: Vec<BlockId>,
     /// Durability of the running commit's slice writes so far.
@@ -101,6 +108,17 @@ impl Region {
     /// The data block of slice position `p`.
     fn slice_block(&self, p: u64) -> BlockId {
         BlockId(self.log0.0 + 1 + SLICE_BLOCKS * (p % self.cap))
+    }
+}
+
+/// A region's head block before any GC: the plain head, or the two-slot form with
+/// `home_below` (`hoop.two_slot_head`; docs/formats/hoop-log.md).
+fn first_head(two_slot: bool) -> BlockData {
+    let head = LogHead { format: LogFormat::Hoop, start: 0, start_seq: 1 };
+    if two_slot {
+        head.encode_two_slot_home(0)
+    } else {
+        head.encode()
     }
 }
 
@@ -118,6 +136,7 @@ impl Hoop {
                     tail: 0,
                     safe_start: 0,
                     head_issued: 0,
+                    head_block: first_head(cfg.two_slot_head),
                     ws: Vec::new(),
                     log_done: 0,
                 }
@@ -133,6 +152,7 @@ impl Hoop {
             head_at: 0,
             gc_percent: cfg.gc_threshold_percent as u64,
             mapping_entries: cfg.mapping_entries as usize,
+            two_slot: cfg.two_slot_head,
             words: Vec::new(),
             block_slice: Vec::new(),
             n: Counters::default(),
@@ -269,7 +289,10 @@ impl Hoop {
                 continue;
             }
             let head = LogHead { format: LogFormat::Hoop, start: r.tail, start_seq: r.seq };
-            m.defer_encoded(at, r.log0, WriteKind::LogHead, || head.encode_home(home_below));
+            // Plain form: `encode_home`. Two slots: the slot not holding the newest head.
+            let block = head.encode_next_home(&r.head_block, home_below);
+            r.head_block = block;
+            m.defer_encoded(at, r.log0, WriteKind::LogHead, || block);
             super::assert_head_advances((r.head_issued, 0), (r.tail, 0));
             r.head_issued = r.tail;
         }
@@ -286,7 +309,9 @@ impl Hoop {
 
 impl Protocol for Hoop {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        LogHead { format: LogFormat::Hoop, start: 0, start_seq: 1 }.write_regions(layout, image);
+        for c in 0..layout.cores as usize {
+            image[layout.log_region(c).0.range()].copy_from_slice(&first_head(self.two_slot));
+        }
     }
 
     fn begin(&mut self, m: &mut Machine) {

@@ -95,7 +95,7 @@ fn protocol(kind: ProtocolKind, cfg: &Config, layout: &Layout, bug: Option<Bug>)
         ProtocolKind::Proteus => {
             Box::new(super::proteus::Proteus::new(layout, &cfg.proteus, cfg.llc.latency_cycles, bug))
         }
-        ProtocolKind::Atom => Box::new(super::atom::Atom::new(layout, bug)),
+        ProtocolKind::Atom => Box::new(super::atom::Atom::new(layout, &cfg.atom, bug)),
         ProtocolKind::LocWal => Box::new(LocWal::new(layout, 4, cfg.min_write_cycles(), bug)),
         ProtocolKind::Hoop => Box::new(super::hoop::Hoop::new(layout, &cfg.hoop, bug)),
         #[cfg(test)]

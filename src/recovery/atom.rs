@@ -2,8 +2,11 @@
 //!
 //! Per core region: the head names the transaction whose log is not freed (`start_seq`).
 //! From group 0, every metadata line of that transaction, in group order, names entries
-//! whose old lines are written back home; a group that is not full, or a metadata line of
-//! another transaction (an older one's, left in place), ends the log. The old lines are
+//! whose old lines are written back home; a group that is not full (in the paper's form), a
+//! line that does not decode (zeroed, or in the checked form of `atom.checked_meta` torn), or a
+//! metadata line of another transaction (an older one's, left in place), ends the log. In the
+//! checked form a partial group is closed when its line is written, so the next group may
+//! follow it. The old lines are
 //! written newest first, so that if a line were logged twice the oldest copy (the value
 //! before the transaction) is the one left. Then the head moves past the transaction.
 //!
@@ -58,7 +61,7 @@ fn recover_region(layout: &Layout, image: &[u8], c: usize, plan: &mut Plan) -> R
             }
             undo.push((home, entry_block(log0, g, j)));
         }
-        if (meta.n as usize) < ENTRIES {
+        if (meta.n as usize) < ENTRIES && !meta.checked {
             break;
         }
     }

@@ -12,7 +12,8 @@
 //! home already (garbage-collected) and skipped; the others are replayed word by word, in
 //! global order whatever their region, into the home blocks read from the image. Then each
 //! region's head is rewritten past its last committed transaction, `home_below` past every
-//! transaction found. The mapping table is volatile: nothing else is read.
+//! transaction found, in the head's own form (`hoop.two_slot_head`: the slot not holding the
+//! newest head; [`crate::log::head`]). The mapping table is volatile: nothing else is read.
 
 use super::{head_in_range, Plan};
 use crate::log::head::{LogFormat, LogHead};
@@ -44,7 +45,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
         skip_below = skip_below.max(LogHead::home_below(&hb));
         let (found, next) = scan(image, log0, cap, head, layout.data_bytes / 8)?;
         txs.extend(found);
-        heads.push((log0, next));
+        heads.push((log0, next, hb));
     }
     let top = txs.iter().map(|t| t.order.saturating_add(1)).max().unwrap_or(0);
     txs.retain(|t| t.order >= skip_below);
@@ -63,8 +64,9 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     }
     plan.writes.extend(home.into_iter().map(|(b, d)| (BlockId(b), d)));
     let home_below = skip_below.max(top);
-    for (log0, next) in heads {
-        plan.writes.push((log0, next.encode_home(home_below)));
+    for (log0, next, hb) in heads {
+        // In the head's own form (two slots: the slot not holding the newest head).
+        plan.writes.push((log0, next.encode_next_home(&hb, home_below)));
     }
     Ok(plan)
 }
