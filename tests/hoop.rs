@@ -161,3 +161,25 @@ fn a_head_moved_by_garbage_collection_skips_what_it_says_is_home() {
     let d = recovered(&layout, &img);
     assert_eq!(word(&d, 3), 20);
 }
+
+/// The torn-write fix `hoop.two_slot_head` (docs/faults.md "HOOP: slices survive, the head does
+/// not"): with GC after every few transactions, the replayed point has 6 torn states, 4 of
+/// which (the head's new `start` with its old `start_seq`) lose acknowledged transactions in
+/// the plain head; with two slots every torn head reads as the old or the new one.
+#[test]
+fn a_torn_head_loses_committed_transactions_unless_it_has_two_slots() {
+    let base = [SMALL_LOG, "hoop.gc_threshold_percent=5"];
+    for (fix, want) in [(None, 4), (Some("hoop.two_slot_head=true"), 0)] {
+        let sets: Vec<&str> = base.iter().copied().chain(fix).collect();
+        let r = torn_replay(Hoop, WorkloadKind::Sps, &sets, 300, true, 23572);
+        assert_eq!((r.torn_states, r.violations), (6, want), "{fix:?}: {:?}", r.first_violation);
+    }
+    let sets = [SMALL_LOG, "hoop.gc_threshold_percent=5", "hoop.two_slot_head=true"];
+    for w in [WorkloadKind::Sps, WorkloadKind::Hash] {
+        let r = crash(w, &sets, 300, 0.1, None);
+        assert_eq!(r.violations, 0, "{w:?}: {:?}", r.first_violation);
+    }
+    let four = [&sets[..], &["machine.cores=4", "workload.sps.entries=1024"]].concat();
+    let r = crash(WorkloadKind::Sps, &four, 400, 0.1, None);
+    assert_eq!(r.violations, 0, "four cores: {:?}", r.first_violation);
+}

@@ -20,6 +20,25 @@ pub fn spec(cfg: Config, protocol: ProtocolKind, txs: u64, seed: u64, bug: Optio
     RunSpec { cfg, workload: WorkloadKind::Sps, protocol, txs, warmup_txs: 0, seed, abort_rate: 0.0, bug, record: true }
 }
 
+/// Replay one torn-write crash point as `locsim crashtest --workload w --protocol p --seed 1
+/// --txs txs --atomicity 8 [--exhaustive] --set ... --crash-at t` does (default configuration
+/// but for `sets`; docs/faults.md).
+pub fn torn_replay(
+    p: ProtocolKind,
+    w: WorkloadKind,
+    sets: &[&str],
+    txs: u64,
+    exhaustive: bool,
+    t: u64,
+) -> locsim::crash::CrashReport {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let mut run = spec(Config::build(None, &sets).unwrap(), p, txs, 1, None);
+    run.workload = w;
+    let mut cs = locsim::crash::CrashSpec::new(run, 1);
+    (cs.exhaustive, cs.crash_at, cs.atomicity) = (exhaustive, Some(t), 8);
+    locsim::crash::check(&cs).unwrap()
+}
+
 pub fn record(spec: &RunSpec) -> Recorded {
     execute(spec).unwrap().recorded.unwrap()
 }
