@@ -179,7 +179,7 @@ fn a_torn_head_loses_committed_transactions_unless_it_has_two_slots() {
         let r = crash(w, &sets, 300, 0.1, None);
         assert_eq!(r.violations, 0, "{w:?}: {:?}", r.first_violation);
     }
-    let four = [&sets[..], &["machine.cores=4", "workload.sps.entries=1024"]].concat();
+    let four = ["hoop.two_slot_head=true", "machine.cores=4", "workload.sps.entries=1024"];
     let r = crash(WorkloadKind::Sps, &four, 400, 0.1, None);
     assert_eq!(r.violations, 0, "four cores: {:?}", r.first_violation);
 }
