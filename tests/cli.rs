@@ -166,6 +166,14 @@ fn each_torn_write_fix_removes_its_violation() {
             "--workload sps --protocol h-wal --seed 1 --txs 500 --atomicity 8 --set startgap.enabled=true --set log.size_bytes=65536 --crash-at 18080",
             "--set startgap.two_register_copies=true",
         ),
+        (
+            "--workload sps --protocol atom --seed 1 --txs 2000 --atomicity 8 --crash-at 18597",
+            "--set atom.checked_meta=true",
+        ),
+        (
+            "--workload sps --protocol hoop --seed 1 --txs 300 --atomicity 8 --exhaustive --set log.size_bytes=65536 --set hoop.gc_threshold_percent=5 --crash-at 23572",
+            "--set hoop.two_slot_head=true",
+        ),
     ] {
         let mut args: Vec<&str> = ["crashtest", "--json"].into_iter().chain(case.split_whitespace()).collect();
         assert_eq!(locsim(&args).status.code(), Some(1), "without the fix: {case}");
