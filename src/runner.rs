@@ -281,7 +281,9 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput
             let trip = spec.cfg.llc.latency_cycles;
             drive(spec, wl, data, layout, Proteus::new(&layout, &spec.cfg.proteus, trip, spec.bug))
         }
-        ProtocolKind::Atom => drive(spec, wl, data, layout, crate::protocol::atom::Atom::new(&layout, &spec.cfg.atom, spec.bug)),
+        ProtocolKind::Atom => {
+            drive(spec, wl, data, layout, crate::protocol::atom::Atom::new(&layout, &spec.cfg.atom, spec.bug))
+        }
         ProtocolKind::Hoop => {
             drive(spec, wl, data, layout, crate::protocol::hoop::Hoop::new(&layout, &spec.cfg.hoop, spec.bug))
         }
