@@ -372,6 +372,20 @@ impl SetAssoc {
         (s, old)
     }
 
+    /// The line the next fill of the set holding slot `s` pushes out, if the set is full: its
+    /// block (an older version's included) and whether it may be dirty (dirty here, or with a
+    /// copy in the next level in). A look only, nothing changes: the PCM device's host hint
+    /// ([`crate::machine::Machine`] prefetches the bytes that line's write-back will read).
+    #[inline]
+    pub fn next_victim(&self, s: Slot) -> Option<(BlockId, bool)> {
+        let (set, _) = self.set_of_slot(s.0);
+        let o = self.order[set & self.set_mask as usize];
+        let slot = set * self.ways + ((o >> self.last_shift) & 0xF) as usize;
+        let t = self.tag(slot);
+        let l = self.line(slot);
+        (t != INVALID).then(|| (BlockId((t & !VERSION_BIT) as u64), l.dirty() || l.down() != NO_LINK))
+    }
+
     /// The least recently used way of `set`, made the most recently used.
     #[inline(always)]
     fn take_lru_way(&mut self, set: usize) -> usize {
