@@ -11,7 +11,12 @@
 //! `l2`, where the single-core paths find them; the others wait in `Coherence::parked` and are
 //! swapped in by [`Hierarchy::switch_core`]: one swap of a level's three arrays, no line). Per
 //! LLC line the directory holds a 16-bit sharer vector (bit c: core c's L2 holds the line, and
-//! by inclusion only then its L1) and whether one core, the `owner`, holds it in E or M. A
+//! by inclusion only then its L1) and whether one core, the `owner`, holds it in E or M. The
+//! entry lives in the LLC line's own state, in the place of the down link a single-core LLC
+//! line keeps to its L2 copy (`SetAssoc::word`; with several cores each L2 has its own slot, so
+//! there is no one link to keep): the look-up that finds the line, and the write-back of an L2
+//! victim to its LLC line, find the entry in the host cache line they read anyway, and a line
+//! the LLC evicts hands its entry to the back-invalidation. A
 //! private copy's MESI state follows from the directory and its dirty bits:
 //!
 //! | directory             | this core's copy       | MESI |
@@ -88,8 +93,6 @@ pub(super) struct Coherence {
     parked: Vec<(SetAssoc, SetAssoc)>,
     /// Per core, the index of its caches in `parked` (unused for the running core).
     at: Vec<usize>,
-    /// Per LLC slot, its directory entry (see `SHARERS`, `OWNED`, `OWNER_SHIFT`).
-    dir: Vec<u32>,
     /// The injected bug `lost-invalidation`: a store's invalidations of shared (S) copies are
     /// lost; those copies stay valid and stale (the directory still lists them, so that inclusion
     /// still removes them).
@@ -99,12 +102,12 @@ pub(super) struct Coherence {
 impl Coherence {
     /// Core 0 running (its caches are the hierarchy's `l1` and `l2`), every other core's caches
     /// empty, no line shared.
-    pub(super) fn new(cfg: &crate::config::Config, llc_slots: usize) -> Self {
+    pub(super) fn new(cfg: &crate::config::Config) -> Self {
         let cores = cfg.machine.cores as usize;
         let parked = (1..cores).map(|_| (SetAssoc::new_inner(&cfg.l1), SetAssoc::new_inner(&cfg.l2))).collect();
         // Core c >= 1 at index c - 1; core 0's entry is never read while it runs.
         let at = (0..cores).map(|c| c.saturating_sub(1)).collect();
-        Coherence { running: 0, parked, at, dir: vec![0; llc_slots], lose_invalidations: false }
+        Coherence { running: 0, parked, at, lose_invalidations: false }
     }
 }
 
@@ -174,7 +177,7 @@ impl Hierarchy {
     /// nothing (the single-core machine keeps no directory).
     pub fn directory(&self, s3: Slot) -> (u16, Option<usize>) {
         match &self.coh {
-            Some(coh) => (coh.dir[s3.0] as u16, owner(coh.dir[s3.0])),
+            Some(_) => (self.llc.word(s3.0) as u16, owner(self.llc.word(s3.0))),
             None => ((self.llc.down(s3.0) != NO_LINK) as u16, None),
         }
     }
@@ -183,7 +186,7 @@ impl Hierarchy {
     #[inline]
     pub(super) fn inner_shared(&self, s3: Slot) -> (Option<Slot>, Option<Slot>) {
         let coh = self.coh.as_ref().expect("more than one core");
-        if coh.dir[s3.0] & 1 << coh.running == 0 {
+        if self.llc.word(s3.0) & 1 << coh.running == 0 {
             return (None, None);
         }
         let b = self.llc.block_at(s3).expect("a line with sharers is valid");
@@ -210,7 +213,7 @@ impl Hierarchy {
         let found = self.llc.find_way(b);
         let s3 = found.map_or(usize::MAX, |(set, way)| self.llc.slot_of(set, way));
         let me = 1u32 << self.coh().running;
-        if found.is_some() && self.coh().dir[s3] & me != 0 {
+        if found.is_some() && self.llc.word(s3) & me != 0 {
             let s2 = self.l2.find(b).expect("inclusion: a sharer's L2 holds the line");
             self.l2.touch_slot(s2);
             self.stats.l2_hits += 1;
@@ -236,7 +239,7 @@ impl Hierarchy {
                     victim = self.llc_replaced_shared(s3, tag, line);
                 }
                 let c = self.coh().running;
-                self.coh().dir[s3] = owned_by(c, 0);
+                self.llc.set_word(s3, owned_by(c, 0));
                 (HitLevel::Memory, s3)
             }
         };
@@ -249,8 +252,7 @@ impl Hierarchy {
     /// the request reaches the directory (`reach` cycles) and takes ownership. Returns the cycles.
     #[inline(always)]
     fn own(&mut self, s3: usize, b: BlockId, reach: Cycle) -> Cycle {
-        let coh = self.coh();
-        if owner(coh.dir[s3]) == Some(coh.running) {
+        if owner(self.llc.word(s3)) == Some(self.coh().running) {
             return 0;
         }
         reach + self.take_ownership(s3, b)
@@ -261,7 +263,8 @@ impl Hierarchy {
     /// cycles beyond the directory look-up.
     fn take_ownership(&mut self, s3: usize, b: BlockId) -> Cycle {
         let coh = self.coh();
-        let (c, d, lose) = (coh.running, coh.dir[s3], coh.lose_invalidations);
+        let (c, lose) = (coh.running, coh.lose_invalidations);
+        let d = self.llc.word(s3);
         let others = d & SHARERS & !(1 << c);
         let (mut kept, mut dropped, mut dirty) = (0, 0u64, false);
         let mut rest = others;
@@ -275,7 +278,7 @@ impl Hierarchy {
             dirty |= self.drop_private(o, b);
             dropped += 1;
         }
-        self.coh().dir[s3] = owned_by(c, kept);
+        self.llc.set_word(s3, owned_by(c, kept));
         self.stats.invalidations += dropped;
         let mut cycles = if dropped > 0 { self.l2.latency } else { 0 };
         if dirty {
@@ -288,14 +291,13 @@ impl Hierarchy {
     /// another core is downgraded to S (its dirty line passes through the LLC: a cache-to-cache
     /// transfer). Returns the cycles beyond the directory look-up.
     fn share(&mut self, s3: usize) -> Cycle {
-        let coh = self.coh();
-        let (c, d) = (coh.running, coh.dir[s3]);
+        let (c, d) = (self.coh().running, self.llc.word(s3));
         let others = d & SHARERS & !(1 << c);
         if others == 0 {
-            coh.dir[s3] = owned_by(c, 0);
+            self.llc.set_word(s3, owned_by(c, 0));
             return 0;
         }
-        coh.dir[s3] = others | 1 << c;
+        self.llc.set_word(s3, others | 1 << c);
         let Some(o) = owner(d) else { return 0 };
         self.stats.downgrades += 1;
         let b = self.llc.block_at(Slot(s3)).expect("valid");
@@ -335,7 +337,14 @@ impl Hierarchy {
     /// Drop every core's copies of the line in LLC slot `s3` (block `b`) and clear its
     /// directory entry; returns whether any copy was dirty.
     pub(super) fn drop_all_private(&mut self, s3: usize, b: BlockId) -> bool {
-        let mut rest = std::mem::take(&mut self.coh().dir[s3]) & SHARERS;
+        let rest = self.llc.word(s3) & SHARERS;
+        self.llc.set_word(s3, 0);
+        self.drop_sharers(rest, b)
+    }
+
+    /// Drop the copies of `b` of every core in the sharer vector `rest`; returns whether any
+    /// was dirty.
+    fn drop_sharers(&mut self, mut rest: u32, b: BlockId) -> bool {
         let mut dirty = false;
         while rest != 0 {
             let o = rest.trailing_zeros() as usize;
@@ -347,7 +356,7 @@ impl Hierarchy {
 
     /// Make every core's copies of the line in LLC slot `s3` (block `b`) clean.
     pub(super) fn clean_all_private(&mut self, s3: usize, b: BlockId) {
-        let mut rest = self.coh().dir[s3] & SHARERS;
+        let mut rest = self.llc.word(s3) & SHARERS;
         while rest != 0 {
             let o = rest.trailing_zeros() as usize;
             rest &= rest - 1;
@@ -357,8 +366,7 @@ impl Hierarchy {
 
     /// Is any core's copy of the line in LLC slot `s3` (block `b`) dirty?
     pub(super) fn any_private_dirty(&self, s3: usize, b: BlockId) -> bool {
-        let coh = self.coh.as_ref().expect("more than one core");
-        let mut rest = coh.dir[s3] & SHARERS;
+        let mut rest = self.llc.word(s3) & SHARERS;
         while rest != 0 {
             let o = rest.trailing_zeros() as usize;
             rest &= rest - 1;
@@ -376,7 +384,8 @@ impl Hierarchy {
     /// (tag `tag`, state `line`) is back-invalidated in every core that shares it.
     fn llc_replaced_shared(&mut self, s3: usize, tag: u32, line: Line) -> Option<Victim> {
         let block = BlockId((tag & !VERSION_BIT) as u64);
-        let inner_dirty = self.drop_all_private(s3, block);
+        // The line that left took its directory entry along (the new line's is empty).
+        let inner_dirty = self.drop_sharers((line.down() ^ NO_LINK) & SHARERS, block);
         let v = Victim { block, tag: line.up_or_aux(), version: tag & VERSION_BIT != 0, slot: Slot(s3) };
         self.dirty_victim(line.dirty() || inner_dirty, v)
     }
@@ -388,13 +397,12 @@ impl Hierarchy {
         if let Some((_, e)) = old {
             let d1 = e.down() != NO_LINK && self.l1.invalidate_slot(Slot(e.down() as usize)).0;
             let up = e.up_or_aux() as usize;
-            self.llc.unlink_down(up, e.dirty() || d1);
-            let coh = self.coh();
-            let me = 1u32 << coh.running;
-            let d = coh.dir[up] & !me;
+            self.llc.or_dirty(up, e.dirty() || d1);
+            let c = self.coh().running;
+            let d = self.llc.word(up) & !(1u32 << c);
             // An owner that leaves gives up ownership; stale sharers left by a lost
             // invalidation stay S.
-            coh.dir[up] = if owner(d) == Some(coh.running) { d & SHARERS } else { d };
+            self.llc.set_word(up, if owner(d) == Some(c) { d & SHARERS } else { d });
         }
         s2
     }

@@ -504,6 +504,28 @@ impl SetAssoc {
         down
     }
 
+    /// The word a level without inner links keeps in a line's down-link place (the shared
+    /// LLC's directory entry, `coherence.rs`), at most 31 bits; 0 on a line just filled or
+    /// inserted ([`Line::fresh`] leaves the link empty, which reads as 0).
+    #[inline(always)]
+    pub(super) fn word(&self, s: usize) -> u32 {
+        self.line(s).down() ^ NO_LINK
+    }
+
+    /// Set the word of [`SetAssoc::word`] (the dirty bit is kept).
+    #[inline(always)]
+    pub(super) fn set_word(&mut self, s: usize, w: u32) {
+        self.line_mut(s).set_down(w ^ NO_LINK);
+    }
+
+    /// Mark the line in `s` dirty if `dirty` (an inner copy that left was), keeping its link or
+    /// word.
+    #[inline(always)]
+    pub(super) fn or_dirty(&mut self, s: usize, dirty: bool) {
+        debug_assert!(self.tag(s) != INVALID);
+        self.line_mut(s).d |= (dirty as u32) << 31;
+    }
+
     /// Does slot `s` hold the current copy of `b`? (A look-up of `b` would find `s`.)
     #[inline(always)]
     pub fn holds(&self, s: Slot, b: BlockId) -> bool {
