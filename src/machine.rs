@@ -553,9 +553,13 @@ impl Machine {
 
     /// A stored block is written back to the device later: have the host fetch the device's old
     /// content, flip states and cell counters meanwhile (a hint; no effect on results). Out of
-    /// line, so that the path without the PCM device stays short.
+    /// line, so that the path without the PCM device stays short. Lock lines (volatile, past
+    /// the device) have no device state.
     #[inline(never)]
     fn prefetch_for_store(&self, b: BlockId) {
+        if b.0 >= self.volatile_block0 {
+            return;
+        }
         if let Some(p) = &self.pcm {
             p.prefetch_block(b.addr().0, false);
             crate::hostmem::prefetch(&self.nvm[b.range().start]);

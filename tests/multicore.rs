@@ -104,3 +104,30 @@ fn bad_core_counts_and_unsupported_combinations_are_one_line_errors() {
         assert!(err.contains(needle), "{args:?}: `{needle}` missing from {err}");
     }
 }
+
+#[test]
+fn the_pcm_device_counts_bit_updates_on_eight_cores_and_lock_lines_never_reach_it() {
+    let out = locsim(&[
+        "run",
+        "-w",
+        "sps",
+        "-p",
+        "h-wal",
+        "--cores",
+        "8",
+        "--txs",
+        "400",
+        "--set",
+        "memory.device=pcm",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pcm = &v[0]["pcm"];
+    let regions: Vec<&str> = pcm["regions"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert!(!regions.is_empty() && regions.iter().all(|r| !r.contains("lock")), "{regions:?}");
+    let data = pcm["regions"].as_array().unwrap().iter().find(|r| r["name"] == "data").unwrap();
+    let log = pcm["regions"].as_array().unwrap().iter().find(|r| r["name"] == "log").unwrap();
+    assert!(data["total_bit_updates"].as_u64().unwrap() > 0, "{pcm}");
+    assert!(log["total_bit_updates"].as_u64().unwrap() > 0, "{pcm}");
+}
