@@ -126,10 +126,10 @@ fn host_us_per_tx(w: WorkloadKind) -> f64 {
         WorkloadKind::Sps => 1.2,
         WorkloadKind::Hash => 5.5,
         WorkloadKind::Sdg => 17.5,
-        WorkloadKind::Btree => 25.0,
-        WorkloadKind::Rbtree => 32.5,
+        WorkloadKind::BTree => 25.0,
+        WorkloadKind::RbTree => 32.5,
         WorkloadKind::Sqlite => 54.0,
-        _ => host_us_per_tx(WorkloadKind::Btree),
+        _ => host_us_per_tx(WorkloadKind::BTree),
     }
 }
 
