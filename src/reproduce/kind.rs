@@ -263,8 +263,7 @@ impl Executor for SimExec {
 
     fn run(&self, job: &Job) -> Result<Vec<Option<f64>>, String> {
         let spec = self.run_spec(job)?;
-        let _one_at_a_time =
-            (spec.workload == WorkloadKind::Sqlite).then(sqlite_alone);
+        let _one_at_a_time = (spec.workload == WorkloadKind::Sqlite).then(sqlite_alone);
         Ok(sim_values(&runner::execute(&spec)?.result))
     }
 }

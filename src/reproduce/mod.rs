@@ -166,7 +166,12 @@ fn distinct_points(specs: &[Spec]) -> Vec<(String, usize, Point)> {
 /// The values of every point, and the speed measurement when asked for.
 type Outcome = (BTreeMap<String, Values>, Option<Vec<BenchRow>>);
 
-fn run_points(o: &Options, specs: &[Spec], summary: &mut Summary, started: std::time::Instant) -> Result<Outcome, String> {
+fn run_points(
+    o: &Options,
+    specs: &[Spec],
+    summary: &mut Summary,
+    started: std::time::Instant,
+) -> Result<Outcome, String> {
     let cache = cache::Cache::new(&o.out);
     let mut todo = Vec::new();
     let mut results = BTreeMap::new();

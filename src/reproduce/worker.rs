@@ -34,7 +34,10 @@ pub enum Request {
 #[derive(Serialize, Deserialize)]
 pub enum Answer {
     /// A point's values (encoded) and the CPU seconds of the worker's thread over it.
-    Point { values: serde_json::Value, cpu_seconds: f64 },
+    Point {
+        values: serde_json::Value,
+        cpu_seconds: f64,
+    },
     Speed(Vec<BenchRow>),
     Error(String),
 }
