@@ -232,7 +232,7 @@ fn run_points(
     };
     let sweep_started = std::time::Instant::now();
     let mut bench = None;
-    let mut done: Vec<Option<Result<(Values, f64, f64), String>>> = (0..runs.len()).map(|_| None).collect();
+    let mut done: Vec<Option<PointOutcome>> = (0..runs.len()).map(|_| None).collect();
     let outcomes = schedule::run(&tasks, &exclusive, o.jobs, processes, |task, w| {
         let Some(r) = task.point() else {
             let (rows, secs, _) = timing::timed(|| match child(w, true) {
@@ -309,8 +309,11 @@ enum Task {
 /// wall and CPU seconds.
 enum Finished {
     Speed(Result<Vec<BenchRow>, String>, f64),
-    Point(usize, Result<(Values, f64, f64), String>),
+    Point(usize, PointOutcome),
 }
+
+/// A point's values with its wall and CPU seconds.
+type PointOutcome = Result<(Values, f64, f64), String>;
 
 impl Task {
     fn point(self) -> Option<usize> {
