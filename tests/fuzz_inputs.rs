@@ -291,6 +291,7 @@ fn shard_file(tag: &str) -> (PathBuf, Vec<u8>) {
         bench: false,
         quiet: true,
         timings: None,
+        workers: None,
     };
     locsim::reproduce::reproduce(&o).unwrap();
     let path = out.join("shard-0-of-1.json");

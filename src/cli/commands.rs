@@ -30,6 +30,7 @@ pub fn dispatch(cmd: Cmd) -> Result<i32, String> {
         Cmd::JournalCrashtest(a) => super::journal::crashtest(a),
         Cmd::Reproduce(a) => reproduce(a),
         Cmd::Merge(a) => merge(a),
+        Cmd::ReproduceWorker => crate::reproduce::worker::serve(),
         Cmd::TraceGen(a) => super::trace::generate(a),
         Cmd::Config(a) => {
             emit(&build_config(&a)?.to_toml());
@@ -525,7 +526,8 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
 fn reproduce(a: ReproduceArgs) -> Result<i32, String> {
     let started = std::time::Instant::now();
     let out = a.out.clone();
-    let (s, sharded) = reproduce_summary(a)?;
+    // Worker processes are this executable (`locsim reproduce-worker`).
+    let (s, sharded) = reproduce_summary(a, std::env::current_exe().ok())?;
     print_summary(&s, &out, started.elapsed().as_secs_f64(), sharded);
     for line in crate::reproduce::timing::report_lines(&s.times, &s.phases) {
         outln!("{line}");
@@ -535,7 +537,12 @@ fn reproduce(a: ReproduceArgs) -> Result<i32, String> {
 
 /// Run `reproduce`: what it wrote, and whether it was one shard (the printer and
 /// [`super::json`] both take it from here).
-pub(super) fn reproduce_summary(a: ReproduceArgs) -> Result<(crate::reproduce::Summary, bool), String> {
+/// `workers`: the `locsim` executable for worker processes (`None` when this process is not
+/// `locsim`, e.g. the Python module).
+pub(super) fn reproduce_summary(
+    a: ReproduceArgs,
+    workers: Option<std::path::PathBuf>,
+) -> Result<(crate::reproduce::Summary, bool), String> {
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let opts = crate::reproduce::Options {
         experiments: a.experiments.into(),
@@ -547,6 +554,7 @@ pub(super) fn reproduce_summary(a: ReproduceArgs) -> Result<(crate::reproduce::S
         bench: !a.no_bench,
         quiet: false,
         timings: a.timings.map(Into::into),
+        workers,
     };
     Ok((crate::reproduce::reproduce(&opts)?, opts.shard.is_some()))
 }

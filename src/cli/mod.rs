@@ -38,6 +38,9 @@ pub enum Cmd {
     Reproduce(ReproduceArgs),
     /// Combine the shard files of `reproduce --shard` runs into the outputs of an unsharded run.
     Merge(MergeArgs),
+    /// A worker process of `reproduce` (started by it): answers point requests on standard input.
+    #[command(hide = true)]
+    ReproduceWorker,
     /// Write a built-in workload as a trace (docs/formats/trace.md) for `run --trace` and
     /// `crashtest --trace`.
     TraceGen(trace::TraceGenArgs),
@@ -320,7 +323,7 @@ pub fn json(args: &[String], verify: Option<crate::crash::UserVerify>) -> Result
         Cmd::Crashtest(a) if !a.list_bugs => commands::crash_report(&a, verify).map(text),
         Cmd::Journal(a) if !a.emit_trace => journal::measure(&a).map(|r| text(r.expect("no --emit-trace"))),
         Cmd::JournalCrashtest(a) => journal::campaign(&a).map(text),
-        Cmd::Reproduce(a) => commands::reproduce_summary(a).map(|(s, _)| {
+        Cmd::Reproduce(a) => commands::reproduce_summary(a, None).map(|(s, _)| {
             text(serde_json::json!({
                 "executed": s.executed,
                 "cached": s.cached,

@@ -63,6 +63,9 @@ pub trait Executor: Sync {
     /// (its [`Executor::run`] then waits for the other to finish): the engine runs these one
     /// after the other and the free points beside them.
     fn exclusive(&self, job: &Job) -> bool;
+    /// The point's host cost relative to the other points' (only its order among them counts):
+    /// the workers take the costliest points first so that they finish together.
+    fn cost(&self, job: &Job) -> f64;
 }
 
 /// The experiment kinds a spec's `kind` may name.
@@ -108,6 +111,34 @@ pub struct SimExec;
 /// (measured: 0.1% to 0.3% on `tiny-sqlite.toml` with `--jobs 3`; one after the other in one
 /// process, or in separate processes, they agree). The other workloads still run beside them.
 static SQLITE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Hold while running SQLite in this process (a point, or the speed measurement, which runs
+/// the `sqlite` workload too).
+pub fn sqlite_alone() -> std::sync::MutexGuard<'static, ()> {
+    SQLITE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Host microseconds per simulated transaction on one core and the ideal device, by workload:
+/// the order of the points' costs for [`Executor::cost`] (medians over the points of
+/// `reproduce --quick --timings`, Zen 5 EPYC; only their order matters).
+fn host_us_per_tx(w: WorkloadKind) -> f64 {
+    match w {
+        WorkloadKind::Sps => 1.2,
+        WorkloadKind::Hash => 5.5,
+        WorkloadKind::Sdg => 17.5,
+        WorkloadKind::BTree => 25.0,
+        WorkloadKind::RbTree => 32.5,
+        WorkloadKind::Sqlite => 54.0,
+        _ => host_us_per_tx(WorkloadKind::BTree),
+    }
+}
+
+/// The same, factors for the bit-level PCM device and for more than one core (measured alike).
+const PCM_COST: f64 = 4.0;
+const CORES_COST: f64 = 1.5;
+
+/// Host microseconds of a journal point (the median over the journal points, measured alike).
+const JOURNAL_COST_US: f64 = 45_000.0;
 
 const SIM_METRICS: &[Metric] = &[
     m("throughput_tx_per_mcycle", "transactions per million cycles"),
@@ -221,10 +252,18 @@ impl Executor for SimExec {
         ))
     }
 
+    /// Simulated transactions (warm-up included) times the workload's host cost per
+    /// transaction, times the PCM device's and the cores' factors.
+    fn cost(&self, job: &Job) -> f64 {
+        let Ok(r) = self.run_spec(job) else { return 0.0 };
+        let pcm = if r.cfg.memory.device == crate::config::Device::Pcm { PCM_COST } else { 1.0 };
+        let cores = if r.cfg.machine.cores > 1 { CORES_COST } else { 1.0 };
+        (r.txs + r.warmup_txs) as f64 * host_us_per_tx(r.workload) * pcm * cores
+    }
+
     fn run(&self, job: &Job) -> Result<Vec<Option<f64>>, String> {
         let spec = self.run_spec(job)?;
-        let _one_at_a_time =
-            (spec.workload == WorkloadKind::Sqlite).then(|| SQLITE.lock().unwrap_or_else(|e| e.into_inner()));
+        let _one_at_a_time = (spec.workload == WorkloadKind::Sqlite).then(sqlite_alone);
         Ok(sim_values(&runner::execute(&spec)?.result))
     }
 }
@@ -294,6 +333,10 @@ impl Executor for JournalExec {
         None
     }
 
+    fn cost(&self, _job: &Job) -> f64 {
+        JOURNAL_COST_US
+    }
+
     /// One replay per point (`app`, `trace`, `config`: `journal::measure_point`, the figures
     /// `journal::run_on` gives without its extra replays and scans); `no-journal` is SQLite with
     /// `journal_mode=OFF` on the same trace (its command time; it programs no journal cell).
@@ -309,7 +352,7 @@ impl Executor for JournalExec {
             None => None,
         };
         let dev = crate::journal::Device::build(&sets, cpu)?;
-        let _one_at_a_time = SQLITE.lock().unwrap_or_else(|e| e.into_inner());
+        let _one_at_a_time = sqlite_alone();
         if config == NO_JOURNAL {
             // The no-journal reference replay of an RR-S2X measurement (its command time).
             let r = crate::journal::measure_point(app, trace, "RR-S2X", p.seed, &dev, false)?;

@@ -3,9 +3,10 @@
 //!
 //! Flow: load the specs ([`spec`]), expand each into points, identify each point by its text
 //! (kind, overrides, coordinates, seed, run lengths) so that a point shared by several specs
-//! (e.g. a baseline run) runs once, take what the [`cache`] has, run the rest in parallel
-//! ([`schedule`]: `--jobs` threads, one [`kind::Executor`] call per point, the points that
-//! must run one at a time as one chain beside the others), then write per spec a CSV, a JSON with
+//! (e.g. a baseline run) runs once, take what the [`cache`] has, run the rest in parallel, the
+//! longest first ([`schedule`]: `--jobs` threads, one [`kind::Executor`] call per point, the
+//! points that must not share a process in [`worker`] processes, the simulator-speed
+//! measurement beside them), then write per spec a CSV, a JSON with
 //! provenance and an SVG ([`svg`]), and the report ([`report`]). With `--shard i/N` only the
 //! points whose index is `i` modulo `N` run and a shard file is written instead; [`merge`]
 //! combines shard files and writes the same outputs.
@@ -24,6 +25,7 @@ pub mod spec;
 pub mod svg;
 pub mod table;
 pub mod timing;
+pub mod worker;
 
 use crate::bench::BenchRow;
 use kind::Job;
@@ -52,6 +54,10 @@ pub struct Options {
     pub quiet: bool,
     /// Write the per-point host timings ([`timing::csv`]) to this file.
     pub timings: Option<PathBuf>,
+    /// The `locsim` executable to start [`worker`] processes from (`locsim reproduce-worker`),
+    /// so that the points that must not share a process run in parallel; `None` (a library
+    /// caller, whose executable is not `locsim`): they run one after the other in this process.
+    pub workers: Option<PathBuf>,
 }
 
 /// What a run did.
@@ -112,10 +118,7 @@ pub fn reproduce(o: &Options) -> Result<Summary, String> {
     summary.phases.jobs = o.jobs;
     let (runnable, pending): (Vec<Spec>, Vec<Spec>) = specs.into_iter().partition(|s| s.pending.is_none());
     summary.pending = pending.iter().map(|s| (s.name.clone(), s.pending.clone().unwrap_or_default())).collect();
-    let results = run_points(o, &runnable, &mut summary, started)?;
-    let bench_started = std::time::Instant::now();
-    let bench = if o.bench && o.shard.is_none_or(|(i, _)| i == 0) { Some(measure_speed()?) } else { None };
-    summary.phases.bench = bench_started.elapsed().as_secs_f64();
+    let (results, bench) = run_points(o, &runnable, &mut summary, started)?;
     let outputs_started = std::time::Instant::now();
     std::fs::create_dir_all(&o.out).map_err(|e| format!("--out {}: {e}", o.out.display()))?;
     if let Some(path) = &o.timings {
@@ -160,12 +163,15 @@ fn distinct_points(specs: &[Spec]) -> Vec<(String, usize, Point)> {
     out
 }
 
+/// The values of every point, and the speed measurement when asked for.
+type Outcome = (BTreeMap<String, Values>, Option<Vec<BenchRow>>);
+
 fn run_points(
     o: &Options,
     specs: &[Spec],
     summary: &mut Summary,
     started: std::time::Instant,
-) -> Result<BTreeMap<String, Values>, String> {
+) -> Result<Outcome, String> {
     let cache = cache::Cache::new(&o.out);
     let mut todo = Vec::new();
     let mut results = BTreeMap::new();
@@ -213,21 +219,68 @@ fn run_points(
         .collect();
     let bar_of: Vec<Option<usize>> = specs.iter().map(|s| sweeps.iter().position(|w| w.0 == s.name)).collect();
     let progress = progress::Progress::new(&sweeps, o.quiet);
-    let exclusive: Vec<bool> =
-        runs.iter().map(|&i| specs[todo[i].1].kind.executor().exclusive(&job_of(specs, &todo[i]))).collect();
+    let exclusive_run = |r: usize| specs[todo[runs[r]].1].kind.executor().exclusive(&job_of(specs, &todo[runs[r]]));
+    let tasks = tasks(o, specs, &todo, &runs);
+    let exclusive: Vec<bool> = tasks.iter().map(|t| t.point().is_none_or(exclusive_run)).collect();
+    // Each worker but the first runs exclusive tasks in a child process of its own.
+    let processes = o.workers.is_some() && o.jobs > 1;
+    let children: Vec<std::sync::Mutex<Option<worker::Worker>>> =
+        (0..o.jobs).map(|_| std::sync::Mutex::new(None)).collect();
+    let child = |w: usize, exclusive: bool| match &o.workers {
+        Some(exe) if processes && exclusive && w > 0 => Some((&children[w], exe.as_path())),
+        _ => None,
+    };
     let sweep_started = std::time::Instant::now();
-    let done: Vec<Result<(Values, f64, f64), String>> = schedule::run(&runs, &exclusive, o.jobs, |&i| {
-        let t = &todo[i];
+    let mut bench = None;
+    let mut done: Vec<Option<PointOutcome>> = (0..runs.len()).map(|_| None).collect();
+    let outcomes = schedule::run(&tasks, &exclusive, o.jobs, processes, |task, w| {
+        let Some(r) = task.point() else {
+            let (rows, secs, _) = timing::timed(|| match child(w, true) {
+                Some((slot, exe)) => in_child(slot, exe, |c| match c.ask(&worker::Request::Speed)? {
+                    worker::Answer::Speed(rows) => Ok(rows),
+                    worker::Answer::Error(e) => Err(e),
+                    worker::Answer::Point { .. } => Err("reproduce worker: answered another request".into()),
+                }),
+                None => {
+                    let _alone = kind::sqlite_alone();
+                    measure_speed()
+                }
+            });
+            return Finished::Speed(rows, secs);
+        };
+        let t = &todo[runs[r]];
         let s = &specs[t.1];
-        let (v, secs, cpu) = timing::timed(|| s.kind.executor().run(&job_of(specs, t)));
-        let v = v.map_err(|e| format!("experiment {} at {}: {e}", s.name, table::label(&t.2)))?;
-        cache.put(&t.0, &v)?;
+        let job = job_of(specs, t);
+        let (v, secs, cpu) = match child(w, exclusive_run(r)) {
+            Some((slot, exe)) => {
+                let (v, secs, _) =
+                    timing::timed(|| in_child(slot, exe, |c| c.point(&worker::Request::point(s.kind, &job))));
+                match v {
+                    Ok((v, cpu)) => (Ok(v), secs, cpu),
+                    Err(e) => (Err(e), secs, 0.0),
+                }
+            }
+            None => timing::timed(|| s.kind.executor().run(&job)),
+        };
+        let v = v.map_err(|e| format!("experiment {} at {}: {e}", s.name, table::label(&t.2)));
+        let v = v.and_then(|v| cache.put(&t.0, &v).map(|()| v));
         progress.tick(bar_of[t.1].expect("spec with work has a bar"));
-        Ok((v, secs, cpu))
+        Finished::Point(r, v.map(|v| (v, secs, cpu)))
     });
+    drop(children);
     progress.finish();
     summary.phases.points = sweep_started.elapsed().as_secs_f64();
-    let done: Vec<(Values, f64, f64)> = done.into_iter().collect::<Result<_, _>>()?;
+    for outcome in outcomes {
+        match outcome {
+            Finished::Point(r, v) => done[r] = Some(v),
+            Finished::Speed(rows, secs) => {
+                summary.phases.bench = secs;
+                bench = Some(rows?);
+            }
+        }
+    }
+    let done: Vec<(Values, f64, f64)> =
+        done.into_iter().map(|d| d.expect("every point ran")).collect::<Result<_, _>>()?;
     for (i, (text, _, _, ti)) in todo.iter().enumerate() {
         let r = same_as[i];
         let (v, secs, cpu) = &done[r];
@@ -242,7 +295,57 @@ fn run_points(
         results.insert(text.clone(), v.clone());
     }
     summary.times = times;
-    Ok(results)
+    Ok((results, bench))
+}
+
+/// What the workers run: the simulator-speed measurement, or the `i`th point of `runs`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Task {
+    Speed,
+    Point(usize),
+}
+
+/// A task's outcome: the speed measurement with its wall seconds, or a point's values with its
+/// wall and CPU seconds.
+enum Finished {
+    Speed(Result<Vec<BenchRow>, String>, f64),
+    Point(usize, PointOutcome),
+}
+
+/// A point's values with its wall and CPU seconds.
+type PointOutcome = Result<(Values, f64, f64), String>;
+
+impl Task {
+    fn point(self) -> Option<usize> {
+        match self {
+            Task::Speed => None,
+            Task::Point(r) => Some(r),
+        }
+    }
+}
+
+/// The tasks in the order the workers take them: the speed measurement (when asked for), then
+/// the points, the costliest first ([`kind::Executor::cost`]; equal costs in point order), so
+/// that no long point starts last and the workers finish together.
+fn tasks(o: &Options, specs: &[Spec], todo: &[(String, usize, Point, usize)], runs: &[usize]) -> Vec<Task> {
+    let cost = |r: usize| specs[todo[runs[r]].1].kind.executor().cost(&job_of(specs, &todo[runs[r]]));
+    let mut points: Vec<(f64, usize)> = (0..runs.len()).map(|r| (cost(r), r)).collect();
+    points.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let speed = o.bench && o.shard.is_none_or(|(i, _)| i == 0);
+    speed.then_some(Task::Speed).into_iter().chain(points.into_iter().map(|(_, r)| Task::Point(r))).collect()
+}
+
+/// Run `f` on the worker process of `slot`, starting it first if need be.
+fn in_child<R>(
+    slot: &std::sync::Mutex<Option<worker::Worker>>,
+    exe: &Path,
+    f: impl FnOnce(&mut worker::Worker) -> Result<R, String>,
+) -> Result<R, String> {
+    let mut w = slot.lock().unwrap_or_else(|e| e.into_inner());
+    if w.is_none() {
+        *w = Some(worker::Worker::spawn(exe)?);
+    }
+    f(w.as_mut().expect("started above"))
 }
 
 /// The job of a point to run (text, spec index, point, timing row).
@@ -254,7 +357,7 @@ fn job_of<'a>(specs: &'a [Spec], (_, si, p, _): &'a (String, usize, Point, usize
 /// Simulator speed for the report: every workload and protocol, one short measurement each,
 /// the same in both modes (a sample beside the figures; `locsim bench` measures with longer
 /// runs and repeats).
-fn measure_speed() -> Result<Vec<BenchRow>, String> {
+pub(crate) fn measure_speed() -> Result<Vec<BenchRow>, String> {
     let mut cfg = crate::config::Config::default();
     cfg.workload.warmup_txs = 200;
     crate::bench::measure(&cfg, crate::workload::WorkloadKind::ALL, crate::protocol::ProtocolKind::ALL, 2_000, 1)

@@ -1,9 +1,14 @@
 //! Running the points on `--jobs` worker threads. Some points must not run beside each other in
-//! one process (SQLite keeps process-wide state: [`super::kind::Executor::exclusive`]); they form
-//! one chain, the longest serial part of a reproduction. A worker takes the next exclusive point
-//! whenever no other worker is running one, and a free point otherwise, so the chain starts at
-//! once and runs without a gap while the other workers run the free points beside it; a worker
-//! never waits for the chain while free points are left.
+//! one process (SQLite keeps process-wide state: [`super::kind::Executor::exclusive`]).
+//!
+//! With worker processes ([`super::worker`]: each worker thread runs such points in a process of
+//! its own), every worker takes the next item whatever it is: the items run in the order given,
+//! so the caller puts the longest first and the workers finish together.
+//!
+//! Without them (a library caller), the exclusive items form one chain through the process. A
+//! worker takes the next exclusive item whenever no other worker is running one, and a free item
+//! otherwise, so the chain starts at once and runs without a gap while the other workers run the
+//! free items beside it; a worker never waits for the chain while free items are left.
 //!
 //! Which worker runs a point, and when, changes nothing in its result (each point is a pure
 //! function of its job); results are returned in the order of the input.
@@ -11,21 +16,32 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-/// Run `f` on every item on `jobs` threads; `exclusive[i]` says whether item `i` must not run
-/// beside another exclusive item. Returns the results in the order of `items`.
-pub fn run<T: Sync, R: Send>(items: &[T], exclusive: &[bool], jobs: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+/// Run `f(item, worker)` on every item on `jobs` threads (`worker` in `0..jobs`). With
+/// `processes`, each worker runs exclusive items in a process of its own and every worker takes
+/// the items in order; without, `exclusive[i]` says whether item `i` must not run beside another
+/// exclusive item (one chain). Returns the results in the order of `items`.
+pub fn run<T: Sync, R: Send>(
+    items: &[T],
+    exclusive: &[bool],
+    jobs: usize,
+    processes: bool,
+    f: impl Fn(&T, usize) -> R + Sync,
+) -> Vec<R> {
     assert_eq!(items.len(), exclusive.len());
+    if processes {
+        return in_order(items, jobs, f);
+    }
     let chain: Mutex<VecDeque<usize>> = Mutex::new((0..items.len()).filter(|&i| exclusive[i]).collect());
     let free: Mutex<VecDeque<usize>> = Mutex::new((0..items.len()).filter(|&i| !exclusive[i]).collect());
     // Held while an exclusive item runs.
     let running_chain = Mutex::new(());
     let results: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
     let pop = |q: &Mutex<VecDeque<usize>>| q.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
-    let worker = || loop {
+    let worker = |w: usize| loop {
         let i = match running_chain.try_lock() {
             Ok(guard) => match pop(&chain) {
                 Some(i) => {
-                    let r = f(&items[i]);
+                    let r = f(&items[i], w);
                     drop(guard);
                     Some((i, r))
                 }
@@ -36,12 +52,12 @@ pub fn run<T: Sync, R: Send>(items: &[T], exclusive: &[bool], jobs: usize, f: im
         let (i, r) = match i {
             Some(done) => done,
             None => match pop(&free) {
-                Some(i) => (i, f(&items[i])),
+                Some(i) => (i, f(&items[i], w)),
                 None => {
                     // Only the chain is left: wait for the worker running it, then take the next.
                     let _guard = running_chain.lock().unwrap_or_else(|e| e.into_inner());
                     match pop(&chain) {
-                        Some(i) => (i, f(&items[i])),
+                        Some(i) => (i, f(&items[i], w)),
                         None => return,
                     }
                 }
@@ -50,8 +66,28 @@ pub fn run<T: Sync, R: Send>(items: &[T], exclusive: &[bool], jobs: usize, f: im
         results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
     };
     std::thread::scope(|s| {
-        for _ in 0..jobs.max(1) {
-            s.spawn(worker);
+        for w in 0..jobs.max(1) {
+            let worker = &worker;
+            s.spawn(move || worker(w));
+        }
+    });
+    results.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().map(|r| r.expect("every item ran")).collect()
+}
+
+/// Every worker takes the next item in the order of `items`.
+fn in_order<T: Sync, R: Send>(items: &[T], jobs: usize, f: impl Fn(&T, usize) -> R + Sync) -> Vec<R> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
+    let worker = |w: usize| loop {
+        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let Some(item) = items.get(i) else { return };
+        let r = f(item, w);
+        results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+    };
+    std::thread::scope(|s| {
+        for w in 0..jobs.max(1) {
+            let worker = &worker;
+            s.spawn(move || worker(w));
         }
     });
     results.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().map(|r| r.expect("every item ran")).collect()
@@ -67,7 +103,7 @@ mod tests {
         let items: Vec<usize> = (0..40).collect();
         let exclusive: Vec<bool> = items.iter().map(|i| i % 3 == 0).collect();
         let (now, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
-        let out = run(&items, &exclusive, 4, |&i| {
+        let out = run(&items, &exclusive, 4, false, |&i, _| {
             if i % 3 == 0 {
                 let n = now.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(n, Ordering::SeqCst);
@@ -83,6 +119,23 @@ mod tests {
     #[test]
     fn one_worker_runs_everything() {
         let items = [1, 2, 3];
-        assert_eq!(run(&items, &[true, false, true], 1, |&x| x + 1), vec![2, 3, 4]);
+        assert_eq!(run(&items, &[true, false, true], 1, false, |&x, _| x + 1), vec![2, 3, 4]);
+        assert_eq!(run(&items, &[true, false, true], 1, true, |&x, w| x + 1 + w), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn with_processes_workers_take_items_in_order_and_each_worker_runs_one_at_a_time() {
+        let items: Vec<usize> = (0..30).collect();
+        let busy: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
+        let started = std::sync::Mutex::new(Vec::new());
+        let out = run(&items, &vec![true; items.len()], 3, true, |&i, w| {
+            started.lock().unwrap().push(i);
+            assert_eq!(busy[w].fetch_add(1, Ordering::SeqCst), 0, "worker {w} ran two items at once");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            busy[w].fetch_sub(1, Ordering::SeqCst);
+            i * 10
+        });
+        assert_eq!(out, items.iter().map(|i| i * 10).collect::<Vec<_>>());
+        assert_eq!(*started.lock().unwrap(), items, "items start in the order given");
     }
 }

@@ -36,6 +36,7 @@ fn opts(experiments: &Path, out: &Path, jobs: usize, shard: Option<(usize, usize
         bench: false,
         quiet: true,
         timings: None,
+        workers: None,
     }
 }
 

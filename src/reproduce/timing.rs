@@ -52,7 +52,8 @@ pub struct Phases {
     pub setup: f64,
     /// Running the points (wall time of the parallel sweep).
     pub points: f64,
-    /// The simulator-speed measurement of the report.
+    /// The simulator-speed measurement of the report (it runs on a worker, beside the points:
+    /// part of the points' wall time).
     pub bench: f64,
     /// Tables, claims, SVGs, JSONs and the report.
     pub outputs: f64,
@@ -154,7 +155,7 @@ pub fn report_lines(rows: &[PointTime], phases: &Phases) -> Vec<String> {
     let total: f64 = rows.iter().map(|r| r.seconds).sum();
     let cpu: f64 = rows.iter().map(|r| r.cpu_seconds).sum();
     let mut lines = vec![format!(
-        "time: set-up {:.1} s, points {:.1} s wall ({total:.1} s of point time, {cpu:.1} s CPU, {} jobs), speed measurement {:.1} s, outputs {:.1} s",
+        "time: set-up {:.1} s, points {:.1} s wall ({total:.1} s of point time, {cpu:.1} s CPU, {} jobs; the speed measurement {:.1} s beside them), outputs {:.1} s",
         phases.setup, phases.points, phases.jobs, phases.bench, phases.outputs
     )];
     if total <= 0.0 {
