@@ -87,6 +87,37 @@ fn a_lost_coherence_invalidation_is_found() {
     found("h-wal", "lost-invalidation", "structure");
 }
 
+/// A lost invalidation can hand a core a stale pointer (an rbtree node's child since rotated
+/// away), which it follows off the data area: the run stops with that fault, reported as the
+/// bug caught (exit 1, kind `program-fault`) rather than a panic, and the replay line finds the
+/// same fault again.
+#[test]
+fn a_stale_pointer_from_a_lost_invalidation_is_a_program_fault_not_a_panic() {
+    let args = [
+        "-w",
+        "rbtree",
+        "-p",
+        "h-wal",
+        "--cores",
+        "4",
+        "--set",
+        "workload.rbtree.trees=4",
+        "--inject-bug",
+        "lost-invalidation",
+    ];
+    let (v, code) = crashtest(&args);
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(v["violations"], 1, "{v}");
+    assert_eq!(v["violations_by_kind"]["program-fault"], 1, "{v}");
+    let first = &v["first_violation"];
+    let detail = first["detail"].as_str().unwrap();
+    assert!(detail.starts_with("the simulated program accessed memory outside the data area: core "), "{v}");
+    let replay = first["replay"].as_str().unwrap();
+    let (again, code) = crashtest(&replay.split_whitespace().skip(2).collect::<Vec<_>>());
+    assert_eq!(code, Some(1), "replay {replay}: {again}");
+    assert_eq!(again["first_violation"]["detail"], first["detail"], "replay {replay}");
+}
+
 #[test]
 fn bad_core_counts_and_unsupported_combinations_are_one_line_errors() {
     for (args, needle) in [
