@@ -57,8 +57,9 @@ fn torn_writes_are_checked_on_four_cores_and_the_report_does_not_depend_on_threa
     assert!(bad["violations"].as_u64().unwrap() > 0, "{bad}");
 }
 
-/// `crashtest` with `bug` finds a violation of `kind`, and its replay line finds it again.
-fn found(protocol: &str, bug: &str, kind: &str) {
+/// `crashtest` with `bug` finds a violation of `kind`, and its replay line finds it again;
+/// returns the first violation.
+fn found(protocol: &str, bug: &str, kind: &str) -> Value {
     let args = ["-w", "sps", "-p", protocol, "--cores", "4", "--txs", "2000", "--crashes", "1000", "--inject-bug", bug];
     let (v, code) = crashtest(&[&args[..], &HOT].concat());
     assert_eq!(code, Some(1), "{bug}: {v}");
@@ -70,11 +71,17 @@ fn found(protocol: &str, bug: &str, kind: &str) {
     let (again, code) = crashtest(&words);
     assert_eq!(code, Some(1), "replay {replay}: {again}");
     assert_eq!(again["first_violation"]["crash_cycle"], first["crash_cycle"], "replay {replay}");
+    first.clone()
 }
 
+/// The report names where the recovered image differs from the closest valid set's image: the
+/// one line the stale log entry was replayed over (line 19, whose byte 1264 differs).
 #[test]
 fn a_log_replayed_over_another_cores_newer_write_is_found() {
-    found("s-wal", "lazy-truncate", "closure");
+    let first = found("s-wal", "lazy-truncate", "closure");
+    assert_eq!(first["differing_blocks"], 1, "{first}");
+    assert_eq!(first["first_diff_addr"], 1264, "{first}");
+    assert!(first["detail"].as_str().unwrap().starts_with("line 19:"), "{first}");
 }
 
 #[test]

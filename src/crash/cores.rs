@@ -285,6 +285,7 @@ impl<'a> CoreSweep<'a> {
         self.part.violations += 1;
         *self.part.by_kind.entry(kind.to_string()).or_default() += 1;
         if self.part.first.is_none() {
+            let (first_diff_addr, differing_blocks) = self.difference_from_closest();
             self.part.first = Some(super::Violation {
                 kind: kind.into(),
                 seed: self.spec.run.seed,
@@ -292,13 +293,30 @@ impl<'a> CoreSweep<'a> {
                 acked: a,
                 issued: i,
                 closest_k: (self.closure.base_len() + self.closure.added().len()) as u64,
-                first_diff_addr: None,
-                differing_blocks: 0,
+                first_diff_addr,
+                differing_blocks,
                 detail,
                 replay: format!("{} --crash-at {t}", self.spec.replay_base),
                 torn,
             });
         }
+    }
+
+    /// For the report: where the recovered data area differs from the image of the set the
+    /// oracle came closest with (the base and [`Closure::added`], `closest_k` transactions).
+    /// Once per worker, at its first violation: it recovers and builds that image afresh.
+    fn difference_from_closest(&self) -> (Option<u64>, u64) {
+        let layout = &self.rec.layout;
+        let plan = recovery::recover(self.spec.run.protocol.log_format(), layout, &self.img).unwrap_or_default();
+        let mut recovered = self.img[..self.data_len].to_vec();
+        for (b, d) in plan.writes.iter().filter(|(b, _)| layout.is_data(*b)) {
+            recovered[b.range()].copy_from_slice(d);
+        }
+        let mut closest = self.base.clone();
+        for &k in self.closure.added() {
+            self.rec.oracle.apply_tx(k as usize, &mut closest);
+        }
+        super::sweep::difference(&recovered, &closest)
     }
 
     /// The recovery plan of the durable image `img`: the last one when it still holds (see the

@@ -329,6 +329,22 @@ fn check_recorded(spec: &CrashSpec, run: &RunSpec, rec: &Recorded) -> CrashRepor
     }
 }
 
+/// Where two data areas differ, for a violation's report: the first differing byte address
+/// (`None` if equal) and how many 64-byte blocks differ.
+pub(super) fn difference(x: &[u8], y: &[u8]) -> (Option<u64>, u64) {
+    let (mut n, mut first) = (0u64, None);
+    for (bi, (x, y)) in x.chunks(64).zip(y.chunks(64)).enumerate() {
+        if x != y {
+            n += 1;
+            if first.is_none() {
+                let off = x.iter().zip(y).position(|(p, q)| p != q).unwrap_or(0);
+                first = Some((bi * 64 + off) as u64);
+            }
+        }
+    }
+    (first, n)
+}
+
 /// Two 64-byte blocks are equal: eight word compares, inlined (a slice comparison calls
 /// `memcmp`, whose call costs more than the compare at this size).
 #[inline(always)]
@@ -1346,16 +1362,7 @@ impl<'a> Sweep<'a> {
             if k > a {
                 self.rec.oracle.apply_tx(k as usize - 1, &mut oracle);
             }
-            let (mut n, mut first) = (0u64, None);
-            for (bi, (x, y)) in self.img[..self.data_len].chunks(64).zip(oracle.chunks(64)).enumerate() {
-                if x != y {
-                    n += 1;
-                    if first.is_none() {
-                        let off = x.iter().zip(y).position(|(p, q)| p != q).unwrap_or(0);
-                        first = Some((bi * 64 + off) as u64);
-                    }
-                }
-            }
+            let (first, n) = difference(&self.img[..self.data_len], &oracle);
             if n < best.2 {
                 best = (k, first, n);
             }
