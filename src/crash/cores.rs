@@ -322,16 +322,11 @@ impl<'a> CoreSweep<'a> {
     /// The recovery plan of the durable image `img`: the last one when it still holds (see the
     /// module's comment), else a whole recovery.
     fn plan(&mut self, format: Option<LogFormat>) -> Result<Plan, String> {
-        let reads = recovery::reads_data_area(format);
-        if !self.outside_written && !reads {
-            if let Some(plan) = self.last_plan.take() {
-                self.reuses += 1;
-                if guard_due(self.reuses, 3) {
-                    let fresh = recovery::recover(format, &self.rec.layout, &self.img);
-                    assert!(fresh.as_ref() == Ok(&plan), "crash checker: recovery read the data area");
-                }
-                return Ok(plan);
-            }
+        let (layout, img) = (&self.rec.layout, &self.img);
+        if let Some(plan) =
+            super::reuse_plan(&mut self.last_plan, self.outside_written, &mut self.reuses, format, layout, img)
+        {
+            return Ok(plan);
         }
         let plan = recovery::recover(format, &self.rec.layout, &self.img);
         self.outside_written = plan.is_err();

@@ -885,15 +885,11 @@ impl<'a> Sweep<'a> {
     fn plan(&mut self) -> Result<Plan, String> {
         let format = self.spec.run.protocol.log_format();
         let reads = recovery::reads_data_area(format);
-        if !self.outside_written && !reads {
-            if let Some(plan) = self.last_plan.take() {
-                self.reuses += 1;
-                if guard_due(self.reuses, 3) {
-                    let fresh = recovery::recover(format, &self.rec.layout, &self.img);
-                    assert!(fresh.as_ref() == Ok(&plan), "crash checker: recovery read the data area");
-                }
-                return Ok(plan);
-            }
+        let (layout, img) = (&self.rec.layout, &self.img);
+        if let Some(plan) =
+            super::reuse_plan(&mut self.last_plan, self.outside_written, &mut self.reuses, format, layout, img)
+        {
+            return Ok(plan);
         }
         self.outside_written = false;
         if reads {
