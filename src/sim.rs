@@ -129,6 +129,8 @@ const PSET_SCAN: usize = 32;
 
 impl<P: Protocol> Sim<P> {
     pub fn new(m: Machine, p: P, record_oracle: bool) -> Sim<P> {
+        // `load` relies on it: an address inside the data area is inside `arch`.
+        assert!(m.layout.data_bytes as usize <= m.arch.len(), "the data area lies in the image");
         let cores = (m.cores() > 1).then(|| Box::new(cores::Cores::new(&m, record_oracle)));
         Sim {
             m,
@@ -270,14 +272,17 @@ impl<P: Protocol> Pm for Sim<P> {
     #[inline]
     fn load(&mut self, addr: Addr, buf: &mut [u8]) {
         let a = addr.0 as usize;
-        if a.saturating_add(buf.len()) > self.m.layout.data_bytes as usize {
+        let data = self.m.layout.data_bytes as usize;
+        if a >= data || buf.len() > data - a {
             // Zeros stand for the bytes until the run stops (at once on N cores, see `sched`).
             buf.fill(0);
             return program_fault(&mut self.m, "loaded", addr, buf.len());
         }
         // The program bytes are read after the cache model has done its work: have the host
         // fetch them meanwhile.
-        crate::hostmem::prefetch(&self.m.arch[a]);
+        // SAFETY: `a` is below the data area's end, which `Sim::new` checked lies in `arch`
+        // (never resized): the check above is the one bounds check of this path.
+        crate::hostmem::prefetch(unsafe { self.m.arch.get_unchecked(a) });
         self.p.load(&mut self.m, addr, buf.len());
         self.m.load_bytes(addr, buf);
         if let Some(cs) = &mut self.cores {
