@@ -89,6 +89,16 @@ impl<P: Protocol> CorePm<'_, P> {
             self.y.suspend(());
         }
     }
+
+    /// Hand the scheduler a fault of the access just made ([`crate::sim::PROGRAM_FAULT`]) at
+    /// once: the workload must not go on with the bytes it did not get. The scheduler stops the
+    /// run and never resumes this core.
+    #[inline(always)]
+    fn stop_on_fault(&mut self) {
+        if self.sim().m.fatal.is_some() {
+            self.y.suspend(());
+        }
+    }
 }
 
 impl<P: Protocol> Pm for CorePm<'_, P> {
@@ -108,11 +118,13 @@ impl<P: Protocol> Pm for CorePm<'_, P> {
     fn load(&mut self, addr: Addr, buf: &mut [u8]) {
         self.turn();
         self.sim().load(addr, buf);
+        self.stop_on_fault();
     }
     #[inline]
     fn store(&mut self, addr: Addr, data: &[u8]) {
         self.turn();
         self.sim().store(addr, data);
+        self.stop_on_fault();
     }
     #[inline]
     fn compute(&mut self, cycles: u64) {

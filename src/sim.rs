@@ -13,6 +13,23 @@ use crate::pmem::Pm;
 use crate::protocol::Protocol;
 use crate::types::{blocks_of, Addr};
 
+/// How the one-line error starts when the simulated program loads or stores outside the data
+/// area: a pointer it followed was bad. A correct machine never gives a workload such a pointer;
+/// a broken coherence protocol does (`--inject-bug lost-invalidation`: a core reads a stale
+/// pointer to a node since freed or moved and walks off the data area), and the crash checker
+/// counts the fault as that bug caught ([`crate::crash::check`]).
+pub const PROGRAM_FAULT: &str = "the simulated program accessed memory outside the data area";
+
+/// Stop the run: the running core accessed `n` bytes at `addr`, outside the data area.
+#[cold]
+#[inline(never)]
+fn program_fault(m: &mut Machine, what: &str, addr: Addr, n: usize) {
+    let (core, data) = (m.core(), m.layout.data_bytes);
+    m.fatal.get_or_insert_with(|| {
+        format!("{PROGRAM_FAULT}: core {core} {what} {n} bytes at {:#x}, past the {data}-byte data area", addr.0)
+    });
+}
+
 /// The stores of every committed transaction, in commit order (the oracle's input).
 #[derive(Default, Clone)]
 pub struct OracleLog {
@@ -112,6 +129,8 @@ const PSET_SCAN: usize = 32;
 
 impl<P: Protocol> Sim<P> {
     pub fn new(m: Machine, p: P, record_oracle: bool) -> Sim<P> {
+        // `load` relies on it: an address inside the data area is inside `arch`.
+        assert!(m.layout.data_bytes as usize <= m.arch.len(), "the data area lies in the image");
         let cores = (m.cores() > 1).then(|| Box::new(cores::Cores::new(&m, record_oracle)));
         Sim {
             m,
@@ -253,9 +272,17 @@ impl<P: Protocol> Pm for Sim<P> {
     #[inline]
     fn load(&mut self, addr: Addr, buf: &mut [u8]) {
         let a = addr.0 as usize;
+        let data = self.m.layout.data_bytes as usize;
+        if a >= data || buf.len() > data - a {
+            // Zeros stand for the bytes until the run stops (at once on N cores, see `sched`).
+            buf.fill(0);
+            return program_fault(&mut self.m, "loaded", addr, buf.len());
+        }
         // The program bytes are read after the cache model has done its work: have the host
         // fetch them meanwhile.
-        crate::hostmem::prefetch(&self.m.arch[a]);
+        // SAFETY: `a` is below the data area's end, which `Sim::new` checked lies in `arch`
+        // (never resized): the check above is the one bounds check of this path.
+        crate::hostmem::prefetch(unsafe { self.m.arch.get_unchecked(a) });
         self.p.load(&mut self.m, addr, buf.len());
         self.m.load_bytes(addr, buf);
         if let Some(cs) = &mut self.cores {
@@ -268,7 +295,9 @@ impl<P: Protocol> Pm for Sim<P> {
     fn store(&mut self, addr: Addr, data: &[u8]) {
         assert!(self.tx.in_tx, "store outside a transaction");
         let (a, n) = (addr.0 as usize, data.len());
-        assert!(a + n <= self.m.layout.data_bytes as usize, "store past the data area");
+        if a.saturating_add(n) > self.m.layout.data_bytes as usize {
+            return program_fault(&mut self.m, "stored", addr, n);
+        }
         if n == 0 {
             return;
         }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use locsim::crash::{check, CrashReport, CrashSpec};
+use locsim::crash::{check, CrashReport};
 use locsim::log::atom::{entry_block, meta_block, Meta, ENTRIES};
 use locsim::log::head::{LogFormat, LogHead};
 use locsim::pmem::Layout;
@@ -18,12 +18,7 @@ use locsim::workload::WorkloadKind;
 const TINY: [&str; 3] = ["l1.size_bytes=2048", "l2.size_bytes=8192", "llc.size_bytes=16384"];
 
 fn crash(w: WorkloadKind, extra: &[&str], txs: u64, ar: f64, bug: Option<Bug>) -> CrashReport {
-    let mut sets = vec!["workload.hash.buckets=4096", "workload.hash.key_space=8192"];
-    sets.extend_from_slice(extra);
-    let mut run = spec(small_cfg(&sets), Atom, txs, 11, bug);
-    run.workload = w;
-    run.abort_rate = ar;
-    check(&CrashSpec::new(run, 500)).unwrap()
+    check(&crash_spec(Atom, w, extra, txs, ar, bug, 500)).unwrap()
 }
 
 #[test]

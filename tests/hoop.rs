@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use locsim::crash::{check, CrashReport, CrashSpec};
+use locsim::crash::{check, CrashReport};
 use locsim::log::head::{LogFormat, LogHead};
 use locsim::log::hoop::{encode_data, SliceMeta, COMMIT};
 use locsim::pmem::Layout;
@@ -20,12 +20,7 @@ use locsim::workload::WorkloadKind;
 const SMALL_LOG: &str = "log.size_bytes=65536";
 
 fn crash(w: WorkloadKind, extra: &[&str], txs: u64, ar: f64, bug: Option<Bug>) -> CrashReport {
-    let mut sets = vec![SMALL_LOG, "workload.hash.buckets=4096", "workload.hash.key_space=8192"];
-    sets.extend_from_slice(extra);
-    let mut run = spec(small_cfg(&sets), Hoop, txs, 11, bug);
-    run.workload = w;
-    run.abort_rate = ar;
-    check(&CrashSpec::new(run, 400)).unwrap()
+    check(&crash_spec(Hoop, w, &[&[SMALL_LOG], extra].concat(), txs, ar, bug, 400)).unwrap()
 }
 
 #[test]

@@ -57,8 +57,9 @@ fn torn_writes_are_checked_on_four_cores_and_the_report_does_not_depend_on_threa
     assert!(bad["violations"].as_u64().unwrap() > 0, "{bad}");
 }
 
-/// `crashtest` with `bug` finds a violation of `kind`, and its replay line finds it again.
-fn found(protocol: &str, bug: &str, kind: &str) {
+/// `crashtest` with `bug` finds a violation of `kind`, and its replay line finds it again;
+/// returns the first violation.
+fn found(protocol: &str, bug: &str, kind: &str) -> Value {
     let args = ["-w", "sps", "-p", protocol, "--cores", "4", "--txs", "2000", "--crashes", "1000", "--inject-bug", bug];
     let (v, code) = crashtest(&[&args[..], &HOT].concat());
     assert_eq!(code, Some(1), "{bug}: {v}");
@@ -70,11 +71,17 @@ fn found(protocol: &str, bug: &str, kind: &str) {
     let (again, code) = crashtest(&words);
     assert_eq!(code, Some(1), "replay {replay}: {again}");
     assert_eq!(again["first_violation"]["crash_cycle"], first["crash_cycle"], "replay {replay}");
+    first.clone()
 }
 
+/// The report names where the recovered image differs from the closest valid set's image: the
+/// one line the stale log entry was replayed over (line 19, whose byte 1264 differs).
 #[test]
 fn a_log_replayed_over_another_cores_newer_write_is_found() {
-    found("s-wal", "lazy-truncate", "closure");
+    let first = found("s-wal", "lazy-truncate", "closure");
+    assert_eq!(first["differing_blocks"], 1, "{first}");
+    assert_eq!(first["first_diff_addr"], 1264, "{first}");
+    assert!(first["detail"].as_str().unwrap().starts_with("line 19:"), "{first}");
 }
 
 #[test]
@@ -85,6 +92,37 @@ fn a_loc_wal_window_made_durable_before_its_source_is_found() {
 #[test]
 fn a_lost_coherence_invalidation_is_found() {
     found("h-wal", "lost-invalidation", "structure");
+}
+
+/// A lost invalidation can hand a core a stale pointer (an rbtree node's child since rotated
+/// away), which it follows off the data area: the run stops with that fault, reported as the
+/// bug caught (exit 1, kind `program-fault`) rather than a panic, and the replay line finds the
+/// same fault again.
+#[test]
+fn a_stale_pointer_from_a_lost_invalidation_is_a_program_fault_not_a_panic() {
+    let args = [
+        "-w",
+        "rbtree",
+        "-p",
+        "h-wal",
+        "--cores",
+        "4",
+        "--set",
+        "workload.rbtree.trees=4",
+        "--inject-bug",
+        "lost-invalidation",
+    ];
+    let (v, code) = crashtest(&args);
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(v["violations"], 1, "{v}");
+    assert_eq!(v["violations_by_kind"]["program-fault"], 1, "{v}");
+    let first = &v["first_violation"];
+    let detail = first["detail"].as_str().unwrap();
+    assert!(detail.starts_with("the simulated program accessed memory outside the data area: core "), "{v}");
+    let replay = first["replay"].as_str().unwrap();
+    let (again, code) = crashtest(&replay.split_whitespace().skip(2).collect::<Vec<_>>());
+    assert_eq!(code, Some(1), "replay {replay}: {again}");
+    assert_eq!(again["first_violation"]["detail"], first["detail"], "replay {replay}");
 }
 
 #[test]

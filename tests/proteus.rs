@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use locsim::crash::{check, CrashReport, CrashSpec};
+use locsim::crash::{check, CrashReport};
 use locsim::log::head::{LogFormat, LogHead};
 use locsim::log::proteus::{self as fmt, EntryHeader};
 use locsim::pmem::Layout;
@@ -19,17 +19,8 @@ use locsim::workload::WorkloadKind;
 /// An LPQ of 4 entries and 12 swaps per SPS transaction: every transaction spills.
 const SMALL_LPQ: [&str; 2] = ["proteus.lpq_entries=4", "workload.sps.swaps_per_tx=12"];
 
-fn crash_spec(w: WorkloadKind, extra: &[&str], txs: u64, ar: f64, bug: Option<Bug>) -> CrashSpec {
-    let mut sets = vec!["workload.hash.buckets=4096", "workload.hash.key_space=8192"];
-    sets.extend_from_slice(extra);
-    let mut run = spec(small_cfg(&sets), Proteus, txs, 11, bug);
-    run.workload = w;
-    run.abort_rate = ar;
-    CrashSpec::new(run, 500)
-}
-
 fn crash(w: WorkloadKind, extra: &[&str], txs: u64, ar: f64, bug: Option<Bug>) -> CrashReport {
-    check(&crash_spec(w, extra, txs, ar, bug)).unwrap()
+    check(&crash_spec(Proteus, w, extra, txs, ar, bug, 500)).unwrap()
 }
 
 #[test]
@@ -46,7 +37,7 @@ fn proteus_recovers_with_and_without_aborts() {
 fn entries_spilled_from_a_full_queue_recover_also_under_8_byte_atomicity() {
     let r = crash(WorkloadKind::Sps, &SMALL_LPQ, 60, 0.2, None);
     assert_eq!(r.violations, 0, "{:?}", r.first_violation);
-    let mut s = crash_spec(WorkloadKind::Sps, &SMALL_LPQ, 60, 0.2, None);
+    let mut s = crash_spec(Proteus, WorkloadKind::Sps, &SMALL_LPQ, 60, 0.2, None, 500);
     s.atomicity = 8;
     let r = check(&s).unwrap();
     assert_eq!(r.violations, 0, "torn spilled headers fail their check: {:?}", r.first_violation);

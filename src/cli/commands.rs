@@ -267,7 +267,10 @@ fn print_crash_report(report: &crash::CrashReport, json: bool) -> i32 {
         if report.atomicity < 64 {
             outln!("atomicity {} bytes: {} torn states checked besides", report.atomicity, report.torn_states);
         }
-        if let Some(v) = &report.first_violation {
+        if let Some(v) = report.first_violation.as_ref().filter(|v| v.kind == "program-fault") {
+            outln!("first violation (program-fault), while the machine ran: {}", v.detail);
+            outln!("replay: {}", v.replay);
+        } else if let Some(v) = &report.first_violation {
             outln!(
                 "first violation ({}): crash at cycle {}, A={} I={}, closest k={}, {} blocks differ, first at {:?}: {}",
                 v.kind,

@@ -285,6 +285,7 @@ impl<'a> CoreSweep<'a> {
         self.part.violations += 1;
         *self.part.by_kind.entry(kind.to_string()).or_default() += 1;
         if self.part.first.is_none() {
+            let (first_diff_addr, differing_blocks) = self.difference_from_closest();
             self.part.first = Some(super::Violation {
                 kind: kind.into(),
                 seed: self.spec.run.seed,
@@ -292,8 +293,8 @@ impl<'a> CoreSweep<'a> {
                 acked: a,
                 issued: i,
                 closest_k: (self.closure.base_len() + self.closure.added().len()) as u64,
-                first_diff_addr: None,
-                differing_blocks: 0,
+                first_diff_addr,
+                differing_blocks,
                 detail,
                 replay: format!("{} --crash-at {t}", self.spec.replay_base),
                 torn,
@@ -301,19 +302,31 @@ impl<'a> CoreSweep<'a> {
         }
     }
 
+    /// For the report: where the recovered data area differs from the image of the set the
+    /// oracle came closest with (the base and [`Closure::added`], `closest_k` transactions).
+    /// Once per worker, at its first violation: it recovers and builds that image afresh.
+    fn difference_from_closest(&self) -> (Option<u64>, u64) {
+        let layout = &self.rec.layout;
+        let plan = recovery::recover(self.spec.run.protocol.log_format(), layout, &self.img).unwrap_or_default();
+        let mut recovered = self.img[..self.data_len].to_vec();
+        for (b, d) in plan.writes.iter().filter(|(b, _)| layout.is_data(*b)) {
+            recovered[b.range()].copy_from_slice(d);
+        }
+        let mut closest = self.base.clone();
+        for &k in self.closure.added() {
+            self.rec.oracle.apply_tx(k as usize, &mut closest);
+        }
+        super::sweep::difference(&recovered, &closest)
+    }
+
     /// The recovery plan of the durable image `img`: the last one when it still holds (see the
     /// module's comment), else a whole recovery.
     fn plan(&mut self, format: Option<LogFormat>) -> Result<Plan, String> {
-        let reads = recovery::reads_data_area(format);
-        if !self.outside_written && !reads {
-            if let Some(plan) = self.last_plan.take() {
-                self.reuses += 1;
-                if guard_due(self.reuses, 3) {
-                    let fresh = recovery::recover(format, &self.rec.layout, &self.img);
-                    assert!(fresh.as_ref() == Ok(&plan), "crash checker: recovery read the data area");
-                }
-                return Ok(plan);
-            }
+        let (layout, img) = (&self.rec.layout, &self.img);
+        if let Some(plan) =
+            super::reuse_plan(&mut self.last_plan, self.outside_written, &mut self.reuses, format, layout, img)
+        {
+            return Ok(plan);
         }
         let plan = recovery::recover(format, &self.rec.layout, &self.img);
         self.outside_written = plan.is_err();

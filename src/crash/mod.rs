@@ -38,6 +38,31 @@ pub(crate) fn guard_due(n: u64, shift: u32) -> bool {
     n.is_power_of_two() && n.trailing_zeros().is_multiple_of(shift)
 }
 
+/// The last recovery plan `last` when it is still the plan of the durable image `img`: no
+/// durable write outside the data area has landed since it was made (`outside_written`) and
+/// recovery of `format` reads no data block ([`crate::recovery::reads_data_area`]: the plan is
+/// then a function of the log area alone). On the 1st, 8th, 64th, ... reuse (`reuses` counts
+/// them) a whole recovery runs anyway and must agree. `None` leaves `last` as it was.
+pub(crate) fn reuse_plan(
+    last: &mut Option<crate::recovery::Plan>,
+    outside_written: bool,
+    reuses: &mut u64,
+    format: Option<crate::log::head::LogFormat>,
+    layout: &crate::pmem::Layout,
+    img: &[u8],
+) -> Option<crate::recovery::Plan> {
+    if outside_written || crate::recovery::reads_data_area(format) {
+        return None;
+    }
+    let plan = last.take()?;
+    *reuses += 1;
+    if guard_due(*reuses, 3) {
+        let fresh = crate::recovery::recover(format, layout, img);
+        assert!(fresh.as_ref() == Ok(&plan), "crash checker: recovery read the data area");
+    }
+    Some(plan)
+}
+
 /// A progress bar on standard error (states checked, states per second, the message set by the
 /// caller, time left) when standard error is a terminal; `None` otherwise. Shared by
 /// `crashtest` and `journal-crashtest`.

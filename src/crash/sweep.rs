@@ -82,7 +82,8 @@ impl CrashSpec {
 /// One violation, with what is needed to replay it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Violation {
-    /// `prefix`, `structure`, `idempotence` or `recovery-error`.
+    /// `prefix`, `structure`, `idempotence`, `recovery-error` or `program-fault` (the run itself
+    /// faulted under an injected bug, [`crate::sim::PROGRAM_FAULT`]).
     pub kind: String,
     pub seed: u64,
     pub crash_cycle: Cycle,
@@ -217,7 +218,54 @@ pub fn check(spec: &CrashSpec) -> Result<CrashReport, String> {
     multicore_supported(spec)?;
     let mut run = spec.run.clone();
     run.record = true;
-    check_run(spec, execute(&run)?)
+    match execute(&run) {
+        Err(e) if run.bug.is_some() && e.starts_with(crate::sim::PROGRAM_FAULT) => Ok(fault_report(spec, e)),
+        out => check_run(spec, out?),
+    }
+}
+
+/// The report of a run whose program faulted under an injected bug: the bug caught while the
+/// machine ran, before any crash (a broken machine handed the program a bad pointer), one
+/// violation of kind `program-fault` whose replay is the run itself. Without an injected bug a
+/// fault stays an error: a correct machine cannot cause one.
+fn fault_report(spec: &CrashSpec, detail: String) -> CrashReport {
+    let run = &spec.run;
+    let kind = "program-fault".to_string();
+    let violation = Violation {
+        kind: kind.clone(),
+        seed: run.seed,
+        crash_cycle: 0,
+        acked: 0,
+        issued: 0,
+        closest_k: 0,
+        first_diff_addr: None,
+        differing_blocks: 0,
+        detail,
+        replay: spec.replay_base.clone(),
+        torn: None,
+    };
+    CrashReport {
+        workload: run.workload.name().into(),
+        protocol: run.protocol.name().into(),
+        inject_bug: run.bug.map(|b| b.name().to_string()),
+        seed: run.seed,
+        txs_committed: 0,
+        durable_writes: 0,
+        durable_states: 0,
+        candidate_crash_cycles: 0,
+        crash_points: 0,
+        atomicity: spec.atomicity,
+        torn_states: 0,
+        violations: 1,
+        violations_by_kind: [(kind, 1)].into(),
+        first_violation: Some(violation),
+        states_per_second: 0.0,
+        check_seconds: 0.0,
+        worker_seconds: WorkerSeconds::default(),
+        version: VERSION,
+        git_rev: GIT_REV,
+        config_hash: run.cfg.hash_hex(),
+    }
 }
 
 /// Check every chosen crash point of a recorded run of `spec.run` (made by the caller: a
@@ -279,6 +327,22 @@ fn check_recorded(spec: &CrashSpec, run: &RunSpec, rec: &Recorded) -> CrashRepor
         git_rev: GIT_REV,
         config_hash: run.cfg.hash_hex(),
     }
+}
+
+/// Where two data areas differ, for a violation's report: the first differing byte address
+/// (`None` if equal) and how many 64-byte blocks differ.
+pub(super) fn difference(x: &[u8], y: &[u8]) -> (Option<u64>, u64) {
+    let (mut n, mut first) = (0u64, None);
+    for (bi, (x, y)) in x.chunks(64).zip(y.chunks(64)).enumerate() {
+        if x != y {
+            n += 1;
+            if first.is_none() {
+                let off = x.iter().zip(y).position(|(p, q)| p != q).unwrap_or(0);
+                first = Some((bi * 64 + off) as u64);
+            }
+        }
+    }
+    (first, n)
 }
 
 /// Two 64-byte blocks are equal: eight word compares, inlined (a slice comparison calls
@@ -821,15 +885,11 @@ impl<'a> Sweep<'a> {
     fn plan(&mut self) -> Result<Plan, String> {
         let format = self.spec.run.protocol.log_format();
         let reads = recovery::reads_data_area(format);
-        if !self.outside_written && !reads {
-            if let Some(plan) = self.last_plan.take() {
-                self.reuses += 1;
-                if guard_due(self.reuses, 3) {
-                    let fresh = recovery::recover(format, &self.rec.layout, &self.img);
-                    assert!(fresh.as_ref() == Ok(&plan), "crash checker: recovery read the data area");
-                }
-                return Ok(plan);
-            }
+        let (layout, img) = (&self.rec.layout, &self.img);
+        if let Some(plan) =
+            super::reuse_plan(&mut self.last_plan, self.outside_written, &mut self.reuses, format, layout, img)
+        {
+            return Ok(plan);
         }
         self.outside_written = false;
         if reads {
@@ -1298,16 +1358,7 @@ impl<'a> Sweep<'a> {
             if k > a {
                 self.rec.oracle.apply_tx(k as usize - 1, &mut oracle);
             }
-            let (mut n, mut first) = (0u64, None);
-            for (bi, (x, y)) in self.img[..self.data_len].chunks(64).zip(oracle.chunks(64)).enumerate() {
-                if x != y {
-                    n += 1;
-                    if first.is_none() {
-                        let off = x.iter().zip(y).position(|(p, q)| p != q).unwrap_or(0);
-                        first = Some((bi * 64 + off) as u64);
-                    }
-                }
-            }
+            let (first, n) = difference(&self.img[..self.data_len], &oracle);
             if n < best.2 {
                 best = (k, first, n);
             }

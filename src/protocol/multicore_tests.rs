@@ -327,36 +327,32 @@ fn crash_check(kind: ProtocolKind, cores: u32, seeds: std::ops::Range<u64>, bug:
     Ok(points)
 }
 
+/// `kind` recovers every crash point of six seeds on 2, 3 and 4 cores (over 2000 each).
+fn recovers_on_two_to_four_cores(kind: ProtocolKind) {
+    for cores in 2..=4 {
+        let points = crash_check(kind, cores, 0..6, None).unwrap();
+        assert!(points > 2000, "{} on {cores} cores: {points} points", kind.name());
+    }
+}
+
 #[test]
 fn h_wal_recovers_every_crash_point_on_two_to_four_cores() {
-    for cores in 2..=4 {
-        let points = crash_check(ProtocolKind::HWal, cores, 0..6, None).unwrap();
-        assert!(points > 2000, "{points} points");
-    }
+    recovers_on_two_to_four_cores(ProtocolKind::HWal);
 }
 
 #[test]
 fn ec_wal_recovers_every_crash_point_on_two_to_four_cores() {
-    for cores in 2..=4 {
-        let points = crash_check(ProtocolKind::EcWal, cores, 0..6, None).unwrap();
-        assert!(points > 2000, "{points} points");
-    }
+    recovers_on_two_to_four_cores(ProtocolKind::EcWal);
 }
 
 #[test]
 fn s_wal_recovers_every_crash_point_on_two_to_four_cores() {
-    for cores in 2..=4 {
-        let points = crash_check(ProtocolKind::SWal, cores, 0..6, None).unwrap();
-        assert!(points > 2000, "{points} points");
-    }
+    recovers_on_two_to_four_cores(ProtocolKind::SWal);
 }
 
 #[test]
 fn proteus_recovers_every_crash_point_on_two_to_four_cores() {
-    for cores in 2..=4 {
-        let points = crash_check(ProtocolKind::Proteus, cores, 0..6, None).unwrap();
-        assert!(points > 2000, "{points} points");
-    }
+    recovers_on_two_to_four_cores(ProtocolKind::Proteus);
     // The queue of 8 entries spills entries of every core.
     let r = run(ProtocolKind::Proteus, 4, 60, 1, None);
     let (_, blocks) = r.layout.log_region(0);
@@ -383,10 +379,7 @@ fn proteus_commit_dropping_other_cores_entries_is_caught_on_two_cores() {
 
 #[test]
 fn loc_wal_recovers_every_crash_point_on_two_to_four_cores() {
-    for cores in 2..=4 {
-        let points = crash_check(ProtocolKind::LocWal, cores, 0..6, None).unwrap();
-        assert!(points > 2000, "{points} points");
-    }
+    recovers_on_two_to_four_cores(ProtocolKind::LocWal);
 }
 
 #[test]
@@ -403,10 +396,7 @@ fn a_loc_wal_window_made_durable_before_its_source_is_caught() {
 fn hoop_recovers_every_crash_point_on_two_to_four_cores_and_its_cross_core_bug_is_caught() {
     // HOOP (recipe step 7): per-core OOP regions, global commit order, GC across every region.
     assert!(ProtocolKind::Hoop.multicore());
-    for cores in 2..=4 {
-        let points = crash_check(ProtocolKind::Hoop, cores, 0..6, None).unwrap();
-        assert!(points > 2000, "{points} points");
-    }
+    recovers_on_two_to_four_cores(ProtocolKind::Hoop);
     // The 16 KiB regions fill and are garbage-collected many times in these runs.
     let r = run(ProtocolKind::Hoop, 4, 60, 1, None);
     let heads = r.writes.iter().filter(|w| w.kind == crate::pmem::WriteKind::LogHead).count();

@@ -56,13 +56,7 @@ fn scan_region(
     txs: &mut Vec<Committed>,
 ) -> Result<(BlockId, u64, u64), String> {
     let (log0, blocks) = layout.log_region(c);
-    let head = LogHead::decode(&image[log0.range()])
-        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
-    if head.format != LogFormat::Ec {
-        return Err(format!("corrupt log at block {}: log head format {:?}, expected Ec", log0.0, head.format));
-    }
-    let groups = (blocks - 1) / GROUP_BLOCKS;
-    super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
+    let (head, groups) = region_head(image, log0, blocks, LogFormat::Ec)?;
     let data_blocks = layout.data_bytes / 64;
     let entries = scan(image, log0, groups, head.start, multi);
     let mut new_start = head.start + entries.last().map_or(0, |e| e.sid + 1 - head.start);
@@ -105,4 +99,23 @@ fn scan(image: &[u8], log0: BlockId, groups: u64, start: u64, multi: bool) -> Ve
         }
     }
     out
+}
+
+/// The head of a log region of block groups (`blocks` blocks at `log0`), checked: it decodes,
+/// names `format` (EC-WAL's or LOC-WAL's), and its start lies within the region's groups; and
+/// the number of groups.
+pub(super) fn region_head(
+    image: &[u8],
+    log0: BlockId,
+    blocks: u64,
+    format: LogFormat,
+) -> Result<(LogHead, u64), String> {
+    let head = LogHead::decode(&image[log0.range()])
+        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
+    if head.format != format {
+        return Err(format!("corrupt log at block {}: log head format {:?}, expected {format:?}", log0.0, head.format));
+    }
+    let groups = (blocks - 1) / GROUP_BLOCKS;
+    super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
+    Ok((head, groups))
 }

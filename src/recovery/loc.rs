@@ -22,9 +22,10 @@
 //! H-WAL's transactions are ([`super::wal::redo_in_order`]): those below the largest
 //! `home_below` of the heads skipped, the others in order-number order.
 
+use super::ec::region_head;
 use super::wal::{redo_in_order, Committed};
 use super::Plan;
-use crate::log::ec::{valid_groups, GROUP_BLOCKS};
+use crate::log::ec::{valid_groups, BlkTag};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::loc::{self, ABORTED, MAX_LIVE_TXS};
 use crate::pmem::{read_block, Layout};
@@ -51,81 +52,46 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
         return recover_regions(layout, image);
     }
     let log0 = layout.log_block0();
-    let head = LogHead::decode(&image[log0.range()])
-        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
-    if head.format != LogFormat::Loc {
-        return Err(format!("corrupt log at block {}: log head format {:?}, expected Loc", log0.0, head.format));
-    }
-    let groups = (layout.log_blocks() - 1) / GROUP_BLOCKS;
-    super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
+    let (head, groups) = region_head(image, log0, layout.log_blocks(), LogFormat::Loc)?;
     let data_blocks = layout.data_bytes / 64;
-    let base = head.start_seq as u8;
-    let rel = |tx_id: u8, at: BlockId| -> Result<usize, String> {
-        let d = tx_id.wrapping_sub(base) as u64;
-        if d >= MAX_LIVE_TXS {
-            return Err(format!(
-                "corrupt log at block {}: TxID {tx_id} is not within {MAX_LIVE_TXS} of the head's start TxID {base}",
-                at.0
-            ));
-        }
-        Ok(d as usize)
-    };
-    let mut txs = [Tx::default(); MAX_LIVE_TXS as usize];
-    let mut entries = Vec::new();
-    let mut deps = Vec::new();
-    let mut seen = 0usize;
+    let mut w = Window::new();
     let mut end_sid = head.start;
     for (sid, g0, meta) in valid_groups(image, log0.0, groups, head.start) {
         end_sid = sid + 1;
         for (slot, t) in meta.tags.iter().enumerate() {
             let Some(t) = t else { continue };
-            let at = BlockId(g0 + slot as u64);
-            if t.pair {
-                for p in loc::decode(&image[at.range()], t.addr as usize) {
-                    let (dx, dy) = (rel(p.tx, at)?, rel(p.ty, at)?);
-                    seen = seen.max(dx + 1).max(dy + 1);
-                    if dx != dy {
-                        deps.push((dx, dy, p.n));
-                    } else if p.n == ABORTED {
-                        txs[dx].aborted = true;
-                    } else {
-                        txs[dx].cnt = Some(p.n);
-                    }
-                }
-                continue;
-            }
-            let d = rel(t.tx_id, at)?;
-            seen = seen.max(d + 1);
-            let tx = &mut txs[d];
-            tx.logged += 1;
-            if t.tx_cnt != 0 {
-                tx.cnt = Some(t.tx_cnt);
-            }
-            tx.bad_home |= t.addr as u64 >= data_blocks;
-            entries.push(Entry { d, home: t.addr as u64, at });
+            w.add(image, t, BlockId(g0 + slot as u64), head.start_seq as u8, data_blocks)?;
         }
     }
-    // Newest first: a pair's Ty is decided before its Tx.
-    for d in (0..seen).rev() {
-        let from_deps: u32 =
-            deps.iter().filter(|&&(dx, dy, _)| dx == d && txs[dy].committed).map(|&(_, _, n)| n as u32).sum();
-        let t = &mut txs[d];
-        t.committed = !t.aborted && !t.bad_home && t.cnt.is_some_and(|c| c as u32 == t.logged + from_deps);
-    }
-    let cut = (0..seen).find(|&d| !txs[d].aborted && !txs[d].committed).unwrap_or(seen);
+    let seen = w.hi;
+    // One window from the head's `start_seq` on: a TxID before the first one seen, with no
+    // evidence at all, is not committed and cuts the rest (step 3).
+    w.lo = 0;
+    let (blocks, n) = w.committed();
     let mut plan = Plan::default();
-    let mut redo: Vec<&Entry> = entries.iter().filter(|e| e.d < cut && txs[e.d].committed).collect();
-    redo.sort_by_key(|e| e.d); // stable: log order within a transaction
-    for e in redo {
-        plan.writes.push((BlockId(e.home), read_block(image, e.at)));
+    for (home, at) in blocks {
+        plan.writes.push((BlockId(home), read_block(image, at)));
     }
-    plan.redone_txs = (0..cut).filter(|&d| txs[d].committed).count() as u64;
+    plan.redone_txs = n;
     let next = LogHead { format: LogFormat::Loc, start: end_sid, start_seq: head.start_seq + seen as u64 };
     plan.writes.push((log0, next.encode_next(&image[log0.range()])));
     Ok(plan)
 }
 
-/// One window of a region being read on N cores: its transactions (by distance from the
+/// The distance of `tx_id` (read at block `at`) from the head's start TxID `base`: at most
+/// [`MAX_LIVE_TXS`] are live.
+fn rel(base: u8, tx_id: u8, at: BlockId) -> Result<usize, String> {
+    let d = tx_id.wrapping_sub(base) as u64;
+    if d >= MAX_LIVE_TXS {
+        return Err(format!(
+            "corrupt log at block {}: TxID {tx_id} is not within {MAX_LIVE_TXS} of the head's start TxID {base}",
+            at.0
+        ));
+    }
+    Ok(d as usize)
+}
+
+/// One window of a region (on one core, the whole log): its transactions (by distance from the
 /// head's `start_seq`), logged blocks and pairs.
 struct Window {
     txs: [Tx; MAX_LIVE_TXS as usize],
@@ -149,6 +115,37 @@ impl Window {
     fn saw(&mut self, d: usize) {
         self.lo = self.lo.min(d);
         self.hi = self.hi.max(d + 1);
+    }
+
+    /// Step 1 for the tag `t` of log block `at`: count a data block, or decode a pair block.
+    /// `base` is the head's start TxID; a home past the `data_blocks` makes its transaction
+    /// not committed.
+    fn add(&mut self, image: &[u8], t: &BlkTag, at: BlockId, base: u8, data_blocks: u64) -> Result<(), String> {
+        if t.pair {
+            for p in loc::decode(&image[at.range()], t.addr as usize) {
+                let (dx, dy) = (rel(base, p.tx, at)?, rel(base, p.ty, at)?);
+                self.saw(dx);
+                self.saw(dy);
+                if dx != dy {
+                    self.deps.push((dx, dy, p.n));
+                } else if p.n == ABORTED {
+                    self.txs[dx].aborted = true;
+                } else {
+                    self.txs[dx].cnt = Some(p.n);
+                }
+            }
+            return Ok(());
+        }
+        let d = rel(base, t.tx_id, at)?;
+        self.saw(d);
+        let tx = &mut self.txs[d];
+        tx.logged += 1;
+        if t.tx_cnt != 0 {
+            tx.cnt = Some(t.tx_cnt);
+        }
+        tx.bad_home |= t.addr as u64 >= data_blocks;
+        self.entries.push(Entry { d, home: t.addr as u64, at });
+        Ok(())
     }
 
     /// Steps 2-3 over the window's transactions: the (home, log block) pairs to redo, in
@@ -182,25 +179,8 @@ pub fn recover_regions(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let mut committed_txs = Vec::new();
     for c in 0..layout.cores as usize {
         let (log0, blocks) = layout.log_region(c);
-        let head = LogHead::decode(&image[log0.range()])
-            .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
-        if head.format != LogFormat::Loc {
-            return Err(format!("corrupt log at block {}: log head format {:?}, expected Loc", log0.0, head.format));
-        }
-        let groups = (blocks - 1) / GROUP_BLOCKS;
-        super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
+        let (head, groups) = region_head(image, log0, blocks, LogFormat::Loc)?;
         let data_blocks = layout.data_bytes / 64;
-        let base = head.start_seq as u8;
-        let rel = |tx_id: u8, at: BlockId| -> Result<usize, String> {
-            let d = tx_id.wrapping_sub(base) as u64;
-            if d >= MAX_LIVE_TXS {
-                return Err(format!(
-                    "corrupt log at block {}: TxID {tx_id} is not within {MAX_LIVE_TXS} of the head's start TxID {base}",
-                    at.0
-                ));
-            }
-            Ok(d as usize)
-        };
         let mut w = Window::new();
         let mut seen = 0usize;
         let mut end_sid = head.start;
@@ -220,32 +200,8 @@ pub fn recover_regions(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
                     windows.push(Committed { order, blocks });
                     continue;
                 }
-                if t.pair {
-                    for p in loc::decode(&image[at.range()], t.addr as usize) {
-                        let (dx, dy) = (rel(p.tx, at)?, rel(p.ty, at)?);
-                        seen = seen.max(dx + 1).max(dy + 1);
-                        w.saw(dx);
-                        w.saw(dy);
-                        if dx != dy {
-                            w.deps.push((dx, dy, p.n));
-                        } else if p.n == ABORTED {
-                            w.txs[dx].aborted = true;
-                        } else {
-                            w.txs[dx].cnt = Some(p.n);
-                        }
-                    }
-                    continue;
-                }
-                let d = rel(t.tx_id, at)?;
-                seen = seen.max(d + 1);
-                w.saw(d);
-                let tx = &mut w.txs[d];
-                tx.logged += 1;
-                if t.tx_cnt != 0 {
-                    tx.cnt = Some(t.tx_cnt);
-                }
-                tx.bad_home |= t.addr as u64 >= data_blocks;
-                w.entries.push(Entry { d, home: t.addr as u64, at });
+                w.add(image, t, at, head.start_seq as u8, data_blocks)?;
+                seen = seen.max(w.hi);
             }
         }
         let next = LogHead { format: LogFormat::Loc, start: end_sid, start_seq: head.start_seq + seen as u64 };

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use locsim::config::Config;
+use locsim::crash::CrashSpec;
 use locsim::pmem::WriteKind;
 use locsim::protocol::{Bug, ProtocolKind};
 use locsim::recovery;
@@ -37,6 +38,26 @@ pub fn torn_replay(
     let mut cs = locsim::crash::CrashSpec::new(run, 1);
     (cs.exhaustive, cs.crash_at, cs.atomicity) = (exhaustive, Some(t), 8);
     locsim::crash::check(&cs).unwrap()
+}
+
+/// The crash check of the protocol tests: `w` under `protocol` with seed 11, `txs` transactions
+/// at abort rate `ar`, `bug` injected and `points` crash points, on [`small_cfg`] with a hash
+/// table of 4096 buckets over 8192 keys and then `extra`.
+pub fn crash_spec(
+    protocol: ProtocolKind,
+    w: WorkloadKind,
+    extra: &[&str],
+    txs: u64,
+    ar: f64,
+    bug: Option<Bug>,
+    points: u64,
+) -> CrashSpec {
+    let mut sets = vec!["workload.hash.buckets=4096", "workload.hash.key_space=8192"];
+    sets.extend_from_slice(extra);
+    let mut run = spec(small_cfg(&sets), protocol, txs, 11, bug);
+    run.workload = w;
+    run.abort_rate = ar;
+    CrashSpec::new(run, points)
 }
 
 pub fn record(spec: &RunSpec) -> Recorded {
