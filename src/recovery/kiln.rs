@@ -42,7 +42,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let mut cands: Vec<(u64, u8, u64, u64, BlockId)> = Vec::new();
     let mut heads = Vec::with_capacity(layout.cores as usize);
     // Per core: the global number its binding registers (with one core, the register's).
-    let mut bound = vec![reg.committed; layout.cores as usize];
+    let mut bound = Vec::with_capacity(layout.cores as usize);
     for c in 0..layout.cores as usize {
         let (log0, blocks) = layout.log_region(c);
         let head = LogHead::decode(&image[log0.range()])
@@ -61,9 +61,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
                 })?)
             }
         };
-        if let Some(b) = binding {
-            bound[c] = b.seq;
-        }
+        bound.push(binding.map_or(reg.committed, |b| b.seq));
         let groups = (blocks - 1) / GROUP_BLOCKS;
         super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
         let mut end_sid = head.start;
