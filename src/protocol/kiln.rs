@@ -419,13 +419,7 @@ impl Kiln {
         if self.multi && self.loose {
             // Every window it depends on is registered first (they are, unless the injected
             // `dependent-before-source` skipped that).
-            let mut src = [(0usize, 0u64); window::MAX_CORES];
-            let mut n = 0;
             for (i, w) in self.deps.sources(c) {
-                src[n] = (i, w);
-                n += 1;
-            }
-            for &(i, w) in &src[..n] {
                 if self.cores[i].number <= w && self.bug != Some(Bug::DependentBeforeSource) {
                     self.force(m, i, false);
                 }
