@@ -34,11 +34,19 @@
 //! log's TxIDs are core-local (a line is logged before its transaction has a global number),
 //! and a Core Binding in the NV-LLC maps the core's last logged committed transaction to its
 //! global number. An LLC line's transaction tag names its owner core ([`tx_aux`]): a victim is
-//! logged into its owner's region. LOC-Kiln's windows have no cross-core dependency tracking:
-//! LOC-Kiln is one-core only.
+//! logged into its owner's region. Each core's Core Binding moves with its register moves: a
+//! committed line counts only once its owner's binding covers it.
+//!
+//! **LOC-Kiln on N cores** (docs/multicore.md, "LOC-Kiln on N cores"): per-core windows; a
+//! window is registered (its core's binding moves past it) as a unit. A load or store of a line
+//! tagged by another core's window transaction is a cross-core dependency ([`CrossDeps`]): that
+//! window is registered first (a forced close, on the dependent's time). So is a window whose
+//! committed line or older version leaves the LLC, and the running core's own window when an
+//! abort rescues one of its versions: a fallback-log region then only ever holds its running
+//! (or just committed) transaction's lines, which the single binding covers.
 
 use super::group::{self, Group, GroupRing};
-use super::window::{self, aux_of, Version, Versions, MAX_WINDOW_TXS};
+use super::window::{self, aux_of, CrossDeps, Version, Versions, MAX_WINDOW_TXS};
 use super::{Bug, Protocol};
 use crate::cache::Slot;
 use crate::log::ec::BlkTag;
@@ -82,6 +90,15 @@ counters! {
     }
 }
 
+counters! {
+    CrossCounters {
+        cross_core_deps,
+        forced_closes,
+        forced_closes_mid_tx,
+        forced_closes_evicted,
+    }
+}
+
 /// One core's transaction state in the NV-LLC, and its fallback-log region.
 struct CoreTx {
     /// Core-local sequence number of the running (or next) transaction.
@@ -106,11 +123,21 @@ struct CoreTx {
     /// commit (dropped once the register covers it).
     versions: Versions,
     superseded: Vec<Version>,
+    /// Transactions committed on this core.
+    committed: u64,
+    /// Cycle by which the core's last commit recorded its lines.
+    commit_at: Cycle,
+    /// A transaction is running (begun, not yet committed or aborted).
+    in_tx: bool,
+    /// Number of the open window (from 1); every earlier window of the core is registered.
+    number: u64,
 }
 
 pub struct Kiln {
     bug: Option<Bug>,
     loose: bool,
+    /// More than one core.
+    multi: bool,
     sd: u64,
     nv0: BlockId,
     slots: usize,
@@ -132,7 +159,12 @@ pub struct Kiln {
     /// Per LLC slot: until when its recorded committed data must stay (until its copy
     /// elsewhere is durable); a new record waits for it.
     slot_free_at: Vec<Cycle>,
+    /// The register's `committed` (the largest global number any core registered).
+    reg_committed: u64,
+    /// LOC-Kiln on N cores: which windows each core's open window depends on.
+    deps: CrossDeps,
     c: Counters,
+    x: CrossCounters,
 }
 
 impl Kiln {
@@ -140,7 +172,6 @@ impl Kiln {
         let n = layout.cores as usize;
         assert!(layout.nvllc_bytes >= nvllc::bytes(llc_slots, layout.cores), "layout built with with_nvllc");
         assert!(layout.total_bytes() / 64 < (1 << 31) - 1, "versioned LLC tags hold 31-bit block numbers");
-        assert!(!loose || n == 1, "loc-kiln has no cross-core dependency tracking: one core only");
         let core = |c| CoreTx {
             seq: 1,
             win_start: 1,
@@ -155,10 +186,15 @@ impl Kiln {
             fallback_durable: 0,
             versions: Versions::default(),
             superseded: Vec::new(),
+            committed: 0,
+            commit_at: 0,
+            in_tx: false,
+            number: 1,
         };
         Kiln {
             bug,
             loose,
+            multi: n > 1,
             sd: if loose { sd as u64 } else { 1 },
             nv0: layout.nvllc_block0(),
             slots: llc_slots,
@@ -168,7 +204,10 @@ impl Kiln {
             reg_at: 0,
             trunc_at: 0,
             slot_free_at: vec![0; llc_slots],
+            reg_committed: 0,
+            deps: CrossDeps::new(n),
             c: Counters::default(),
+            x: CrossCounters::default(),
         }
     }
 
@@ -283,9 +322,17 @@ impl Kiln {
             let s = v.slot;
             if v.version {
                 self.c.version_overflows += 1;
-                let x = self.take_version(v.block, s);
+                let mut x = self.take_version(v.block, s);
+                if self.multi && x.aux != REGISTERED {
+                    // A committed window transaction's version: its window is registered
+                    // first, so that no region holds a committed transaction's lines but the
+                    // one its binding names.
+                    let (c, _) = self.seq_of(x.aux);
+                    self.force(m, c, true);
+                    x.aux = REGISTERED;
+                }
                 self.save_version(m, &x);
-            } else if v.tag == REGISTERED {
+            } else if v.tag == REGISTERED || self.committed_line_out(m, v.tag) {
                 // Registered by a commit no later than the register's last move: a core whose
                 // clock is behind it (another core's commit registered the line) writes the
                 // line home only from then on, and forgets the record only once its owner's
@@ -311,24 +358,95 @@ impl Kiln {
         }
     }
 
-    /// The register moves to the running core's window's last committed transaction (after
-    /// the fallback log is durable) and the window is acknowledged; registered versions it
-    /// superseded are dropped; the fallback log goes home and its region is truncated.
-    fn close_window(&mut self, m: &mut Machine) {
+    /// N cores: a line tagged `tag` (not registered) left the LLC. If it is a committed
+    /// transaction's of a window (LOC-Kiln), that window is registered now (a forced close)
+    /// and the line is placed as a registered one: true. The running transaction's: false.
+    #[cold]
+    fn committed_line_out(&mut self, m: &mut Machine, tag: u32) -> bool {
+        if !self.multi {
+            return false;
+        }
+        let (c, seq) = self.seq_of(tag);
+        if seq == self.cores[c].seq {
+            return false;
+        }
+        self.force(m, c, true);
+        true
+    }
+
+    /// Register core `i`'s open window now (a forced close), for a dependent on another core
+    /// or because a committed line of it left the LLC; on the running core's time.
+    fn force(&mut self, m: &mut Machine, i: usize, evicted: bool) {
+        self.x.forced_closes += 1;
+        self.x.forced_closes_mid_tx += u64::from(self.cores[i].in_tx);
+        self.x.forced_closes_evicted += u64::from(evicted);
+        self.close_window(m, i);
+    }
+
+    /// LOC-Kiln on N cores, before a load or a store of the running core `c`: a line tagged by
+    /// another core's window transaction makes `c`'s window depend on that window, which is
+    /// registered now, before the access. Under the injected `dependent-before-source` it is
+    /// not: a store keeps the other core's version as its own window's would be kept, and
+    /// drops it at its commit (coalescing across cores).
+    #[cold]
+    fn cross(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         let c = m.core();
+        // Lines left by an access outside the protocol (a lock's) are placed first.
+        self.drain(m);
+        for b in blocks_of(addr, len) {
+            let Some(s) = m.hier.llc.find(b) else { continue };
+            let aux = m.hier.llc.aux(s);
+            if aux == 0 || aux == REGISTERED || owner(aux) == c {
+                continue;
+            }
+            let i = owner(aux);
+            self.x.cross_core_deps += 1;
+            self.deps.note(c, i, self.cores[i].number);
+            if self.bug != Some(Bug::DependentBeforeSource) {
+                self.force(m, i, false);
+            }
+        }
+    }
+
+    /// The register moves to core `c`'s window's last committed transaction (after the
+    /// fallback log is durable) and the window is acknowledged; registered versions it
+    /// superseded are dropped; the fallback log goes home and its region is truncated. On N
+    /// cores the core's binding moves with it, and a window closed while its core runs a
+    /// transaction (forced) leaves that transaction's fallback-log lines where they are.
+    fn close_window(&mut self, m: &mut Machine, c: usize) {
         let before = m.now;
-        m.wait_until(self.cores[c].fallback_durable);
+        let mid_tx = self.cores[c].in_tx;
+        if self.multi && self.loose {
+            // Every window it depends on is registered first (they are, unless the injected
+            // `dependent-before-source` skipped that).
+            for (i, w) in self.deps.sources(c) {
+                if self.cores[i].number <= w && self.bug != Some(Bug::DependentBeforeSource) {
+                    self.force(m, i, false);
+                }
+            }
+            self.deps.clear(c);
+        }
+        if !mid_tx {
+            m.wait_until(self.cores[c].fallback_durable);
+        }
+        if self.multi {
+            // Its transactions recorded their lines on their core's time.
+            m.wait_until(self.cores[c].commit_at);
+        }
         let registered = self.cores[c].win_txs.last().map(|&(l, g, _)| (l, g));
         if let Some((local, seq)) = registered {
             m.wait_until(self.reg_at);
             let now = m.now;
             self.reg_at = now;
-            if self.cores.len() > 1 && !self.cores[c].fallback.is_empty() {
-                // Which of the region's logged transactions the register may cover.
+            self.reg_committed = self.reg_committed.max(seq);
+            if self.multi {
+                // The core's registered transactions, and which of its region's logged
+                // transactions the register may cover.
                 let b = BlockId(self.nv0.0 + nvllc::binding_block(self.slots, c));
                 m.nv_record(b, |_| Binding { local, seq }.encode(), now);
             }
-            m.nv_record(self.nv0, |_| Register { committed: seq, applied: 0 }.encode(), now);
+            let committed = self.reg_committed;
+            m.nv_record(self.nv0, |_| Register { committed, applied: 0 }.encode(), now);
             for x in std::mem::take(&mut self.cores[c].superseded) {
                 if m.hier.llc.is_version_of(x.slot, x.block) {
                     m.hier.llc.invalidate_slot(x.slot);
@@ -338,9 +456,22 @@ impl Kiln {
         }
         self.c.window_stall_cycles += m.now - before;
         if self.bug != Some(Bug::AckBeforeDurable) {
-            m.ack_through(m.txs_committed);
+            if !self.multi {
+                m.ack_through(m.txs_committed);
+            } else if registered.is_some() {
+                m.ack_core_through(c, self.cores[c].committed);
+            }
         }
         let k = &mut self.cores[c];
+        if self.multi {
+            // The running transaction's versions of the window's lines are registered ones now.
+            for x in &mut k.versions.kept {
+                if x.aux != REGISTERED && x.present(m) {
+                    m.hier.llc.set_aux(x.slot, REGISTERED);
+                    x.aux = REGISTERED;
+                }
+            }
+        }
         for (i, &(local, _, start)) in k.win_txs.iter().enumerate() {
             let end = k.win_txs.get(i + 1).map_or(k.run_start, |w| w.2);
             for &b in &k.ws[start..end] {
@@ -349,7 +480,9 @@ impl Kiln {
                 }
             }
         }
-        if !k.fallback.is_empty() {
+        // A forced close inside a transaction: the region holds only that transaction's lines.
+        debug_assert!(!mid_tx || k.fallback.iter().all(|f| f.2 == k.seq), "core {c}: committed lines in the region");
+        if !k.fallback.is_empty() && !mid_tx {
             let mut done = m.now;
             for &(home, at, local) in &k.fallback {
                 if registered.is_some_and(|(r, _)| local <= r) {
@@ -368,6 +501,7 @@ impl Kiln {
         k.run_start = 0;
         k.win_txs.clear();
         k.win_start = k.seq;
+        k.number += 1;
         self.c.windows += 1;
     }
 }
@@ -385,9 +519,14 @@ impl Protocol for Kiln {
         image[layout.nvllc_block0().range()].copy_from_slice(&Register { committed: 0, applied: 0 }.encode());
     }
 
-    fn begin(&mut self, _m: &mut Machine) {}
+    fn begin(&mut self, m: &mut Machine) {
+        self.cores[m.core()].in_tx = true;
+    }
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+        if self.multi && self.loose {
+            self.cross(m, addr, len);
+        }
         for b in blocks_of(addr, len) {
             m.access_block(b, false);
             self.drain(m);
@@ -395,6 +534,9 @@ impl Protocol for Kiln {
     }
 
     fn before_store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
+        if self.multi && self.loose {
+            self.cross(m, addr, len);
+        }
         let c = m.core();
         let mine = tx_aux(c, self.cores[c].seq);
         for b in blocks_of(addr, len) {
@@ -435,14 +577,25 @@ impl Protocol for Kiln {
             if aux != 0 {
                 // LOC-Kiln: keep the committed version in another way; its record moves there.
                 let data = self.cores[c].versions.snapped(b);
+                let window = (self.multi && aux != REGISTERED).then(|| self.cores[owner(aux)].number);
                 let vs = m.keep_version(b, s, aux);
                 self.drain(m);
+                let mut aux = aux;
+                if window.is_some_and(|w| w != self.cores[owner(aux)].number) {
+                    // Placing a victim registered the version's window (a forced close).
+                    m.hier.llc.set_aux(vs, REGISTERED);
+                    aux = REGISTERED;
+                }
                 // (Payloads and records exist only when kept; the timing is the same either way.)
-                let seq = match m.keep_bytes {
-                    true => nvllc::decode_tag(&crate::pmem::read_block(&m.nvm, self.tag_block(s))).map_or(0, |t| t.1),
-                    false => 0,
+                // Its record keeps the committing transaction's number and core.
+                let (seq, cid) = match m.keep_bytes {
+                    true => {
+                        let t = crate::pmem::read_block(&m.nvm, self.tag_block(s));
+                        (nvllc::decode_tag(&t).map_or(0, |t| t.1), nvllc::tag_cid(&t) as usize)
+                    }
+                    false => (0, c),
                 };
-                self.record_line(m, vs, b, seq, c, data);
+                self.record_line(m, vs, b, seq, cid, data);
                 let now = m.now;
                 self.forget_line(m, s, now);
                 self.cores[c].versions.kept.push(Version { block: b, aux, slot: vs, data });
@@ -497,10 +650,15 @@ impl Protocol for Kiln {
         k.win_txs.push((local, seq, k.run_start));
         k.run_start = k.ws.len();
         k.seq += 1;
+        k.committed += 1;
+        k.commit_at = m.now;
+        k.in_tx = false;
         self.next_seq += 1;
         let txs = (k.seq - k.win_start) as usize;
-        if window::is_complete(k.win_txs.len(), txs, self.sd as usize) {
-            self.close_window(m);
+        // On N cores a region holds at most one committed transaction's lines, the one its
+        // binding names: a transaction that logged some closes its window.
+        if window::is_complete(k.win_txs.len(), txs, self.sd as usize) || (self.multi && !k.fallback.is_empty()) {
+            self.close_window(m, c);
         }
     }
 
@@ -512,6 +670,11 @@ impl Protocol for Kiln {
         if !m.tx_victims.is_empty() {
             m.tx_victims.retain(|v| v.version || v.tag != mine);
             self.drain(m);
+        }
+        if self.multi && self.cores[c].versions.kept.iter().any(|x| x.aux != REGISTERED && x.present(m)) {
+            // A rescued version of the core's own window goes home: the window is registered
+            // first (no region holds a committed transaction's lines but the bound one).
+            self.force(m, c, false);
         }
         // Rescue: older versions of blocks this transaction wrote go where they are safe.
         for x in std::mem::take(&mut self.cores[c].versions.kept) {
@@ -532,15 +695,20 @@ impl Protocol for Kiln {
         k.versions.clear();
         let logged_own = k.fallback.iter().any(|f| f.2 == k.seq);
         k.seq += 1;
+        k.in_tx = false;
         self.next_seq += 1;
         // Its fallback entries must be behind the head before the register can pass its seq.
         let txs = (k.seq - k.win_start) as usize;
         if logged_own || window::is_complete(k.win_txs.len(), txs, self.sd as usize) {
-            self.close_window(m);
+            self.close_window(m, c);
         }
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.c.list()
+        let mut list = self.c.list();
+        if self.multi && self.loose {
+            list.extend(self.x.list());
+        }
+        list
     }
 }

@@ -244,13 +244,7 @@ impl LocWal {
     /// are, unless the injected `dependent-before-source` skipped that), then it closes.
     fn close(&mut self, m: &mut Machine, c: usize) {
         if self.multi {
-            let mut src = [(0usize, 0u64); window::MAX_CORES];
-            let mut n = 0;
             for (i, w) in self.deps.sources(c) {
-                src[n] = (i, w);
-                n += 1;
-            }
-            for &(i, w) in &src[..n] {
                 if self.w[i].number <= w && self.bug != Some(Bug::DependentBeforeSource) {
                     self.force(m, i);
                 }

@@ -154,8 +154,8 @@ impl ProtocolKind {
             | ProtocolKind::Proteus
             | ProtocolKind::Atom
             | ProtocolKind::Kiln
+            | ProtocolKind::LocKiln
             | ProtocolKind::Hoop => true,
-            ProtocolKind::LocKiln => false,
             #[cfg(test)]
             ProtocolKind::Trivial => true,
         }
@@ -204,7 +204,8 @@ impl ProtocolKind {
             ProtocolKind::LocWal => {
                 &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs, Bug::DependentBeforeSource]
             }
-            ProtocolKind::Kiln | ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
+            ProtocolKind::Kiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
+            ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome, Bug::DependentBeforeSource],
             ProtocolKind::Proteus => &[
                 Bug::AckBeforeDurable,
                 Bug::DropUncommittedEntry,

@@ -69,9 +69,12 @@ impl CrossDeps {
         *e = (*e).max(src_window);
     }
 
-    /// The (core, window) pairs core `dep_core`'s open window depends on.
-    pub fn sources(&self, dep_core: usize) -> impl Iterator<Item = (usize, u64)> + '_ {
-        self.rows[dep_core].iter().enumerate().filter(|&(_, &w)| w != 0).map(|(c, &w)| (c, w))
+    /// The (core, window) pairs core `dep_core`'s open window depends on, copied out of the
+    /// table (the caller may close those windows, which changes the table, while it goes
+    /// through them).
+    pub fn sources(&self, dep_core: usize) -> impl Iterator<Item = (usize, u64)> {
+        let row = self.rows[dep_core];
+        (0..MAX_CORES).filter(move |&c| row[c] != 0).map(move |c| (c, row[c]))
     }
 
     /// Core `dep_core`'s window became durable: it depends on nothing any more.

@@ -16,7 +16,10 @@
 //! With more than one core (`Layout::cores`), each core's fallback-log region is read as a
 //! log of its own (its head first); its TxIDs are core-local, and a block counts only if its
 //! transaction is the one the core's Core Binding names, as the global sequence number the
-//! binding gives (docs/formats/kiln.md). Every region's head is rewritten at the end.
+//! binding gives (docs/formats/kiln.md). A committed NV-LLC line counts only if its owner's
+//! binding covers it too (a core's binding moves with each of its register moves; under
+//! LOC-Kiln another core's register move does not register this core's window). Every region's
+//! head is rewritten at the end.
 
 use super::Plan;
 use crate::log::ec::{valid_groups, GROUP_BLOCKS};
@@ -38,6 +41,8 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     // (seq, 0 = log / 1 = line, position, home, where the data is)
     let mut cands: Vec<(u64, u8, u64, u64, BlockId)> = Vec::new();
     let mut heads = Vec::with_capacity(layout.cores as usize);
+    // Per core: the global number its binding registers (with one core, the register's).
+    let mut bound = Vec::with_capacity(layout.cores as usize);
     for c in 0..layout.cores as usize {
         let (log0, blocks) = layout.log_region(c);
         let head = LogHead::decode(&image[log0.range()])
@@ -56,6 +61,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
                 })?)
             }
         };
+        bound.push(binding.map_or(reg.committed, |b| b.seq));
         let groups = (blocks - 1) / GROUP_BLOCKS;
         super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
         let mut end_sid = head.start;
@@ -100,7 +106,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
                     layout.cores
                 ));
             }
-            if wanted(seq) && home < data_blocks {
+            if wanted(seq) && seq <= bound[nvllc::tag_cid(tag) as usize] && home < data_blocks {
                 cands.push((seq, 1, s as u64, home, BlockId(nv0.0 + nvllc::data_block(s))));
             }
         }

@@ -54,6 +54,15 @@ pub fn kiln(cfg: &Config, bug: Option<Bug>) -> Bench<Kiln> {
     Bench::new(cfg, layout, p, LogFormat::Kiln)
 }
 
+/// A LOC-Kiln bench (`kiln` with speculation windows of `sd` committed transactions).
+pub fn loc_kiln(cfg: &Config, sd: u32, bug: Option<Bug>) -> Bench<Kiln> {
+    let slots = (cfg.llc.size_bytes / 64) as usize;
+    let cores = cfg.machine.cores;
+    let layout = Layout::new(32 << 10, 64 << 10).with_cores(cores).with_nvllc(nvllc::bytes(slots, cores));
+    let p = Kiln::new(&layout, true, sd, cfg.min_write_cycles(), slots, bug);
+    Bench::new(cfg, layout, p, LogFormat::Kiln)
+}
+
 impl<P: Protocol> Bench<P> {
     pub fn new(cfg: &Config, layout: Layout, p: P, format: LogFormat) -> Bench<P> {
         let mut initial = vec![0u8; layout.total_bytes() as usize];
@@ -374,4 +383,59 @@ fn kiln_bugs_are_caught_on_several_cores() {
         random_run(&mut b, 1, 60, 256, 40);
         assert!(b.check_prefixes().is_err(), "{} not caught on 3 cores", bug.name());
     }
+}
+
+/// LOC-Kiln on two cores (docs/multicore.md, "LOC-Kiln on N cores"): core 1 reads a line of
+/// core 0's open window (committed, not registered): the dependency is noted and core 0's
+/// window is registered (its binding and the register move, it is acknowledged) before the
+/// load, on core 1's time; core 1's window registers later, on its own. Every crash cycle
+/// recovers a prefix of the global commit order. Under `dependent-before-source` core 1's
+/// window registers while core 0's is open, which no prefix explains.
+#[test]
+fn loc_kiln_registers_a_source_window_before_its_dependent_on_another_core() {
+    let cfg = cfg(2, &[]);
+    let run = |bug| {
+        let mut b = loc_kiln(&cfg, 2, bug);
+        b.begin(0);
+        b.store(0, 64, &[1; 8]);
+        b.commit(0);
+        b.begin(1);
+        b.load(1, 64, 8);
+        let loaded_at = b.m.now;
+        b.store(1, 2 * 64, &[2; 8]);
+        b.commit(1);
+        b.begin(1);
+        b.store(1, 3 * 64, &[3; 8]);
+        b.commit(1);
+        (b, loaded_at)
+    };
+    let (mut b, loaded_at) = run(None);
+    let count = |b: &Bench<Kiln>, name: &str| b.p.counters().iter().find(|c| c.0 == name).unwrap().1;
+    assert_eq!(count(&b, "cross_core_deps"), 1);
+    assert_eq!(count(&b, "forced_closes"), 1);
+    assert_eq!(count(&b, "forced_closes_mid_tx"), 0, "core 0 was between transactions");
+    assert_eq!(count(&b, "windows"), 2, "core 0's forced close, core 1's full window");
+    {
+        let r = b.m.record.as_ref().unwrap();
+        // Core 0's transaction is acknowledged first, before core 1's load returned; core 1's
+        // two at its window's end.
+        assert_eq!(r.ack_cores, vec![0, 1]);
+        assert_eq!(r.acks.iter().map(|a| a.1).collect::<Vec<_>>(), vec![1, 2]);
+        assert!(r.acks[0].0 <= loaded_at && r.acks[1].0 > loaded_at, "{:?}, load at {loaded_at}", r.acks);
+    }
+    // The NV-LLC: the register at the last global number; each core's binding at its last
+    // registered transaction (core-local, global).
+    let nv0 = b.m.layout.nvllc_block0();
+    let slots = (cfg.llc.size_bytes / 64) as usize;
+    let nv = |k: u64| crate::pmem::read_block(&b.m.nvm, BlockId(nv0.0 + k));
+    assert_eq!(nvllc::Register::decode(&nv(0)), Some(nvllc::Register { committed: 3, applied: 0 }));
+    assert_eq!(nvllc::Binding::decode(&nv(nvllc::binding_block(slots, 0))), Some(nvllc::Binding { local: 1, seq: 1 }));
+    assert_eq!(nvllc::Binding::decode(&nv(nvllc::binding_block(slots, 1))), Some(nvllc::Binding { local: 2, seq: 3 }));
+    let points = b.check_prefixes().unwrap();
+    assert!(points >= 3, "{points} crash points");
+    // Injected: no forced close; core 1's window (which read core 0's line) registers alone.
+    let (mut b, _) = run(Some(Bug::DependentBeforeSource));
+    assert_eq!(count(&b, "forced_closes"), 0);
+    let e = b.check_prefixes().expect_err("dependent-before-source is caught");
+    assert!(e.contains("no prefix"), "{e}");
 }
