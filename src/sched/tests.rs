@@ -307,7 +307,10 @@ fn multicore_runs_refuse_what_is_not_multicore_with_one_line() {
             Ok(r) => assert!(p.multicore() && r.result.cores == Some(2), "{}", p.name()),
             Err(e) => {
                 assert!(!p.multicore(), "{}: {e}", p.name());
-                assert_eq!(e, format!("machine.cores = 2: protocol {} runs on one core so far (docs/multicore.md)", p.name()));
+                assert_eq!(
+                    e,
+                    format!("machine.cores = 2: protocol {} runs on one core so far (docs/multicore.md)", p.name())
+                );
             }
         }
     }
