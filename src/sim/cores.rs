@@ -43,6 +43,10 @@ pub(crate) struct Cores {
     /// Per core not running, its key ([`key`]; `u64::MAX` when it is not runnable: finished or
     /// waiting for a lock), kept up to date so that the scheduler's choice is a minimum.
     pub(crate) keys: Vec<u64>,
+    /// Per lock, the cycle of its last release: a core that takes it later in host order but at
+    /// an earlier clock (it ran behind the releasing core's commit) first waits until then, so
+    /// that no two holds of a lock overlap in simulated time.
+    released_at: Vec<u64>,
     /// First block of the lock lines.
     lock_block0: u64,
 }
@@ -63,6 +67,7 @@ impl Cores {
             waiting: vec![NONE; n],
             next_key: u64::MAX,
             keys: vec![u64::MAX; n],
+            released_at: vec![0; lines],
             lock_block0: m.volatile_block0,
         }
     }
@@ -157,6 +162,8 @@ impl Cores {
             m.fatal.get_or_insert(e);
             return true;
         }
+        // The lock word reads free no earlier than its last release.
+        m.wait_until(self.released_at[id as usize]);
         // The atomic read-modify-write of the lock word.
         m.access_block(BlockId(self.lock_block0 + id), true);
         let h = &mut self.lines[id as usize][1];
@@ -185,6 +192,7 @@ impl Cores {
         for &id in &held {
             m.access_block(BlockId(self.lock_block0 + id), true);
             self.lines[id as usize][1] = 0;
+            self.released_at[id as usize] = m.now;
             for w in 0..self.waiting.len() {
                 if self.waiting[w] == id {
                     self.waiting[w] = NONE;
