@@ -123,6 +123,7 @@ impl Hierarchy {
     }
 
     /// Make core `c`'s L1 and L2 the ones accesses go through (`Hierarchy::l1`, `l2`).
+    #[inline]
     pub fn switch_core(&mut self, c: usize) {
         let Some(coh) = self.coh.as_mut() else {
             debug_assert_eq!(c, 0);
