@@ -5,9 +5,15 @@
 //! **Order.** The core with the earliest clock runs (ties: the lowest core id). A core runs
 //! until, at the start of one of its [`Pm`] operations (load, store, begin, commit, abort,
 //! compute, lock), its `(clock, id)` has passed another runnable core's; then it yields and the
-//! scheduler resumes the earliest one. An operation is never split (a whole commit is one), so
-//! every operation runs at a clock no later than any other runnable core's. With one core none
-//! of this runs: the runner keeps its plain loop.
+//! earliest one resumes. An operation is never split (a whole commit is one), so every
+//! operation runs at a clock no later than any other runnable core's. With one core none of
+//! this runs: the runner keeps its plain loop.
+//!
+//! **Hand-over.** The yielding core itself chooses its successor and makes it the running core
+//! ([`hand_over`]: its key, the earliest-core search, the state switch), then suspends naming
+//! it; the scheduler loop only resumes the core named. A switch thus costs one search over the
+//! cores' keys, one state switch and two coroutine switches (corosensei coroutines are
+//! asymmetric: a coroutine resumes only from the loop), with no state re-read in the loop.
 //!
 //! **Why coroutines.** A workload's transaction is straight-line Rust code over [`Pm`]; a
 //! stackful coroutine (crate `corosensei`) suspends it in the middle of its call stack at an
@@ -68,7 +74,7 @@ struct CorePm<'y, P: Protocol> {
     /// The one simulator, shared by every core's coroutine and the scheduler; only the running
     /// one touches it, and no reference to it lives across a suspension.
     sim: *mut Sim<P>,
-    y: &'y Yielder<(), ()>,
+    y: &'y Yielder<(), usize>,
     core: usize,
 }
 
@@ -79,14 +85,16 @@ impl<P: Protocol> CorePm<'_, P> {
         unsafe { &mut *self.sim }
     }
 
-    /// Yield to the scheduler if another runnable core is now earlier than this one.
+    /// Hand over to the earliest core if another runnable core is now earlier than this one.
     #[inline(always)]
     fn turn(&mut self) {
         let core = self.core;
         let s = self.sim();
         let next = s.cores.as_ref().map_or(u64::MAX, |c| c.next_key);
-        if key(s.m.now, core) > next {
-            self.y.suspend(());
+        let k = key(s.m.now, core);
+        if k > next {
+            let c = hand_over(s, core, k);
+            self.y.suspend(c);
         }
     }
 
@@ -96,7 +104,7 @@ impl<P: Protocol> CorePm<'_, P> {
     #[inline(always)]
     fn stop_on_fault(&mut self) {
         if self.sim().m.fatal.is_some() {
-            self.y.suspend(());
+            self.y.suspend(STOP);
         }
     }
 }
@@ -150,7 +158,9 @@ impl<P: Protocol> Pm for CorePm<'_, P> {
                 return;
             }
             // Blocked: not runnable until the holder releases the lock.
-            self.y.suspend(());
+            let core = self.core;
+            let c = hand_over(self.sim(), core, u64::MAX);
+            self.y.suspend(c);
         }
     }
     #[inline]
@@ -175,19 +185,20 @@ pub fn run<P: Protocol>(
 ) -> Result<(), String> {
     let n = sim.m.cores();
     assert!(n > 1 && wls.len() == n && rngs.len() == n && txs.len() == n);
-    // Every core is runnable at the start of a phase.
-    {
-        let cs = sim.cores.as_mut().expect("several cores");
-        for c in 0..n {
-            cs.keys[c] = if cs.waiting[c] == NONE { key(sim.m.clock_of(c), c) } else { u64::MAX };
-        }
+    // Every core is runnable at the start of a phase; the earliest runs first.
+    let cs = sim.cores.as_mut().expect("several cores");
+    for c in 0..n {
+        cs.keys[c] = if cs.waiting[c] == NONE { key(sim.m.clock_of(c), c) } else { u64::MAX };
     }
+    let running = sim.m.core();
+    let k = cs.keys[running];
+    let first = hand_over(sim, running, k);
     let ptr: *mut Sim<P> = sim;
     // Declared after the borrowed driver state, so dropped (unwound, if unfinished) before it.
     let mut coros = Vec::with_capacity(n);
     for (c, (wl, (ops, aborts))) in wls.iter_mut().zip(rngs.iter_mut()).enumerate() {
         let count = txs[c];
-        let body = move |y: &Yielder<(), ()>, ()| {
+        let body = move |y: &Yielder<(), usize>, ()| {
             let mut pm = CorePm { sim: ptr, y, core: c };
             for _ in 0..count {
                 let abort = abort_rate > 0.0 && aborts.chance(abort_rate);
@@ -208,40 +219,69 @@ pub fn run<P: Protocol>(
         // end of this function, before them; never forgotten).
         coros.push(unsafe { Coroutine::with_stack_unchecked(stack, body) });
     }
-    let mut done = vec![false; n];
+    // Cores whose coroutine has not returned.
+    let mut left = n;
+    let mut c = first;
     loop {
-        // SAFETY: no coroutine is running; the reference ends before the next resume.
-        let s = unsafe { &mut *ptr };
-        let cs = s.cores.as_mut().expect("several cores");
-        let (mut first, mut second) = (u64::MAX, u64::MAX);
-        for &k in &cs.keys {
-            if k < first {
-                (first, second) = (k, first);
-            } else if k < second {
-                second = k;
+        if c == STOP {
+            // SAFETY: no coroutine is running; the reference ends before the next resume.
+            let s = unsafe { &mut *ptr };
+            if let Some(e) = s.m.fatal.take() {
+                return Err(e);
             }
-        }
-        if first == u64::MAX {
-            if done.iter().all(|&d| d) {
+            if left == 0 {
                 return Ok(());
             }
-            let waits: Vec<String> =
-                (0..n).filter(|&c| !done[c]).map(|c| format!("core {c} on lock {}", cs.waiting[c])).collect();
+            // No core runnable, some not finished: each of those waits for a lock.
+            let cs = s.cores.as_ref().expect("several cores");
+            let waits: Vec<String> = (0..n)
+                .filter(|&c| cs.waiting[c] != NONE)
+                .map(|c| format!("core {c} on lock {}", cs.waiting[c]))
+                .collect();
             return Err(format!("every core waits for a lock: {} (a lock not released)", waits.join(", ")));
         }
-        let c = (first & ((1 << CORE_BITS) - 1)) as usize;
-        cs.next_key = second;
-        s.switch_core(c);
-        let finished = matches!(coros[c].resume(()), CoroutineResult::Return(()));
-        done[c] |= finished;
-        // SAFETY: as above.
-        let s = unsafe { &mut *ptr };
-        if let Some(e) = s.m.fatal.take() {
-            return Err(e);
-        }
-        let cs = s.cores.as_mut().expect("several cores");
-        cs.keys[c] = if finished || cs.waiting[c] != NONE { u64::MAX } else { key(s.m.now, c) };
+        c = match coros[c].resume(()) {
+            CoroutineResult::Yield(next) => next,
+            CoroutineResult::Return(()) => {
+                left -= 1;
+                // SAFETY: as above.
+                let s = unsafe { &mut *ptr };
+                if s.m.fatal.is_some() {
+                    STOP
+                } else {
+                    hand_over(s, c, u64::MAX)
+                }
+            }
+        };
     }
+}
+
+/// No core to resume: the run stops (a fault, every core finished, or every core waiting).
+const STOP: usize = usize::MAX;
+
+/// Core `c` stops running with key `k` (`u64::MAX`: not runnable, as it waits for a lock or has
+/// finished): make the earliest runnable core the running one, tell it the key at which it
+/// yields (`Cores::next_key`, the second earliest), and return it; [`STOP`] if no core is
+/// runnable or the run has failed (`Machine::fatal`).
+#[inline(always)]
+fn hand_over<P: Protocol>(s: &mut Sim<P>, c: usize, k: u64) -> usize {
+    let cs = s.cores.as_mut().expect("several cores");
+    cs.keys[c] = k;
+    let (mut first, mut second) = (u64::MAX, u64::MAX);
+    for &k in &cs.keys {
+        if k < first {
+            (first, second) = (k, first);
+        } else if k < second {
+            second = k;
+        }
+    }
+    if first == u64::MAX || s.m.fatal.is_some() {
+        return STOP;
+    }
+    cs.next_key = second;
+    let next = (first & ((1 << CORE_BITS) - 1)) as usize;
+    s.switch_core(next);
+    next
 }
 
 /// Bring every core's clock to the latest one (the end of a phase, e.g. the warm-up) and make
