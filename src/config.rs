@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::types::{Cycle, Ns};
+
 /// The whole machine and workload configuration.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -184,7 +186,7 @@ pub struct CacheConfig {
     /// Associativity.
     pub ways: u64,
     /// Lookup latency of this level in core cycles, added on every access that reaches it.
-    pub latency_cycles: u64,
+    pub latency_cycles: Cycle,
 }
 
 /// The memory controller and the NVM device behind it.
@@ -194,9 +196,9 @@ pub struct MemoryConfig {
     /// Independent banks; blocks are interleaved across banks by block number.
     pub banks: u64,
     /// Time a bank is busy serving one 64-byte read, in ns.
-    pub read_latency_ns: u64,
+    pub read_latency_ns: Ns,
     /// Time a bank is busy serving one 64-byte write, in ns (the write is durable at its end).
-    pub write_latency_ns: u64,
+    pub write_latency_ns: Ns,
     /// Capacity of the controller's write queue in writes; a full queue stalls the writer.
     pub write_queue_entries: u64,
     /// `ideal`: fixed latencies (Table I); `pcm`: the bit-accurate device of `[pcm]` decides
@@ -241,13 +243,13 @@ impl Default for Config {
         Config {
             machine: MachineConfig { cores: 1, persist_domain: PersistDomain::Memory, bbpb_entries: 32 },
             core: CoreConfig { freq_mhz: 1000 },
-            l1: CacheConfig { size_bytes: 32 << 10, ways: 2, latency_cycles: 1 },
-            l2: CacheConfig { size_bytes: 256 << 10, ways: 8, latency_cycles: 8 },
-            llc: CacheConfig { size_bytes: 1 << 20, ways: 16, latency_cycles: 21 },
+            l1: CacheConfig { size_bytes: 32 << 10, ways: 2, latency_cycles: Cycle(1) },
+            l2: CacheConfig { size_bytes: 256 << 10, ways: 8, latency_cycles: Cycle(8) },
+            llc: CacheConfig { size_bytes: 1 << 20, ways: 16, latency_cycles: Cycle(21) },
             memory: MemoryConfig {
                 banks: 8,
-                read_latency_ns: 168,
-                write_latency_ns: 168,
+                read_latency_ns: Ns(168),
+                write_latency_ns: Ns(168),
                 write_queue_entries: 32,
                 device: Device::Ideal,
             },
@@ -284,16 +286,23 @@ impl Config {
     /// The shortest time a write can take on the configured device, in cycles (what in-controller
     /// ordering may rely on: a write started later than another by more than the difference of
     /// their latencies completes later).
-    pub fn min_write_cycles(&self) -> u64 {
+    pub fn min_write_cycles(&self) -> Cycle {
         match self.memory.device {
-            Device::Pcm => self.ns_to_cycles(self.pcm.write_overhead_ns),
+            Device::Pcm => self.ns_to_cycles(Ns(self.pcm.write_overhead_ns)),
             Device::Ideal => self.ns_to_cycles(self.memory.write_latency_ns),
         }
     }
 
-    /// Convert a latency in ns to core cycles, rounding up.
-    pub fn ns_to_cycles(&self, ns: u64) -> u64 {
-        (ns * self.core.freq_mhz).div_ceil(1000)
+    /// Convert a latency in ns to core cycles, rounding up: the one way from [`Ns`] to
+    /// [`Cycle`].
+    pub fn ns_to_cycles(&self, ns: Ns) -> Cycle {
+        Cycle((ns.0 * self.core.freq_mhz).div_ceil(1000))
+    }
+
+    /// Simulated seconds of a span of core cycles at `core.freq_mhz`: the one way from
+    /// [`Cycle`] to wall time.
+    pub fn cycles_to_seconds(&self, cycles: Cycle) -> f64 {
+        cycles.0 as f64 / (self.core.freq_mhz as f64 * 1e6)
     }
 
     /// Defaults, then the TOML text of a config file (if any), then `key=value` overrides.
@@ -344,8 +353,8 @@ impl Config {
                     "a multiple of ways*64 giving a power-of-two number of sets, at most 2^36",
                 );
             }
-            if c.latency_cycles > 10_000 {
-                return err(&format!("{name}.latency_cycles"), c.latency_cycles, "0..=10000");
+            if c.latency_cycles.0 > 10_000 {
+                return err(&format!("{name}.latency_cycles"), c.latency_cycles.0, "0..=10000");
             }
         }
         if self.l1.size_bytes > self.l2.size_bytes || self.l2.size_bytes > self.llc.size_bytes {
@@ -355,11 +364,11 @@ impl Config {
         if !(1..=1024).contains(&m.banks) {
             return err("memory.banks", m.banks, "1..=1024");
         }
-        if !(1..=1_000_000).contains(&m.read_latency_ns) {
-            return err("memory.read_latency_ns", m.read_latency_ns, "1..=1000000");
+        if !(1..=1_000_000).contains(&m.read_latency_ns.0) {
+            return err("memory.read_latency_ns", m.read_latency_ns.0, "1..=1000000");
         }
-        if !(1..=1_000_000).contains(&m.write_latency_ns) {
-            return err("memory.write_latency_ns", m.write_latency_ns, "1..=1000000");
+        if !(1..=1_000_000).contains(&m.write_latency_ns.0) {
+            return err("memory.write_latency_ns", m.write_latency_ns.0, "1..=1000000");
         }
         if !(1..=4096).contains(&m.write_queue_entries) {
             return err("memory.write_queue_entries", m.write_queue_entries, "1..=4096");
@@ -518,10 +527,10 @@ mod tests {
     #[test]
     fn defaults_are_table_one() {
         let c = Config::default();
-        assert_eq!((c.l1.size_bytes, c.l1.ways, c.l1.latency_cycles), (32768, 2, 1));
-        assert_eq!((c.l2.size_bytes, c.l2.ways, c.l2.latency_cycles), (262144, 8, 8));
-        assert_eq!((c.llc.size_bytes, c.llc.ways, c.llc.latency_cycles), (1 << 20, 16, 21));
-        assert_eq!((c.memory.banks, c.ns_to_cycles(c.memory.read_latency_ns)), (8, 168));
+        assert_eq!((c.l1.size_bytes, c.l1.ways, c.l1.latency_cycles), (32768, 2, Cycle(1)));
+        assert_eq!((c.l2.size_bytes, c.l2.ways, c.l2.latency_cycles), (262144, 8, Cycle(8)));
+        assert_eq!((c.llc.size_bytes, c.llc.ways, c.llc.latency_cycles), (1 << 20, 16, Cycle(21)));
+        assert_eq!((c.memory.banks, c.ns_to_cycles(c.memory.read_latency_ns)), (8, Cycle(168)));
         c.validate().unwrap();
     }
 
@@ -529,7 +538,7 @@ mod tests {
     fn set_overrides_a_value_and_keeps_its_type() {
         let c =
             Config::build(None, &["memory.write_latency_ns=300".into(), "machine.persist_domain=adr".into()]).unwrap();
-        assert_eq!(c.memory.write_latency_ns, 300);
+        assert_eq!(c.memory.write_latency_ns, Ns(300));
         assert_eq!(c.machine.persist_domain, PersistDomain::Adr);
     }
 

@@ -25,7 +25,7 @@ use crate::memctl::{MemCtl, WriteTiming};
 use crate::ordering::{CommitFlush, FlushCost, Ordering, WriteOrder};
 use crate::pmem::{read_block, DurableRecord, DurableWrite, Layout, WriteKind};
 use crate::startgap::{Geometry, StartGap};
-use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
+use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle, Ns};
 
 /// Counters of one run (snapshot at the start of the measured region, subtract at the end).
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -36,15 +36,15 @@ pub struct MachineStats {
     pub write_bytes_by_kind: [u64; WriteKind::ALL.len()],
     pub mem_reads: u64,
     pub flushes: u64,
-    pub fence_stall_cycles: u64,
+    pub fence_stall_cycles: Cycle,
     pub l1_hits: u64,
     pub l2_hits: u64,
     pub llc_hits: u64,
     pub llc_misses: u64,
     /// Core cycles spent moving dirty lines out of the inner levels at commit (`[ordering]`).
-    pub commit_flush_cycles: u64,
+    pub commit_flush_cycles: Cycle,
     /// Core cycles waiting at the phase barrier for the previous transaction's writes.
-    pub barrier_stall_cycles: u64,
+    pub barrier_stall_cycles: Cycle,
     /// Coherence (more than one core; 0 with one): private copies invalidated by another core's
     /// store, owners downgraded by another core's load, dirty lines passed between cores.
     pub invalidations: u64,
@@ -110,8 +110,8 @@ impl Default for LatencyHist {
 
 impl LatencyHist {
     pub fn add(&mut self, cycles: Cycle) {
-        self.buckets[((cycles / 8) as usize).min(8192)] += 1;
-        (self.count, self.sum, self.max) = (self.count + 1, self.sum + cycles, self.max.max(cycles));
+        self.buckets[((cycles.0 / 8) as usize).min(8192)] += 1;
+        (self.count, self.sum, self.max) = (self.count + 1, self.sum + cycles.0, self.max.max(cycles.0));
     }
     pub fn mean(&self) -> f64 {
         if self.count == 0 {
@@ -128,10 +128,10 @@ impl LatencyHist {
         for (i, &n) in self.buckets.iter().enumerate() {
             seen += n;
             if seen >= want && n > 0 {
-                return if i == 8192 { self.max } else { (i as u64 * 8 + 7).min(self.max) };
+                return Cycle(if i == 8192 { self.max } else { (i as u64 * 8 + 7).min(self.max) });
             }
         }
-        self.max
+        Cycle(self.max)
     }
 }
 
@@ -269,7 +269,8 @@ impl Machine {
             crate::pcm::Pcm::new(&cfg.pcm, layout.total_bytes(), &regions)
         });
         let keep_bytes = keep_bytes || pcm.is_some();
-        let pcm_write_cycles = pcm.as_ref().map_or([0; 9], |p| p.block_latency_ns().map(|ns| cfg.ns_to_cycles(ns)));
+        let pcm_write_cycles =
+            pcm.as_ref().map_or([Cycle::ZERO; 9], |p| p.block_latency_ns().map(|ns| cfg.ns_to_cycles(ns)));
         let nvm = match (&sg, keep_bytes) {
             (_, false) => Vec::new(),
             (Some(sg), true) => crate::startgap::physical_initial(&sg.geom, &initial),
@@ -281,7 +282,7 @@ impl Machine {
             pcm,
             sg,
             pcm_write_cycles,
-            now: 0,
+            now: Cycle::ZERO,
             core: 0,
             parked: (0..cfg.machine.cores).map(|_| Parked::default()).collect(),
             layout,
@@ -301,7 +302,7 @@ impl Machine {
             deferred: std::collections::VecDeque::new(),
             deferred_data: std::collections::VecDeque::new(),
             deferred_next: Cycle::MAX,
-            flush_pending: 0,
+            flush_pending: Cycle::ZERO,
             ord: cfg.ordering.resolve(),
             chain: None,
             meta_checksum: cfg.log.meta_checksum,
@@ -696,7 +697,7 @@ impl Machine {
 
     #[inline]
     fn issue_write(&mut self, at: Cycle, b: BlockId, kind: WriteKind, data: Option<&BlockData>) -> WriteTiming {
-        self.issue(at, b, kind, data, 0)
+        self.issue(at, b, kind, data, Cycle::ZERO)
     }
 
     /// The block the device stores block `b` at (Start-Gap translation of log lines).
@@ -761,7 +762,7 @@ impl Machine {
     #[inline]
     pub fn begin_ordered(&mut self) {
         if matches!(self.ord.write_order, WriteOrder::Accepted | WriteOrder::Durable) {
-            self.chain = Some((0, 0));
+            self.chain = Some((Cycle::ZERO, Cycle::ZERO));
         }
     }
 
@@ -787,7 +788,7 @@ impl Machine {
         match self.ord.flush_cost {
             FlushCost::PerLevel if l1_dirty => self.hier.l2.latency + self.hier.llc.latency,
             _ if l1_dirty || l2_dirty => self.hier.llc.latency,
-            _ => 0,
+            _ => Cycle::ZERO,
         }
     }
 
@@ -857,7 +858,7 @@ impl Machine {
         let line = self.keep_bytes.then(|| read_block(&self.nvm, src));
         let copy = self.issue_phys(at, dst, WriteKind::WearLevel, line.as_ref(), read_done.max(barrier));
         let regs = self.keep_bytes.then(|| next.encode_after(&geom, &prev));
-        let after = if bug { 0 } else { copy.durable };
+        let after = if bug { Cycle::ZERO } else { copy.durable };
         let r = self.issue_phys(at, geom.regs_block(), WriteKind::WearLevel, regs.as_ref(), after);
         self.sg.as_mut().expect("on").barrier = r.durable;
     }
@@ -891,7 +892,7 @@ impl Machine {
                 let old: &BlockData = self.nvm[b.range()].try_into().expect("a block");
                 // Log-area blocks are written in order, data blocks anywhere.
                 let cost = p.write_block_at(b.addr().0, old, d, !self.layout.is_data(b));
-                debug_assert_eq!(cost.latency_ns, p.block_latency_ns()[cost.chunks as usize]);
+                debug_assert_eq!(Ns(cost.latency_ns), p.block_latency_ns()[cost.chunks as usize]);
                 let cycles = self.pcm_write_cycles[cost.chunks as usize];
                 self.ctl.write_timed(at, b, min_start, cycles)
             }

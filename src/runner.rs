@@ -11,6 +11,7 @@ use crate::protocol::{
 };
 use crate::rng::Rng;
 use crate::sim::{OracleLog, Sim};
+use crate::types::{Cycle, Ns};
 use crate::workload::{native::Native, Workload, WorkloadConfig, WorkloadKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -42,13 +43,13 @@ pub struct RunResult {
     pub protocol: String,
     /// Speculation degree, for protocols that speculate; null otherwise.
     pub sd: Option<u32>,
-    pub mem_latency_ns: u64,
-    pub mem_write_latency_ns: u64,
+    pub mem_latency_ns: Ns,
+    pub mem_write_latency_ns: Ns,
     pub seed: u64,
     pub txs_committed: u64,
     pub txs_aborted: u64,
     pub warmup_txs: u64,
-    pub cycles: u64,
+    pub cycles: Cycle,
     pub throughput_tx_per_mcycle: f64,
     /// Throughput over the baseline's (null unless `baseline` ran in the same invocation).
     pub normalized_throughput: Option<f64>,
@@ -69,11 +70,11 @@ pub struct RunResult {
     pub log_write_bytes: u64,
     /// Cycles from a commit call to the transaction's acknowledgement (mean, 99th percentile).
     pub commit_to_ack_mean_cycles: f64,
-    pub commit_to_ack_p99_cycles: u64,
+    pub commit_to_ack_p99_cycles: Cycle,
     pub mem_reads: u64,
     pub llc_miss_rate: f64,
     pub flushes: u64,
-    pub fence_stall_cycles: u64,
+    pub fence_stall_cycles: Cycle,
     /// The ordering the machine enforced (`[ordering]`) and what it cost the core.
     pub ordering: OrderingFigures,
     /// Core accesses (loads and stores, per block touched) in the measured region: the
@@ -91,7 +92,7 @@ pub struct RunResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cores: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub core_end_cycles: Option<Vec<u64>>,
+    pub core_end_cycles: Option<Vec<Cycle>>,
 }
 
 /// The ordering mechanisms of a run (docs/ordering.md).
@@ -102,9 +103,9 @@ pub struct OrderingFigures {
     /// Knobs whose resolved value differs from `overlapped`, as `knob=value`.
     pub knobs: Vec<String>,
     /// Core cycles moving dirty lines out of L1/L2 at commit (`commit_flush`, `flush_cost`).
-    pub commit_flush_cycles: u64,
+    pub commit_flush_cycles: Cycle,
     /// Core cycles waiting at the phase barrier.
-    pub barrier_stall_cycles: u64,
+    pub barrier_stall_cycles: Cycle,
 }
 
 /// Endurance and energy of a run on the PCM device, over the measured region.
@@ -127,10 +128,10 @@ pub struct PcmFigures {
     pub retire: Option<Vec<crate::pcm::RetireFigures>>,
 }
 
-fn pcm_figures(p: &mut crate::pcm::Pcm, spec: &RunSpec, cycles: u64) -> PcmFigures {
+fn pcm_figures(p: &mut crate::pcm::Pcm, spec: &RunSpec, cycles: Cycle) -> PcmFigures {
     let regions = p.wear.regions();
     let max = regions.iter().map(|r| r.max_bit_updates).max().unwrap_or(0);
-    let seconds = cycles as f64 / (spec.cfg.core.freq_mhz as f64 * 1e6);
+    let seconds = spec.cfg.cycles_to_seconds(cycles);
     let lifetime_years =
         (max > 0).then(|| p.config().cell_endurance_writes / max as f64 * seconds / (365.25 * 24.0 * 3600.0));
     PcmFigures {
@@ -151,7 +152,7 @@ pub struct Recorded {
     pub record: Recorder,
     pub oracle: OracleLog,
     /// Cycle at which the last transaction's commit returned.
-    pub end_cycle: u64,
+    pub end_cycle: Cycle,
 }
 
 pub struct RunOutput {
@@ -366,7 +367,7 @@ fn drive<P: Protocol>(
 struct Start {
     machine: MachineStats,
     front: crate::sim::FrontStats,
-    cycle: u64,
+    cycle: Cycle,
     protocol: Vec<(&'static str, u64)>,
 }
 
@@ -418,7 +419,7 @@ fn finish<P: Protocol>(
     initial: Option<Vec<u8>>,
     start: Start,
     host: Instant,
-    end_cycle: u64,
+    end_cycle: Cycle,
 ) -> Result<RunOutput, String> {
     let host_seconds = host.elapsed().as_secs_f64();
     let (s0, f0, c0, p0) = (start.machine, start.front, start.cycle, start.protocol);
@@ -471,7 +472,13 @@ fn ratio(a: f64, b: f64) -> f64 {
     }
 }
 
-fn figures(spec: &RunSpec, d: &MachineStats, f: &crate::sim::FrontStats, cycles: u64, host_seconds: f64) -> RunResult {
+fn figures(
+    spec: &RunSpec,
+    d: &MachineStats,
+    f: &crate::sim::FrontStats,
+    cycles: Cycle,
+    host_seconds: f64,
+) -> RunResult {
     let by_kind = WriteKind::ALL.iter().map(|k| (k.name(), d.write_bytes_by_kind[*k as usize])).collect();
     let llc_refs = d.llc_hits + d.llc_misses;
     RunResult {
@@ -485,7 +492,7 @@ fn figures(spec: &RunSpec, d: &MachineStats, f: &crate::sim::FrontStats, cycles:
         txs_aborted: f.txs_aborted,
         warmup_txs: spec.warmup_txs,
         cycles,
-        throughput_tx_per_mcycle: ratio(f.txs_committed as f64 * 1e6, cycles as f64),
+        throughput_tx_per_mcycle: ratio(f.txs_committed as f64 * 1e6, cycles.0 as f64),
         normalized_throughput: None,
         program_write_bytes: f.program_write_bytes,
         mem_write_bytes: d.mem_write_bytes(),
@@ -497,7 +504,7 @@ fn figures(spec: &RunSpec, d: &MachineStats, f: &crate::sim::FrontStats, cycles:
         pset_blocks_per_tx: ratio(f.pset_blocks as f64, f.txs_committed as f64),
         log_write_bytes: d.mem_write_bytes() - d.write_bytes_by_kind[WriteKind::Home as usize],
         commit_to_ack_mean_cycles: 0.0,
-        commit_to_ack_p99_cycles: 0,
+        commit_to_ack_p99_cycles: Cycle::ZERO,
         mem_reads: d.mem_reads,
         llc_miss_rate: ratio(d.llc_misses as f64, llc_refs as f64),
         flushes: d.flushes,

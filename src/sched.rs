@@ -47,7 +47,7 @@ use crate::protocol::Protocol;
 use crate::rng::Rng;
 use crate::sim::cores::{key, CORE_BITS, NONE};
 use crate::sim::Sim;
-use crate::types::Addr;
+use crate::types::{Addr, Cycle};
 use crate::workload::Workload;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -286,7 +286,7 @@ fn hand_over<P: Protocol>(s: &mut Sim<P>, c: usize, k: u64) -> usize {
 
 /// Bring every core's clock to the latest one (the end of a phase, e.g. the warm-up) and make
 /// core 0 the running core; returns that cycle.
-pub fn barrier<P: Protocol>(sim: &mut Sim<P>) -> u64 {
+pub fn barrier<P: Protocol>(sim: &mut Sim<P>) -> Cycle {
     let end = last_clock(&sim.m);
     for c in 0..sim.m.cores() {
         sim.m.advance_core_to(c, end);
@@ -296,8 +296,8 @@ pub fn barrier<P: Protocol>(sim: &mut Sim<P>) -> u64 {
 }
 
 /// The latest clock of any core (when the last core finished).
-pub fn last_clock(m: &Machine) -> u64 {
-    (0..m.cores()).map(|c| m.clock_of(c)).max().unwrap_or(0)
+pub fn last_clock(m: &Machine) -> Cycle {
+    (0..m.cores()).map(|c| m.clock_of(c)).max().unwrap_or(Cycle::ZERO)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ pub(crate) mod cores;
 use crate::machine::Machine;
 use crate::pmem::Pm;
 use crate::protocol::Protocol;
-use crate::types::{blocks_of, Addr};
+use crate::types::{blocks_of, Addr, Cycle};
 
 /// How the one-line error starts when the simulated program loads or stores outside the data
 /// area: a pointer it followed was bad. A correct machine never gives a workload such a pointer;
@@ -318,7 +318,7 @@ impl<P: Protocol> Pm for Sim<P> {
 
     #[inline]
     fn compute(&mut self, cycles: u64) {
-        self.m.compute(cycles);
+        self.m.compute(Cycle(cycles));
     }
 
     #[inline]

@@ -5,7 +5,121 @@
 //! 64-byte unit of caching and of atomic persistence (docs/model.md section 2).
 
 /// A point in simulated time or a duration, in core cycles (1 GHz by default: 1 cycle = 1 ns).
-pub type Cycle = u64;
+///
+/// A type of its own so that a count that is not time (blocks, transactions, bits) cannot be
+/// added to a clock, and so that nanoseconds ([`Ns`]) cannot be: a latency in ns becomes cycles
+/// only through [`crate::config::Config::ns_to_cycles`], and cycles become seconds only through
+/// [`crate::config::Config::cycles_to_seconds`]. It holds a bare `u64` (`repr(transparent)`: the
+/// same code as the integer), serializes as the bare number, and prints (`Display` and `Debug`)
+/// as the bare number, so results and replay commands read as before.
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+#[repr(transparent)]
+pub struct Cycle(pub u64);
+
+impl Cycle {
+    /// Time zero; also the empty duration.
+    pub const ZERO: Cycle = Cycle(0);
+    /// Later than any simulated time ("never").
+    pub const MAX: Cycle = Cycle(u64::MAX);
+
+    /// `self + rhs`, or [`Cycle::MAX`] when that is past it.
+    #[inline]
+    pub fn saturating_add(self, rhs: Cycle) -> Cycle {
+        Cycle(self.0.saturating_add(rhs.0))
+    }
+
+    /// `self - rhs`, or zero when `rhs` is later.
+    #[inline]
+    pub fn saturating_sub(self, rhs: Cycle) -> Cycle {
+        Cycle(self.0.saturating_sub(rhs.0))
+    }
+}
+
+impl std::ops::Add for Cycle {
+    type Output = Cycle;
+    #[inline]
+    fn add(self, rhs: Cycle) -> Cycle {
+        Cycle(self.0 + rhs.0)
+    }
+}
+
+impl std::ops::AddAssign for Cycle {
+    #[inline]
+    fn add_assign(&mut self, rhs: Cycle) {
+        self.0 += rhs.0;
+    }
+}
+
+impl std::ops::Sub for Cycle {
+    type Output = Cycle;
+    #[inline]
+    fn sub(self, rhs: Cycle) -> Cycle {
+        Cycle(self.0 - rhs.0)
+    }
+}
+
+impl std::ops::SubAssign for Cycle {
+    #[inline]
+    fn sub_assign(&mut self, rhs: Cycle) {
+        self.0 -= rhs.0;
+    }
+}
+
+/// A duration repeated a number of times (`n` accesses of `latency` each).
+impl std::ops::Mul<u64> for Cycle {
+    type Output = Cycle;
+    #[inline]
+    fn mul(self, n: u64) -> Cycle {
+        Cycle(self.0 * n)
+    }
+}
+
+impl std::iter::Sum for Cycle {
+    fn sum<I: Iterator<Item = Cycle>>(it: I) -> Cycle {
+        Cycle(it.map(|c| c.0).sum())
+    }
+}
+
+impl std::fmt::Display for Cycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::fmt::Debug for Cycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+/// A latency in nanoseconds of wall time, as the configuration gives device latencies. Apart
+/// from [`Cycle`]: it becomes cycles only through [`crate::config::Config::ns_to_cycles`] (the
+/// core frequency decides how many). Serializes as the bare number.
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+#[repr(transparent)]
+pub struct Ns(pub u64);
+
+impl std::ops::Add for Ns {
+    type Output = Ns;
+    #[inline]
+    fn add(self, rhs: Ns) -> Ns {
+        Ns(self.0 + rhs.0)
+    }
+}
+
+impl std::fmt::Display for Ns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::fmt::Debug for Ns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
 
 /// Bytes in one cache line / memory block; the unit of atomic persistence.
 pub const BLOCK_BYTES: usize = 64;

@@ -4,6 +4,7 @@ mod common;
 use common::*;
 use locsim::protocol::ProtocolKind;
 use locsim::runner::execute;
+use locsim::types::Cycle;
 
 fn figures(r: &locsim::runner::RunResult) -> String {
     let mut v = serde_json::to_value(r).unwrap();
@@ -48,6 +49,6 @@ fn aborted_transactions_leave_no_trace_in_the_oracle_and_recovery_agrees() {
         let rec = record(&s);
         let committed = rec.oracle.txs();
         assert!(committed > 300 && committed < 550, "{}: {committed} committed of 600", p.name());
-        assert_same(&recovered_at(&rec, p, u64::MAX), &s_k(&rec, committed), p.name());
+        assert_same(&recovered_at(&rec, p, Cycle::MAX), &s_k(&rec, committed), p.name());
     }
 }

@@ -9,6 +9,7 @@ use common::*;
 use locsim::crash::{check, CrashReport, CrashSpec};
 use locsim::protocol::{Bug, ProtocolKind};
 use locsim::runner::execute;
+use locsim::types::Cycle;
 use locsim::workload::WorkloadKind;
 
 /// Every protocol that promises durability (all but the baseline).
@@ -140,10 +141,10 @@ fn each_mechanism_costs_where_it_should() {
     // windows, so it waits less per transaction.
     let barrier = |p| run(p, &["ordering.phase_barrier=begin"]).ordering.barrier_stall_cycles;
     let (h, l) = (barrier(HWal), barrier(LocWal));
-    assert!(h > 0 && l < h, "h-wal {h}, loc-wal {l}");
+    assert!(h > Cycle::ZERO && l < h, "h-wal {h}, loc-wal {l}");
     // The commit flush is paid per line; Kiln's flush uses the same price list.
     let flush = run(HWal, &["ordering.commit_flush=clean", "ordering.flush_cost=per-level"]);
-    assert!(flush.ordering.commit_flush_cycles > 0);
+    assert!(flush.ordering.commit_flush_cycles > Cycle::ZERO);
     assert!(run(Kiln, &["ordering.flush_cost=per-level"]).cycles > run(Kiln, &[]).cycles);
     // Writes in program order, each after the previous is durable, serialise H-WAL's commit.
     assert!(run(HWal, &["ordering.write_order=durable"]).cycles > run(HWal, &[]).cycles);

@@ -6,6 +6,7 @@ use common::*;
 use locsim::pmem::WriteKind;
 use locsim::protocol::ProtocolKind::{self, EcWal, HWal, SWal};
 use locsim::recovery;
+use locsim::types::Cycle;
 
 const TXS: u64 = 300;
 
@@ -20,7 +21,7 @@ fn crash_before_any_part_of_a_commit_record_is_durable_recovers_the_previous_tra
     both(|p| {
         let rec = record(&spec(small_cfg(&[]), p, TXS, 11, None));
         for (k, &(c, _)) in commit_span(&rec).iter().enumerate().step_by(37) {
-            assert_same(&recovered_at(&rec, p, c - 1), &s_k(&rec, k), &format!("{} tx {}", p.name(), k + 1));
+            assert_same(&recovered_at(&rec, p, c - Cycle(1)), &s_k(&rec, k), &format!("{} tx {}", p.name(), k + 1));
         }
     });
 }
@@ -61,8 +62,8 @@ fn crash_mid_checkpoint_redoes_the_committed_transaction() {
         let homes = durable_of(&rec, WriteKind::Home);
         let mut checked = 0;
         for (k, &c) in commits.iter().enumerate() {
-            let next = commits.get(k + 1).copied().unwrap_or(u64::MAX);
-            let mine: Vec<u64> = homes.iter().copied().filter(|&h| h > c && h < next).collect();
+            let next = commits.get(k + 1).copied().unwrap_or(Cycle::MAX);
+            let mine: Vec<Cycle> = homes.iter().copied().filter(|&h| h > c && h < next).collect();
             if mine.len() >= 2 && mine[0] < mine[mine.len() - 1] {
                 // One home write durable, another not: the log must redo the transaction.
                 assert_same(&recovered_at(&rec, p, mine[0]), &s_k(&rec, k + 1), &format!("{} tx {}", p.name(), k + 1));
@@ -78,8 +79,8 @@ fn crash_on_either_side_of_a_truncation_recovers_the_same_data() {
     both(|p| {
         let rec = record(&spec(small_cfg(&[]), p, TXS, 15, None));
         for &h in durable_of(&rec, WriteKind::LogHead).iter().step_by(29) {
-            let (before, after) = (recovered_at(&rec, p, h - 1), recovered_at(&rec, p, h));
-            let a = acked_at(&rec, h - 1);
+            let (before, after) = (recovered_at(&rec, p, h - Cycle(1)), recovered_at(&rec, p, h));
+            let a = acked_at(&rec, h - Cycle(1));
             let k = (a..=TXS as usize).find(|&k| s_k(&rec, k) == before).expect("before is some S_k");
             assert!(after == before || after == s_k(&rec, k + 1), "{}: head write at {h} changed the data", p.name());
         }
@@ -120,7 +121,7 @@ fn recovery_after_the_circular_log_wraps_ignores_stale_records() {
         let rec = record(&spec(cfg, p, 3000, 17, None));
         for (k, &(first, last)) in commit_span(&rec).iter().enumerate().skip(2500).step_by(23) {
             assert_same(
-                &recovered_at(&rec, p, first - 1),
+                &recovered_at(&rec, p, first - Cycle(1)),
                 &s_k(&rec, k),
                 &format!("{} before commit {}", p.name(), k + 1),
             );
@@ -144,7 +145,7 @@ fn an_unreadable_log_head_is_a_recovery_error_not_a_guess() {
 fn the_final_image_after_all_writes_recovers_to_the_last_transaction() {
     both(|p| {
         let rec = record(&spec(small_cfg(&[]), p, TXS, 19, None));
-        assert_same(&recovered_at(&rec, p, u64::MAX), &s_k(&rec, TXS as usize), p.name());
+        assert_same(&recovered_at(&rec, p, Cycle::MAX), &s_k(&rec, TXS as usize), p.name());
     });
 }
 
@@ -177,10 +178,14 @@ fn eager_commit_recovers_a_transaction_exactly_when_its_last_meta_is_durable() {
     // redone, even though no record says so.
     let rec = record(&spec(small_cfg(&[]), EcWal, TXS, 24, None));
     for (k, &(first, last)) in commit_span_of(&rec, WriteKind::LogMeta).iter().enumerate().step_by(29) {
-        assert_same(&recovered_at(&rec, EcWal, first - 1), &s_k(&rec, k), &format!("before META of tx {}", k + 1));
+        assert_same(
+            &recovered_at(&rec, EcWal, first - Cycle(1)),
+            &s_k(&rec, k),
+            &format!("before META of tx {}", k + 1),
+        );
         assert_same(&recovered_at(&rec, EcWal, last), &s_k(&rec, k + 1), &format!("at META of tx {}", k + 1));
     }
-    assert_same(&recovered_at(&rec, EcWal, u64::MAX), &s_k(&rec, TXS as usize), "final image");
+    assert_same(&recovered_at(&rec, EcWal, Cycle::MAX), &s_k(&rec, TXS as usize), "final image");
 }
 
 #[test]

@@ -254,7 +254,7 @@ impl Hierarchy {
     #[inline(always)]
     fn own(&mut self, s3: usize, b: BlockId, reach: Cycle) -> Cycle {
         if owner(self.llc.word(s3)) == Some(self.coh().running) {
-            return 0;
+            return Cycle::ZERO;
         }
         reach + self.take_ownership(s3, b)
     }
@@ -281,7 +281,7 @@ impl Hierarchy {
         }
         self.llc.set_word(s3, owned_by(c, kept));
         self.stats.invalidations += dropped;
-        let mut cycles = if dropped > 0 { self.l2.latency } else { 0 };
+        let mut cycles = if dropped > 0 { self.l2.latency } else { Cycle::ZERO };
         if dirty {
             cycles += self.transfer(s3);
         }
@@ -296,14 +296,14 @@ impl Hierarchy {
         let others = d & SHARERS & !(1 << c);
         if others == 0 {
             self.llc.set_word(s3, owned_by(c, 0));
-            return 0;
+            return Cycle::ZERO;
         }
         self.llc.set_word(s3, others | 1 << c);
-        let Some(o) = owner(d) else { return 0 };
+        let Some(o) = owner(d) else { return Cycle::ZERO };
         self.stats.downgrades += 1;
         let b = self.llc.block_at(Slot(s3)).expect("valid");
         let dirty = self.clean_private(o, b);
-        self.l2.latency + if dirty { self.transfer(s3) } else { 0 }
+        self.l2.latency + if dirty { self.transfer(s3) } else { Cycle::ZERO }
     }
 
     /// A dirty private line crosses to the LLC (written there) on its way to the requester.

@@ -5,6 +5,7 @@ use crate::config::Config;
 use crate::crash::{self, CrashSpec};
 use crate::protocol::{Bug, ProtocolKind};
 use crate::runner::{self, RunResult, RunSpec};
+use crate::types::{Cycle, Ns};
 use crate::workload::WorkloadKind;
 
 /// Write to stdout; a closed pipe (`locsim run ... | head`) ends output quietly.
@@ -49,7 +50,7 @@ pub(super) fn build_config(a: &MachineArgs) -> Result<Config, String> {
     let mut cfg = Config::build(text.as_deref(), &a.sets).map_err(|e| e.0)?;
     // The shortcuts set their fields directly; `validate` checks them like any other value.
     if let Some(ns) = a.mem_latency_ns {
-        (cfg.memory.read_latency_ns, cfg.memory.write_latency_ns) = (ns, ns);
+        (cfg.memory.read_latency_ns, cfg.memory.write_latency_ns) = (Ns(ns), Ns(ns));
     }
     if let Some(sd) = sd {
         cfg.loc.speculation_degree = sd;
@@ -229,7 +230,7 @@ pub(super) fn crash_report(a: &CrashArgs, verify: Option<crash::UserVerify>) -> 
         },
         crashes: a.crashes,
         exhaustive: a.exhaustive,
-        crash_at: a.crash_at,
+        crash_at: a.crash_at.map(Cycle),
         replay_base: replay_base(a),
         threads: a.threads.resolve()?,
         progress: true,

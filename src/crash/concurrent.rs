@@ -88,7 +88,7 @@ impl History {
             core_pos.push(core_txs[c as usize].len() as u32);
             core_txs[c as usize].push(k as u32);
         }
-        let called: Vec<Cycle> = (0..n).map(|k| record.commit_called.get(k).copied().unwrap_or(0)).collect();
+        let called: Vec<Cycle> = (0..n).map(|k| record.commit_called.get(k).copied().unwrap_or(Cycle::ZERO)).collect();
         let mut called_sorted = called.clone();
         called_sorted.sort_unstable();
         let mut acks: Vec<(Cycle, u8, u64)> = (record.acks.iter().enumerate())

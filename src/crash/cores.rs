@@ -119,7 +119,7 @@ impl<'a> CoreSweep<'a> {
             skipped: 0,
             prefixes: 0,
             undo: Vec::new(),
-            max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { 0 },
+            max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { Cycle::ZERO },
             part: Part::default(),
         }
         .with_follower(sparse)
@@ -366,7 +366,7 @@ impl<'a> CoreSweep<'a> {
     fn interrupted(&mut self, t: Cycle, format: Option<LogFormat>, plan: &Plan) -> Result<(), String> {
         let layout = &self.rec.layout;
         let n = plan.writes.len();
-        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t).below(n as u64 + 1) as usize;
+        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t.0).below(n as u64 + 1) as usize;
         let redo = plan.writes.iter().position(|(b, _)| !layout.is_data(*b)).unwrap_or(n);
         let decided = (cut == n || (cut <= redo && !recovery::reads_data_area(format))) && {
             self.prefixes += 1;

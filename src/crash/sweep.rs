@@ -169,17 +169,17 @@ fn candidate_cycles(rec: &Recorded) -> Vec<Cycle> {
     let w = &rec.record.durable.writes;
     let mut times: Vec<Cycle> = w.iter().map(|x| x.durable).collect();
     times.dedup();
-    let end = rec.end_cycle.max(times.last().copied().unwrap_or(0)) + 1;
+    let end = rec.end_cycle.max(times.last().copied().unwrap_or(Cycle::ZERO)) + Cycle(1);
     let mut c = Vec::with_capacity(2 * times.len() + 2);
-    c.push(0);
+    c.push(Cycle::ZERO);
     for (i, &d) in times.iter().enumerate() {
-        if i == 0 && d > 0 {
-            c.push(d - 1);
+        if i == 0 && d > Cycle::ZERO {
+            c.push(d - Cycle(1));
         }
         c.push(d);
-        let next = times.get(i + 1).copied().unwrap_or(end + 1);
-        if next - 1 > d {
-            c.push(next - 1);
+        let next = times.get(i + 1).copied().unwrap_or(end + Cycle(1));
+        if next - Cycle(1) > d {
+            c.push(next - Cycle(1));
         }
     }
     // The end of the run: every transaction issued and acknowledged, every write durable.
@@ -234,7 +234,7 @@ fn fault_report(spec: &CrashSpec, detail: String) -> CrashReport {
     let violation = Violation {
         kind: kind.clone(),
         seed: run.seed,
-        crash_cycle: 0,
+        crash_cycle: Cycle::ZERO,
         acked: 0,
         issued: 0,
         closest_k: 0,
@@ -648,7 +648,7 @@ impl<'a> Sweep<'a> {
             by_kind: Default::default(),
             first: None,
             // A pass over every write of the run: only where torn states are checked.
-            max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { 0 },
+            max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { Cycle::ZERO },
             torn_states: 0,
             torn_now: None,
             following: Duration::ZERO,
@@ -839,7 +839,7 @@ impl<'a> Sweep<'a> {
         };
         // The data area of `img` holds the plan's redo writes (the overlay, see `plan`): judge
         // the recovered image as it stands.
-        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t).below(writes as u64 + 1) as usize;
+        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t.0).below(writes as u64 + 1) as usize;
         let mut verdict = self.judge(a, i);
         // A prefix of redo writes alone leaves every block recovery reads as it was (when it
         // reads no data block, see `plan`), so recovering again makes the same plan and ends

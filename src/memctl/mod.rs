@@ -58,19 +58,19 @@ pub struct MemCtl {
     /// Writes served.
     pub writes: u64,
     /// Cycles writers spent waiting for a free write-queue entry.
-    pub queue_full_stall_cycles: u64,
+    pub queue_full_stall_cycles: Cycle,
 }
 
 impl MemCtl {
     pub fn new(cfg: &Config) -> MemCtl {
         let cap = cfg.memory.write_queue_entries as usize;
         MemCtl {
-            bank_free: vec![0; cfg.memory.banks as usize],
+            bank_free: vec![Cycle::ZERO; cfg.memory.banks as usize],
             banks: cfg.memory.banks,
             bank_mask: cfg.memory.banks.is_power_of_two().then_some(cfg.memory.banks - 1),
             read_cycles: cfg.ns_to_cycles(cfg.memory.read_latency_ns),
             write_cycles: cfg.ns_to_cycles(cfg.memory.write_latency_ns),
-            ring: vec![0; cap.next_power_of_two()],
+            ring: vec![Cycle::ZERO; cap.next_power_of_two()],
             ring_mask: cap.next_power_of_two() - 1,
             head: 0,
             len: 0,
@@ -78,7 +78,7 @@ impl MemCtl {
             adr: cfg.machine.persist_domain.covers_queue(),
             reads: 0,
             writes: 0,
-            queue_full_stall_cycles: 0,
+            queue_full_stall_cycles: Cycle::ZERO,
         }
     }
 
@@ -105,7 +105,7 @@ impl MemCtl {
     /// Issue a write of block `b` at cycle `now`.
     #[inline]
     pub fn write(&mut self, now: Cycle, b: BlockId) -> WriteTiming {
-        self.write_after(now, b, 0)
+        self.write_after(now, b, Cycle::ZERO)
     }
 
     /// Issue a write that the controller starts no earlier than `min_start` (in-controller
@@ -186,7 +186,7 @@ impl MemCtl {
     /// those still in the ring (0 if none), which may lie in the past.
     pub fn all_writes_done(&self) -> Cycle {
         match self.len {
-            0 => 0,
+            0 => Cycle::ZERO,
             n => self.ring_at(self.head + n - 1),
         }
     }

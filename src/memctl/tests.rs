@@ -3,7 +3,7 @@
 
 use super::*;
 
-const LAT: Cycle = 168;
+const LAT: Cycle = Cycle(168);
 
 fn ctl() -> MemCtl {
     MemCtl::new(&Config::default())
@@ -28,16 +28,16 @@ fn blocks_are_interleaved_across_banks_by_block_number() {
 #[test]
 fn read_to_a_free_bank_takes_the_read_latency() {
     let mut c = ctl();
-    assert_eq!(c.read(0, BlockId(0)), LAT);
-    assert_eq!(c.read(10, BlockId(1)), 10 + LAT);
+    assert_eq!(c.read(Cycle::ZERO, BlockId(0)), LAT);
+    assert_eq!(c.read(Cycle(10), BlockId(1)), LAT + Cycle(10));
     assert_eq!(c.reads, 2);
 }
 
 #[test]
 fn second_read_to_a_busy_bank_waits_for_it() {
     let mut c = ctl();
-    let first = c.read(0, BlockId(0));
-    assert_eq!(c.read(5, BlockId(8)), first + LAT, "same bank: serialized");
+    let first = c.read(Cycle::ZERO, BlockId(0));
+    assert_eq!(c.read(Cycle(5), BlockId(8)), first + LAT, "same bank: serialized");
     // Issued exactly when the bank frees: no wait.
     let second = first + LAT;
     assert_eq!(c.read(second, BlockId(16)), second + LAT);
@@ -47,76 +47,79 @@ fn second_read_to_a_busy_bank_waits_for_it() {
 fn reads_to_different_banks_overlap() {
     let mut c = ctl();
     for k in 0..8 {
-        assert_eq!(c.read(0, BlockId(k)), LAT, "bank {k}");
+        assert_eq!(c.read(Cycle::ZERO, BlockId(k)), LAT, "bank {k}");
     }
-    assert_eq!(c.read(0, BlockId(8)), 2 * LAT, "the ninth shares bank 0");
+    assert_eq!(c.read(Cycle::ZERO, BlockId(8)), LAT * 2, "the ninth shares bank 0");
 }
 
 #[test]
 fn write_is_durable_when_the_bank_finishes_it() {
     let mut c = ctl();
-    let t = c.write(10, BlockId(3));
-    assert_eq!(t, WriteTiming { accepted: 10, started: 10, done: 10 + LAT, durable: 10 + LAT });
+    let t = c.write(Cycle(10), BlockId(3));
+    assert_eq!(
+        t,
+        WriteTiming { accepted: Cycle(10), started: Cycle(10), done: LAT + Cycle(10), durable: LAT + Cycle(10) }
+    );
     assert_eq!(c.writes, 1);
-    assert_eq!(c.all_writes_done(), 10 + LAT);
+    assert_eq!(c.all_writes_done(), LAT + Cycle(10));
 }
 
 #[test]
 fn write_waits_behind_a_read_on_the_same_bank_and_a_read_behind_a_write() {
     let mut c = ctl();
-    assert_eq!(c.read(0, BlockId(0)), LAT);
-    let t = c.write(0, BlockId(8));
-    assert_eq!((t.accepted, t.done, t.durable), (0, 2 * LAT, 2 * LAT));
-    assert_eq!(c.read(1, BlockId(16)), 3 * LAT);
+    assert_eq!(c.read(Cycle::ZERO, BlockId(0)), LAT);
+    let t = c.write(Cycle::ZERO, BlockId(8));
+    assert_eq!((t.accepted, t.done, t.durable), (Cycle::ZERO, LAT * 2, LAT * 2));
+    assert_eq!(c.read(Cycle(1), BlockId(16)), LAT * 3);
 }
 
 #[test]
 fn two_writes_to_one_block_complete_in_issue_order() {
     let mut c = ctl();
-    let a = c.write(0, BlockId(5));
-    let b = c.write(0, BlockId(5));
-    assert_eq!((a.done, b.done), (LAT, 2 * LAT));
+    let a = c.write(Cycle::ZERO, BlockId(5));
+    let b = c.write(Cycle::ZERO, BlockId(5));
+    assert_eq!((a.done, b.done), (LAT, LAT * 2));
 }
 
 #[test]
 fn adr_makes_a_write_durable_when_accepted() {
     let mut c = ctl_with(&["machine.persist_domain=adr"]);
-    let t = c.write(10, BlockId(0));
-    assert_eq!(t, WriteTiming { accepted: 10, started: 10, done: 10 + LAT, durable: 10 });
-    let t = c.write(11, BlockId(8));
-    assert_eq!((t.durable, t.done), (11, 10 + 2 * LAT), "durable before its bank is free");
+    let t = c.write(Cycle(10), BlockId(0));
+    assert_eq!(t, WriteTiming { accepted: Cycle(10), started: Cycle(10), done: LAT + Cycle(10), durable: Cycle(10) });
+    let t = c.write(Cycle(11), BlockId(8));
+    assert_eq!((t.durable, t.done), (Cycle(11), LAT * 2 + Cycle(10)), "durable before its bank is free");
 }
 
 #[test]
 fn full_write_queue_delays_acceptance_until_the_earliest_write_completes() {
     let mut c = ctl_with(&["memory.write_queue_entries=2"]);
-    assert_eq!(c.write(0, BlockId(0)).done, LAT);
-    assert_eq!(c.write(10, BlockId(1)).done, 10 + LAT);
+    assert_eq!(c.write(Cycle::ZERO, BlockId(0)).done, LAT);
+    assert_eq!(c.write(Cycle(10), BlockId(1)).done, LAT + Cycle(10));
     // Queue full at 20; the earliest in-flight write completes at 168.
-    let t = c.write(20, BlockId(2));
-    assert_eq!((t.accepted, t.done, t.durable), (LAT, 2 * LAT, 2 * LAT));
-    assert_eq!(c.queue_full_stall_cycles, LAT - 20);
+    let t = c.write(Cycle(20), BlockId(2));
+    assert_eq!((t.accepted, t.done, t.durable), (LAT, LAT * 2, LAT * 2));
+    assert_eq!(c.queue_full_stall_cycles, LAT - Cycle(20));
     // Full again ({178, 336}): the next one waits for 178, not 177, not 336.
-    let t = c.write(170, BlockId(3));
-    assert_eq!(t.accepted, 10 + LAT);
-    assert_eq!(c.queue_full_stall_cycles, LAT - 20 + 8);
+    let t = c.write(Cycle(170), BlockId(3));
+    assert_eq!(t.accepted, LAT + Cycle(10));
+    assert_eq!(c.queue_full_stall_cycles, LAT - Cycle(20) + Cycle(8));
 }
 
 #[test]
 fn write_issued_exactly_when_a_queued_write_completes_is_not_stalled() {
     let mut c = ctl_with(&["memory.write_queue_entries=2"]);
-    c.write(0, BlockId(0));
-    c.write(0, BlockId(1));
+    c.write(Cycle::ZERO, BlockId(0));
+    c.write(Cycle::ZERO, BlockId(1));
     let t = c.write(LAT, BlockId(2));
     assert_eq!(t.accepted, LAT);
-    assert_eq!(c.queue_full_stall_cycles, 0);
+    assert_eq!(c.queue_full_stall_cycles, Cycle::ZERO);
 }
 
 #[test]
 fn one_entry_queue_serializes_writes_to_different_banks() {
     let mut c = ctl_with(&["memory.write_queue_entries=1"]);
-    let a = c.write(0, BlockId(0));
-    let b = c.write(0, BlockId(1));
+    let a = c.write(Cycle::ZERO, BlockId(0));
+    let b = c.write(Cycle::ZERO, BlockId(1));
     assert_eq!(b.accepted, a.done);
     assert_eq!(b.done, a.done + LAT);
 }
@@ -124,28 +127,28 @@ fn one_entry_queue_serializes_writes_to_different_banks() {
 #[test]
 fn adr_write_stalled_by_a_full_queue_is_durable_at_its_late_acceptance() {
     let mut c = ctl_with(&["memory.write_queue_entries=1", "machine.persist_domain=adr"]);
-    c.write(0, BlockId(0));
-    let t = c.write(5, BlockId(1));
-    assert_eq!((t.accepted, t.durable, t.done), (LAT, LAT, 2 * LAT));
+    c.write(Cycle::ZERO, BlockId(0));
+    let t = c.write(Cycle(5), BlockId(1));
+    assert_eq!((t.accepted, t.durable, t.done), (LAT, LAT, LAT * 2));
 }
 
 #[test]
 fn all_writes_done_is_the_latest_completion() {
     let mut c = ctl();
-    assert_eq!(c.all_writes_done(), 0);
-    c.write(0, BlockId(0));
-    c.write(0, BlockId(8));
-    c.write(50, BlockId(1));
-    assert_eq!(c.all_writes_done(), 2 * LAT);
+    assert_eq!(c.all_writes_done(), Cycle::ZERO);
+    c.write(Cycle::ZERO, BlockId(0));
+    c.write(Cycle::ZERO, BlockId(8));
+    c.write(Cycle(50), BlockId(1));
+    assert_eq!(c.all_writes_done(), LAT * 2);
 }
 
 #[test]
 fn latencies_are_converted_from_ns_with_the_core_clock() {
     let c = ctl_with(&["core.freq_mhz=2000", "memory.write_latency_ns=300"]);
-    assert_eq!((c.read_cycles(), c.write_cycles()), (2 * LAT, 600));
+    assert_eq!((c.read_cycles(), c.write_cycles()), (LAT * 2, Cycle(600)));
     let mut c = ctl_with(&["memory.read_latency_ns=35", "memory.write_latency_ns=95"]);
-    assert_eq!(c.read(0, BlockId(0)), 35);
-    assert_eq!(c.write(0, BlockId(0)).done, 35 + 95);
+    assert_eq!(c.read(Cycle::ZERO, BlockId(0)), Cycle(35));
+    assert_eq!(c.write(Cycle::ZERO, BlockId(0)).done, Cycle(35) + Cycle(95));
 }
 
 /// The write queue as first written: one min-heap of completion cycles, completed writes
@@ -154,7 +157,7 @@ struct HeapModel {
     bank_free: Vec<Cycle>,
     heap: std::collections::BinaryHeap<std::cmp::Reverse<Cycle>>,
     cap: usize,
-    stall: u64,
+    stall: Cycle,
 }
 
 impl HeapModel {
@@ -178,12 +181,13 @@ impl HeapModel {
 fn the_sorted_write_queue_matches_a_min_heap_model_on_random_traffic() {
     for (seed, banks, cap) in [(1, 8, 32), (2, 8, 1), (3, 6, 5), (4, 1, 3), (5, 16, 64), (6, 3, 2)] {
         let mut c = ctl_with(&[&format!("memory.banks={banks}"), &format!("memory.write_queue_entries={cap}")]);
-        let mut m = HeapModel { bank_free: vec![0; banks], heap: Default::default(), cap, stall: 0 };
+        let mut m =
+            HeapModel { bank_free: vec![Cycle::ZERO; banks], heap: Default::default(), cap, stall: Cycle::ZERO };
         let mut rng = crate::rng::Rng::new(seed);
-        let mut now = 0;
+        let mut now = Cycle::ZERO;
         for step in 0..20_000 {
             // Multiples of 10 cycles: completions often coincide with issue cycles.
-            now += 10 * rng.below(4) * rng.below(6);
+            now += Cycle(10 * rng.below(4) * rng.below(6));
             let b = BlockId(rng.below(1000));
             if rng.below(5) == 0 {
                 let done = c.read(now, b);
@@ -192,16 +196,18 @@ fn the_sorted_write_queue_matches_a_min_heap_model_on_random_traffic() {
                 assert_eq!(done, m.bank_free[bank], "seed {seed} step {step}: read");
                 continue;
             }
-            let (min_start, cycles) =
-                (if rng.below(4) == 0 { now + 10 * rng.below(50) } else { 0 }, 10 * (5 + rng.below(30)));
+            let (min_start, cycles) = (
+                if rng.below(4) == 0 { now + Cycle(10 * rng.below(50)) } else { Cycle::ZERO },
+                Cycle(10 * (5 + rng.below(30))),
+            );
             let t = c.write_timed(now, b, min_start, cycles);
             let (accepted, done) = m.write(now, c.bank_of(b), min_start, cycles);
             assert_eq!((t.accepted, t.done), (accepted, done), "seed {seed} step {step}: write at {now}");
             // Every write done by the same cycle (the ring may still hold completed ones).
-            let model_all = m.heap.iter().map(|r| r.0).max().unwrap_or(0);
+            let model_all = m.heap.iter().map(|r| r.0).max().unwrap_or(Cycle::ZERO);
             assert_eq!(c.all_writes_done().max(now), model_all.max(now), "seed {seed} step {step}");
         }
         assert_eq!(c.queue_full_stall_cycles, m.stall, "seed {seed}");
-        assert!(m.stall > 0 || cap >= 32, "seed {seed}: the queue never filled, the test proves little");
+        assert!(m.stall > Cycle::ZERO || cap >= 32, "seed {seed}: the queue never filled, the test proves little");
     }
 }

@@ -26,6 +26,8 @@ pub use wear::{RegionWear, Wear};
 
 use serde::{Deserialize, Serialize};
 
+use crate::types::Ns;
+
 /// Which vector instructions the block path uses (a const parameter of its functions):
 /// portable code, AVX2 (only reached through `Pcm::write_block_avx2`) or AVX-512 (through
 /// `Pcm::write_block_avx512`), each entered only once `Pcm::new` found the host features.
@@ -536,8 +538,8 @@ impl Pcm {
 
     /// Device time of a block write by its programmed chunks (0 to 8), ns: what
     /// [`WriteCost::latency_ns`] is for a 64-byte write.
-    pub fn block_latency_ns(&self) -> [u64; 9] {
-        self.block_latency_ns
+    pub fn block_latency_ns(&self) -> [Ns; 9] {
+        self.block_latency_ns.map(Ns)
     }
 
     pub fn config(&self) -> &PcmConfig {

@@ -16,6 +16,8 @@
 
 use serde::Serialize;
 
+use crate::types::Cycle;
+
 /// One cell at one moment: where, and which write.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
 pub struct CellEvent {
@@ -28,7 +30,7 @@ pub struct CellEvent {
     /// The device's write (1 = the first write of the measured region).
     pub write: u64,
     /// Core cycle at which that write was issued to the device (0 where no clock is kept).
-    pub cycle: u64,
+    pub cycle: Cycle,
 }
 
 /// Retired cells and failed writes of one region (or of the whole device).
@@ -59,7 +61,7 @@ pub struct Retire {
     /// Device writes since the last reset.
     pub writes: u64,
     /// Core cycle of the current write (set by the caller).
-    pub cycle: u64,
+    pub cycle: Cycle,
     /// The whole device, then each region.
     pub figures: Vec<RetireFigures>,
 }
@@ -82,7 +84,7 @@ impl Retire {
             stuck: crate::hostmem::zeroed(bytes.div_ceil(8) as usize),
             stuck_flips: crate::hostmem::zeroed(flip_cells.div_ceil(64) as usize),
             writes: 0,
-            cycle: 0,
+            cycle: Cycle::ZERO,
             figures,
         }
     }

@@ -294,11 +294,11 @@ mod tests {
             let spread = [1, 3, 50, 10_000][seed as usize % 4];
             let writes: Vec<DurableWrite> = (0..n)
                 .map(|i| {
-                    let durable = match seed % 3 {
+                    let durable = Cycle(match seed % 3 {
                         0 => i as u64 + rng.below(spread),
                         1 => (n - i) as u64 * 2 + rng.below(spread),
                         _ => rng.below(spread),
-                    };
+                    });
                     let mut data = [0u8; 64];
                     data[..8].copy_from_slice(&(i as u64).to_le_bytes());
                     DurableWrite {

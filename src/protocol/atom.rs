@@ -118,9 +118,9 @@ impl Atom {
                     covered: 0,
                     open_g: 0,
                     open_first: 0,
-                    group_durable: 0,
-                    full_durable: 0,
-                    home_done: 0,
+                    group_durable: Cycle::ZERO,
+                    full_durable: Cycle::ZERO,
+                    home_done: Cycle::ZERO,
                     barrier: Barrier::default(),
                 }
             })
@@ -198,8 +198,8 @@ impl Atom {
         }
         let r = &mut self.cores[c];
         let b = r.ws[i];
-        let hold = if self.bug == Some(Bug::InPlaceBeforeUndo) { 0 } else { r.ready[i] };
-        self.n.held_back_cycles += hold.saturating_sub(m.now);
+        let hold = if self.bug == Some(Bug::InPlaceBeforeUndo) { Cycle::ZERO } else { r.ready[i] };
+        self.n.held_back_cycles += hold.saturating_sub(m.now).0;
         let data = m.keep_bytes.then(|| m.arch_block(b));
         let t = m.write_encoded_after(b, WriteKind::Home, hold, || data.expect("payloads kept"));
         m.wait_until(t.accepted);
@@ -256,8 +256,8 @@ impl Atom {
         r.covered = 0;
         r.open_g = 0;
         r.open_first = 0;
-        r.full_durable = 0;
-        r.home_done = 0;
+        r.full_durable = Cycle::ZERO;
+        r.home_done = Cycle::ZERO;
     }
 }
 

@@ -73,7 +73,7 @@ impl EcWal {
                 tx_start_sid: 0,
                 tx_id: 0,
                 tx_blocks: 0,
-                tx_log_done: 0,
+                tx_log_done: Cycle::ZERO,
                 trunc_issued: 0,
                 barrier: Barrier::default(),
             })
@@ -84,7 +84,7 @@ impl EcWal {
             cores,
             multi: layout.cores > 1,
             order: 0,
-            trunc_at: 0,
+            trunc_at: Cycle::ZERO,
             held: Vec::new(),
             committing: false,
             pending: Vec::with_capacity(1024),
@@ -131,7 +131,7 @@ impl EcWal {
     }
 
     fn write_meta(&mut self, m: &mut Machine, c: usize, g: &mut Group) {
-        let t = g.write_meta(m, 0, self.write_cycles, self.bug);
+        let t = g.write_meta(m, Cycle::ZERO, self.write_cycles, self.bug);
         let k = &mut self.cores[c];
         k.tx_log_done = k.tx_log_done.max(t.durable);
     }
@@ -181,7 +181,7 @@ impl Protocol for EcWal {
         let k = &mut self.cores[m.core()];
         k.barrier.at_begin(m);
         k.tx_start_sid = k.ring.next_sid;
-        k.tx_log_done = 0;
+        k.tx_log_done = Cycle::ZERO;
         k.tx_blocks = 0;
         k.tx_id = k.tx_id.wrapping_add(1);
     }

@@ -64,8 +64,8 @@ impl Group {
         bug: Option<Bug>,
     ) -> WriteTiming {
         let after = match bug {
-            Some(Bug::MetaBeforeData) => 0,
-            _ => (self.data_done.max(also_after) + 1).saturating_sub(min_write_cycles),
+            Some(Bug::MetaBeforeData) => Cycle::ZERO,
+            _ => (self.data_done.max(also_after) + Cycle(1)).saturating_sub(min_write_cycles),
         };
         let meta = Meta { sid: self.sid, tags: self.tags };
         let checked = m.meta_checksum;
@@ -143,7 +143,7 @@ impl GroupRing {
         let sid = self.next_sid;
         self.next_sid += 1;
         let at = BlockId(self.log0.0 + 1 + GROUP_BLOCKS * (sid % self.groups));
-        Group { sid, at, tags: [None; DATA_SLOTS], n: 0, data_done: 0, stale: false }
+        Group { sid, at, tags: [None; DATA_SLOTS], n: 0, data_done: Cycle::ZERO, stale: false }
     }
 }
 
@@ -168,13 +168,13 @@ mod tests {
         }
         let t = write_data(&mut m, at, BlockId(0), None);
         g.note_data(t.done);
-        g.write_meta(&mut m, 0, min_write_cycles, None)
+        g.write_meta(&mut m, Cycle::ZERO, min_write_cycles, None)
     }
 
     #[test]
     fn the_meta_completes_after_its_data() {
-        let t = meta_after_busy_data(168);
-        assert_eq!(t.done, 3 * 168 + 1, "started one cycle after the data's start");
+        let t = meta_after_busy_data(Cycle(168));
+        assert_eq!(t.done, Cycle(168) * 3 + Cycle(1), "started one cycle after the data's start");
     }
 
     #[test]
@@ -182,6 +182,6 @@ mod tests {
     fn a_meta_started_too_early_is_caught() {
         // Breaking the rule on purpose: a shortest write latency longer than the device's
         // lets the META start (and complete) before the data it names.
-        meta_after_busy_data(3 * 168);
+        meta_after_busy_data(Cycle(168) * 3);
     }
 }

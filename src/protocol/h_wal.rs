@@ -97,13 +97,21 @@ impl HWal {
                     desc_addrs: [0; ADDRS_PER_DESC],
                     desc_n: 0,
                     tx_blocks: 0,
-                    tx_log_done: 0,
+                    tx_log_done: Cycle::ZERO,
                     redo: RedoSet::of_core(c),
                     barrier: Barrier::default(),
                 }
             })
             .collect();
-        HWal { bug, regions, multi: layout.cores > 1, order: 0, trunc_at: 0, held: Vec::new(), holding: false }
+        HWal {
+            bug,
+            regions,
+            multi: layout.cores > 1,
+            order: 0,
+            trunc_at: Cycle::ZERO,
+            held: Vec::new(),
+            holding: false,
+        }
     }
 
     fn log_data(&mut self, m: &mut Machine, c: usize, b: BlockId) -> BlockId {
@@ -230,7 +238,7 @@ impl Protocol for HWal {
         r.barrier.at_begin(m);
         r.tx_start = r.tail;
         r.tx_start_pos = r.tail_pos;
-        r.tx_log_done = 0;
+        r.tx_log_done = Cycle::ZERO;
     }
 
     redo_load_store!();
@@ -268,7 +276,7 @@ impl Protocol for HWal {
             Some(Bug::AckBeforeDurable) => m.wait_until(t.accepted),
             _ => m.wait_until(t.durable),
         }
-        let log_durable = if self.holding { 0 } else { r.tx_log_done };
+        let log_durable = if self.holding { Cycle::ZERO } else { r.tx_log_done };
         super::assert_durable_at_ack(m.now, t.durable.max(log_durable), self.bug);
         m.ack_through(m.txs_committed);
         if self.holding {

@@ -138,7 +138,7 @@ impl Hoop {
                     head_issued: 0,
                     head_block: first_head(cfg.two_slot_head),
                     ws: Vec::new(),
-                    log_done: 0,
+                    log_done: Cycle::ZERO,
                 }
             })
             .collect();
@@ -149,7 +149,7 @@ impl Hoop {
             map: vec![0; blocks],
             entries: Vec::new(),
             order: 0,
-            head_at: 0,
+            head_at: Cycle::ZERO,
             gc_percent: cfg.gc_threshold_percent as u64,
             mapping_entries: cfg.mapping_entries as usize,
             two_slot: cfg.two_slot_head,
@@ -318,7 +318,7 @@ impl Protocol for Hoop {
         self.drop_victims(m);
         let r = &mut self.regions[m.core()];
         debug_assert!(r.ws.is_empty());
-        r.log_done = 0;
+        r.log_done = Cycle::ZERO;
     }
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {

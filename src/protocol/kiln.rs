@@ -183,11 +183,11 @@ impl Kiln {
             trunc_sid: 0,
             head_seq: 1,
             fallback: Vec::new(),
-            fallback_durable: 0,
+            fallback_durable: Cycle::ZERO,
             versions: Versions::default(),
             superseded: Vec::new(),
             committed: 0,
-            commit_at: 0,
+            commit_at: Cycle::ZERO,
             in_tx: false,
             number: 1,
         };
@@ -201,9 +201,9 @@ impl Kiln {
             write_cycles,
             next_seq: 1,
             cores: (0..n).map(core).collect(),
-            reg_at: 0,
-            trunc_at: 0,
-            slot_free_at: vec![0; llc_slots],
+            reg_at: Cycle::ZERO,
+            trunc_at: Cycle::ZERO,
+            slot_free_at: vec![Cycle::ZERO; llc_slots],
             reg_committed: 0,
             deps: CrossDeps::new(n),
             c: Counters::default(),
@@ -225,7 +225,7 @@ impl Kiln {
     fn record_line(&mut self, m: &mut Machine, s: Slot, home: BlockId, seq: u64, cid: usize, data: BlockData) {
         let before = m.now;
         m.wait_until(self.slot_free_at[s.0]);
-        self.c.slot_reuse_stall_cycles += m.now - before;
+        self.c.slot_reuse_stall_cycles += (m.now - before).0;
         let now = m.now;
         m.nv_record(self.data_block(s), |_| data, now);
         m.nv_record(self.tag_block(s), |_| nvllc::encode_owned_tag(Some((home.0, seq, cid as u8))), now);
@@ -265,7 +265,7 @@ impl Kiln {
         self.c.fallback_log_blocks += 1;
         k.fallback.push((home, at, seq));
         // The META (rewritten as the group fills) completes after the group's data.
-        let mt = g.write_meta(m, 0, self.write_cycles, None);
+        let mt = g.write_meta(m, Cycle::ZERO, self.write_cycles, None);
         k.fallback_durable = k.fallback_durable.max(mt.durable);
         k.group = Some(g);
         mt.durable
@@ -454,7 +454,7 @@ impl Kiln {
                 }
             }
         }
-        self.c.window_stall_cycles += m.now - before;
+        self.c.window_stall_cycles += (m.now - before).0;
         if self.bug != Some(Bug::AckBeforeDurable) {
             if !self.multi {
                 m.ack_through(m.txs_committed);
@@ -556,7 +556,7 @@ impl Protocol for Kiln {
                 let t = m.write_from_arch(b, WriteKind::Home, b);
                 m.wait_until(t.durable);
                 self.c.old_version_writebacks += 1;
-                self.c.old_version_stall_cycles += m.now - before;
+                self.c.old_version_stall_cycles += (m.now - before).0;
                 let now = m.now;
                 self.forget_line(m, s, now);
                 m.hier.llc.set_aux(s, 0);

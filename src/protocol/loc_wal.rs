@@ -276,8 +276,8 @@ impl Win {
             safe_seq: 0,
             trunc_sid: 0,
             trunc_seq: 0,
-            log_durable: 0,
-            log_done: 0,
+            log_durable: Cycle::ZERO,
+            log_done: Cycle::ZERO,
             deps: Vec::new(),
             versions: Versions::default(),
             held: Vec::new(),
@@ -360,7 +360,7 @@ impl Win {
             self.logged_sig[h / 64] |= 1 << (h % 64);
         }
         if slot + 1 == DATA_SLOTS {
-            self.write_meta(m, gi, 0);
+            self.write_meta(m, gi, Cycle::ZERO);
         }
     }
 
@@ -557,7 +557,7 @@ impl Win {
     fn write_metas(&mut self, m: &mut Machine, first_pair_group: usize) {
         for gi in 0..self.wgroups.len().min(first_pair_group) {
             if self.wgroups[gi].stale {
-                self.write_meta(m, gi, 0);
+                self.write_meta(m, gi, Cycle::ZERO);
             }
         }
         for gi in first_pair_group..self.wgroups.len() {
@@ -573,7 +573,7 @@ impl Win {
         if self.bug != Some(Bug::AckBeforeDurable) {
             m.wait_until(self.log_durable);
         }
-        self.c.window_stall_cycles += m.now - before;
+        self.c.window_stall_cycles += (m.now - before).0;
         super::assert_durable_at_ack(m.now, self.log_durable, self.bug);
         m.ack_core_through(self.core, self.committed);
         for (at, b) in std::mem::take(&mut self.held) {
@@ -644,8 +644,8 @@ impl Win {
         self.deps.clear();
         self.open = false;
         self.committed_in_win = 0;
-        self.log_done = 0;
-        self.log_durable = 0;
+        self.log_done = Cycle::ZERO;
+        self.log_durable = Cycle::ZERO;
     }
 
     fn end_tx(&mut self) {

@@ -128,8 +128,10 @@ fn run(kind: ProtocolKind, cores: u32, per_core: usize, seed: u64, bug: Option<B
     let n = cores as usize;
     let mut running: Vec<Option<Running>> = (0..n).map(|_| None).collect();
     let mut left = vec![per_core; n];
-    let mut released = vec![0 as Cycle; DATA_LINES as usize];
+    let mut released = vec![Cycle::ZERO; DATA_LINES as usize];
     let mut txs = Vec::new();
+    // Per entry of `txs`: its core's commit count at its commit call.
+    let mut counts = Vec::new();
     while left.iter().any(|&l| l > 0) {
         let c = (0..n).filter(|&c| left[c] > 0).min_by_key(|&c| (m.clock_of(c), c)).expect("a core with work");
         m.switch_core(c);
@@ -138,12 +140,12 @@ fn run(kind: ProtocolKind, cores: u32, per_core: usize, seed: u64, bug: Option<B
                 let locked: Vec<u64> = running.iter().flatten().flat_map(|r| r.lines.iter().copied()).collect();
                 match begin(&mut rng, &locked, &released) {
                     Some(r) => {
-                        let at = r.lines.iter().map(|&l| released[l as usize]).max().unwrap_or(0);
+                        let at = r.lines.iter().map(|&l| released[l as usize]).max().unwrap_or(Cycle::ZERO);
                         m.wait_until(at);
                         p.begin(&mut m);
                         running[c] = Some(r);
                     }
-                    None => m.compute(50),
+                    None => m.compute(Cycle(50)),
                 }
             }
             Some(mut r) => {
@@ -178,8 +180,8 @@ fn run(kind: ProtocolKind, cores: u32, per_core: usize, seed: u64, bug: Option<B
                     m.note_commit_called();
                     let called = m.now;
                     p.commit(&mut m);
-                    // `acked` is the core's commit count until the acknowledgements are read.
-                    txs.push(Committed { core: c, stores: r.done, called, acked: m.txs_committed });
+                    counts.push(m.txs_committed);
+                    txs.push(Committed { core: c, stores: r.done, called, acked: Cycle::MAX });
                 }
                 for &l in &r.lines {
                     released[l as usize] = m.now;
@@ -190,9 +192,8 @@ fn run(kind: ProtocolKind, cores: u32, per_core: usize, seed: u64, bug: Option<B
     m.quiesce();
     let mut rec = m.record.take().unwrap();
     rec.durable.finish();
-    for t in &mut txs {
+    for (t, &k) in txs.iter_mut().zip(&counts) {
         // The first acknowledgement of the core that covers it (never: a window left open).
-        let k = t.acked;
         let i = (0..rec.acks.len()).find(|&i| rec.ack_cores[i] as usize == t.core && rec.acks[i].1 >= k);
         t.acked = i.map_or(Cycle::MAX, |i| rec.acks[i].0);
         if kind != ProtocolKind::LocWal {
@@ -251,7 +252,7 @@ fn check(kind: ProtocolKind, r: &Run) -> Result<usize, String> {
             img[r.writes[w].block.range()].copy_from_slice(&r.writes[w].data);
             w += 1;
         }
-        let last = cycles.get(k + 1).map_or(d, |&n| n - 1);
+        let last = cycles.get(k + 1).map_or(d, |&n| n - Cycle(1));
         for t in [d, last] {
             while a < by_ack.len() && r.txs[by_ack[a]].acked <= t {
                 apply(&r.txs[by_ack[a]], &mut expected);

@@ -97,7 +97,7 @@ impl Proteus {
                 live: VecDeque::with_capacity(lpq),
                 next_index: 0,
                 spilled: 0,
-                spill_durable: 0,
+                spill_durable: Cycle::ZERO,
                 region: layout.log_region(c),
                 held: Vec::new(),
             })
@@ -108,7 +108,7 @@ impl Proteus {
             llt_entries: cfg.llt_entries as usize,
             trip,
             cores,
-            slots: vec![Slot { owner: None, free_at: 0, header: empty, data: [0; 64] }; lpq],
+            slots: vec![Slot { owner: None, free_at: Cycle::ZERO, header: empty, data: [0; 64] }; lpq],
             cursor: 0,
             c: Counters::default(),
         }
@@ -156,7 +156,7 @@ impl Proteus {
         };
         let before = m.now;
         m.wait_until(self.slots[i].free_at);
-        self.c.lpq_stall_cycles += m.now - before;
+        self.c.lpq_stall_cycles += (m.now - before).0;
         i
     }
 
@@ -200,7 +200,7 @@ impl Proteus {
         let header = EntryHeader { core: c as u32, seq: cl.seq, index: cl.next_index, home: home.0 };
         cl.next_index += 1;
         cl.live.push_back(i);
-        self.slots[i] = Slot { owner: Some(c), free_at: 0, header, data };
+        self.slots[i] = Slot { owner: Some(c), free_at: Cycle::ZERO, header, data };
         let now = m.now;
         m.nv_record(self.nv(fmt::slot_data_block(i)), |_| data, now);
         m.nv_record(self.nv(fmt::slot_header_block(i)), |_| header.encode(&data), now);
@@ -244,7 +244,7 @@ impl Proteus {
         cl.seq += 1;
         cl.next_index = 0;
         cl.spilled = 0;
-        cl.spill_durable = 0;
+        cl.spill_durable = Cycle::ZERO;
         cl.logged.clear();
         cl.llt.clear();
         cl.llt_next = 0;
@@ -285,7 +285,7 @@ impl Protocol for Proteus {
             }
             // Log-load (a load of the line), then the log-flush instruction.
             m.access_block(b, false);
-            m.compute(1);
+            m.compute(Cycle(1));
             let data = if m.keep_bytes { m.arch_block(b) } else { [0; 64] };
             self.cores[c].logged.push(b);
             if self.bug == Some(Bug::StoreBeforeLogFlush) {

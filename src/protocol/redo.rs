@@ -166,7 +166,7 @@ impl RedoSet {
             ws: Vec::new(),
             slots: Vec::new(),
             evicted: Vec::new(),
-            trunc_at: 0,
+            trunc_at: Cycle::ZERO,
             evicted_to_log: 0,
             forced_to_log: 0,
             checkpoint_log_reads: 0,

@@ -22,7 +22,7 @@ use crate::log::head::{LogFormat, LogHead};
 use crate::log::swal::{EntryHeader, HEADER_BYTES, KIND_COMMIT, KIND_DATA};
 use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
-use crate::types::{blocks_of, Addr, BlockId};
+use crate::types::{blocks_of, Addr, BlockId, Cycle};
 
 pub struct SWal {
     bug: Option<Bug>,
@@ -111,7 +111,7 @@ impl Region {
     fn write_in_place(&mut self, m: &mut Machine, costs: &SwalConfig) {
         for i in 0..self.ws.len() {
             let (a, len) = self.ws[i];
-            m.compute(costs.apply_instructions);
+            m.compute(Cycle(costs.apply_instructions));
             m.access_range(a, len as usize, true);
         }
         for i in 0..self.ws.len() {
@@ -162,13 +162,13 @@ impl Protocol for SWal {
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         if !self.regions[m.core()].ws.is_empty() {
-            m.compute(self.costs.lookup_instructions);
+            m.compute(Cycle(self.costs.lookup_instructions));
         }
         m.access_range(addr, len, false);
     }
 
     fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        m.compute(self.costs.append_instructions);
+        m.compute(Cycle(self.costs.append_instructions));
         let r = &mut self.regions[m.core()];
         let h = EntryHeader { seq: r.seq, addr: addr.0, len: len as u32, kind: KIND_DATA };
         self.buf.clear();

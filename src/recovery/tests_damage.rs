@@ -23,6 +23,7 @@ use crate::pmem::Layout;
 use crate::protocol::ProtocolKind;
 use crate::runner::{execute, RunSpec};
 use crate::types::BlockId;
+use crate::types::Cycle;
 use crate::workload::WorkloadKind;
 use proptest::prelude::*;
 use std::sync::OnceLock;
@@ -208,7 +209,7 @@ fn images(p: ProtocolKind) -> &'static Images {
                 };
                 let rec = execute(&run).unwrap().recorded.unwrap();
                 let w = &rec.record.durable.writes;
-                let cycles = (0..8).map(|i| if i == 0 { 0 } else { w[(w.len() - 1) * i / 7].durable });
+                let cycles = (0..8).map(|i| if i == 0 { Cycle::ZERO } else { w[(w.len() - 1) * i / 7].durable });
                 let len = rec.layout.total_bytes() as usize;
                 let images = cycles.map(|t| rec.record.durable.image_at(&rec.initial[..len], t)).collect();
                 (p, Images { format: p.log_format().unwrap(), layout: rec.layout, images })

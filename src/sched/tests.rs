@@ -2,7 +2,7 @@ use super::*;
 use crate::config::Config;
 use crate::pmem::Layout;
 use crate::protocol::baseline::Baseline;
-use crate::types::BlockId;
+use crate::types::{BlockId, Cycle};
 use crate::workload::user::UserWorkload;
 use crate::workload::{WorkloadConfig, WorkloadKind};
 use std::sync::{Arc, Mutex};
@@ -112,7 +112,7 @@ fn the_earliest_core_runs_each_operation_ties_to_the_lower_id() {
         "0:commit",
     ];
     assert_eq!(names(&log), expected);
-    assert_eq!((0..3).map(|c| s.m.clock_of(c)).collect::<Vec<_>>(), [20, 16, 10]);
+    assert_eq!((0..3).map(|c| s.m.clock_of(c)).collect::<Vec<_>>(), [Cycle(20), Cycle(16), Cycle(10)]);
 }
 
 /// A waiter is blocked until the release and resumes at the release cycle, paying its retry:
@@ -126,7 +126,7 @@ fn a_lock_waiter_resumes_at_the_release_and_pays_its_retry() {
     r.unwrap();
     let line = BlockId(s.m.volatile_block0 + 5);
     let mut m = sim(2, &[0; 1 << 16], false).m;
-    let cost = |m: &mut Machine, core: usize, at: u64| {
+    let cost = |m: &mut Machine, core: usize, at: Cycle| {
         m.switch_core(core);
         m.now = m.now.max(at);
         let t = m.now;
@@ -134,15 +134,15 @@ fn a_lock_waiter_resumes_at_the_release_and_pays_its_retry() {
         m.now - t
     };
     // Core 0 takes the lock (a miss); core 1, having computed 10, tries it (blocked).
-    let take0 = cost(&mut m, 0, 0);
-    assert!(take0 > 10, "the first take outlasts core 1's compute");
-    let try1 = cost(&mut m, 1, 10);
+    let take0 = cost(&mut m, 0, Cycle::ZERO);
+    assert!(take0 > Cycle(10), "the first take outlasts core 1's compute");
+    let try1 = cost(&mut m, 1, Cycle(10));
     // Core 0 computes 100, commits and releases the lock.
-    let rel0 = cost(&mut m, 0, take0 + 100);
-    let release = take0 + 100 + rel0;
+    let rel0 = cost(&mut m, 0, take0 + Cycle(100));
+    let release = take0 + Cycle(100) + rel0;
     assert_eq!(s.m.clock_of(0), release);
     // Core 1 resumes at the release (or its own clock, if later), retries, commits, releases.
-    let resume = (10 + try1).max(release);
+    let resume = (Cycle(10) + try1).max(release);
     let retry1 = cost(&mut m, 1, resume);
     let rel1 = cost(&mut m, 1, resume + retry1);
     assert_eq!(s.m.clock_of(1), resume + retry1 + rel1);

@@ -4,7 +4,7 @@
 
 use super::{OracleLog, TxState};
 use crate::machine::Machine;
-use crate::types::{blocks_of, Addr, BlockId};
+use crate::types::{blocks_of, Addr, BlockId, Cycle};
 
 /// Bits of a scheduling key below the clock: the core id (at most 16 cores).
 pub(crate) const CORE_BITS: u32 = 5;
@@ -12,8 +12,8 @@ pub(crate) const CORE_BITS: u32 = 5;
 pub(crate) const NONE: u64 = u64::MAX;
 /// The order of core `c` at clock `t`: earlier clock first, then lower core id.
 #[inline(always)]
-pub(crate) fn key(t: u64, c: usize) -> u64 {
-    (t << CORE_BITS) | c as u64
+pub(crate) fn key(t: Cycle, c: usize) -> u64 {
+    (t.0 << CORE_BITS) | c as u64
 }
 
 /// The multi-core front-end state kept by [`super::Sim`] beside the running core's: the other cores'
@@ -46,7 +46,7 @@ pub(crate) struct Cores {
     /// Per lock, the cycle of its last release: a core that takes it later in host order but at
     /// an earlier clock (it ran behind the releasing core's commit) first waits until then, so
     /// that no two holds of a lock overlap in simulated time.
-    released_at: Vec<u64>,
+    released_at: Vec<Cycle>,
     /// First block of the lock lines.
     lock_block0: u64,
 }
@@ -67,7 +67,7 @@ impl Cores {
             waiting: vec![NONE; n],
             next_key: u64::MAX,
             keys: vec![u64::MAX; n],
-            released_at: vec![0; lines],
+            released_at: vec![Cycle::ZERO; lines],
             lock_block0: m.volatile_block0,
         }
     }

@@ -21,7 +21,7 @@
 pub mod regs;
 
 use crate::pmem::Layout;
-use crate::types::BlockId;
+use crate::types::{BlockId, Cycle};
 use serde::{Deserialize, Serialize};
 
 pub use regs::Registers;
@@ -214,14 +214,21 @@ pub struct StartGap {
     since_move: u64,
     /// Cycle at which the last register write is durable: until then no log-area write starts
     /// (see the module documentation).
-    pub barrier: u64,
+    pub barrier: Cycle,
     /// Deliberate defect: the register write is not ordered after the copy.
     pub bug_regs_before_copy: bool,
 }
 
 impl StartGap {
     pub fn new(geom: Geometry, psi: u64) -> StartGap {
-        StartGap { geom, regs: Registers::initial(&geom), psi, since_move: 0, barrier: 0, bug_regs_before_copy: false }
+        StartGap {
+            geom,
+            regs: Registers::initial(&geom),
+            psi,
+            since_move: 0,
+            barrier: Cycle::ZERO,
+            bug_regs_before_copy: false,
+        }
     }
 
     /// Count one write to a logical line; true when a gap move is due.

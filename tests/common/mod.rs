@@ -7,6 +7,7 @@ use locsim::pmem::WriteKind;
 use locsim::protocol::{Bug, ProtocolKind};
 use locsim::recovery;
 use locsim::runner::{execute, Recorded, RunSpec};
+use locsim::types::Cycle;
 use locsim::workload::WorkloadKind;
 
 /// A small, fast configuration: 64 Ki SPS entries (512 KiB, half the LLC) and a 1 MiB log,
@@ -36,7 +37,7 @@ pub fn torn_replay(
     let mut run = spec(Config::build(None, &sets).unwrap(), p, txs, 1, None);
     run.workload = w;
     let mut cs = locsim::crash::CrashSpec::new(run, 1);
-    (cs.exhaustive, cs.crash_at, cs.atomicity) = (exhaustive, Some(t), 8);
+    (cs.exhaustive, cs.crash_at, cs.atomicity) = (exhaustive, Some(Cycle(t)), 8);
     locsim::crash::check(&cs).unwrap()
 }
 
@@ -74,7 +75,7 @@ pub fn s_k(rec: &Recorded, k: usize) -> Vec<u8> {
 }
 
 /// The durable image at crash cycle t, recovered; returns the data area.
-pub fn recovered_at(rec: &Recorded, proto: ProtocolKind, t: u64) -> Vec<u8> {
+pub fn recovered_at(rec: &Recorded, proto: ProtocolKind, t: Cycle) -> Vec<u8> {
     let mut img = rec.record.durable.image_at(&rec.initial, t);
     let plan = recovery::recover(proto.log_format(), &rec.layout, &img).expect("recovery succeeds");
     recovery::apply(&mut img, &plan.writes);
@@ -82,12 +83,12 @@ pub fn recovered_at(rec: &Recorded, proto: ProtocolKind, t: u64) -> Vec<u8> {
 }
 
 /// Durable cycles of the writes of one kind, in durability order.
-pub fn durable_of(rec: &Recorded, kind: WriteKind) -> Vec<u64> {
+pub fn durable_of(rec: &Recorded, kind: WriteKind) -> Vec<Cycle> {
     rec.record.durable.writes.iter().filter(|w| w.kind == kind).map(|w| w.durable).collect()
 }
 
 /// A(t): transactions acknowledged durable at t.
-pub fn acked_at(rec: &Recorded, t: u64) -> usize {
+pub fn acked_at(rec: &Recorded, t: Cycle) -> usize {
     rec.record.acks.iter().take_while(|(c, _)| *c <= t).last().map_or(0, |&(_, n)| n as usize)
 }
 
@@ -95,19 +96,19 @@ pub fn acked_at(rec: &Recorded, t: u64) -> usize {
 /// record (Commit-kind writes between its commit call and its acknowledgement; an S-WAL commit
 /// entry may straddle two blocks, and then stale bytes in the second block can complete a
 /// header whose first block is durable: see docs/formats/wal-log.md).
-pub fn commit_span(rec: &Recorded) -> Vec<(u64, u64)> {
+pub fn commit_span(rec: &Recorded) -> Vec<(Cycle, Cycle)> {
     commit_span_of(rec, WriteKind::Commit)
 }
 
 /// [`commit_span`] for the writes of `kind` that decide commitment (Commit records for WAL, the
 /// METAs written at commit for Eager Commit).
-pub fn commit_span_of(rec: &Recorded, kind: WriteKind) -> Vec<(u64, u64)> {
+pub fn commit_span_of(rec: &Recorded, kind: WriteKind) -> Vec<(Cycle, Cycle)> {
     let commits = durable_of(rec, kind);
     let acks = &rec.record.acks;
     (0..rec.oracle.txs())
         .map(|k| {
             let called = rec.record.commit_called[k];
-            let acked = acks.iter().find(|&&(_, n)| n as usize > k).map_or(u64::MAX, |&(c, _)| c);
+            let acked = acks.iter().find(|&&(_, n)| n as usize > k).map_or(Cycle::MAX, |&(c, _)| c);
             let mine = commits.iter().copied().filter(|&c| c >= called && c <= acked);
             let first = mine.clone().min().expect("a commit write per transaction");
             (first, mine.max().expect("non-empty"))
@@ -116,7 +117,7 @@ pub fn commit_span_of(rec: &Recorded, kind: WriteKind) -> Vec<(u64, u64)> {
 }
 
 /// Per committed transaction: when its commit record is wholly durable.
-pub fn commit_done(rec: &Recorded) -> Vec<u64> {
+pub fn commit_done(rec: &Recorded) -> Vec<Cycle> {
     commit_span(rec).into_iter().map(|(_, last)| last).collect()
 }
 

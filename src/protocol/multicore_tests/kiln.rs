@@ -73,7 +73,7 @@ impl<P: Protocol> Bench<P> {
         p.format(&layout, &mut initial);
         let m = Machine::new(cfg, layout, initial.clone(), true);
         let cores = m.cores();
-        let released = vec![0; (layout.data_bytes / 64) as usize];
+        let released = vec![Cycle::ZERO; (layout.data_bytes / 64) as usize];
         Bench {
             m,
             p,
@@ -201,7 +201,7 @@ impl<P: Protocol> Bench<P> {
         let data = layout.data_bytes as usize;
         let prefixes: Vec<Vec<u8>> = (0..=self.committed.len()).map(|k| self.image_after(k)).collect();
         let mut cycles: Vec<Cycle> = rec.durable.writes.iter().map(|w| w.durable).collect();
-        cycles.insert(0, 0);
+        cycles.insert(0, Cycle::ZERO);
         cycles.dedup();
         let mut img = self.initial.clone();
         let mut next = 0;
@@ -290,7 +290,7 @@ pub fn random_run<P: Protocol>(b: &mut Bench<P>, seed: u64, txs: usize, blocks: 
             if done >= txs {
                 // Let this core idle past the others so they can finish.
                 b.m.switch_core(c);
-                b.m.compute(1000);
+                b.m.compute(Cycle(1000));
                 continue;
             }
             b.begin(c);
