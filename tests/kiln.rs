@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use locsim::crash::{check, CrashReport, CrashSpec};
+use locsim::crash::{check, CrashReport};
 use locsim::log::head::{LogFormat, LogHead};
 use locsim::log::nvllc::{self, Register};
 use locsim::pmem::Layout;
@@ -20,12 +20,16 @@ const TINY: [&str; 4] =
     ["l1.size_bytes=2048", "l2.size_bytes=8192", "llc.size_bytes=16384", "workload.sps.swaps_per_tx=150"];
 
 fn crash(p: ProtocolKind, w: WorkloadKind, extra: &[&str], txs: u64, ar: f64, bug: Option<Bug>) -> CrashReport {
-    let mut sets = vec!["workload.hash.buckets=4096", "workload.hash.key_space=8192"];
-    sets.extend_from_slice(extra);
-    let mut run = spec(small_cfg(&sets), p, txs, 11, bug);
-    run.workload = w;
-    run.abort_rate = ar;
-    check(&CrashSpec::new(run, 500)).unwrap()
+    check(&crash_spec(p, w, extra, txs, ar, bug, 500)).unwrap()
+}
+
+/// A run without a record (for its counters and cycles): `w` under `p` on [`small_cfg`] with
+/// `sets`.
+fn run(p: ProtocolKind, w: WorkloadKind, sets: &[&str], txs: u64, seed: u64) -> locsim::runner::RunResult {
+    let mut s = spec(small_cfg(sets), p, txs, seed, None);
+    s.workload = w;
+    s.record = false;
+    execute(&s).unwrap().result
 }
 
 #[test]
@@ -45,9 +49,7 @@ fn transactions_that_do_not_fit_the_llc_fall_back_to_the_log_and_recover() {
     for p in [Kiln, LocKiln] {
         let r = crash(p, WorkloadKind::Sps, &TINY, 40, 0.2, None);
         assert_eq!(r.violations, 0, "{}: {:?}", p.name(), r.first_violation);
-        let mut s = spec(small_cfg(&TINY), p, 20, 11, None);
-        s.record = false;
-        let c = execute(&s).unwrap().result.protocol_counters;
+        let c = run(p, WorkloadKind::Sps, &TINY, 20, 11).protocol_counters;
         assert!(c["fallback_log_blocks"] > 100, "{}: {c:?}", p.name());
     }
 }
@@ -64,13 +66,9 @@ fn every_injected_bug_is_caught() {
 
 #[test]
 fn loc_kiln_keeps_versions_instead_of_writing_old_data_home() {
-    let run = |p: ProtocolKind| {
-        let mut s = spec(small_cfg(&["workload.hash.buckets=256", "workload.hash.key_space=512"]), p, 400, 3, None);
-        s.workload = WorkloadKind::Hash;
-        s.record = false;
-        execute(&s).unwrap().result
-    };
-    let (k, lk) = (run(Kiln), run(LocKiln));
+    let small_hash = ["workload.hash.buckets=256", "workload.hash.key_space=512"];
+    let (k, lk) =
+        (run(Kiln, WorkloadKind::Hash, &small_hash, 400, 3), run(LocKiln, WorkloadKind::Hash, &small_hash, 400, 3));
     assert!(k.protocol_counters["old_version_writebacks"] > 100, "{:?}", k.protocol_counters);
     assert_eq!(lk.protocol_counters["old_version_writebacks"], 0);
     assert!(lk.protocol_counters["versions_kept"] > 100, "{:?}", lk.protocol_counters);

@@ -172,7 +172,6 @@ fn bad_core_counts_and_unsupported_combinations_are_one_line_errors() {
         (vec!["run", "-w", "sps", "-p", "h-wal", "--cores", "0"], "allowed 1..=16"),
         (vec!["run", "-w", "sps", "-p", "h-wal", "--cores", "17"], "allowed 1..=16"),
         (vec!["run", "-w", "sqlite", "-p", "baseline", "--cores", "2"], "one core"),
-        (vec!["crashtest", "-w", "sps", "-p", "h-wal", "--cores", "2", "--set", "startgap.enabled=true"], "Start-Gap"),
         (vec!["crashtest", "-w", "sps", "-p", "s-wal", "--inject-bug", "lazy-truncate"], "--cores"),
     ] {
         let out = locsim(&args);

@@ -211,8 +211,7 @@ impl Hierarchy {
             return Access { level: HitLevel::L1, lookup_cycles: cycles, llc_slot: Slot(s3), victim: None };
         }
         let mut cycles = self.l1.latency + self.l2.latency;
-        let found = self.llc.find_way(b);
-        let s3 = found.map_or(usize::MAX, |(set, way)| self.llc.slot_of(set, way));
+        let (found, s3) = self.llc_find(b);
         let me = 1u32 << self.coh().running;
         if found.is_some() && self.llc.word(s3) & me != 0 {
             let s2 = self.l2.find(b).expect("inclusion: a sharer's L2 holds the line");
@@ -225,25 +224,17 @@ impl Hierarchy {
             return Access { level: HitLevel::L2, lookup_cycles: cycles, llc_slot: Slot(s3), victim: None };
         }
         cycles += self.llc.latency;
+        let (level, s3, old) = self.llc_step(b, found, s3);
         let mut victim = None;
-        let (level, s3) = match found {
-            Some((set, way)) => {
-                self.llc.touch(set, way);
-                self.stats.llc_hits += 1;
-                cycles += if write { self.take_ownership(s3, b) } else { self.share(s3) };
-                (HitLevel::Llc, s3)
+        if level == HitLevel::Llc {
+            cycles += if write { self.take_ownership(s3, b) } else { self.share(s3) };
+        } else {
+            if let Some((tag, line)) = old {
+                victim = self.llc_replaced_shared(s3, tag, line);
             }
-            None => {
-                self.stats.llc_misses += 1;
-                let (s3, old) = self.llc.replace_lru(b, Line::fresh(0, false));
-                if let Some((tag, line)) = old {
-                    victim = self.llc_replaced_shared(s3, tag, line);
-                }
-                let c = self.coh().running;
-                self.llc.set_word(s3, owned_by(c, 0));
-                (HitLevel::Memory, s3)
-            }
-        };
+            let c = self.coh().running;
+            self.llc.set_word(s3, owned_by(c, 0));
+        }
         let s2 = self.fill_l2_shared(b, s3);
         self.fill_l1(b, s2, write);
         Access { level, lookup_cycles: cycles, llc_slot: Slot(s3), victim }

@@ -141,8 +141,7 @@ impl Hierarchy {
     /// the L2 look-up, as the hardware searches L2 first).
     pub fn access_below_l1(&mut self, b: BlockId, write: bool) -> Access {
         let mut cycles = self.l1.latency + self.l2.latency;
-        let found = self.llc.find_way(b);
-        let s3 = found.map_or(usize::MAX, |(set, way)| self.llc.slot_of(set, way));
+        let (found, s3) = self.llc_find(b);
         let linked = if found.is_some() { self.llc.down(s3) } else { NO_LINK };
         debug_assert_eq!(self.l2.find(b).map(|s| s.0 as u32), (linked != NO_LINK).then_some(linked));
         if linked != NO_LINK {
@@ -155,26 +154,44 @@ impl Hierarchy {
             return Access { level: HitLevel::L2, lookup_cycles: cycles, llc_slot: Slot(s3), victim: None };
         }
         cycles += self.llc.latency;
-        let mut victim = None;
-        let (level, s3) = match found {
-            Some((set, way)) => {
-                self.llc.touch(set, way);
-                self.stats.llc_hits += 1;
-                (HitLevel::Llc, s3)
-            }
-            None => {
-                self.stats.llc_misses += 1;
-                // Aux 0 (the LLC has no up link); `down` is set by `fill_l2`.
-                let (s3, old) = self.llc.replace_lru(b, Line::fresh(0, false));
-                if let Some((tag, line)) = old {
-                    victim = self.llc_replaced(Slot(s3), tag, line);
-                }
-                (HitLevel::Memory, s3)
-            }
-        };
+        // On a miss the new line has aux 0 (the LLC has no up link); `down` is set by `fill_l2`.
+        let (level, s3, old) = self.llc_step(b, found, s3);
+        let victim = old.and_then(|(tag, line)| self.llc_replaced(Slot(s3), tag, line));
         let s2 = self.fill_l2(b, s3);
         self.fill_l1(b, s2, write);
         Access { level, lookup_cycles: cycles, llc_slot: Slot(s3), victim }
+    }
+
+    /// The LLC's way of `b` (set, way), if it holds it, and its slot (`usize::MAX` if not).
+    #[inline(always)]
+    fn llc_find(&self, b: BlockId) -> (Option<(usize, usize)>, usize) {
+        let found = self.llc.find_way(b);
+        (found, found.map_or(usize::MAX, |(set, way)| self.llc.slot_of(set, way)))
+    }
+
+    /// The LLC step of an access that missed L1 and L2, on one core or many (`found`, `s3`:
+    /// [`Hierarchy::llc_find`]): a hit touches the line; a miss takes the LRU way for a fresh
+    /// line. Returns the level that answered, the LLC slot, and on a miss the old tag and state
+    /// of the line that left (the caller's own victim handling).
+    #[inline(always)]
+    fn llc_step(
+        &mut self,
+        b: BlockId,
+        found: Option<(usize, usize)>,
+        s3: usize,
+    ) -> (HitLevel, usize, Option<(u32, Line)>) {
+        match found {
+            Some((set, way)) => {
+                self.llc.touch(set, way);
+                self.stats.llc_hits += 1;
+                (HitLevel::Llc, s3, None)
+            }
+            None => {
+                self.stats.llc_misses += 1;
+                let (s3, old) = self.llc.replace_lru(b, Line::fresh(0, false));
+                (HitLevel::Memory, s3, old)
+            }
+        }
     }
 
     /// [`Hierarchy::llc_evicted`] for a line the miss path replaced, given its old tag and state

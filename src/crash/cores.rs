@@ -25,6 +25,7 @@
 //! the running image, checked like the clean state, and landed back.
 
 use super::concurrent::{Closure, History};
+use super::gapview::GapView;
 use super::guard_due;
 use super::sweep::{CrashSpec, Part};
 use super::torn;
@@ -45,9 +46,12 @@ pub(super) struct CoreSweep<'a> {
     h: &'a History,
     verifier: &'a Workload,
     closure: Closure,
-    /// The durable image at the current point (whole layout) and the next write to land.
+    /// The durable image at the current point (whole layout, logical) and the next write to
+    /// land; with Start-Gap, the physical image the writes it owns land in, from which the log
+    /// area of `img` is brought up to date before recovery.
     img: Vec<u8>,
     next_write: usize,
+    phys: Option<GapView>,
     /// The data area of the base's image.
     base: Vec<u8>,
     data_len: usize,
@@ -102,6 +106,7 @@ impl<'a> CoreSweep<'a> {
             closure: Closure::new(h),
             img: sparse.copy(&rec.initial),
             next_write: 0,
+            phys: GapView::new(&spec.run.cfg.startgap, &rec.layout, || sparse.copy(&rec.initial)),
             base: sparse.copy(&rec.initial[..data_len]),
             data_len,
             diff: Vec::new(),
@@ -249,24 +254,34 @@ impl<'a> CoreSweep<'a> {
         self.part.at_points += start.elapsed();
     }
 
-    /// A block write becomes durable in `img`.
+    /// A block write becomes durable: in the physical image with Start-Gap, else in `img`.
     fn land(&mut self, b: BlockId, data: &BlockData) {
         self.outside_written |= !self.rec.layout.is_data(b);
-        self.set_img(b, data);
+        match &mut self.phys {
+            Some(view) if view.holds(b) => view.land(b, data),
+            _ => self.set_img(b, data),
+        }
+    }
+
+    /// A block of the durable image (physical with Start-Gap).
+    fn durable_block(&self, b: BlockId) -> BlockData {
+        match &self.phys {
+            Some(view) if view.holds(b) => view.block(b),
+            _ => self.img[b.range()].try_into().expect("a block"),
+        }
     }
 
     /// Check each torn state of crash point `t` like the clean one: land the torn blocks,
     /// check, land the clean blocks back.
     fn check_torn(&mut self, t: Cycle, a: u64, i: u64) {
         let writes = &self.rec.record.durable.writes;
-        let block = |img: &[u8], b: BlockId| -> BlockData { img[b.range()].try_into().expect("a block") };
         let flight: Vec<_> = torn::in_flight(writes, self.next_write, t, self.max_service)
             .into_iter()
-            .map(|j| (&writes[j], block(&self.img, writes[j].block)))
+            .map(|j| (&writes[j], self.durable_block(writes[j].block)))
             .collect();
         let states = torn::variants(&flight, self.spec.atomicity, self.spec.exhaustive, self.spec.run.seed, t);
         for s in states {
-            let clean: Vec<(BlockId, BlockData)> = s.blocks.iter().map(|(b, _)| (*b, block(&self.img, *b))).collect();
+            let clean: Vec<(BlockId, BlockData)> = s.blocks.iter().map(|(b, _)| (*b, self.durable_block(*b))).collect();
             for (b, d) in &s.blocks {
                 self.land(*b, d);
             }
@@ -336,6 +351,9 @@ impl<'a> CoreSweep<'a> {
     /// Recover the durable image, check it, and put the image back.
     fn judge(&mut self, t: Cycle) -> Result<(), (&'static str, String)> {
         let format = self.spec.run.protocol.log_format();
+        if let Some(view) = &mut self.phys {
+            view.refresh(&self.rec.layout, &mut self.img).map_err(|e| ("recovery-error", e))?;
+        }
         let plan = self.plan(format).map_err(|e| ("recovery-error", e))?;
         let mut undo = std::mem::take(&mut self.undo);
         undo.clear();

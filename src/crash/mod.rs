@@ -26,6 +26,7 @@
 
 pub mod concurrent;
 mod cores;
+mod gapview;
 mod sweep;
 pub mod torn;
 

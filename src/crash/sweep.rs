@@ -1,12 +1,12 @@
 //! The sweep over crash points; see the module documentation of [`crate::crash`].
 
+use super::gapview::GapView;
 use super::{guard_due, torn};
 use crate::hostmem::Sparse;
 use crate::log::head::LogFormat;
 use crate::recovery::{self, Plan};
 use crate::rng::Rng;
 use crate::runner::{execute, Recorded, RunSpec, GIT_REV, VERSION};
-use crate::startgap::Geometry;
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 use crate::workload::follow::Follow;
 use crate::workload::Workload;
@@ -215,7 +215,6 @@ fn choose_points(spec: &CrashSpec, cands: &[Cycle]) -> Vec<Cycle> {
 
 /// Run the workload with recording and check every chosen crash point.
 pub fn check(spec: &CrashSpec) -> Result<CrashReport, String> {
-    multicore_supported(spec)?;
     let mut run = spec.run.clone();
     run.record = true;
     match execute(&run) {
@@ -271,21 +270,8 @@ fn fault_report(spec: &CrashSpec, detail: String) -> CrashReport {
 /// Check every chosen crash point of a recorded run of `spec.run` (made by the caller: a
 /// replayed trace, [`crate::runner::execute_with`]).
 pub fn check_run(spec: &CrashSpec, out: crate::runner::RunOutput) -> Result<CrashReport, String> {
-    multicore_supported(spec)?;
     let rec = out.recorded.ok_or("check_run: the run was not recorded")?;
     Ok(check_recorded(spec, &spec.run, &rec))
-}
-
-/// What the N-core sweep ([`super::cores`]) does not check: Start-Gap (docs/multicore.md, "The
-/// oracle for concurrent histories", says why).
-fn multicore_supported(spec: &CrashSpec) -> Result<(), String> {
-    let cores = spec.run.cfg.machine.cores;
-    if cores > 1 && spec.run.cfg.startgap.enabled {
-        return Err(format!(
-            "startgap.enabled with --cores {cores}: Start-Gap is crash-checked on one core only (allowed: --cores 1, or startgap.enabled=false)"
-        ));
-    }
-    Ok(())
 }
 
 /// Check the chosen crash points of a recorded run (`run` is `spec.run`).
@@ -490,15 +476,9 @@ struct Sweep<'a> {
     verifier: &'a Workload,
     /// The durable image in the protocols' (logical) layout: what recovery reads.
     img: Vec<u8>,
-    /// With Start-Gap: the durable physical image the writes land in, from which the log area
-    /// of `img` is rebuilt ([`recovery::startgap::logical_log`]) when it has changed.
-    phys: Option<(Geometry, Vec<u8>)>,
-    log_stale: bool,
-    /// Start-Gap: the registers the log area of `img` was built under, and the physical log
-    /// blocks written since (the view is updated line by line while the registers stay).
-    view_regs: Option<crate::startgap::Registers>,
-    log_written: Vec<BlockId>,
-    rebuilds: u64,
+    /// With Start-Gap: the durable physical image the writes it owns land in, from which the
+    /// log area of `img` is brought up to date before recovery.
+    phys: Option<GapView>,
     next_write: usize,
     /// S_oracle_k: the data area after the first `oracle_k` committed transactions.
     oracle: Vec<u8>,
@@ -584,8 +564,8 @@ impl<'a> Sweep<'a> {
     /// workers run beside this one.
     fn new(spec: &'a CrashSpec, rec: &'a Recorded, verifier: &'a Workload, sparse: &Sparse, shared: bool) -> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
-        let geom = Geometry::of(&spec.run.cfg.startgap, &rec.layout);
-        let trackable = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && geom.is_none();
+        let phys = GapView::new(&spec.run.cfg.startgap, &rec.layout, || sparse.copy(&rec.initial));
+        let trackable = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && phys.is_none();
         let logical_len = rec.layout.total_bytes() as usize;
         // Arrays read at random places before they are written there: committed when other
         // workers run. Otherwise a page read first maps the kernel's shared zero page, and the
@@ -604,11 +584,7 @@ impl<'a> Sweep<'a> {
             rec,
             verifier,
             img: sparse.copy(&rec.initial[..logical_len]),
-            phys: geom.map(|g| (g, sparse.copy(&rec.initial))),
-            log_stale: geom.is_some(),
-            view_regs: None,
-            log_written: Vec::new(),
-            rebuilds: 0,
+            phys,
             next_write: 0,
             oracle: sparse.copy(&rec.initial[..data_len]),
             oracle_k: 0,
@@ -781,7 +757,7 @@ impl<'a> Sweep<'a> {
     /// block under the overlay ([`Sweep::plan`]).
     fn durable_block(&self, b: BlockId) -> BlockData {
         match &self.phys {
-            Some((geom, phys)) if geom.holds(b) => phys[b.range()].try_into().unwrap(),
+            Some(view) if view.holds(b) => view.block(b),
             _ => match self.over_at.get(b.0 as usize) {
                 Some(&(g, i)) if g == self.over_gen => self.overlay[i as usize].1,
                 _ => self.img[b.range()].try_into().unwrap(),
@@ -795,13 +771,7 @@ impl<'a> Sweep<'a> {
     fn land(&mut self, b: BlockId, data: &BlockData) {
         self.outside_written |= !self.rec.layout.is_data(b);
         match &mut self.phys {
-            Some((geom, phys)) if geom.holds(b) => {
-                phys[b.range()].copy_from_slice(data);
-                self.log_stale = true;
-                if b != geom.regs_block() {
-                    self.log_written.push(b);
-                }
-            }
+            Some(view) if view.holds(b) => view.land(b, data),
             _ => match self.over_at.get(b.0 as usize) {
                 Some(&(g, i)) if g == self.over_gen => self.overlay[i as usize].1 = *data,
                 _ => self.set_img(b, data),
@@ -1104,31 +1074,12 @@ impl<'a> Sweep<'a> {
         self.unsettled = queued;
     }
 
-    /// Start-Gap: bring the log area of `self.img` up to the physical durable image, line by line
-    /// (the lines written and the lines moved since the last view), else rebuilt whole; at the
-    /// 1st, 2nd, 4th, 8th, ... update a whole rebuild checks the line-by-line bookkeeping.
+    /// Start-Gap: bring the log area of `self.img` up to the physical durable image.
     fn logical_view(&mut self) -> Result<(), String> {
-        let Some((geom, phys)) = &self.phys else { return Ok(()) };
-        if !self.log_stale {
-            return Ok(());
+        match &mut self.phys {
+            Some(view) => view.refresh(&self.rec.layout, &mut self.img),
+            None => Ok(()),
         }
-        self.rebuilds += 1;
-        let updated = self
-            .view_regs
-            .and_then(|r| recovery::startgap::update_logical_log(geom, &r, phys, &self.log_written, &mut self.img));
-        self.view_regs = updated;
-        if updated.is_some() && self.rebuilds.is_power_of_two() {
-            let full = recovery::startgap::logical_image(geom, phys).expect("registers decoded");
-            let log =
-                self.rec.layout.log_base as usize..(self.rec.layout.log_base + self.rec.layout.log_bytes) as usize;
-            assert!(full[log.clone()] == self.img[log], "crash checker: start-gap view bookkeeping");
-        }
-        if updated.is_none() {
-            self.view_regs = Some(recovery::startgap::logical_log(geom, phys, &mut self.img)?);
-        }
-        self.log_written.clear();
-        self.log_stale = false;
-        Ok(())
     }
 
     /// Checks on the recovered image (`self.img` has the plan applied).
