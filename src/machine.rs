@@ -890,8 +890,7 @@ impl Machine {
                     r.cycle = at;
                 }
                 let old: &BlockData = self.nvm[b.range()].try_into().expect("a block");
-                // Log-area blocks are written in order, data blocks anywhere.
-                let cost = p.write_block_at(b.addr().0, old, d, !self.layout.is_data(b));
+                let cost = p.write_block_at(b.addr().0, old, d);
                 debug_assert_eq!(Ns(cost.latency_ns), p.block_latency_ns()[cost.chunks as usize]);
                 let cycles = self.pcm_write_cycles[cost.chunks as usize];
                 self.ctl.write_timed(at, b, min_start, cycles)

@@ -306,19 +306,17 @@ impl Pcm {
     /// have the same length, a multiple of the word size, and `addr` is word-aligned.
     pub fn write(&mut self, addr: u64, old: &[u8], new: &[u8]) -> WriteCost {
         match (<&[u8; 64]>::try_from(old), <&[u8; 64]>::try_from(new)) {
-            (Ok(o), Ok(n)) if addr.is_multiple_of(64) => self.write_block_at(addr, o, n, false),
+            (Ok(o), Ok(n)) if addr.is_multiple_of(64) => self.write_block_at(addr, o, n),
             _ => self.write_words(addr, old, new),
         }
     }
 
     /// [`Pcm::write`] of one aligned 64-byte block (every write of the memory controller, which
-    /// calls this directly): the block path with 64-bit words, else word by word. `in_order`: a
-    /// hint that the block is one of a run written in order, such as a log, whose device state
-    /// the caller had the host fetch ahead ([`Pcm::prefetch_block`]): its counters are updated
-    /// at once rather than through the ring ([`Wear::program_block`]). It changes host work
-    /// only, never a count.
+    /// calls this directly): the block path with 64-bit words, else word by word. The cells'
+    /// counters are updated in batches ([`Wear::program_block`]); every reader of wear figures
+    /// applies the waiting updates first.
     #[inline(always)]
-    pub fn write_block_at(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
+    pub fn write_block_at(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
         debug_assert!(addr.is_multiple_of(64));
         if self.cfg.fnw_word_bits != 64 {
             return self.write_words(addr, old, new);
@@ -327,36 +325,36 @@ impl Pcm {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the host has the features `write_block_avx512` is compiled for
             // (`Simd::from_env` and `Simd::detect` checked them).
-            Simd::Avx512 => unsafe { self.write_block_avx512(addr, old, new, in_order) },
+            Simd::Avx512 => unsafe { self.write_block_avx512(addr, old, new) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the host has the features `write_block_avx2` is compiled for (as above).
-            Simd::Avx2 => unsafe { self.write_block_avx2(addr, old, new, in_order) },
+            Simd::Avx2 => unsafe { self.write_block_avx2(addr, old, new) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the host has the population count instruction (`Pcm::new` checked it).
-            _ if self.popcnt => unsafe { self.write_block_popcnt(addr, old, new, in_order) },
-            _ => self.write_block::<PORTABLE>(addr, old, new, in_order),
+            _ if self.popcnt => unsafe { self.write_block_popcnt(addr, old, new) },
+            _ => self.write_block::<PORTABLE>(addr, old, new),
         }
     }
 
     /// [`Pcm::write_block`] with AVX-512 vectors.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt,avx2,avx512f,avx512vpopcntdq")]
-    fn write_block_avx512(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
-        self.write_block::<AVX512>(addr, old, new, in_order)
+    fn write_block_avx512(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
+        self.write_block::<AVX512>(addr, old, new)
     }
 
     /// [`Pcm::write_block`]'s portable code with the population count instruction.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt")]
-    fn write_block_popcnt(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
-        self.write_block::<PORTABLE>(addr, old, new, in_order)
+    fn write_block_popcnt(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
+        self.write_block::<PORTABLE>(addr, old, new)
     }
 
     /// [`Pcm::write_block`] with AVX2 vectors and the population count instruction.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt,avx2")]
-    fn write_block_avx2(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
-        self.write_block::<AVX2>(addr, old, new, in_order)
+    fn write_block_avx2(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
+        self.write_block::<AVX2>(addr, old, new)
     }
 
     /// [`Pcm::write`] of one aligned 64-byte block with 64-bit words (every block write of a
@@ -365,7 +363,7 @@ impl Pcm {
     /// come from tables, and the counters are updated plane by plane. `AVX2`: the inner steps
     /// with vectors (only reached through [`Pcm::write_block_avx2`]).
     #[inline(always)]
-    fn write_block<const V: u8>(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64], in_order: bool) -> WriteCost {
+    fn write_block<const V: u8>(&mut self, addr: u64, old: &[u8; 64], new: &[u8; 64]) -> WriteCost {
         let w0 = addr / 8;
         let (fi, fs) = ((w0 / 64) as usize, w0 % 64);
         let old_flips = (self.flips[fi] >> fs) as u8;
@@ -400,7 +398,7 @@ impl Pcm {
         if self.retire.is_some() {
             self.program_block_retiring::<V>(addr, diff, changed, flips_changed);
         } else {
-            self.wear.program_block::<V>(addr, &changed, flips_changed, in_order);
+            self.wear.program_block::<V>(addr, &changed, flips_changed);
         }
         self.totals(addr, 64, &cost);
         cost
@@ -423,7 +421,7 @@ impl Pcm {
             flip_cells |= (f as u8) << i;
         }
         r.end_write(&wrong, region);
-        self.wear.program_block::<V>(addr, &cells, flip_cells, true);
+        self.wear.apply_block::<V>(addr, &cells, flip_cells);
         for (i, &c) in cells.iter().enumerate() {
             r.check_word(&mut self.wear, w0 + i as u64, 8, (c, flip_cells >> i & 1 == 1), region);
         }
@@ -516,8 +514,8 @@ impl Pcm {
     }
 
     /// A hint that block `addr` is likely to be written soon: prefetch its flip states and
-    /// counters into the host cache (no effect on results). `in_order`: as in
-    /// [`Pcm::write_block_at`].
+    /// counters into the host cache (no effect on results). `in_order`: the block is one of a
+    /// run written in order, such as a log ([`Wear::prefetch`]).
     #[inline]
     pub fn prefetch_block(&self, addr: u64, in_order: bool) {
         crate::hostmem::prefetch(&self.flips[(addr / 8 / 64) as usize]);

@@ -270,12 +270,12 @@ fn block_writes_equal_word_by_word_writes() {
     }
 }
 
-/// Model-based: block writes (the path of every run: applied at once when marked in order, else
-/// through the ring of waiting counter updates; the two mixed at random) against a naive device: stored cells, flip states and one u64 count per cell, the
+/// Model-based: block writes (the path of every run: counter updates wait in batches, applied
+/// when a batch fills or a count is read) against a naive device: stored cells, flip states and one u64 count per cell, the
 /// Flip-N-Write choice made word by word from the definition. Random blocks changing every
 /// 64-bit word (counter lane) or only one or two, a hot block driven past 65 536 programs
 /// (through the high halves into the map of wraps), flip cells, counts read between writes
-/// (the ring applied early) and a reset of the counters half-way; every count and every figure
+/// (the batch applied early) and a reset of the counters half-way; every count and every figure
 /// must agree.
 #[test]
 fn block_writes_equal_a_naive_per_cell_model() {
@@ -312,7 +312,7 @@ fn block_writes_equal_a_naive_per_cell_model() {
         }
         let range = b as usize * 64..b as usize * 64 + 64;
         let old: &[u8; 64] = logical[range.clone()].try_into().unwrap();
-        let cost = p.write_block_at(b * 64, old, &new, rng.below(2) == 0);
+        let cost = p.write_block_at(b * 64, old, &new);
         let mut want = WriteCost::default();
         for w in 0..8 {
             let at = range.start + 8 * w;
@@ -471,7 +471,7 @@ fn toggle_four_times(p: &mut Pcm, by_block: bool) -> (RetireFigures, RetireFigur
         }
         let (old, new) = (log_block(w[0]), log_block(w[1]));
         if by_block {
-            p.write_block_at(1 << 15, &old, &new, true);
+            p.write_block_at(1 << 15, &old, &new);
         } else {
             p.write(1 << 15, &old[..8], &new[..8]);
         }
@@ -504,11 +504,11 @@ fn a_cell_sticks_at_its_endurance_and_a_write_that_would_change_it_fails_its_rea
 #[test]
 fn a_write_leaving_a_stuck_cell_at_its_value_does_not_fail() {
     let mut p = retiring(1.0, 64);
-    p.write_block_at(1 << 15, &log_block(0), &log_block(4), true);
-    p.write_block_at(1 << 15, &log_block(4), &log_block(4 | 1), true);
+    p.write_block_at(1 << 15, &log_block(0), &log_block(4));
+    p.write_block_at(1 << 15, &log_block(4), &log_block(4 | 1));
     let log = &p.retire.as_ref().unwrap().figures[2];
     assert_eq!((log.retired_cells, log.failed_writes), (2, 0), "bit 2 stays 1 as written; bit 0 newly programmed");
-    p.write_block_at(1 << 15, &log_block(5), &log_block(0), true);
+    p.write_block_at(1 << 15, &log_block(5), &log_block(0));
     let log = &p.retire.as_ref().unwrap().figures[2];
     assert_eq!((log.failed_writes, log.failed_cells), (1, 2));
 }
@@ -516,9 +516,9 @@ fn a_write_leaving_a_stuck_cell_at_its_value_does_not_fail() {
 #[test]
 fn the_device_is_new_again_when_the_measured_region_starts() {
     let mut p = retiring(1.0, 64);
-    p.write_block_at(1 << 15, &log_block(0), &log_block(4), true);
+    p.write_block_at(1 << 15, &log_block(0), &log_block(4));
     p.reset_stats();
-    p.write_block_at(1 << 15, &log_block(4), &log_block(0), true);
+    p.write_block_at(1 << 15, &log_block(4), &log_block(0));
     let log = &p.retire.as_ref().unwrap().figures[2];
     assert_eq!((log.retired_cells, log.failed_writes), (1, 0));
     assert_eq!(log.first_retired.map(|e| e.write), Some(1));

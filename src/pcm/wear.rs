@@ -37,8 +37,11 @@ const LANES: usize = 8;
 const BLOCK_WORDS: usize = HALF * LANES;
 /// u64 words of data planes per page and half: 64 blocks x 8 planes x 8 lanes.
 const DATA_WORDS: usize = 64 * BLOCK_WORDS;
-/// Block writes whose counter updates wait (their host lines requested) before being applied.
-const BATCH: usize = 16;
+/// Block writes whose counter updates wait before being applied together ([`Wear::program_block`]).
+const BATCH: usize = 1024;
+/// How many waiting updates ahead of the one being applied have their counter lines requested
+/// from host memory.
+const BATCH_AHEAD: usize = 16;
 /// Flip cells' ids are data-cell ids with this bit set (in the map of wraps).
 const FLIP_ID: u64 = 1 << 63;
 /// Page states: not written since the counters were last zeroed (all zero), written since.
@@ -80,11 +83,9 @@ pub struct Wear {
     /// `MIXED_PAGE` where regions start or end inside it (then they are searched).
     page_region: Vec<u8>,
     pub total_bit_updates: u64,
-    /// Block updates not yet applied to the planes, a ring (see [`Wear::program_block`]).
-    pending: [PendingBlock; BATCH],
-    /// Slot of the next update; the `queued` slots before it (cyclically) wait.
-    next: usize,
-    queued: usize,
+    /// Block updates not yet applied to the planes, in write order (see [`Wear::program_block`]);
+    /// at most `BATCH`.
+    pending: Vec<PendingBlock>,
 }
 
 /// One block write's cells, waiting in the batch.
@@ -251,9 +252,7 @@ impl Wear {
                 })
                 .collect(),
             total_bit_updates: 0,
-            pending: [PendingBlock::default(); BATCH],
-            next: 0,
-            queued: 0,
+            pending: Vec::with_capacity(BATCH),
         }
     }
 
@@ -306,46 +305,49 @@ impl Wear {
     /// Count the programs of one aligned 64-byte block with 64-bit words: data cells set in
     /// `changed` (one mask per word), flip cells set in `flips` (bit i: word i). No totals.
     ///
-    /// A write to a random place waits in a ring of `BATCH` blocks: its counter lines are
-    /// requested from host memory now and the carries run `BATCH` writes later, so the host's
-    /// wait for those lines overlaps other work. Counts are sums, so the order of application
-    /// does not change them; every reader applies the waiting updates first. A write `in_order`
-    /// (one of a run of consecutive blocks, a log, whose lines the caller has the host fetch
-    /// some blocks ahead: [`Wear::prefetch`]) is applied at once, without the ring's copies.
+    /// The update waits in a batch of `BATCH` block writes (80 bytes each, written in order),
+    /// applied together when the batch is full: a loop that only updates counters, each
+    /// update's host lines requested `BATCH_AHEAD` updates before, so that the host has many of
+    /// the (cold) counter lines in flight at once; applied one write at a time between the
+    /// simulation's other work, the host waited for each log write's counter lines
+    /// (docs/performance.md, PCM mode). Counts are sums, so the order of application does not change them; every reader
+    /// applies the waiting updates first ([`Wear::flush`]).
     #[inline]
-    pub fn program_block<const V: u8>(&mut self, addr: u64, changed: &[u64; 8], flips: u8, in_order: bool) {
+    pub fn program_block<const V: u8>(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
         debug_assert!(addr.is_multiple_of(64) && self.word_bits == 64);
-        if in_order {
-            self.apply_block::<V>(addr, changed, flips);
-            return;
+        self.pending.push(PendingBlock { addr, changed: *changed, flips });
+        if self.pending.len() == BATCH {
+            self.apply_pending::<V>();
         }
-        let a = addr as usize;
-        prefetch_planes(&self.low[a..a + BLOCK_WORDS], false);
-        if flips != 0 {
-            crate::hostmem::prefetch(&self.flip_low[a / 8 / 64 * HALF]);
-        }
-        let slot = self.next;
-        self.next = (slot + 1) % BATCH;
-        if self.queued == BATCH {
-            let p = self.pending[slot];
+    }
+
+    /// Apply the waiting block updates, in write order.
+    #[inline(never)]
+    fn apply_pending<const V: u8>(&mut self) {
+        let n = self.pending.len();
+        for i in 0..n {
+            if let Some(q) = self.pending.get(i + BATCH_AHEAD) {
+                let a = q.addr as usize;
+                prefetch_planes(&self.low[a..a + BLOCK_WORDS], false);
+                if q.flips != 0 {
+                    crate::hostmem::prefetch(&self.flip_low[a / 8 / 64 * HALF]);
+                }
+            }
+            let p = self.pending[i];
             self.apply_block::<V>(p.addr, &p.changed, p.flips);
-        } else {
-            self.queued += 1;
         }
-        self.pending[slot] = PendingBlock { addr, changed: *changed, flips };
+        self.pending.clear();
     }
 
     /// Apply the waiting block updates.
     pub fn flush(&mut self) {
-        for k in 0..self.queued {
-            let p = self.pending[(self.next + BATCH - self.queued + k) % BATCH];
-            self.apply_block::<{ super::PORTABLE }>(p.addr, &p.changed, p.flips);
-        }
-        self.queued = 0;
+        self.apply_pending::<{ super::PORTABLE }>();
     }
 
+    /// Count the programs of one block at once (as [`Wear::program_block`] does later): for a
+    /// caller that reads the counts right after (retiring worn cells).
     #[inline(always)]
-    fn apply_block<const V: u8>(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
+    pub(super) fn apply_block<const V: u8>(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
         let a = addr as usize;
         self.pages[a / PAGE_BYTES as usize] = DIRTY;
         let mut carry = *changed;
