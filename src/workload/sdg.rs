@@ -13,6 +13,13 @@
 //! | 40 | 24 | zero |
 //! | 64 | 16 V | vertex table; vertex `v` at `64 + 16 v`: `head` u64 (address of the first chunk of its adjacency list, 0 = empty), `degree` u64 |
 //! | `B` | 64 C | chunk slab: `C` chunks of 64 bytes, `B` = `64 + 16 V` rounded up to 64 |
+| then, with `allocators = A > 1` | | regions 1..A of `C` chunks each, then allocators 1..A's lines of 64 bytes: slab metadata (`free_head`, `bump`) at +0, the allocator's edge count at +16 |
+
+With `A > 1` (on several cores: docs/workloads.md, "Locking on several cores") allocator `a`
+hands out the chunks of region `a` and keeps its own edge count (allocator 0's are the
+header's); a freed chunk goes on the free list of the allocator that frees it, whatever its
+region, and the graph's edge count is the wrapping sum of the allocators' counts. With
+`A = 1` (the default) the layout is the one above.
 //!
 //! An adjacency chunk is one 64-byte block: `next` u64 at 0 (address of the next chunk, 0 =
 //! last), `count` u32 at 8 (ids held, 1..=13), then 13 neighbour ids u32 at `12 + 4 i`.
@@ -34,6 +41,10 @@
 //!
 //! `ops_per_tx` edge operations; each is an insert with probability `insert_percent` %, except
 //! that an empty graph always inserts and a graph of `max_edges` edges always deletes.
+//! With several allocators a transaction draws its operations first (an insert its two
+//! distinct endpoints, a delete its edge), locks their vertex-table lines and its allocator's
+//! line on several cores, then runs them; an insert whose edge is there already changes
+//! nothing (`Sdg::run_planned`).
 //! - **Insert**: draw `u`, `v` uniformly until `u != v` and the edge is absent. Absence is
 //!   checked by scanning the shorter of the two adjacency lists through [`Pm`] loads.
 //! - **Delete**: draw an edge uniformly from the driver's volatile list of live edges, find each
@@ -50,9 +61,10 @@
 //! chunk's count is in 1..=13 and every chunk but the first is full; neighbour ids are below
 //! `V`, no self-loops, no neighbour twice in one list; `degree` equals the list length and
 //! `head` is 0 exactly when the degree is 0; adjacency is symmetric (`v` in `adj(u)` iff `u` in
-//! `adj(v)`); the header's edge count equals the number of edges; the slab's free list is
-//! well formed ([`Slab::used_in`]), disjoint from the reachable chunks, and the two together
-//! are all handed-out chunks (no leak). It does not check the bytes of free chunks, the unused
+//! `adj(v)`); the edge count (summed over the allocators) equals the number of edges; the
+//! slabs' free lists are well formed and disjoint (a list may hold chunks of any region),
+//! disjoint from the reachable chunks, and the two together are all handed-out chunks (no
+//! leak). It does not check the bytes of free chunks, the unused
 //! id slots of a chunk, or the 24 zero bytes of the header.
 //!
 //! # Compute constants
