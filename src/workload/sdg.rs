@@ -13,13 +13,13 @@
 //! | 40 | 24 | zero |
 //! | 64 | 16 V | vertex table; vertex `v` at `64 + 16 v`: `head` u64 (address of the first chunk of its adjacency list, 0 = empty), `degree` u64 |
 //! | `B` | 64 C | chunk slab: `C` chunks of 64 bytes, `B` = `64 + 16 V` rounded up to 64 |
-| then, with `allocators = A > 1` | | regions 1..A of `C` chunks each, then allocators 1..A's lines of 64 bytes: slab metadata (`free_head`, `bump`) at +0, the allocator's edge count at +16 |
-
-With `A > 1` (on several cores: docs/workloads.md, "Locking on several cores") allocator `a`
-hands out the chunks of region `a` and keeps its own edge count (allocator 0's are the
-header's); a freed chunk goes on the free list of the allocator that frees it, whatever its
-region, and the graph's edge count is the wrapping sum of the allocators' counts. With
-`A = 1` (the default) the layout is the one above.
+//! | then, with `allocators = A > 1` | | regions 1..A of `C` chunks each, then allocators 1..A's lines of 64 bytes: slab metadata (`free_head`, `bump`) at +0, the allocator's edge count at +16 |
+//!
+//! With `A > 1` (on several cores: docs/workloads.md, "Locking on several cores") allocator `a`
+//! hands out the chunks of region `a` and keeps its own edge count (allocator 0's are the
+//! header's); a freed chunk goes on the free list of the allocator that frees it, whatever its
+//! region, and the graph's edge count is the wrapping sum of the allocators' counts. With
+//! `A = 1` (the default) the layout is the one above.
 //!
 //! An adjacency chunk is one 64-byte block: `next` u64 at 0 (address of the next chunk, 0 =
 //! last), `count` u32 at 8 (ids held, 1..=13), then 13 neighbour ids u32 at `12 + 4 i`.
