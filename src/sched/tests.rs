@@ -200,7 +200,7 @@ fn small() -> WorkloadConfig {
 fn a_multicore_run_equals_its_committed_transactions_applied_in_commit_order() {
     use crate::workload::keys::Distribution;
     // The workloads' small configurations, then those with finer locks (a hash allocator per
-    // core, four trees) under uniform and zipfian keys.
+    // core, four trees) under uniform and zipfian keys, and SDG's vertex locks.
     let mut cases: Vec<(WorkloadKind, WorkloadConfig)> = MULTICORE.iter().map(|&k| (k, small())).collect();
     for distribution in [Distribution::Uniform, Distribution::Zipfian] {
         let mut c = small();
@@ -214,6 +214,10 @@ fn a_multicore_run_equals_its_committed_transactions_applied_in_commit_order() {
         cases.push((WorkloadKind::BTree, c.clone()));
         cases.push((WorkloadKind::RbTree, c));
     }
+    // SDG with an allocator per core: vertex-line locks.
+    let mut c = small();
+    c.sdg.allocators = 4;
+    cases.push((WorkloadKind::Sdg, c));
     for (kind, wc) in cases {
         let mut wl = kind.build(&wc);
         let mut data = vec![0u8; wl.data_bytes().div_ceil(4096) as usize * 4096];

@@ -344,7 +344,7 @@ impl Workload {
     pub fn follower(&self) -> Option<Box<dyn follow::Follow>> {
         match self {
             Workload::Sps(w) => Some(Box::new(w.follower())),
-            Workload::Sdg(w) => Some(Box::new(w.follower())),
+            Workload::Sdg(w) => w.follower().map(|f| Box::new(f) as Box<dyn follow::Follow>),
             Workload::Hash(w) => w.follower().map(|f| Box::new(f) as Box<dyn follow::Follow>),
             Workload::RbTree(w) => Some(follow::parts(w.partitions(), || Box::new(w.follower()))),
             Workload::BTree(w) => Some(follow::parts(w.partitions(), || Box::new(w.follower()))),

@@ -13,6 +13,13 @@
 //! | 40 | 24 | zero |
 //! | 64 | 16 V | vertex table; vertex `v` at `64 + 16 v`: `head` u64 (address of the first chunk of its adjacency list, 0 = empty), `degree` u64 |
 //! | `B` | 64 C | chunk slab: `C` chunks of 64 bytes, `B` = `64 + 16 V` rounded up to 64 |
+//! | then, with `allocators = A > 1` | | regions 1..A of `C` chunks each, then allocators 1..A's lines of 64 bytes: slab metadata (`free_head`, `bump`) at +0, the allocator's edge count at +16 |
+//!
+//! With `A > 1` (on several cores: docs/workloads.md, "Locking on several cores") allocator `a`
+//! hands out the chunks of region `a` and keeps its own edge count (allocator 0's are the
+//! header's); a freed chunk goes on the free list of the allocator that frees it, whatever its
+//! region, and the graph's edge count is the wrapping sum of the allocators' counts. With
+//! `A = 1` (the default) the layout is the one above.
 //!
 //! An adjacency chunk is one 64-byte block: `next` u64 at 0 (address of the next chunk, 0 =
 //! last), `count` u32 at 8 (ids held, 1..=13), then 13 neighbour ids u32 at `12 + 4 i`.
@@ -34,6 +41,10 @@
 //!
 //! `ops_per_tx` edge operations; each is an insert with probability `insert_percent` %, except
 //! that an empty graph always inserts and a graph of `max_edges` edges always deletes.
+//! With several allocators a transaction draws its operations first (an insert its two
+//! distinct endpoints, a delete its edge), locks their vertex-table lines and its allocator's
+//! line on several cores, then runs them; an insert whose edge is there already changes
+//! nothing (`Sdg::run_planned`).
 //! - **Insert**: draw `u`, `v` uniformly until `u != v` and the edge is absent. Absence is
 //!   checked by scanning the shorter of the two adjacency lists through [`Pm`] loads.
 //! - **Delete**: draw an edge uniformly from the driver's volatile list of live edges, find each
@@ -50,9 +61,10 @@
 //! chunk's count is in 1..=13 and every chunk but the first is full; neighbour ids are below
 //! `V`, no self-loops, no neighbour twice in one list; `degree` equals the list length and
 //! `head` is 0 exactly when the degree is 0; adjacency is symmetric (`v` in `adj(u)` iff `u` in
-//! `adj(v)`); the header's edge count equals the number of edges; the slab's free list is
-//! well formed ([`Slab::used_in`]), disjoint from the reachable chunks, and the two together
-//! are all handed-out chunks (no leak). It does not check the bytes of free chunks, the unused
+//! `adj(v)`); the edge count (summed over the allocators) equals the number of edges; the
+//! slabs' free lists are well formed and disjoint (a list may hold chunks of any region),
+//! disjoint from the reachable chunks, and the two together are all handed-out chunks (no
+//! leak). It does not check the bytes of free chunks, the unused
 //! id slots of a chunk, or the 24 zero bytes of the header.
 //!
 //! # Compute constants
@@ -94,7 +106,7 @@
 
 use super::follow::{Follow, Lines, Rewalk, SlabLists};
 use super::native::Native;
-use super::slab::Slab;
+use super::slab::{Slab, META_BYTES};
 use super::Pm;
 use crate::rng::Rng;
 use crate::types::{Addr, BlockData};
@@ -121,6 +133,14 @@ pub struct SdgConfig {
     pub compute_cycles_per_neighbour_compared: u64,
     /// Non-memory instructions per chunk visited while scanning a list.
     pub compute_cycles_per_chunk_visited: u64,
+    /// Chunk allocators (1..=16), each with its own edge count, slab metadata line and slab
+    /// region of `C` chunks; on several cores core `c` allocates, frees and counts through
+    /// allocator `c % allocators`. With more than one, a transaction draws its operations'
+    /// vertices first and locks their vertex-table lines and its allocator's line (so that
+    /// transactions on different vertices run concurrently); 1 is the single-allocator layout
+    /// and one lock over the graph.
+    #[serde(default = "super::one")]
+    pub allocators: u64,
 }
 
 impl Default for SdgConfig {
@@ -135,6 +155,7 @@ impl Default for SdgConfig {
             compute_cycles_per_delete: 61,
             compute_cycles_per_neighbour_compared: 3,
             compute_cycles_per_chunk_visited: 2,
+            allocators: 1,
         }
     }
 }
@@ -155,6 +176,7 @@ impl SdgConfig {
         check("initial_edges", self.initial_edges, 0, self.max_edges)?;
         check("ops_per_tx", self.ops_per_tx, 1, 4096)?;
         check("insert_percent", self.insert_percent, 0, 100)?;
+        check("allocators", self.allocators, 1, 16)?;
         for (key, v) in [
             ("compute_cycles_per_insert", self.compute_cycles_per_insert),
             ("compute_cycles_per_delete", self.compute_cycles_per_delete),
@@ -196,6 +218,16 @@ fn id_addr(chunk: u64, i: u64) -> Addr {
     Addr(chunk + IDS + 4 * i)
 }
 
+/// One edge operation of a transaction drawn before it runs (several allocators: its
+/// vertices are known before the transaction takes its locks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Planned {
+    /// Insert edge `{u, v}` (`u != v`) unless it is there already.
+    Insert(u32, u32),
+    /// Delete this live edge of the driver's list (already taken off the list).
+    Delete((u32, u32)),
+}
+
 /// A change to the volatile edge list, journalled so that an abort can undo it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Change {
@@ -209,7 +241,12 @@ enum Change {
 #[derive(Clone)]
 pub struct Sdg {
     cfg: SdgConfig,
+    /// Allocator 0's slab (the single-allocator one).
     slab: Slab,
+    /// The allocator this driver allocates, frees and counts edges through ([`Sdg::for_core`]).
+    alloc: u64,
+    /// The operations of the transaction in progress (several allocators).
+    plan: Vec<Planned>,
     /// Live edges `(u, v)` with `u < v`, in an order fixed by the operation history.
     edges: Vec<(u32, u32)>,
     /// Changes to `edges` made by the current (or last) transaction.
@@ -229,15 +266,44 @@ impl Sdg {
         Sdg {
             cfg: cfg.clone(),
             slab: Slab::new(Addr(SLAB_META_AT), Addr(base), CHUNK_BYTES, capacity),
+            alloc: 0,
+            plan: Vec::new(),
             edges: Vec::new(),
             journal: Vec::new(),
             cap: cfg.max_edges,
         }
     }
 
-    /// Bytes of data area: header, vertex table and the whole chunk slab.
+    /// Bytes of data area: header, vertex table, the chunk slabs' regions and the other
+    /// allocators' lines.
     pub fn data_bytes(&self) -> u64 {
-        self.slab.base.0 + self.slab.bytes()
+        self.regions_end() + 64 * (self.cfg.allocators - 1)
+    }
+
+    /// The end of the last allocator's slab region.
+    fn regions_end(&self) -> u64 {
+        self.slab.base.0 + self.cfg.allocators * self.slab.bytes()
+    }
+
+    /// Allocator `a`'s slab: allocator 0's metadata in the header (the single-allocator
+    /// layout), the others' in one line each after the last region; region `a` follows region
+    /// `a - 1`.
+    fn allocator(&self, a: u64) -> Slab {
+        if a == 0 {
+            return self.slab;
+        }
+        let meta = Addr(self.regions_end() + 64 * (a - 1));
+        Slab::new(meta, self.slab.base + a * self.slab.bytes(), CHUNK_BYTES, self.slab.capacity)
+    }
+
+    /// Address of allocator `a`'s edge count (in the header for allocator 0, else in its line
+    /// after the slab metadata).
+    fn edges_at(&self, a: u64) -> Addr {
+        if a == 0 {
+            Addr(EDGES_AT)
+        } else {
+            self.allocator(a).meta + META_BYTES
+        }
     }
 
     /// Build the initial graph of `initial_edges` random edges with the workload's own insert
@@ -271,15 +337,19 @@ impl Sdg {
     pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
         self.journal.clear();
         pm.begin();
-        if pm.concurrent() {
-            // Several cores: one lock over the whole structure (docs/workloads.md, "Locking").
-            pm.lock(super::STRUCTURE_LOCK);
-        }
-        for _ in 0..self.cfg.ops_per_tx {
-            if self.choose_insert(rng) {
-                self.insert_random(pm, rng);
-            } else {
-                self.delete_random(pm, rng);
+        if self.cfg.allocators > 1 {
+            self.run_planned(pm, rng);
+        } else {
+            if pm.concurrent() {
+                // Several cores: one lock over the whole structure (docs/workloads.md, "Locking").
+                pm.lock(super::STRUCTURE_LOCK);
+            }
+            for _ in 0..self.cfg.ops_per_tx {
+                if self.choose_insert(rng, self.edges.len() as u64) {
+                    self.insert_random(pm, rng);
+                } else {
+                    self.delete_random(pm, rng);
+                }
             }
         }
         if abort {
@@ -290,11 +360,77 @@ impl Sdg {
         }
     }
 
+    /// The operations of a transaction with several allocators: drawn first (the vertices of
+    /// an insert, a deletion's edge taken off the driver's list), then, on several cores, the
+    /// locks of their vertex-table lines and of this allocator's line, ascending (strict
+    /// two-phase locking; docs/workloads.md, "Locking on several cores"), then run. An insert
+    /// whose edge turns out to be there already (inserted by another core, or earlier in this
+    /// transaction) changes nothing.
+    fn run_planned<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng) {
+        let mut plan = std::mem::take(&mut self.plan);
+        plan.clear();
+        let mut live = self.edges.len() as u64;
+        for _ in 0..self.cfg.ops_per_tx {
+            if self.choose_insert(rng, live) {
+                let (u, v) = loop {
+                    pm.compute(self.cfg.compute_cycles_per_insert);
+                    let u = rng.below(self.cfg.vertices) as u32;
+                    let v = rng.below(self.cfg.vertices) as u32;
+                    if u != v {
+                        break (u, v);
+                    }
+                };
+                plan.push(Planned::Insert(u, v));
+                live += 1;
+            } else {
+                pm.compute(self.cfg.compute_cycles_per_delete);
+                let index = rng.below(self.edges.len() as u64) as usize;
+                let edge = self.edges.swap_remove(index);
+                self.journal.push(Change::Deleted { index, edge });
+                plan.push(Planned::Delete(edge));
+                live -= 1;
+            }
+        }
+        if pm.concurrent() {
+            let mut ids: Vec<u64> = plan
+                .iter()
+                .flat_map(|op| {
+                    let (u, v) = match *op {
+                        Planned::Insert(u, v) | Planned::Delete((u, v)) => (u, v),
+                    };
+                    [vertex_addr(u).0 / 64, vertex_addr(v).0 / 64]
+                })
+                .collect();
+            ids.push(self.allocator(self.alloc).meta.0 / 64);
+            ids.sort_unstable();
+            ids.dedup();
+            for id in ids {
+                pm.lock(id);
+            }
+        }
+        for op in &plan {
+            match *op {
+                Planned::Insert(u, v) => {
+                    let (hu, du) = load_vertex(pm, u);
+                    let (hv, dv) = load_vertex(pm, v);
+                    let present = if du <= dv { self.find(pm, hu, v) } else { self.find(pm, hv, u) };
+                    if present.is_none() {
+                        self.insert_edge(pm, (u, hu, du), (v, hv, dv));
+                    }
+                }
+                Planned::Delete(edge) => self.delete_edge(pm, edge),
+            }
+        }
+        self.plan = plan;
+    }
+
     /// The driver of core `core` of `cores`: it deletes only the live edges it lists (every
     /// `cores`-th populated edge from its own index on, then those it inserts), so no two cores
     /// delete one edge, and it lists at most its share of `max_edges`, so the slab, sized for
-    /// `max_edges`, never fills.
+    /// `max_edges`, never fills. It allocates, frees and counts through allocator
+    /// `core % allocators`.
     pub fn for_core(&mut self, core: usize, cores: usize) {
+        self.alloc = core as u64 % self.cfg.allocators;
         let mut i = 0;
         self.edges.retain(|_| {
             i += 1;
@@ -308,11 +444,12 @@ impl Sdg {
         self.read_graph(data).map(|_| ())
     }
 
-    fn choose_insert(&self, rng: &mut Rng) -> bool {
+    /// Insert (true) or delete, the graph holding `live` of this driver's edges.
+    fn choose_insert(&self, rng: &mut Rng, live: u64) -> bool {
         let draw = rng.below(100);
         if self.edges.is_empty() {
             true
-        } else if self.edges.len() as u64 >= self.cap {
+        } else if live >= self.cap {
             false
         } else {
             draw < self.cfg.insert_percent
@@ -351,14 +488,19 @@ impl Sdg {
             if present.is_some() {
                 continue;
             }
-            self.append(pm, u, hu, du, v);
-            self.append(pm, v, hv, dv, u);
-            add_edge_count(pm, 1);
-            let e = (u.min(v), u.max(v));
-            self.edges.push(e);
-            self.journal.push(Change::Inserted(e));
+            self.insert_edge(pm, (u, hu, du), (v, hv, dv));
             return;
         }
+    }
+
+    /// Insert the absent edge `{u, v}`, each end given with its list's head and degree.
+    fn insert_edge<P: Pm>(&mut self, pm: &mut P, (u, hu, du): (u32, u64, u64), (v, hv, dv): (u32, u64, u64)) {
+        self.append(pm, u, hu, du, v);
+        self.append(pm, v, hv, dv, u);
+        self.add_edge_count(pm, 1);
+        let e = (u.min(v), u.max(v));
+        self.edges.push(e);
+        self.journal.push(Change::Inserted(e));
     }
 
     /// Delete a random live edge.
@@ -367,12 +509,23 @@ impl Sdg {
         let index = rng.below(self.edges.len() as u64) as usize;
         let edge = self.edges.swap_remove(index);
         self.journal.push(Change::Deleted { index, edge });
-        let (u, v) = edge;
+        self.delete_edge(pm, edge);
+    }
+
+    /// Delete the live edge `(u, v)` from both lists.
+    fn delete_edge<P: Pm>(&self, pm: &mut P, (u, v): (u32, u32)) {
         let (hu, du) = load_vertex(pm, u);
         self.remove(pm, u, hu, du, v);
         let (hv, dv) = load_vertex(pm, v);
         self.remove(pm, v, hv, dv, u);
-        add_edge_count(pm, u64::MAX); // wrapping -1
+        self.add_edge_count(pm, u64::MAX); // wrapping -1
+    }
+
+    /// Add `delta` (wrapping: `u64::MAX` is -1) to this allocator's edge count.
+    fn add_edge_count<P: Pm>(&self, pm: &mut P, delta: u64) {
+        let at = self.edges_at(self.alloc);
+        let e = pm.load_u64(at);
+        pm.store_u64(at, e.wrapping_add(delta));
     }
 
     /// Scan the list starting at `head` for `w`: its chunk and slot.
@@ -412,7 +565,7 @@ impl Sdg {
                 return;
             }
         }
-        let c = self.slab.alloc(pm).expect("sdg: the chunk slab is sized for max_edges");
+        let c = self.allocator(self.alloc).alloc(pm).expect("sdg: a chunk region is sized for max_edges");
         pm.store_u64(c + NEXT, head);
         pm.store_u32(c + COUNT, 1);
         pm.store_u32(id_addr(c.0, 0), w);
@@ -432,7 +585,7 @@ impl Sdg {
         if n == 1 {
             let next = pm.load_u64(Addr(head + NEXT));
             pm.store_u64(va + HEAD, next);
-            self.slab.free(pm, Addr(head));
+            self.allocator(self.alloc).free_foreign(pm, Addr(head));
         } else {
             pm.store_u32(Addr(head + COUNT), n as u32 - 1);
         }
@@ -443,12 +596,6 @@ impl Sdg {
 fn load_vertex<P: Pm>(pm: &mut P, v: u32) -> (u64, u64) {
     let va = vertex_addr(v);
     (pm.load_u64(va + HEAD), pm.load_u64(va + DEGREE))
-}
-
-/// Add `delta` (wrapping: `u64::MAX` is -1) to the header's edge count.
-fn add_edge_count<P: Pm>(pm: &mut P, delta: u64) {
-    let e = pm.load_u64(Addr(EDGES_AT));
-    pm.store_u64(Addr(EDGES_AT), e.wrapping_add(delta));
 }
 
 fn rd64(data: &[u8], a: u64) -> u64 {
@@ -479,37 +626,73 @@ impl Sdg {
         if rd64(data, MAGIC_AT) != MAGIC || rd64(data, VERTICES_AT) != self.cfg.vertices {
             return Err("sdg: header magic or vertex count differs from the configuration".into());
         }
-        let used = self.slab.used_in(data).map_err(|e| format!("sdg: {e}"))?;
-        let mut walk = Walk {
-            seen: crate::hostmem::committed(self.slab.capacity as usize),
-            reached: 0,
-            ids: Vec::new(),
-            start: vec![0],
-        };
+        let slots = (self.cfg.allocators * self.slab.capacity) as usize;
+        let mut bumps = Vec::with_capacity(self.cfg.allocators as usize);
+        for a in 0..self.cfg.allocators {
+            let meta = self.allocator(a).meta.0;
+            let bump = rd64(data, meta + 8);
+            if bump > self.slab.capacity {
+                return Err(format!("sdg: slab at {meta:#x}: bump {bump} beyond capacity {}", self.slab.capacity));
+            }
+            bumps.push(bump);
+        }
+        // The free lists (with several allocators a list may hold chunks of any region): well
+        // formed and disjoint.
+        let mut free = crate::hostmem::committed::<bool>(slots);
+        let mut nfree = 0u64;
+        for a in 0..self.cfg.allocators {
+            let meta = self.allocator(a).meta.0;
+            let mut at = rd64(data, meta);
+            while at != 0 {
+                let Some(s) = self.handed_out(at, &bumps) else {
+                    return Err(format!("sdg: slab at {meta:#x}: free link {at:#x} outside the handed-out chunks"));
+                };
+                if std::mem::replace(&mut free[s], true) {
+                    return Err(format!("sdg: slab at {meta:#x}: free chunk {at:#x} listed twice (a cycle)"));
+                }
+                nfree += 1;
+                at = rd64(data, at);
+            }
+        }
+        let used = bumps.iter().sum::<u64>() - nfree;
+        let mut walk = Walk { seen: crate::hostmem::committed(slots), reached: 0, ids: Vec::new(), start: vec![0] };
         for v in 0..self.cfg.vertices as u32 {
-            self.check_vertex(data, v, &mut walk)?;
+            self.check_vertex(data, v, &bumps, &mut walk)?;
         }
         let edges = symmetric_edges(&walk)?;
-        let counted = rd64(data, EDGES_AT);
+        let counted = (0..self.cfg.allocators).fold(0u64, |n, a| n.wrapping_add(rd64(data, self.edges_at(a).0)));
         if counted != edges.len() as u64 {
             return Err(format!("sdg: header counts {counted} edges, the lists hold {}", edges.len()));
         }
-        self.check_slab_accounting(data, &walk, used)?;
+        if let Some(s) = (0..slots).find(|&s| free[s] && walk.seen[s]) {
+            let at = self.slab.base.0 + s as u64 * CHUNK_BYTES;
+            return Err(format!("sdg: chunk {at:#x} is both in an adjacency list and on the free list"));
+        }
+        if walk.reached != used {
+            return Err(format!("sdg: {} chunks reachable from the lists, the slabs have {used} in use", walk.reached));
+        }
         Ok(edges)
     }
 
+    /// The chunk index (over all regions) of the chunk at `c`, if `c` is the first byte of a
+    /// chunk its region's allocator has handed out (`bumps`, per allocator).
+    fn handed_out(&self, c: u64, bumps: &[u64]) -> Option<usize> {
+        let off = c.checked_sub(self.slab.base.0)?;
+        let s = off / CHUNK_BYTES;
+        let (a, i) = (s / self.slab.capacity, s % self.slab.capacity);
+        (off.is_multiple_of(CHUNK_BYTES) && a < self.cfg.allocators && i < bumps[a as usize]).then_some(s as usize)
+    }
+
     /// Walk `adj(v)`: pointers, chunk fill, ids, degree; append its ids to `walk`.
-    fn check_vertex(&self, data: &[u8], v: u32, walk: &mut Walk) -> Result<(), String> {
+    fn check_vertex(&self, data: &[u8], v: u32, bumps: &[u64], walk: &mut Walk) -> Result<(), String> {
         let va = vertex_addr(v).0;
         let (head, degree) = (rd64(data, va + HEAD), rd64(data, va + DEGREE));
-        let bump = rd64(data, self.slab.meta.0 + 8);
         let from = walk.ids.len();
         let mut at = head;
         while at != 0 {
-            if !self.slab.contains(Addr(at)) || (at - self.slab.base.0) / CHUNK_BYTES >= bump {
+            let Some(slot) = self.handed_out(at, bumps) else {
                 return Err(format!("sdg: vertex {v}: chunk pointer {at:#x} is not a handed-out chunk"));
-            }
-            let slot = ((at - self.slab.base.0) / CHUNK_BYTES) as usize;
+            };
             if walk.seen[slot] {
                 return Err(format!("sdg: vertex {v}: chunk {at:#x} reached twice (a cycle or a shared chunk)"));
             }
@@ -549,24 +732,6 @@ impl Sdg {
         }
         Ok(())
     }
-
-    /// The reachable chunks and the free list partition the handed-out chunks.
-    fn check_slab_accounting(&self, data: &[u8], walk: &Walk, used: u64) -> Result<(), String> {
-        let mut at = rd64(data, self.slab.meta.0);
-        while at != 0 {
-            // `used_in` has checked that every link is a handed-out chunk and that there is no
-            // cycle.
-            let slot = ((at - self.slab.base.0) / CHUNK_BYTES) as usize;
-            if walk.seen[slot] {
-                return Err(format!("sdg: chunk {at:#x} is both in an adjacency list and on the free list"));
-            }
-            at = rd64(data, at);
-        }
-        if walk.reached != used {
-            return Err(format!("sdg: {} chunks reachable from the lists, the slab has {used} in use", walk.reached));
-        }
-        Ok(())
-    }
 }
 
 /// The incremental form of [`Sdg::verify`] ([`Follow`]): the vertices are the roots of
@@ -587,9 +752,15 @@ pub struct SdgFollow {
 }
 
 impl Sdg {
-    pub fn follower(&self) -> SdgFollow {
+    /// The incremental verifier of the single-allocator layout; `None` with several
+    /// allocators (whose free lists cross regions): the crash checker then verifies whole
+    /// images with [`Sdg::verify`].
+    pub fn follower(&self) -> Option<SdgFollow> {
+        if self.cfg.allocators > 1 {
+            return None;
+        }
         let lists = SlabLists::new(self.slab, self.cfg.vertices, VERTEX_TABLE_AT, VERTEX_BYTES);
-        SdgFollow {
+        Some(SdgFollow {
             lists,
             data_bytes: self.data_bytes(),
             adj: Lines::new(self.cfg.vertices as usize),
@@ -597,7 +768,7 @@ impl Sdg {
             asym: 0,
             listed: 0,
             bulk: false,
-        }
+        })
     }
 }
 
@@ -873,6 +1044,7 @@ mod tests {
             compute_cycles_per_delete: 1,
             compute_cycles_per_neighbour_compared: 1,
             compute_cycles_per_chunk_visited: 1,
+            allocators: 1,
         }
     }
 
@@ -900,6 +1072,8 @@ mod tests {
         let mut pm = Native::new(mem);
         let (mut ops, mut aborts) = (Rng::derive(seed, 1), Rng::derive(seed, 2));
         for t in 0..txs {
+            // Several allocators: the transactions go round them as several cores' would.
+            w.alloc = t % cfg.allocators;
             let abort = aborts.chance(0.2);
             w.run_tx(&mut pm, &mut ops, abort);
             if !abort {
@@ -949,6 +1123,104 @@ mod tests {
                 _ => {}
             }
         }
+    }
+
+    /// Four allocators, the transactions going round them as four cores' would (their
+    /// operations drawn before they run): after every transaction the graph equals the model
+    /// and the driver's list, the verifier passes, and chunks of other regions were recycled
+    /// through a free list.
+    #[test]
+    fn per_allocator_transactions_match_the_model_and_recycle_each_others_chunks() {
+        for (k, pct) in MIXES.into_iter().enumerate() {
+            let seed = 50 + k as u64;
+            let cfg = SdgConfig { allocators: 4, ..small(pct) };
+            cfg.validate().unwrap();
+            let (mut foreign, mut most, mut least) = (0, 0, usize::MAX);
+            run_sequence(&cfg, seed, 600, |t, w, mem, model| {
+                let got = w.read_graph(mem).unwrap_or_else(|e| panic!("seed {seed} {t:?}: {e}"));
+                assert_eq!(got, sorted(model), "seed {seed} after tx {t:?}: graph differs");
+                let driver: HashSet<(u64, u64)> = w.edges.iter().map(|&(a, b)| (a as u64, b as u64)).collect();
+                assert_eq!(w.edges.len(), driver.len(), "seed {seed} {t:?}: duplicate");
+                assert_eq!(&driver, model, "seed {seed} after tx {t:?}: edge list differs");
+                let a = w.allocator(w.alloc);
+                let head = rd64(mem, a.meta.0);
+                foreign += u64::from(head != 0 && !a.contains(Addr(head)));
+                (most, least) = (most.max(model.len()), least.min(model.len()));
+            });
+            assert!(foreign > 20, "seed {seed}: chunks of other regions on a free list: {foreign}");
+            // A transaction that empties the graph part-way inserts for its remaining
+            // operations (it deletes only edges there when it began), so it may end on one.
+            match pct {
+                85 => assert_eq!(most as u64, cfg.max_edges, "seed {seed}: never full"),
+                15 => assert!(least <= 1, "seed {seed}: never (nearly) empty: {least}"),
+                _ => {}
+            }
+        }
+    }
+
+    /// With several allocators the verifier sums the allocators' edge counts and rejects a
+    /// chunk on two free lists.
+    #[test]
+    fn verifier_with_allocators_checks_the_summed_edge_count_and_the_free_lists() {
+        let cfg = SdgConfig { allocators: 3, ..small(50) };
+        let mut w = Sdg::new(&cfg);
+        let mut mem = vec![0u8; w.data_bytes() as usize];
+        w.populate(&mut mem);
+        let mut pm = Native::new(mem);
+        let mut rng = Rng::new(4);
+        for t in 0..300 {
+            w.alloc = t % 3;
+            w.run_tx(&mut pm, &mut rng, false);
+        }
+        w.verify(&pm.mem).unwrap();
+        let mut bad = pm.mem.clone();
+        let at = w.edges_at(2).0;
+        let n = rd64(&bad, at).wrapping_add(1);
+        put64(&mut bad, at, n);
+        assert!(w.verify(&bad).unwrap_err().contains("header counts"));
+        // A chunk on allocator 1's free list pushed on allocator 2's too.
+        let (m1, m2) = (w.allocator(1).meta.0, w.allocator(2).meta.0);
+        let mut bad = pm.mem.clone();
+        let shared = [m1, m2, 0].into_iter().map(|m| rd64(&bad, m)).find(|&h| h != 0).expect("a free chunk");
+        let head2 = rd64(&bad, m2);
+        put64(&mut bad, shared, head2);
+        put64(&mut bad, m2, shared);
+        let e = w.verify(&bad).unwrap_err();
+        assert!(e.contains("listed twice") || e.contains("free link"), "{e}");
+    }
+
+    /// On 4 cores with an allocator per core, transactions on different vertices overlap: the
+    /// same transactions take fewer cycles than on one core; with one allocator (one lock over
+    /// the graph) they do not.
+    #[test]
+    fn with_an_allocator_per_core_four_cores_run_transactions_concurrently() {
+        use crate::runner::{execute, RunSpec};
+        let cycles = |cores: u32, allocators: u64| {
+            let sets = [
+                format!("machine.cores={cores}"),
+                format!("workload.sdg.allocators={allocators}"),
+                "workload.sdg.vertices=16384".into(),
+                "workload.sdg.initial_edges=32768".into(),
+                "workload.sdg.max_edges=65536".into(),
+            ];
+            let spec = RunSpec {
+                cfg: crate::config::Config::build(None, &sets).unwrap(),
+                workload: crate::workload::WorkloadKind::Sdg,
+                protocol: crate::protocol::ProtocolKind::Baseline,
+                txs: 2000,
+                warmup_txs: 200,
+                seed: 5,
+                abort_rate: 0.0,
+                bug: None,
+                record: false,
+            };
+            execute(&spec).unwrap().result.cycles
+        };
+        let one = cycles(1, 4);
+        let (fine, coarse) = (cycles(4, 4), cycles(4, 1));
+        // 16384 vertices: two transactions' 26 vertices share a lock line about one time in six.
+        assert!(fine * 4 < one * 3, "4 cores, 4 allocators: {fine} cycles, 1 core: {one}");
+        assert!(coarse > one, "4 cores, 1 allocator (serialised): {coarse} cycles, 1 core: {one}");
     }
 
     #[test]
@@ -1091,7 +1363,7 @@ mod tests {
         let mut w = Sdg::new(&cfg);
         let mut data = vec![0u8; w.data_bytes() as usize];
         w.populate(&mut data);
-        let (mut followed, mut whole) = (w.follower(), w.follower());
+        let (mut followed, mut whole) = (w.follower().unwrap(), w.follower().unwrap());
         assert!(followed.reset(&data));
         let mut pm = Native::new(data);
         let (mut rng, mut damage) = (Rng::new(9), Rng::new(10));
