@@ -78,7 +78,7 @@
 
 use super::follow::{Follow, Rewalk, SlabLists, Spans};
 use super::kv::{self, rd, KvStore};
-use super::slab::Slab;
+use super::slab::{Regions, Slab};
 use super::Pm;
 use crate::types::{Addr, BlockData};
 
@@ -306,33 +306,9 @@ impl HashTable {
             return Err(format!("hash: data area of {} bytes, need {}", data.len(), self.data_bytes()));
         }
         let slots = (self.cfg.allocators * self.cfg.key_space) as usize;
-        let mut bumps = Vec::with_capacity(self.cfg.allocators as usize);
-        for a in 0..self.cfg.allocators {
-            let meta = self.allocator(a).meta.0;
-            let bump = rd(data, meta + 8);
-            if bump > self.cfg.key_space {
-                return Err(format!("hash: slab at {meta:#x}: bump {bump} beyond capacity {}", self.cfg.key_space));
-            }
-            bumps.push(bump);
-        }
+        let slabs: Vec<Slab> = (0..self.cfg.allocators).map(|a| self.allocator(a)).collect();
         // The free lists (a list may hold slots of any region): well formed and disjoint.
-        let mut free = crate::hostmem::committed::<bool>(slots);
-        let mut nfree = 0u64;
-        for a in 0..self.cfg.allocators {
-            let meta = self.allocator(a).meta.0;
-            let mut at = rd(data, meta);
-            while at != 0 {
-                let Some(s) = self.handed_out(at, &bumps) else {
-                    return Err(format!("hash: slab at {meta:#x}: free link {at:#x} outside the handed-out slots"));
-                };
-                if std::mem::replace(&mut free[s], true) {
-                    return Err(format!("hash: slab at {meta:#x}: free slot {at:#x} listed twice (a cycle)"));
-                }
-                nfree += 1;
-                at = rd(data, at);
-            }
-        }
-        let used = bumps.iter().sum::<u64>() - nfree;
+        let Regions { bumps, free, used } = Regions::read(data, &slabs, "hash", "slot")?;
         let mut seen = Seen {
             slot: crate::hostmem::committed(slots),
             key: crate::hostmem::committed(self.cfg.key_space as usize),
@@ -352,10 +328,7 @@ impl HashTable {
     /// The slot index (over all regions) of the entry at `e`, if `e` is the first byte of a
     /// slot its region's allocator has handed out (`bumps`, per allocator).
     fn handed_out(&self, e: u64, bumps: &[u64]) -> Option<usize> {
-        let off = e.checked_sub(self.slab.base.0)?;
-        let s = off / ENTRY_BYTES;
-        let (a, i) = (s / self.cfg.key_space, s % self.cfg.key_space);
-        (off % ENTRY_BYTES == 0 && a < self.cfg.allocators && i < bumps[a as usize]).then_some(s as usize)
+        super::slab::handed_out(&self.allocator(0), bumps, e)
     }
 
     /// Walk every chain, marking slots and keys in `seen`. Up to `VERIFY_BATCH` chains advance

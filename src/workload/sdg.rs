@@ -106,7 +106,7 @@
 
 use super::follow::{Follow, Lines, Rewalk, SlabLists};
 use super::native::Native;
-use super::slab::{Slab, META_BYTES};
+use super::slab::{Regions, Slab, META_BYTES};
 use super::Pm;
 use crate::rng::Rng;
 use crate::types::{Addr, BlockData};
@@ -627,34 +627,10 @@ impl Sdg {
             return Err("sdg: header magic or vertex count differs from the configuration".into());
         }
         let slots = (self.cfg.allocators * self.slab.capacity) as usize;
-        let mut bumps = Vec::with_capacity(self.cfg.allocators as usize);
-        for a in 0..self.cfg.allocators {
-            let meta = self.allocator(a).meta.0;
-            let bump = rd64(data, meta + 8);
-            if bump > self.slab.capacity {
-                return Err(format!("sdg: slab at {meta:#x}: bump {bump} beyond capacity {}", self.slab.capacity));
-            }
-            bumps.push(bump);
-        }
+        let slabs: Vec<Slab> = (0..self.cfg.allocators).map(|a| self.allocator(a)).collect();
         // The free lists (with several allocators a list may hold chunks of any region): well
         // formed and disjoint.
-        let mut free = crate::hostmem::committed::<bool>(slots);
-        let mut nfree = 0u64;
-        for a in 0..self.cfg.allocators {
-            let meta = self.allocator(a).meta.0;
-            let mut at = rd64(data, meta);
-            while at != 0 {
-                let Some(s) = self.handed_out(at, &bumps) else {
-                    return Err(format!("sdg: slab at {meta:#x}: free link {at:#x} outside the handed-out chunks"));
-                };
-                if std::mem::replace(&mut free[s], true) {
-                    return Err(format!("sdg: slab at {meta:#x}: free chunk {at:#x} listed twice (a cycle)"));
-                }
-                nfree += 1;
-                at = rd64(data, at);
-            }
-        }
-        let used = bumps.iter().sum::<u64>() - nfree;
+        let Regions { bumps, free, used } = Regions::read(data, &slabs, "sdg", "chunk")?;
         let mut walk = Walk { seen: crate::hostmem::committed(slots), reached: 0, ids: Vec::new(), start: vec![0] };
         for v in 0..self.cfg.vertices as u32 {
             self.check_vertex(data, v, &bumps, &mut walk)?;
@@ -677,10 +653,7 @@ impl Sdg {
     /// The chunk index (over all regions) of the chunk at `c`, if `c` is the first byte of a
     /// chunk its region's allocator has handed out (`bumps`, per allocator).
     fn handed_out(&self, c: u64, bumps: &[u64]) -> Option<usize> {
-        let off = c.checked_sub(self.slab.base.0)?;
-        let s = off / CHUNK_BYTES;
-        let (a, i) = (s / self.slab.capacity, s % self.slab.capacity);
-        (off.is_multiple_of(CHUNK_BYTES) && a < self.cfg.allocators && i < bumps[a as usize]).then_some(s as usize)
+        super::slab::handed_out(&self.slab, bumps, c)
     }
 
     /// Walk `adj(v)`: pointers, chunk fill, ids, degree; append its ids to `walk`.

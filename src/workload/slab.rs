@@ -95,6 +95,69 @@ impl Slab {
     }
 }
 
+/// Slabs side by side as a data area holds them: region `a` (of [`Regions::bumps`]`.len()`)
+/// has allocator `a`'s slots, right after region `a - 1`, from the first slab's `base`. The
+/// structural verifiers of the workloads with one allocator per core read them here.
+pub struct Regions {
+    /// Per allocator, the slots its bump pointer has handed out.
+    pub bumps: Vec<u64>,
+    /// Per slot over all regions, whether a free list holds it.
+    pub free: Vec<bool>,
+    /// Slots handed out and not on a free list.
+    pub used: u64,
+}
+
+impl Regions {
+    /// Read and check the metadata of `slabs` (region order) in `data`: each bump within its
+    /// capacity, the free lists well formed and disjoint (a list may hold slots of any region).
+    /// `Err` is one line that names the workload `what` and its slots `unit` ("slot", "chunk").
+    pub fn read(data: &[u8], slabs: &[Slab], what: &str, unit: &str) -> Result<Regions, String> {
+        let rd = |a: u64| u64::from_le_bytes(data[a as usize..a as usize + 8].try_into().unwrap());
+        let mut bumps = Vec::with_capacity(slabs.len());
+        for s in slabs {
+            let bump = rd(s.meta.0 + 8);
+            if bump > s.capacity {
+                return Err(format!("{what}: slab at {:#x}: bump {bump} beyond capacity {}", s.meta.0, s.capacity));
+            }
+            bumps.push(bump);
+        }
+        let slots = slabs.iter().map(|s| s.capacity).sum::<u64>() as usize;
+        let mut r = Regions { bumps, free: crate::hostmem::committed::<bool>(slots), used: 0 };
+        let mut nfree = 0u64;
+        for s in slabs {
+            let meta = s.meta.0;
+            let mut at = rd(meta);
+            while at != 0 {
+                let Some(i) = r.handed_out(&slabs[0], at) else {
+                    return Err(format!("{what}: slab at {meta:#x}: free link {at:#x} outside the handed-out {unit}s"));
+                };
+                if std::mem::replace(&mut r.free[i], true) {
+                    return Err(format!("{what}: slab at {meta:#x}: free {unit} {at:#x} listed twice (a cycle)"));
+                }
+                nfree += 1;
+                at = rd(at);
+            }
+        }
+        r.used = r.bumps.iter().sum::<u64>() - nfree;
+        Ok(r)
+    }
+
+    /// The slot index (over all regions) of the slot at `at`, if `at` is the first byte of a
+    /// slot its region's allocator has handed out; `first` is region 0's slab (every region
+    /// has its slot size and capacity).
+    pub fn handed_out(&self, first: &Slab, at: u64) -> Option<usize> {
+        handed_out(first, &self.bumps, at)
+    }
+}
+
+/// [`Regions::handed_out`] over the bump pointers `bumps` alone.
+pub fn handed_out(first: &Slab, bumps: &[u64], at: u64) -> Option<usize> {
+    let off = at.checked_sub(first.base.0)?;
+    let s = off / first.slot_bytes;
+    let (a, i) = (s / first.capacity, s % first.capacity);
+    (off.is_multiple_of(first.slot_bytes) && a < bumps.len() as u64 && i < bumps[a as usize]).then_some(s as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
