@@ -561,3 +561,21 @@ pub fn native_seconds(spec: &RunSpec) -> f64 {
     std::hint::black_box(&pm.mem);
     host.elapsed().as_secs_f64()
 }
+
+/// Test support: the simulated cycles of a seeded baseline run of `workload` (no aborts, seed
+/// 5) under the configuration `sets`, for tests that compare machines by their timing.
+#[cfg(test)]
+pub(crate) fn baseline_cycles(workload: WorkloadKind, sets: &[String], txs: u64, warmup_txs: u64) -> Cycle {
+    let spec = RunSpec {
+        cfg: Config::build(None, sets).unwrap(),
+        workload,
+        protocol: ProtocolKind::Baseline,
+        txs,
+        warmup_txs,
+        seed: 5,
+        abort_rate: 0.0,
+        bug: None,
+        record: false,
+    };
+    execute(&spec).unwrap().result.cycles
+}

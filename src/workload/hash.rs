@@ -603,7 +603,6 @@ mod tests {
     /// transaction locks its line) they do not.
     #[test]
     fn with_an_allocator_per_core_four_cores_run_transactions_concurrently() {
-        use crate::runner::{execute, RunSpec};
         let cycles = |cores: u32, allocators: u64| {
             let sets = [
                 format!("machine.cores={cores}"),
@@ -611,18 +610,7 @@ mod tests {
                 "workload.hash.key_space=16384".into(),
                 "workload.hash.buckets=8192".into(),
             ];
-            let spec = RunSpec {
-                cfg: crate::config::Config::build(None, &sets).unwrap(),
-                workload: crate::workload::WorkloadKind::Hash,
-                protocol: crate::protocol::ProtocolKind::Baseline,
-                txs: 4000,
-                warmup_txs: 400,
-                seed: 5,
-                abort_rate: 0.0,
-                bug: None,
-                record: false,
-            };
-            execute(&spec).unwrap().result.cycles
+            crate::runner::baseline_cycles(crate::workload::WorkloadKind::Hash, &sets, 4000, 400)
         };
         let one = cycles(1, 4);
         assert_eq!(one, cycles(1, 1), "one core: the allocators added change nothing it does");

@@ -1075,6 +1075,16 @@ mod tests {
     /// delete-heavy (reaches the empty graph).
     const MIXES: [u64; 3] = [50, 85, 15];
 
+    /// After transaction `t` of the run with `seed`: the graph read from `mem` and the driver's
+    /// edge list both equal the model, without duplicates.
+    fn graph_matches(seed: u64, t: Option<u64>, w: &Sdg, mem: &[u8], model: &HashSet<(u64, u64)>) {
+        let got = w.read_graph(mem).unwrap_or_else(|e| panic!("seed {seed} {t:?}: {e}"));
+        assert_eq!(got, sorted(model), "seed {seed} after tx {t:?}: graph differs");
+        let driver: HashSet<(u64, u64)> = w.edges.iter().map(|&(a, b)| (a as u64, b as u64)).collect();
+        assert_eq!(w.edges.len(), driver.len(), "seed {seed} {t:?}: duplicate");
+        assert_eq!(&driver, model, "seed {seed} after tx {t:?}: edge list differs");
+    }
+
     #[test]
     fn edge_operations_match_a_hash_set_model_after_every_transaction_and_aborts_leave_no_trace() {
         for (k, pct) in MIXES.into_iter().enumerate() {
@@ -1082,11 +1092,7 @@ mod tests {
             let cfg = small(pct);
             let (mut most, mut least) = (0, usize::MAX);
             run_sequence(&cfg, seed, 600, |t, w, mem, model| {
-                let got = w.read_graph(mem).unwrap_or_else(|e| panic!("seed {seed} {t:?}: {e}"));
-                assert_eq!(got, sorted(model), "seed {seed} after tx {t:?}: graph differs");
-                let driver: HashSet<(u64, u64)> = w.edges.iter().map(|&(a, b)| (a as u64, b as u64)).collect();
-                assert_eq!(w.edges.len(), driver.len(), "seed {seed} {t:?}: duplicate");
-                assert_eq!(&driver, model, "seed {seed} after tx {t:?}: edge list differs");
+                graph_matches(seed, t, w, mem, model);
                 most = most.max(model.len());
                 least = least.min(model.len());
             });
@@ -1110,11 +1116,7 @@ mod tests {
             cfg.validate().unwrap();
             let (mut foreign, mut most, mut least) = (0, 0, usize::MAX);
             run_sequence(&cfg, seed, 600, |t, w, mem, model| {
-                let got = w.read_graph(mem).unwrap_or_else(|e| panic!("seed {seed} {t:?}: {e}"));
-                assert_eq!(got, sorted(model), "seed {seed} after tx {t:?}: graph differs");
-                let driver: HashSet<(u64, u64)> = w.edges.iter().map(|&(a, b)| (a as u64, b as u64)).collect();
-                assert_eq!(w.edges.len(), driver.len(), "seed {seed} {t:?}: duplicate");
-                assert_eq!(&driver, model, "seed {seed} after tx {t:?}: edge list differs");
+                graph_matches(seed, t, w, mem, model);
                 let a = w.allocator(w.alloc);
                 let head = rd64(mem, a.meta.0);
                 foreign += u64::from(head != 0 && !a.contains(Addr(head)));
@@ -1167,7 +1169,6 @@ mod tests {
     /// the graph) they do not.
     #[test]
     fn with_an_allocator_per_core_four_cores_run_transactions_concurrently() {
-        use crate::runner::{execute, RunSpec};
         let cycles = |cores: u32, allocators: u64| {
             let sets = [
                 format!("machine.cores={cores}"),
@@ -1176,18 +1177,7 @@ mod tests {
                 "workload.sdg.initial_edges=32768".into(),
                 "workload.sdg.max_edges=65536".into(),
             ];
-            let spec = RunSpec {
-                cfg: crate::config::Config::build(None, &sets).unwrap(),
-                workload: crate::workload::WorkloadKind::Sdg,
-                protocol: crate::protocol::ProtocolKind::Baseline,
-                txs: 2000,
-                warmup_txs: 200,
-                seed: 5,
-                abort_rate: 0.0,
-                bug: None,
-                record: false,
-            };
-            execute(&spec).unwrap().result.cycles
+            crate::runner::baseline_cycles(crate::workload::WorkloadKind::Sdg, &sets, 2000, 200)
         };
         let one = cycles(1, 4);
         let (fine, coarse) = (cycles(4, 4), cycles(4, 1));
