@@ -133,6 +133,11 @@ struct Win {
     trunc_seq: u64,
     /// Latest durable and latest completion cycle of the window's log writes.
     log_durable: Cycle,
+    /// Cycle at which the core's latest closed window was acknowledged. On N cores a window
+    /// closed for another core (a forced close) is acknowledged on that core's clock, which
+    /// may be ahead of this core's: the core's next window is acknowledged no earlier (its
+    /// windows become durable in order, and an acknowledgement covers every earlier one).
+    acked_at: Cycle,
     log_done: Cycle,
     /// The CRL's pair buffer: (Tx, Ty, n) by window index.
     deps: Vec<(usize, usize, u16)>,
@@ -277,6 +282,7 @@ impl Win {
             trunc_sid: 0,
             trunc_seq: 0,
             log_durable: Cycle::ZERO,
+            acked_at: Cycle::ZERO,
             log_done: Cycle::ZERO,
             deps: Vec::new(),
             versions: Versions::default(),
@@ -570,9 +576,11 @@ impl Win {
     /// last transaction.
     fn acknowledge(&mut self, m: &mut Machine) {
         let before = m.now;
+        self.log_durable = self.log_durable.max(self.acked_at);
         if self.bug != Some(Bug::AckBeforeDurable) {
             m.wait_until(self.log_durable);
         }
+        self.acked_at = m.now;
         self.c.window_stall_cycles += (m.now - before).0;
         super::assert_durable_at_ack(m.now, self.log_durable, self.bug);
         m.ack_core_through(self.core, self.committed);
