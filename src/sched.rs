@@ -141,7 +141,7 @@ impl<P: Protocol> Pm for CorePm<'_, P> {
     }
     /// No turn: a compute only advances this core's own clock, which no other core reads while
     /// this one is runnable, so it commutes with every other core's operation (module docs).
-    #[inline]
+    #[inline(never)]
     fn compute(&mut self, cycles: u64) {
         self.sim().compute(cycles);
     }
