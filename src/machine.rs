@@ -500,7 +500,7 @@ impl Machine {
     /// the coherent hierarchy (out of line: the single-core paths stay as they are).
     #[inline(always)]
     fn access_block_shared(&mut self, b: BlockId, write: bool) -> Access {
-        let a = self.hier.access_shared(b, write);
+        let a = self.hier.access_shared_inline(b, write);
         if let Some(st) = self.stale.as_mut().filter(|_| b.0 < self.volatile_block0) {
             // The running core's copy now holds the program's bytes (it fetched them, or wrote);
             // lock lines (volatile, past `arch`) carry no program bytes.

@@ -4,10 +4,15 @@
 //!
 //! **Order.** The core with the earliest clock runs (ties: the lowest core id). A core runs
 //! until, at the start of one of its [`Pm`] operations (load, store, begin, commit, abort,
-//! compute, lock), its `(clock, id)` has passed another runnable core's; then it yields and the
+//! lock), its `(clock, id)` has passed another runnable core's; then it yields and the
 //! earliest one resumes. An operation is never split (a whole commit is one), so every
-//! operation runs at a clock no later than any other runnable core's. With one core none of
-//! this runs: the runner keeps its plain loop.
+//! operation runs at a clock no later than any other runnable core's. A compute is the
+//! exception: it only advances the core's own clock, which no other core reads while this one
+//! is runnable (a clock is read across cores only to wake a lock's waiter), so it commutes with
+//! every other core's operation and runs at once; the order of every other operation, and so
+//! every result, is the same as if it had waited its turn, and a switch that would have come
+//! back to this core only to compute is saved. With one core none of this runs: the runner
+//! keeps its plain loop.
 //!
 //! **Hand-over.** The yielding core itself chooses its successor and makes it the running core
 //! ([`hand_over`]: its key, the earliest-core search, the state switch), then suspends naming
@@ -134,9 +139,10 @@ impl<P: Protocol> Pm for CorePm<'_, P> {
         self.sim().store(addr, data);
         self.stop_on_fault();
     }
-    #[inline]
+    /// No turn: a compute only advances this core's own clock, which no other core reads while
+    /// this one is runnable, so it commutes with every other core's operation (module docs).
+    #[inline(never)]
     fn compute(&mut self, cycles: u64) {
-        self.turn();
         self.sim().compute(cycles);
     }
     fn last_durable_tx(&self) -> u64 {

@@ -200,6 +200,14 @@ impl Hierarchy {
     /// coherent through the directory (the transitions in the module docs).
     #[inline(never)]
     pub fn access_shared(&mut self, b: BlockId, write: bool) -> Access {
+        self.access_shared_inline(b, write)
+    }
+
+    /// [`Hierarchy::access_shared`] inlined into its caller: the machine's access path
+    /// (`Machine::access_block`), which is itself out of line, so that a simulated access with
+    /// several cores pays one call, not two.
+    #[inline(always)]
+    pub(crate) fn access_shared_inline(&mut self, b: BlockId, write: bool) -> Access {
         if let Some(s1) = self.l1.lookup(b) {
             self.stats.l1_hits += 1;
             let s3 = self.l2.up(self.l1.up(s1.0) as usize) as usize;

@@ -71,11 +71,13 @@ pub struct SetAssoc {
     /// Nibbles of `order` in use (`4 * ways` low bits) and the shift of the last one.
     used: u64,
     last_shift: u32,
-    tags: Vec<u32>,
+    /// The arrays are boxed slices (never resized): a core switch ([`SetAssoc::swap_lines`])
+    /// moves a pointer and a length per array, not a vector's three words.
+    tags: Box<[u32]>,
     /// Per line, everything but the tag in one host cache line's worth of place (the tags stay
     /// apart, to be compared four at a time).
-    lines: Vec<Line>,
-    order: Vec<u64>,
+    lines: Box<[Line]>,
+    order: Box<[u64]>,
     /// Look-up latency in cycles.
     pub latency: Cycle,
 }
@@ -166,9 +168,9 @@ impl SetAssoc {
             slots: lines,
             used: low_mask(4 * ways as u32),
             last_shift: 4 * (ways as u32 - 1),
-            tags: vec![INVALID; entries],
-            lines: vec![Line::fresh(if keeps_aux { 0 } else { NO_LINK }, false); entries],
-            order: vec![IDENTITY; sets],
+            tags: vec![INVALID; entries].into_boxed_slice(),
+            lines: vec![Line::fresh(if keeps_aux { 0 } else { NO_LINK }, false); entries].into_boxed_slice(),
+            order: vec![IDENTITY; sets].into_boxed_slice(),
             latency: cfg.latency_cycles,
         }
     }

@@ -87,27 +87,28 @@ fn names(log: &[(usize, String)]) -> Vec<String> {
 }
 
 /// The earliest core runs; a core yields before an operation once its clock has passed another
-/// runnable core's (ties to the lower id); an operation is never split.
+/// runnable core's (ties to the lower id); an operation is never split; a compute never yields
+/// (it only moves the core's own clock).
 #[test]
 fn the_earliest_core_runs_each_operation_ties_to_the_lower_id() {
     use Op::Compute as C;
     let (s, log, r) = run_scripts(&[vec![C(10), C(10)], vec![C(15), C(1)], vec![C(10), C(0)]]);
     r.unwrap();
-    // t=0: cores 0, 1, 2 all at 0: core 0 begins and computes to 10, then core 1 (0 < 10)
-    // begins and computes to 15, core 2 begins and computes to 10; core 0 (10, id 0) before
-    // core 2 (10, id 2) computes to 20; core 2 computes 0 and commits at 10; core 1 (15)
-    // computes to 16 and commits; core 0 commits at 20.
+    // t=0: cores 0, 1, 2 all at 0: core 0 begins and computes to 20 (a compute does not
+    // yield), then at its commit (20) core 1 (0 < 20) begins and computes to 16, and at its
+    // commit (16) core 2 (0) begins and computes to 10; core 2 commits at 10, core 1 at 16,
+    // core 0 at 20.
     let expected = [
         "0:begin",
         "0:Compute(10)",
+        "0:Compute(10)",
         "1:begin",
         "1:Compute(15)",
+        "1:Compute(1)",
         "2:begin",
         "2:Compute(10)",
-        "0:Compute(10)",
         "2:Compute(0)",
         "2:commit",
-        "1:Compute(1)",
         "1:commit",
         "0:commit",
     ];
@@ -147,7 +148,7 @@ fn a_lock_waiter_resumes_at_the_release_and_pays_its_retry() {
     let rel1 = cost(&mut m, 1, resume + retry1);
     assert_eq!(s.m.clock_of(1), resume + retry1 + rel1);
     let expected =
-        ["0:begin", "0:Lock(5)", "1:begin", "1:Compute(10)", "0:Compute(100)", "0:commit", "1:Lock(5)", "1:commit"];
+        ["0:begin", "0:Lock(5)", "0:Compute(100)", "1:begin", "1:Compute(10)", "0:commit", "1:Lock(5)", "1:commit"];
     assert_eq!(names(&log), expected);
 }
 

@@ -38,6 +38,9 @@ pub(crate) struct Cores {
     held: Vec<Vec<u64>>,
     /// Per core, the lock it waits for (`NONE`: runnable).
     pub(crate) waiting: Vec<u64>,
+    /// Cores waiting for a lock (entries of `waiting` other than `NONE`): a release looks for
+    /// waiters only when there are some.
+    blocked: usize,
     /// The earliest key of another runnable core: the running core yields once past it.
     pub(crate) next_key: u64,
     /// Per core not running, its key ([`key`]; `u64::MAX` when it is not runnable: finished or
@@ -65,6 +68,7 @@ impl Cores {
             lines: vec![[0; 2]; lines],
             held: vec![Vec::new(); n],
             waiting: vec![NONE; n],
+            blocked: 0,
             next_key: u64::MAX,
             keys: vec![u64::MAX; n],
             released_at: vec![Cycle::ZERO; lines],
@@ -173,6 +177,7 @@ impl Cores {
             true
         } else {
             self.waiting[c] = id;
+            self.blocked += 1;
             false
         }
     }
@@ -193,16 +198,24 @@ impl Cores {
             m.access_block(BlockId(self.lock_block0 + id), true);
             self.lines[id as usize][1] = 0;
             self.released_at[id as usize] = m.now;
-            for w in 0..self.waiting.len() {
-                if self.waiting[w] == id {
-                    self.waiting[w] = NONE;
-                    m.advance_core_to(w, m.now);
-                    self.keys[w] = key(m.clock_of(w), w);
-                    self.next_key = self.next_key.min(self.keys[w]);
-                }
+            if self.blocked > 0 {
+                self.wake(m, id);
             }
         }
         held.clear();
         self.held[c] = held;
+    }
+
+    /// Lock `id` was just released: its waiters become runnable at the release cycle.
+    fn wake(&mut self, m: &mut Machine, id: u64) {
+        for w in 0..self.waiting.len() {
+            if self.waiting[w] == id {
+                self.waiting[w] = NONE;
+                self.blocked -= 1;
+                m.advance_core_to(w, m.now);
+                self.keys[w] = key(m.clock_of(w), w);
+                self.next_key = self.next_key.min(self.keys[w]);
+            }
+        }
     }
 }
