@@ -568,7 +568,7 @@ impl Machine {
     }
 
     /// A stored block is written back to the device later: have the host fetch the device's old
-    /// content, flip states and cell counters meanwhile (a hint; no effect on results). Out of
+    /// content and flip states meanwhile (`Pcm::prefetch_block`) (a hint; no effect on results). Out of
     /// line, so that the path without the PCM device stays short. Lock lines (volatile, past
     /// the device) have no device state.
     #[inline(never)]
@@ -584,7 +584,7 @@ impl Machine {
 
     /// An LLC fill into slot `s3` made another line of its set the least recently used: the
     /// set's next fill pushes it out, and if it is dirty its write-back reads the program's
-    /// bytes of it, the device's old bytes, flip states and counters, all cold in the host's
+    /// bytes of it, the device's old bytes and flip states, all cold in the host's
     /// caches by then (it was last used about an LLC's worth of lines ago). Have the host fetch
     /// them now, about a thousand LLC misses before they are needed (a hint; no effect on
     /// results). Only with the PCM device: the plain device reads none of them.
@@ -878,8 +878,8 @@ impl Machine {
             (Some(p), Some(d)) => {
                 if !self.layout.is_data(b) {
                     // Logs are written block after block: have the host fetch the device state of
-                    // the block `LOG_AHEAD` on (old content, flip states, cell counters) while
-                    // this and the next writes are simulated (a hint; no effect on results).
+                    // the block `LOG_AHEAD` on (old content, flip states: `Pcm::prefetch_block`)
+                    // while this and the next writes are simulated (a hint; no effect on results).
                     let next = b.range().start + LOG_AHEAD * 64;
                     if let Some(x) = self.nvm.get(next) {
                         crate::hostmem::prefetch(x);

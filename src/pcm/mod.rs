@@ -513,13 +513,21 @@ impl Pcm {
         }
     }
 
-    /// A hint that block `addr` is likely to be written soon: prefetch its flip states and
-    /// counters into the host cache (no effect on results). `in_order`: the block is one of a
-    /// run written in order, such as a log ([`Wear::prefetch`]).
+    /// A hint that block `addr` is likely to be written soon: prefetch what its write reads at
+    /// once into the host cache (no effect on results): its flip states and, only when worn
+    /// cells are retired (the one path that updates counters at once), its counters
+    /// ([`Wear::prefetch`]; `in_order`: the block is one of a run written in order, such as a
+    /// log). Otherwise a write's counter update waits in the batch, which requests its own
+    /// counter lines just before it applies them ([`Wear::program_block`]); counter lines
+    /// fetched at the write, up to a batch earlier, only took host memory bandwidth and miss
+    /// buffers from the lines the write does read (SPS with the device about 15 % faster
+    /// without them on a Zen 5 EPYC: docs/performance.md, PCM mode).
     #[inline]
     pub fn prefetch_block(&self, addr: u64, in_order: bool) {
         crate::hostmem::prefetch(&self.flips[(addr / 8 / 64) as usize]);
-        self.wear.prefetch(addr, in_order);
+        if self.retire.is_some() {
+            self.wear.prefetch(addr, in_order);
+        }
     }
 
     /// Account a read of `bytes`.
