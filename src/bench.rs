@@ -180,9 +180,11 @@ pub fn measure_devices(
             record: false,
         };
         let native = median((0..repeat).map(|_| runner::native_seconds(&base)).collect());
+        // The clock measured after one protocol's runs is the next one's clock before.
+        let mut clock_after = host_clock_ghz();
         for &p in protocols {
             let spec = RunSpec { protocol: p, ..base.clone() };
-            let clock_before = host_clock_ghz();
+            let clock_before = clock_after;
             let mut secs = Vec::new();
             let mut pcm_rates = Vec::new();
             let mut one_rates = Vec::new();
@@ -203,7 +205,8 @@ pub fn measure_devices(
             let s = median(secs);
             let pcm_rate = pcm.then(|| median(pcm_rates));
             let one_rate = multi.then(|| median(one_rates));
-            let clock = clock_before.zip(host_clock_ghz()).map(|(a, b)| (a + b) / 2.0);
+            clock_after = host_clock_ghz();
+            let clock = clock_before.zip(clock_after).map(|(a, b)| (a + b) / 2.0);
             rows.push(BenchRow {
                 workload: w.name().into(),
                 protocol: p.name().into(),

@@ -95,14 +95,21 @@ impl Sparse {
     /// A copy of `src` (the array this was made of, or its first bytes).
     pub fn copy(&self, src: &[u8]) -> Vec<u8> {
         let mut v = zeroed::<u8>(src.len());
+        self.copy_into(src, &mut v);
+        v
+    }
+
+    /// Copy `src` (the array this was made of, or its first bytes) to the start of `dst`,
+    /// whose first `src.len()` bytes must be zero (fresh memory from [`zeroed`]): only the
+    /// pages holding a non-zero byte are written.
+    pub fn copy_into(&self, src: &[u8], dst: &mut [u8]) {
         for &p in &self.pages {
             let r = p as usize * PAGE..((p as usize + 1) * PAGE).min(src.len());
             if r.start >= src.len() {
                 break;
             }
-            v[r.clone()].copy_from_slice(&src[r]);
+            dst[r.clone()].copy_from_slice(&src[r]);
         }
-        v
     }
 }
 

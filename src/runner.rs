@@ -177,51 +177,65 @@ pub fn execute_with(spec: &RunSpec, wl: Workload) -> Result<RunOutput, String> {
     run_on(spec, wl, None)
 }
 
-/// A populated data area and the workload's driver state right after populating it.
-struct Populated {
-    key: String,
-    wl: Workload,
-    data: Arc<Vec<u8>>,
+/// A populated data area, with which of its pages hold a non-zero byte: a run's image is
+/// fresh zeroed memory, into which only those pages are copied (the free space that a workload
+/// keeps for its inserts is left to be provided by the host when, and if, the run writes it).
+struct Data {
+    bytes: Vec<u8>,
+    pages: crate::hostmem::Sparse,
 }
+
+/// The workload's driver state right after populating, and its data area.
+struct Kept {
+    wl: Workload,
+    data: Arc<Data>,
+}
+
+/// One workload configuration's populated state: `None` until the first run of it has
+/// populated it, then `Some(None)` for a workload whose driver state cannot be copied
+/// ([`Workload::try_clone`]). Whoever populates holds the lock, so that runs of the same
+/// configuration on other threads (`reproduce`'s workers) wait for it instead of populating
+/// it again.
+type Slot = Arc<Mutex<Option<Option<Kept>>>>;
 
 /// Populated workloads kept per process, most recently used first (at most
 /// [`POPULATED_KEPT`]). Populating (inserting a B+tree's or an SDG's initial contents) costs
 /// more than a short measured region, and is the same for every run of one workload
 /// configuration, whatever the protocol, machine, latency or seed: a sweep (`reproduce`, `run`
 /// with several protocols, the crash checker) populates each configuration once and copies it.
-static POPULATED: Mutex<Vec<Populated>> = Mutex::new(Vec::new());
+static POPULATED: Mutex<Vec<(String, Slot)>> = Mutex::new(Vec::new());
 const POPULATED_KEPT: usize = 8;
 
 /// The workload `kind` built from `cfg` and populated, with its data area; `None` for a
 /// workload whose driver state cannot be copied ([`Workload::try_clone`]).
-fn populated(kind: WorkloadKind, cfg: &WorkloadConfig) -> Option<(Workload, Arc<Vec<u8>>)> {
+fn populated(kind: WorkloadKind, cfg: &WorkloadConfig) -> Option<(Workload, Arc<Data>)> {
     let key = format!("{}:{}", kind.name(), serde_json::to_string(cfg).expect("serializable"));
-    {
+    let slot = {
         let mut kept = POPULATED.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = kept.iter().position(|p| p.key == key) {
-            let p = kept.remove(i);
-            let copy = p.wl.try_clone().map(|wl| (wl, p.data.clone()));
-            kept.insert(0, p);
-            return copy;
-        }
-    }
-    let mut wl = kind.build(cfg);
-    // Not copyable: populated by the run itself (checked before populating, while it is cheap).
-    wl.try_clone()?;
-    let mut data = crate::hostmem::zeroed::<u8>(wl.data_bytes() as usize);
-    wl.populate(&mut data);
-    let data = Arc::new(data);
-    let kept_wl = wl.try_clone().expect("copyable above");
-    let mut kept = POPULATED.lock().unwrap_or_else(|e| e.into_inner());
-    if !kept.iter().any(|p| p.key == key) {
-        kept.insert(0, Populated { key, wl: kept_wl, data: data.clone() });
+        let entry = match kept.iter().position(|(k, _)| *k == key) {
+            Some(i) => kept.remove(i),
+            None => (key, Slot::default()),
+        };
+        let slot = entry.1.clone();
+        kept.insert(0, entry);
         kept.truncate(POPULATED_KEPT);
-    }
-    Some((wl, data))
+        slot
+    };
+    let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+    let kept = slot.get_or_insert_with(|| {
+        let mut wl = kind.build(cfg);
+        // Not copyable: populated by the run itself (checked before populating, while it is cheap).
+        wl.try_clone()?;
+        let mut bytes = crate::hostmem::zeroed::<u8>(wl.data_bytes() as usize);
+        wl.populate(&mut bytes);
+        let pages = crate::hostmem::Sparse::of(&bytes);
+        Some(Kept { wl, data: Arc::new(Data { bytes, pages }) })
+    });
+    kept.as_ref().map(|k| (k.wl.try_clone().expect("copyable when kept"), k.data.clone()))
 }
 
 /// Run `spec` on `wl`, built and, when `data` is given, already populated with it.
-fn run_on(spec: &RunSpec, wl: Workload, data: Option<&[u8]>) -> Result<RunOutput, String> {
+fn run_on(spec: &RunSpec, wl: Workload, data: Option<&Data>) -> Result<RunOutput, String> {
     if let Some(b) = spec.bug.filter(|b| b.min_cores() > spec.cfg.machine.cores) {
         return Err(format!(
             "--inject-bug {}: a cross-core defect, needs machine.cores >= {} (--cores)",
@@ -304,13 +318,13 @@ pub(crate) fn rngs(seed: u64) -> (Rng, Rng) {
 fn drive<P: Protocol>(
     spec: &RunSpec,
     mut wl: Workload,
-    data: Option<&[u8]>,
+    data: Option<&Data>,
     layout: Layout,
     p: P,
 ) -> Result<RunOutput, String> {
     let mut image = crate::hostmem::zeroed::<u8>(layout.total_bytes() as usize);
     match data {
-        Some(d) => image[..d.len()].copy_from_slice(d),
+        Some(d) => d.pages.copy_into(&d.bytes, &mut image),
         None => wl.populate(&mut image[..layout.data_bytes as usize]),
     }
     p.format(&layout, &mut image);
