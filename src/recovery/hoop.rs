@@ -114,10 +114,14 @@ impl Scan {
 #[derive(Debug, Default)]
 pub struct Cache {
     regions: Vec<Option<Scan>>,
-    /// Scratch of [`recover_cached`], kept to spare an allocation per recovery.
+    /// Scratch of [`recover_cached`], kept to spare allocations per recovery: the transactions
+    /// to replay, the home blocks they write (and their numbers), and per data block its
+    /// generation stamp (high half) and index in `homes` (low half).
     order: Vec<(u64, u32, u32)>,
-    keys: Vec<u64>,
-    values: Vec<u64>,
+    homes: Vec<BlockData>,
+    blocks: Vec<u64>,
+    at: Vec<u64>,
+    generation: u32,
 }
 
 impl Clone for Cache {
@@ -186,41 +190,49 @@ pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Resul
     }
     // Every transaction to replay, by global order; stable: equal orders (only in a corrupt
     // log) keep region order.
-    let Cache { regions, order: txs, keys, values } = cache;
+    let Cache { regions, order: txs, homes, blocks, at, generation } = cache;
     let scan_of = |c: usize| regions[c].as_ref().expect("scanned above");
     txs.clear();
-    keys.clear();
-    values.clear();
     for (c, s) in regions.iter().flatten().enumerate() {
         txs.extend(
             s.txs.iter().enumerate().filter(|(_, t)| t.order >= skip_below).map(|(j, t)| (t.order, c as u32, j as u32)),
         );
     }
     txs.sort_by_key(|t| t.0);
-    // Their words in replay order, then by home word with replay order kept: the last value
-    // of each word is its last in the group.
+    // Their words in replay order into the home blocks, each read from the image once (at its
+    // first word) and found again through `at`, stamped with this recovery's generation.
+    let n = layout.data_bytes.div_ceil(64) as usize;
+    if at.len() != n {
+        // Zeroed pages from the allocator: only the blocks written are touched.
+        *at = vec![0; n];
+    }
+    *generation = generation.wrapping_add(1);
+    if *generation == 0 {
+        at.fill(0);
+        *generation = 1;
+    }
+    let stamp = (*generation as u64) << 32;
+    homes.clear();
+    blocks.clear();
     for &(_, c, j) in txs.iter() {
         let s = scan_of(c as usize);
         let from = (j as usize).checked_sub(1).map_or(0, |i| s.txs[i].words_end);
         for &(w, v) in &s.words[from..s.txs[j as usize].words_end] {
-            keys.push((w as u64) << 32 | values.len() as u64);
-            values.push(v);
+            let b = w as usize / 8;
+            if at[b] >> 32 != stamp >> 32 {
+                at[b] = stamp | homes.len() as u64;
+                homes.push(read_block(image, BlockId(b as u64)));
+                blocks.push(b as u64);
+            }
+            let d = &mut homes[at[b] as u32 as usize];
+            let o = (w as usize % 8) * 8;
+            d[o..o + 8].copy_from_slice(&v.to_le_bytes());
         }
     }
-    keys.sort_unstable();
-    let mut plan = Plan { writes: Vec::new(), redone_txs: txs.len() as u64 };
-    let mut i = 0;
-    while i < keys.len() {
-        let b = keys[i] >> 35;
-        let mut d = read_block(image, BlockId(b));
-        while i < keys.len() && keys[i] >> 35 == b {
-            let (w, v) = (keys[i] >> 32, values[(keys[i] & 0xFFFF_FFFF) as usize]);
-            let at = (w as usize % 8) * 8;
-            d[at..at + 8].copy_from_slice(&v.to_le_bytes());
-            i += 1;
-        }
-        plan.writes.push((BlockId(b), d));
-    }
+    blocks.sort_unstable();
+    let mut writes = Vec::with_capacity(blocks.len() + regions.len());
+    writes.extend(blocks.iter().map(|&b| (BlockId(b), homes[at[b as usize] as u32 as usize])));
+    let mut plan = Plan { writes, redone_txs: txs.len() as u64 };
     let home_below = skip_below.max(top);
     for (c, s) in regions.iter().flatten().enumerate() {
         let next = LogHead { format: LogFormat::Hoop, start: s.end(), start_seq: s.start_seq + s.txs.len() as u64 };
