@@ -178,3 +178,66 @@ fn a_torn_head_loses_committed_transactions_unless_it_has_two_slots() {
     let r = crash(WorkloadKind::Sps, &four, 400, 0.1, None);
     assert_eq!(r.violations, 0, "four cores: {:?}", r.first_violation);
 }
+
+/// HOOP's scan cache (`recovery::hoop::Cache`, used by the crash checker): after every one of
+/// a seeded mix of slice writes (committed, open, torn or out-of-step transactions, overwrites
+/// of scanned slices, wraps) and head moves in two regions, recovery resuming from the cache
+/// makes the plan a whole recovery makes.
+#[test]
+fn recovery_from_the_scan_cache_equals_a_whole_recovery_after_every_write() {
+    use locsim::recovery::hoop::{recover_cached, Cache};
+    use locsim::rng::Rng;
+    let (layout, mut img) = two_regions();
+    let cap = (layout.log_region(0).1 - 1) / 2;
+    let mut cache = Cache::new(&layout);
+    let mut rng = Rng::new(7);
+    // Per region: the next ring position, sequence number and slice index; the global order.
+    let mut next = [(0u64, 1u64, 0u32); 2];
+    let mut order = 1u64;
+    let mut checked_ok = 0;
+    for step in 0..4000 {
+        let c = rng.below(2) as usize;
+        let (log0, _) = layout.log_region(c);
+        let (pos, seq, index) = next[c];
+        let written: Vec<BlockId> = match rng.below(20) {
+            // Move the head to the next position (past what is written, as GC does).
+            0 => {
+                let head = LogHead { format: LogFormat::Hoop, start: pos, start_seq: seq };
+                img[log0.range()].copy_from_slice(&head.encode_home(order));
+                next[c].2 = 0;
+                vec![log0]
+            }
+            // Overwrite a random slice (stale or torn).
+            1 | 2 => {
+                let at = BlockId(log0.0 + 1 + rng.below(2 * cap));
+                img[at.range()][rng.below(64) as usize] ^= 1 + rng.below(255) as u8;
+                vec![at]
+            }
+            // Start the region's log over from an earlier position.
+            3 if pos > 0 => {
+                next[c].0 = pos - rng.below(pos.min(6)) - 1;
+                next[c].2 = 0;
+                vec![]
+            }
+            _ => {
+                let commit = rng.chance(0.5);
+                let n = 1 + rng.below(8) as usize;
+                let words: Vec<(u32, u64)> = (0..n).map(|_| (rng.below(128) as u32, rng.next_u64())).collect();
+                put(&layout, &mut img, c, pos % cap, (seq, order, index, commit), &words);
+                next[c] = if commit { (pos + 1, seq + 1, 0) } else { (pos + 1, seq, index + 1) };
+                if commit {
+                    order += 1;
+                }
+                let at = BlockId(log0.0 + 1 + 2 * (pos % cap));
+                vec![at, BlockId(at.0 + 1)]
+            }
+        };
+        for b in written {
+            cache.land(&layout, b);
+        }
+        let whole = recovery::recover(Some(LogFormat::Hoop), &layout, &img);
+        assert_eq!(recover_cached(&layout, &img, &mut cache), whole, "step {step}");
+        checked_ok += whole.is_ok_and(|p| p.redone_txs > 0) as u32;
+    }
+    assert!(checked_ok > 1000, "most steps recover transactions ({checked_ok})");
+}

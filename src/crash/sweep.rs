@@ -511,6 +511,14 @@ struct Sweep<'a> {
     /// Whether this check uses a tracker at all (Kiln's log format, no Start-Gap).
     trackable: bool,
     tracker_retry: bool,
+    /// HOOP's scan cache ([`recovery::hoop::Cache`]; not with Start-Gap), told of every durable
+    /// write; a copy of it for the second recovery of the idempotence check, which runs on an
+    /// image the cache has not heard of (the plan's writes reach no slice, only homes and
+    /// heads, which the cache compares); and the recoveries made with them, whose 1st, 8th,
+    /// 64th, ... a whole recovery must match.
+    hoop: Option<recovery::hoop::Cache>,
+    hoop_copy: recovery::hoop::Cache,
+    hoop_uses: u64,
     tracked: u64,
     retrack: Vec<(BlockId, Option<BlockId>)>,
     /// The overlay (see [`Sweep::plan`]): D's content under each redo write laid over `img`,
@@ -566,6 +574,8 @@ impl<'a> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
         let phys = GapView::new(&spec.run.cfg.startgap, &rec.layout, || sparse.copy(&rec.initial));
         let trackable = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && phys.is_none();
+        let hoop = (spec.run.protocol.log_format() == Some(LogFormat::Hoop) && phys.is_none())
+            .then(|| recovery::hoop::Cache::new(&rec.layout));
         let logical_len = rec.layout.total_bytes() as usize;
         // Arrays read at random places before they are written there: committed when other
         // workers run. Otherwise a page read first maps the kernel's shared zero page, and the
@@ -600,6 +610,9 @@ impl<'a> Sweep<'a> {
             tracker: None,
             trackable,
             tracker_retry: trackable,
+            hoop,
+            hoop_copy: recovery::hoop::Cache::default(),
+            hoop_uses: 0,
             tracked: 0,
             retrack: Vec::new(),
             overlay: Vec::new(),
@@ -724,6 +737,9 @@ impl<'a> Sweep<'a> {
         for b in changed {
             self.refresh(b);
         }
+        if let Some(cache) = &mut self.hoop {
+            *cache = recovery::hoop::Cache::new(&rec.layout);
+        }
         self.outside_written |= end > 0;
         self.next_write = end;
     }
@@ -776,6 +792,9 @@ impl<'a> Sweep<'a> {
                 Some(&(g, i)) if g == self.over_gen => self.overlay[i as usize].1 = *data,
                 _ => self.set_img(b, data),
             },
+        }
+        if let Some(cache) = &mut self.hoop {
+            cache.land(&self.rec.layout, b);
         }
         if let Some(tracker) = &mut self.tracker {
             if !tracker.land(b, &self.img) {
@@ -865,7 +884,7 @@ impl<'a> Sweep<'a> {
         if reads {
             self.overlay_off();
         }
-        let plan = recovery::recover(format, &self.rec.layout, &self.img);
+        let plan = self.recover(false);
         self.overlay_off();
         match plan {
             Ok(plan) => {
@@ -880,6 +899,25 @@ impl<'a> Sweep<'a> {
                 Err(e)
             }
         }
+    }
+
+    /// Recovery of `img` as it stands, with HOOP's scan cache (`second`: its copy, for an image
+    /// the cache has not heard of, see [`Sweep::hoop`]).
+    fn recover(&mut self, second: bool) -> Result<Plan, String> {
+        let (format, layout) = (self.spec.run.protocol.log_format(), &self.rec.layout);
+        let Some(cache) = &mut self.hoop else { return recovery::recover(format, layout, &self.img) };
+        let plan = if second {
+            self.hoop_copy.clone_from(cache);
+            recovery::hoop::recover_cached(layout, &self.img, &mut self.hoop_copy)
+        } else {
+            recovery::hoop::recover_cached(layout, &self.img, cache)
+        };
+        self.hoop_uses += 1;
+        if guard_due(self.hoop_uses, 3) {
+            let whole = recovery::recover(format, layout, &self.img);
+            assert!(whole == plan, "crash checker: HOOP's scan cache disagrees with a whole recovery");
+        }
+        plan
     }
 
     /// Lay the redo writes of `plan` (those before its first write outside the data area) over
@@ -1225,7 +1263,7 @@ impl<'a> Sweep<'a> {
             self.plan_last[b.0 as usize] = (generation, j as u32);
         }
         let mut undo = Undo(std::mem::take(&mut self.second_undo));
-        let result = match recovery::recover(self.spec.run.protocol.log_format(), &self.rec.layout, &self.img) {
+        let result = match self.recover(true) {
             Err(e) => Err(format!("second recovery after a crash at recovery write {cut} of {n} failed: {e}")),
             Ok(p2) => {
                 // Blocks only the second plan writes must keep D's content: read it first.

@@ -14,6 +14,10 @@
 //! region's head is rewritten past its last committed transaction, `home_below` past every
 //! transaction found, in the head's own form (`hoop.two_slot_head`: the slot not holding the
 //! newest head; [`crate::log::head`]). The mapping table is volatile: nothing else is read.
+//!
+//! The crash checker recovers thousands of images that differ from one another in a few
+//! blocks; a [`Cache`] keeps each region's scanned committed transactions between recoveries
+//! so that a scan resumes where the last one ended (docs/crash-checker.md, "Cost"). [`recover`] is a recovery with an empty cache.
 
 use super::{head_in_range, Plan};
 use crate::log::head::{LogFormat, LogHead};
@@ -21,17 +25,150 @@ use crate::log::hoop::{data_word, SliceMeta, SLICE_BLOCKS};
 use crate::pmem::{read_block, Layout};
 use crate::types::{BlockData, BlockId};
 
-/// A committed transaction: its global order and its (home word number, value) pairs in
-/// slice order.
-struct Committed {
+pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
+    recover_cached(layout, image, &mut Cache::new(layout))
+}
+
+/// A committed transaction of a region's scan: its global order, the ring position past its
+/// last slice, and the end of its words in [`Scan::words`].
+#[derive(Clone, Copy, Debug)]
+struct Tx {
     order: u64,
+    end: u64,
+    words_end: usize,
+}
+
+/// One region's committed transactions in log order, scanned from the head in `hb`.
+#[derive(Debug)]
+struct Scan {
+    hb: BlockData,
+    start: u64,
+    start_seq: u64,
+    txs: Vec<Tx>,
+    /// (home word number, value) of every committed transaction, in slice order.
     words: Vec<(u32, u64)>,
 }
 
-pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
-    let mut txs = Vec::new();
-    let mut heads = Vec::new();
+impl Default for Scan {
+    fn default() -> Scan {
+        Scan { hb: [0; 64], start: 0, start_seq: 0, txs: Vec::new(), words: Vec::new() }
+    }
+}
+
+impl Clone for Scan {
+    fn clone(&self) -> Scan {
+        let mut s = Scan::default();
+        s.clone_from(self);
+        s
+    }
+
+    fn clone_from(&mut self, o: &Scan) {
+        (self.hb, self.start, self.start_seq) = (o.hb, o.start, o.start_seq);
+        self.txs.clone_from(&o.txs);
+        self.words.clone_from(&o.words);
+    }
+}
+
+impl Scan {
+    /// The ring position past the last committed transaction scanned.
+    fn end(&self) -> u64 {
+        self.txs.last().map_or(self.start, |t| t.end)
+    }
+
+    /// Keep the transactions that end at or before ring position `pos`.
+    fn truncate(&mut self, pos: u64) {
+        let keep = self.txs.partition_point(|t| t.end <= pos);
+        self.txs.truncate(keep);
+        self.words.truncate(self.txs.last().map_or(0, |t| t.words_end));
+    }
+
+    /// Start the scan at `head` (decoded from `hb`): the transactions from it on when it is
+    /// the start of one scanned (a head moved past whole transactions), else none.
+    fn restart(&mut self, hb: &BlockData, head: &LogHead) {
+        let j = match head.start.checked_sub(self.start) {
+            Some(0) => Some(0),
+            Some(_) => self.txs.iter().position(|t| t.end == head.start).map(|j| j + 1),
+            None => None,
+        };
+        match j {
+            Some(j) if self.start_seq.checked_add(j as u64) == Some(head.start_seq) => {
+                let w = j.checked_sub(1).map_or(0, |i| self.txs[i].words_end);
+                self.txs.drain(..j);
+                self.words.drain(..w);
+                for t in &mut self.txs {
+                    t.words_end -= w;
+                }
+            }
+            _ => {
+                self.txs.clear();
+                self.words.clear();
+            }
+        }
+        (self.hb, self.start, self.start_seq) = (*hb, head.start, head.start_seq);
+    }
+}
+
+/// Each region's scan as the last recovery left it, kept by the crash checker between the
+/// recoveries of one sweep. A durable write to a slice already scanned must be reported
+/// ([`Cache::land`]); a changed head is seen by comparing the head block.
+#[derive(Debug, Default)]
+pub struct Cache {
+    regions: Vec<Option<Scan>>,
+    /// Scratch of [`recover_cached`], kept to spare allocations per recovery: the transactions
+    /// to replay, the home blocks they write (and their numbers), and per data block its
+    /// generation stamp (high half) and index in `homes` (low half).
+    order: Vec<(u64, u32, u32)>,
+    homes: Vec<BlockData>,
+    blocks: Vec<u64>,
+    at: Vec<u64>,
+    generation: u32,
+}
+
+impl Clone for Cache {
+    fn clone(&self) -> Cache {
+        Cache { regions: self.regions.clone(), ..Cache::default() }
+    }
+
+    /// The scans only, into the vectors `self` has.
+    fn clone_from(&mut self, o: &Cache) {
+        self.regions.clone_from(&o.regions);
+    }
+}
+
+impl Cache {
+    pub fn new(layout: &Layout) -> Cache {
+        Cache { regions: vec![None; layout.cores as usize], ..Cache::default() }
+    }
+
+    /// Block `b` of the image is about to change: forget the transactions scanned from it on
+    /// in its region.
+    pub fn land(&mut self, layout: &Layout, b: BlockId) {
+        for (c, r) in self.regions.iter_mut().enumerate() {
+            let (log0, blocks) = layout.log_region(c);
+            if b.0 <= log0.0 || b.0 >= log0.0 + blocks {
+                continue;
+            }
+            let Some(s) = r else { return };
+            let cap = (blocks - 1) / SLICE_BLOCKS;
+            let slot = (b.0 - log0.0 - 1) / SLICE_BLOCKS;
+            if slot >= cap {
+                return;
+            }
+            let pos = s.start + (slot + cap - s.start % cap) % cap;
+            if pos < s.end() {
+                s.truncate(pos);
+            }
+            return;
+        }
+    }
+}
+
+/// Recovery resuming each region's scan from `cache`, which it leaves holding this image's
+/// scans. `cache` must have heard of every durable write to a slice since it was last used
+/// ([`Cache::land`]); the result is then [`recover`]'s.
+pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Result<Plan, String> {
     let mut skip_below = 0;
+    let mut top = 0;
     for c in 0..layout.cores as usize {
         let (log0, blocks) = layout.log_region(c);
         let hb = read_block(image, log0);
@@ -43,49 +180,82 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
         let cap = (blocks - 1) / SLICE_BLOCKS;
         head_in_range(&head, log0, cap + 1)?;
         skip_below = skip_below.max(LogHead::home_below(&hb));
-        let (found, next) = scan(image, log0, cap, head, layout.data_bytes / 8)?;
-        txs.extend(found);
-        heads.push((log0, next, hb));
-    }
-    let top = txs.iter().map(|t| t.order.saturating_add(1)).max().unwrap_or(0);
-    txs.retain(|t| t.order >= skip_below);
-    // Stable: equal orders (only in a corrupt log) keep region order.
-    txs.sort_by_key(|t| t.order);
-    let mut home: std::collections::BTreeMap<u64, BlockData> = std::collections::BTreeMap::new();
-    let mut plan = Plan::default();
-    for t in &txs {
-        for &(w, v) in &t.words {
-            let b = w as u64 / 8;
-            let d = home.entry(b).or_insert_with(|| read_block(image, BlockId(b)));
-            let at = (w as usize % 8) * 8;
-            d[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        let mut s = cache.regions[c].take().unwrap_or_default();
+        if s.txs.is_empty() || s.hb != hb {
+            s.restart(&hb, &head);
         }
-        plan.redone_txs += 1;
+        scan(image, log0, cap, layout.data_bytes / 8, &mut s)?;
+        top = top.max(s.txs.iter().map(|t| t.order.saturating_add(1)).max().unwrap_or(0));
+        cache.regions[c] = Some(s);
     }
-    plan.writes.extend(home.into_iter().map(|(b, d)| (BlockId(b), d)));
+    // Every transaction to replay, by global order; stable: equal orders (only in a corrupt
+    // log) keep region order.
+    let Cache { regions, order: txs, homes, blocks, at, generation } = cache;
+    let scan_of = |c: usize| regions[c].as_ref().expect("scanned above");
+    txs.clear();
+    for (c, s) in regions.iter().flatten().enumerate() {
+        txs.extend(
+            s.txs.iter().enumerate().filter(|(_, t)| t.order >= skip_below).map(|(j, t)| (t.order, c as u32, j as u32)),
+        );
+    }
+    txs.sort_by_key(|t| t.0);
+    // Their words in replay order into the home blocks, each read from the image once (at its
+    // first word) and found again through `at`, stamped with this recovery's generation.
+    let n = layout.data_bytes.div_ceil(64) as usize;
+    if at.len() != n {
+        // Zeroed pages from the allocator: only the blocks written are touched.
+        *at = vec![0; n];
+    }
+    *generation = generation.wrapping_add(1);
+    if *generation == 0 {
+        at.fill(0);
+        *generation = 1;
+    }
+    let stamp = (*generation as u64) << 32;
+    homes.clear();
+    blocks.clear();
+    for &(_, c, j) in txs.iter() {
+        let s = scan_of(c as usize);
+        let from = (j as usize).checked_sub(1).map_or(0, |i| s.txs[i].words_end);
+        for &(w, v) in &s.words[from..s.txs[j as usize].words_end] {
+            let b = w as usize / 8;
+            if at[b] >> 32 != stamp >> 32 {
+                at[b] = stamp | homes.len() as u64;
+                homes.push(read_block(image, BlockId(b as u64)));
+                blocks.push(b as u64);
+            }
+            let d = &mut homes[at[b] as u32 as usize];
+            let o = (w as usize % 8) * 8;
+            d[o..o + 8].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    blocks.sort_unstable();
+    let mut writes = Vec::with_capacity(blocks.len() + regions.len());
+    writes.extend(blocks.iter().map(|&b| (BlockId(b), homes[at[b as usize] as u32 as usize])));
+    let mut plan = Plan { writes, redone_txs: txs.len() as u64 };
     let home_below = skip_below.max(top);
-    for (log0, next, hb) in heads {
+    for (c, s) in regions.iter().flatten().enumerate() {
+        let next = LogHead { format: LogFormat::Hoop, start: s.end(), start_seq: s.start_seq + s.txs.len() as u64 };
         // In the head's own form (two slots: the slot not holding the newest head).
-        plan.writes.push((log0, next.encode_next_home(&hb, home_below)));
+        plan.writes.push((layout.log_region(c).0, next.encode_next_home(&s.hb, home_below)));
     }
     Ok(plan)
 }
 
-/// The committed transactions of one region in log order, and the head past them; an error
-/// for a slice that decodes but names a home word outside the data area's `words`.
-fn scan(image: &[u8], log0: BlockId, cap: u64, head: LogHead, words: u64) -> Result<(Vec<Committed>, LogHead), String> {
-    let mut txs: Vec<Committed> = Vec::new();
-    let (mut pos, mut seq) = (head.start, head.start_seq);
-    let mut end = pos;
-    let mut cur = Committed { order: 0, words: Vec::new() };
-    let mut index = 0u32;
-    while pos - head.start < cap {
+/// Scan one region on from the last committed transaction of `s`, adding the committed
+/// transactions found; an error for a slice that decodes but names a home word outside the
+/// data area's `words`.
+fn scan(image: &[u8], log0: BlockId, cap: u64, words: u64, s: &mut Scan) -> Result<(), String> {
+    let mut pos = s.end();
+    let mut seq = s.start_seq + s.txs.len() as u64;
+    let mut prev_order = s.txs.last().map_or(0, |t| t.order);
+    let (mut order, mut index) = (0u64, 0u32);
+    while pos - s.start < cap {
         let data_at = BlockId(log0.0 + 1 + SLICE_BLOCKS * (pos % cap));
         let data = read_block(image, data_at);
         let meta = read_block(image, BlockId(data_at.0 + 1));
         let Some(m) = SliceMeta::decode(&meta, &data) else { break };
-        let prev_order = txs.last().map_or(0, |t| t.order);
-        if m.seq != seq || m.index != index || (index > 0 && m.order != cur.order) || m.order <= prev_order {
+        if m.seq != seq || m.index != index || (index > 0 && m.order != order) || m.order <= prev_order {
             break;
         }
         if let Some(w) = m.addrs[..m.count as usize].iter().find(|&&w| w as u64 >= words) {
@@ -94,16 +264,17 @@ fn scan(image: &[u8], log0: BlockId, cap: u64, head: LogHead, words: u64) -> Res
                 data_at.0 + 1
             ));
         }
-        cur.order = m.order;
-        cur.words.extend((0..m.count as usize).map(|i| (m.addrs[i], data_word(&data, i))));
+        order = m.order;
+        s.words.extend((0..m.count as usize).map(|i| (m.addrs[i], data_word(&data, i))));
         pos += 1;
         index += 1;
         if m.commits() {
-            txs.push(std::mem::replace(&mut cur, Committed { order: 0, words: Vec::new() }));
+            s.txs.push(Tx { order, end: pos, words_end: s.words.len() });
+            prev_order = order;
             seq += 1;
             index = 0;
-            end = pos;
         }
     }
-    Ok((txs, LogHead { format: LogFormat::Hoop, start: end, start_seq: seq }))
+    s.words.truncate(s.txs.last().map_or(0, |t| t.words_end));
+    Ok(())
 }
