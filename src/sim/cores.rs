@@ -87,11 +87,13 @@ impl Cores {
     }
 
     /// The program will access `addr` soon (a host hint, [`Pm::will_access`]): fetch its line's
-    /// lock and writer entry into the host's caches meanwhile.
+    /// lock and writer entry and its lock's last-release cycle into the host's caches meanwhile.
     #[inline]
     pub(crate) fn will_access(&self, addr: Addr) {
-        if let Some(x) = self.lines.get(addr.block().0 as usize) {
+        let l = addr.block().0 as usize;
+        if let (Some(x), Some(r)) = (self.lines.get(l), self.released_at.get(l)) {
             crate::hostmem::prefetch(x);
+            crate::hostmem::prefetch(r);
         }
     }
 
