@@ -20,6 +20,16 @@
 //! cores' keys, one state switch and two coroutine switches (corosensei coroutines are
 //! asymmetric: a coroutine resumes only from the loop), with no state re-read in the loop.
 //!
+//! **Balanced returns.** A resume is a call from the scheduler loop into the coroutine and a
+//! suspension a return to the loop, so the host's return-address predictor stays right only if
+//! the resumed core returns from no frame it was suspended in: a suspension inside a called
+//! `CorePm` operation made both the return out of that operation after the resume and the
+//! next suspension's return to the loop mispredict, two flushes per switch. So the operations'
+//! turn and suspension are inlined into the workload's code, and the workload's transaction
+//! into the coroutine body ([`Workload::run_tx_inline`]); the simulator's work is an
+//! out-of-line call that returns before any suspension (a workload whose operations lie in
+//! its own nested functions, the trees', still returns across some).
+//!
 //! **Why coroutines.** A workload's transaction is straight-line Rust code over [`Pm`]; a
 //! stackful coroutine (crate `corosensei`) suspends it in the middle of its call stack at an
 //! operation and resumes it there, so every workload runs unchanged on N cores, and a switch
@@ -91,6 +101,7 @@ impl<P: Protocol> CorePm<'_, P> {
     }
 
     /// Hand over to the earliest core if another runnable core is now earlier than this one.
+    /// Inlined into the workload's code with its suspension (module docs, "Balanced returns").
     #[inline(always)]
     fn turn(&mut self) {
         let core = self.core;
@@ -114,29 +125,56 @@ impl<P: Protocol> CorePm<'_, P> {
     }
 }
 
+// The operations of `Sim`, out of line: `CorePm`'s operations are inlined into the workload's
+// code (so that every suspension lies in the workload's own frame, module docs) and call these.
+
+#[inline(never)]
+fn sim_begin<P: Protocol>(s: &mut Sim<P>) {
+    s.begin();
+}
+#[inline(never)]
+fn sim_commit<P: Protocol>(s: &mut Sim<P>) {
+    s.commit();
+}
+#[inline(never)]
+fn sim_abort<P: Protocol>(s: &mut Sim<P>) {
+    s.abort();
+}
+#[inline(never)]
+fn sim_load<P: Protocol>(s: &mut Sim<P>, addr: Addr, buf: &mut [u8]) {
+    s.load(addr, buf);
+}
+#[inline(never)]
+fn sim_store<P: Protocol>(s: &mut Sim<P>, addr: Addr, data: &[u8]) {
+    s.store(addr, data);
+}
+
 impl<P: Protocol> Pm for CorePm<'_, P> {
+    #[inline(always)]
     fn begin(&mut self) {
         self.turn();
-        self.sim().begin();
+        sim_begin(self.sim());
     }
+    #[inline(always)]
     fn commit(&mut self) {
         self.turn();
-        self.sim().commit();
+        sim_commit(self.sim());
     }
+    #[inline(always)]
     fn abort(&mut self) {
         self.turn();
-        self.sim().abort();
+        sim_abort(self.sim());
     }
-    #[inline]
+    #[inline(always)]
     fn load(&mut self, addr: Addr, buf: &mut [u8]) {
         self.turn();
-        self.sim().load(addr, buf);
+        sim_load(self.sim(), addr, buf);
         self.stop_on_fault();
     }
-    #[inline]
+    #[inline(always)]
     fn store(&mut self, addr: Addr, data: &[u8]) {
         self.turn();
-        self.sim().store(addr, data);
+        sim_store(self.sim(), addr, data);
         self.stop_on_fault();
     }
     /// No turn: a compute only advances this core's own clock, which no other core reads while
@@ -159,6 +197,7 @@ impl<P: Protocol> Pm for CorePm<'_, P> {
     fn core(&self) -> usize {
         self.core
     }
+    #[inline(always)]
     fn lock(&mut self, id: u64) {
         loop {
             self.turn();
@@ -178,6 +217,27 @@ impl<P: Protocol> Pm for CorePm<'_, P> {
         if let Some(cs) = &s.cores {
             cs.will_access(addr);
         }
+    }
+    // The fixed-size forms, inlined like the operations they call (module docs).
+    #[inline(always)]
+    fn load_u64(&mut self, addr: Addr) -> u64 {
+        let mut b = [0u8; 8];
+        self.load(addr, &mut b);
+        u64::from_le_bytes(b)
+    }
+    #[inline(always)]
+    fn store_u64(&mut self, addr: Addr, v: u64) {
+        self.store(addr, &v.to_le_bytes());
+    }
+    #[inline(always)]
+    fn load_u32(&mut self, addr: Addr) -> u32 {
+        let mut b = [0u8; 4];
+        self.load(addr, &mut b);
+        u32::from_le_bytes(b)
+    }
+    #[inline(always)]
+    fn store_u32(&mut self, addr: Addr, v: u32) {
+        self.store(addr, &v.to_le_bytes());
     }
 }
 
@@ -210,7 +270,7 @@ pub fn run<P: Protocol>(
             let mut pm = CorePm { sim: ptr, y, core: c };
             for _ in 0..count {
                 let abort = abort_rate > 0.0 && aborts.chance(abort_rate);
-                wl.run_tx(&mut pm, ops, abort);
+                wl.run_tx_inline(&mut pm, ops, abort);
                 // A replayed trace: this core's records have ended, or are bad.
                 match wl.more() {
                     Ok(true) => {}
@@ -270,8 +330,9 @@ const STOP: usize = usize::MAX;
 /// Core `c` stops running with key `k` (`u64::MAX`: not runnable, as it waits for a lock or has
 /// finished): make the earliest runnable core the running one, tell it the key at which it
 /// yields (`Cores::next_key`, the second earliest), and return it; [`STOP`] if no core is
-/// runnable or the run has failed (`Machine::fatal`).
-#[inline(always)]
+/// runnable or the run has failed (`Machine::fatal`). Out of line: it is called from every
+/// operation's site in the workload's code, and the call returns before the suspension.
+#[inline(never)]
 fn hand_over<P: Protocol>(s: &mut Sim<P>, c: usize, k: u64) -> usize {
     let cs = s.cores.as_mut().expect("several cores");
     cs.keys[c] = k;

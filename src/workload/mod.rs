@@ -257,6 +257,14 @@ macro_rules! workloads {
             /// Run one transaction.
             #[inline]
             pub fn run_tx<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
+                self.run_tx_inline(pm, rng, abort)
+            }
+
+            /// [`Workload::run_tx`], inlined into its caller: the multi-core scheduler's
+            /// coroutine body, so that a core suspended inside the transaction resumes with no
+            /// return across the suspension (`crate::sched`, "Balanced returns").
+            #[inline(always)]
+            pub fn run_tx_inline<P: Pm>(&mut self, pm: &mut P, rng: &mut Rng, abort: bool) {
                 match self {
                     $(Workload::$variant(w) => w.run_tx(pm, rng, abort),)*
                     Workload::$tvariant(w) => w.run_tx(pm, rng, abort),
