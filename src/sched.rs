@@ -336,13 +336,12 @@ const STOP: usize = usize::MAX;
 fn hand_over<P: Protocol>(s: &mut Sim<P>, c: usize, k: u64) -> usize {
     let cs = s.cores.as_mut().expect("several cores");
     cs.keys[c] = k;
+    // The two smallest keys, without a branch on the keys (conditional moves: which core is
+    // earliest changes from switch to switch, and a branch on it mispredicted).
     let (mut first, mut second) = (u64::MAX, u64::MAX);
     for &k in &cs.keys {
-        if k < first {
-            (first, second) = (k, first);
-        } else if k < second {
-            second = k;
-        }
+        second = second.min(first.max(k));
+        first = first.min(k);
     }
     if first == u64::MAX || s.m.fatal.is_some() {
         return STOP;
