@@ -134,6 +134,27 @@ fn region_totals_count_each_write_in_the_first_region_holding_it_aligned_or_not(
 }
 
 #[test]
+fn counters_are_committed_a_region_at_a_time_without_losing_counts() {
+    // Pages (4 KiB): 0 in "a", 1 shared by "a" and "b", 2 - 3 in "b", 4 - 7 in none. The first
+    // write (page 0) commits the pages of "a"; the first to "b" (page 3, after page 1 was
+    // written) commits those of "b" but must leave page 1 as it is; a page of no region is
+    // committed alone.
+    let regions = [("a", 0u64, 5000u64), ("b", 5000, 8000)];
+    let mut p = Pcm::new(&PcmConfig { write_mode: WriteMode::Diff, ..PcmConfig::default() }, 1 << 15, &regions);
+    for &at in &[0u64, 4096, 12288, 20480, 4096, 5120] {
+        p.write(at, &word_bytes(0), &word_bytes(1));
+        p.write_block_at(at + 64, &[0; 64], &[0xFF; 64]);
+    }
+    for (at, n) in [(0u64, 1), (4096, 2), (12288, 1), (20480, 1), (5120, 1), (8192, 0), (16384, 0)] {
+        assert_eq!(p.wear.count(at * 8, false), n, "bit 0 of byte {at}");
+        assert_eq!(p.wear.count((at + 64) * 8 + 5, false), n, "a cell of the block after byte {at}");
+    }
+    p.reset_stats();
+    p.write(12288, &word_bytes(1), &word_bytes(0));
+    assert_eq!((p.wear.count(12288 * 8, false), p.wear.count(4096 * 8, false)), (1, 0));
+}
+
+#[test]
 fn flip_cells_wear_too() {
     let mut p = pcm(WriteMode::Fnw);
     p.write(0, &word_bytes(0), &word_bytes(u64::MAX));

@@ -5,14 +5,14 @@
 //!
 //! Layout: two halves of 8 planes each (bits 0-7 and 8-15 of every count).
 //! - The low half is one dense array over the whole device, 8 bytes of counters per data byte,
-//!   allocated zeroed, advised for huge host pages and committed when the device is built
-//!   ([`crate::hostmem::committed`]: the host's first touch of fresh memory is not paid inside
-//!   the simulation), and a write finds its counters by address alone (no pointer to chase, few
-//!   host TLB misses). The block at byte `a` has its planes at words `a .. a + 64`,
-//!   plane-major: plane `p` of its 8 u64 lanes at `a + 8p`, one 64-byte host line per plane, and
-//!   most writes carry into planes 0 to 2 only. Flip cells (one per FNW word) in a second dense
-//!   array: lane `L` (flip cells `64L .. 64L + 63`) has its 8 planes at words `8L .. 8L + 8`, one
-//!   host line.
+//!   allocated zeroed, advised for huge host pages and committed a region at a time at the
+//!   region's first write ([`Wear::first_write`]: the host's first touch of fresh memory is paid
+//!   for the regions a run writes only, and not page by page inside the simulation), and a
+//!   write finds its counters by address alone (no pointer to chase, few host TLB misses). The
+//!   block at byte `a` has its planes at words `a .. a + 64`, plane-major: plane `p` of its 8
+//!   u64 lanes at `a + 8p`, one 64-byte host line per plane, and most writes carry into planes
+//!   0 to 2 only. Flip cells (one per FNW word) in a second dense array: lane `L` (flip cells
+//!   `64L .. 64L + 63`) has its 8 planes at words `8L .. 8L + 8`, one host line.
 //! - The high half is allocated per 4 KiB device page on the first carry out of its plane 7 (a
 //!   cell past 255 programs, such as the log head's): the same layout restricted to the page
 //!   (data planes at the byte offset in the page, then the page's flip lanes).
@@ -44,10 +44,11 @@ const BATCH: usize = 1024;
 const BATCH_AHEAD: usize = 16;
 /// Flip cells' ids are data-cell ids with this bit set (in the map of wraps).
 const FLIP_ID: u64 = 1 << 63;
-/// Page states: not written since the counters were last zeroed (all zero), written since.
-/// (Whether a page was ever written no longer matters: every low half is committed at build.)
+/// Page states: not written since the counters were last zeroed (all zero), written since, and
+/// never written (all zero, its low half not yet committed: [`Wear::first_write`]).
 const CLEAN: u8 = 0;
 const DIRTY: u8 = 1;
+const FRESH: u8 = 2;
 /// `Wear::page_region` values: no region holds the page; more than one may.
 const NO_REGION: u8 = u8::MAX;
 const MIXED_PAGE: u8 = u8::MAX - 1;
@@ -230,10 +231,10 @@ impl Wear {
         Wear {
             word_bits,
             flip_words,
-            low: crate::hostmem::committed(pages * DATA_WORDS),
-            flip_low: crate::hostmem::committed(pages * flip_words * HALF),
+            low: crate::hostmem::zeroed(pages * DATA_WORDS),
+            flip_low: crate::hostmem::zeroed(pages * flip_words * HALF),
             high: (0..pages).map(|_| None).collect(),
-            pages: vec![CLEAN; pages],
+            pages: vec![FRESH; pages],
             wraps: BTreeMap::new(),
             regions: regions.iter().map(|&(n, s, l)| (n, s, l, 0)).collect(),
             page_region: (0..pages as u64)
@@ -353,7 +354,7 @@ impl Wear {
     #[inline(always)]
     pub(super) fn apply_block<const V: u8>(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
         let a = addr as usize;
-        self.pages[a / PAGE_BYTES as usize] = DIRTY;
+        self.written(a / PAGE_BYTES as usize);
         let mut carry = *changed;
         let planes: &mut [u64; BLOCK_WORDS] = (&mut self.low[a..a + BLOCK_WORDS]).try_into().expect("one block");
         #[cfg(target_arch = "x86_64")]
@@ -406,6 +407,47 @@ impl Wear {
         }
     }
 
+    /// Mark page `page` written (before its counters change).
+    #[inline(always)]
+    fn written(&mut self, page: usize) {
+        if self.pages[page] != DIRTY {
+            self.first_write(page);
+        }
+    }
+
+    /// The first write to a page since the counters were zeroed. If the page was never written,
+    /// commit the low half of every page of the regions holding it first (of the page alone if
+    /// none does): the host's first touch of fresh memory (page faults, zeroing, and under a
+    /// hypervisor its own first touch: most of a PCM `run`'s time when every page was committed
+    /// at build, docs/performance.md) is paid only for regions the run writes, and at once for
+    /// a whole region, so not inside a measured region that merely sweeps on through a log the
+    /// warm-up already wrote. A page not yet committed was never written: its counters are
+    /// zero, and committing writes zeros.
+    #[cold]
+    #[inline(never)]
+    fn first_write(&mut self, page: usize) {
+        if self.pages[page] == FRESH {
+            let (first, end) = (page as u64 * PAGE_BYTES, (page as u64 + 1) * PAGE_BYTES);
+            let n = self.pages.len();
+            let mut spans: Vec<std::ops::Range<usize>> = (self.regions.iter())
+                .filter(|r| r.1 < end && first < r.1 + r.2)
+                .map(|r| (r.1 / PAGE_BYTES) as usize..((r.1 + r.2).div_ceil(PAGE_BYTES) as usize).min(n))
+                .collect();
+            if spans.is_empty() {
+                spans.push(page..page + 1);
+            }
+            let flips = self.flip_words * HALF;
+            for q in spans.into_iter().flatten() {
+                if self.pages[q] == FRESH {
+                    self.pages[q] = CLEAN;
+                    crate::hostmem::commit_zeroed(&mut self.low[q * DATA_WORDS..(q + 1) * DATA_WORDS], 0);
+                    crate::hostmem::commit_zeroed(&mut self.flip_low[q * flips..(q + 1) * flips], 0);
+                }
+            }
+        }
+        self.pages[page] = DIRTY;
+    }
+
     /// The high half of a page's counters, allocated (zero) on first use.
     fn high_half(&mut self, page: usize) -> &mut [u64] {
         let words = self.page_words();
@@ -420,7 +462,7 @@ impl Wear {
         }
         let byte = w * self.word_bits / 8;
         let page = (byte / PAGE_BYTES) as usize;
-        self.pages[page] = DIRTY;
+        self.written(page);
         if changed != 0 {
             let first = (byte & !63) as usize + (byte % 64 / 8) as usize;
             let out = add(&mut self.low, first, LANES, changed << (byte % 8 * 8));
@@ -566,7 +608,7 @@ impl Wear {
         acc
     }
 
-    /// Zero every counter; pages stay committed (no host page faults afterwards).
+    /// Zero every counter; written pages stay committed (no host page faults afterwards).
     pub fn clear(&mut self) {
         self.flush();
         for page in 0..self.pages.len() {
@@ -588,9 +630,9 @@ impl Wear {
         self.total_bit_updates = 0;
     }
 
-    /// Bytes of host memory the counters hold: the low half of every page (committed when the
-    /// device is built, [`crate::hostmem::committed`]), the high halves allocated, and the
-    /// per-page bookkeeping. The bound is both halves of every page.
+    /// Bytes of host memory the counters reserve: the low half of every page (of which the
+    /// regions written are committed, [`Wear::first_write`]), the high halves allocated, and
+    /// the per-page bookkeeping. The bound is both halves of every page.
     pub fn host_bytes(&mut self) -> u64 {
         self.flush();
         let per_page = (self.page_words() * 8) as u64;
