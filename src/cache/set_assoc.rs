@@ -146,6 +146,8 @@ struct Chunk<T: Copy>([T; 16]);
 impl<T: Copy> HostLines<T> {
     /// At least `n` entries, each `v`.
     fn new(v: T, n: usize) -> Self {
+        // The entries are read as one array across chunks: no padding may lie between them.
+        assert_eq!(std::mem::size_of::<Chunk<T>>(), 16 * std::mem::size_of::<T>());
         HostLines { chunks: vec![Chunk([v; 16]); n.div_ceil(16)].into_boxed_slice() }
     }
 
