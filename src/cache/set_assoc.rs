@@ -71,13 +71,13 @@ pub struct SetAssoc {
     /// Nibbles of `order` in use (`4 * ways` low bits) and the shift of the last one.
     used: u64,
     last_shift: u32,
-    /// The arrays are boxed slices (never resized): a core switch ([`SetAssoc::swap_lines`])
-    /// moves a pointer and a length per array, not a vector's three words.
-    tags: Box<[u32]>,
+    /// The arrays are never resized and start on a host cache line ([`HostLines`]): a core
+    /// switch ([`SetAssoc::swap_lines`]) moves a pointer and a length per array.
+    tags: HostLines<u32>,
     /// Per line, everything but the tag in one host cache line's worth of place (the tags stay
     /// apart, to be compared four at a time).
-    lines: Box<[Line]>,
-    order: Box<[u64]>,
+    lines: HostLines<Line>,
+    order: HostLines<u64>,
     /// Look-up latency in cycles.
     pub latency: Cycle,
 }
@@ -128,6 +128,63 @@ impl Line {
     }
 }
 
+/// A fixed-length array whose first entry starts a host cache line (64 bytes): a set's
+/// entries at an index that is a multiple of its width then lie in the fewest host lines (a
+/// 16-way set's tags, or an 8-way set's [`Line`]s, in exactly one; the allocator aligns a
+/// plain boxed slice only to 16 bytes, so a set could straddle two or three host lines). Stored
+/// as 64-byte-aligned chunks of 16 entries and read through the chunks' pointer: the same code
+/// as a boxed slice's unchecked index. Moved by a pointer and a length.
+struct HostLines<T: Copy> {
+    chunks: Box<[Chunk<T>]>,
+}
+
+/// 16 entries of a [`HostLines`], aligned to a host cache line.
+#[derive(Copy, Clone)]
+#[repr(C, align(64))]
+struct Chunk<T: Copy>([T; 16]);
+
+impl<T: Copy> HostLines<T> {
+    /// At least `n` entries, each `v`.
+    fn new(v: T, n: usize) -> Self {
+        // The entries are read as one array across chunks: no padding may lie between them.
+        assert_eq!(std::mem::size_of::<Chunk<T>>(), 16 * std::mem::size_of::<T>());
+        HostLines { chunks: vec![Chunk([v; 16]); n.div_ceil(16)].into_boxed_slice() }
+    }
+
+    /// Entry `i`.
+    ///
+    /// # Safety
+    /// `i` is below the `n` of [`HostLines::new`].
+    #[inline(always)]
+    unsafe fn get(&self, i: usize) -> &T {
+        &*(self.chunks.as_ptr() as *const T).add(i)
+    }
+
+    /// Entry `i`, mutable.
+    ///
+    /// # Safety
+    /// As for [`HostLines::get`].
+    #[inline(always)]
+    unsafe fn get_mut(&mut self, i: usize) -> &mut T {
+        &mut *(self.chunks.as_mut_ptr() as *mut T).add(i)
+    }
+
+    /// The `len` entries from `start`.
+    ///
+    /// # Safety
+    /// `start + len` is at most the `n` of [`HostLines::new`].
+    #[inline(always)]
+    unsafe fn run(&self, start: usize, len: usize) -> &[T] {
+        std::slice::from_raw_parts((self.chunks.as_ptr() as *const T).add(start), len)
+    }
+
+    /// Every entry (at least the `n` of [`HostLines::new`]).
+    fn as_slice(&self) -> &[T] {
+        // SAFETY: the chunks are `repr(C)` arrays of 16 `T`s laid end to end.
+        unsafe { self.run(0, self.chunks.len() * 16) }
+    }
+}
+
 /// Mask of the low `bits` bits (`bits` may be 64).
 #[inline(always)]
 fn low_mask(bits: u32) -> u64 {
@@ -168,9 +225,9 @@ impl SetAssoc {
             slots: lines,
             used: low_mask(4 * ways as u32),
             last_shift: 4 * (ways as u32 - 1),
-            tags: vec![INVALID; entries].into_boxed_slice(),
-            lines: vec![Line::fresh(if keeps_aux { 0 } else { NO_LINK }, false); entries].into_boxed_slice(),
-            order: vec![IDENTITY; sets].into_boxed_slice(),
+            tags: HostLines::new(INVALID, entries),
+            lines: HostLines::new(Line::fresh(if keeps_aux { 0 } else { NO_LINK }, false), entries),
+            order: HostLines::new(IDENTITY, sets),
             latency: cfg.latency_cycles,
         }
     }
@@ -205,29 +262,29 @@ impl SetAssoc {
     #[inline(always)]
     fn tag(&self, s: usize) -> u32 {
         let i = self.at(s);
-        // SAFETY: i <= slot_mask = tags.len() - 1 (set in `new`, never resized).
-        unsafe { *self.tags.get_unchecked(i) }
+        // SAFETY: i <= slot_mask < the entries of `tags` (set in `new`, never resized).
+        unsafe { *self.tags.get(i) }
     }
 
     #[inline(always)]
     fn tag_mut(&mut self, s: usize) -> &mut u32 {
         let i = self.at(s);
         // SAFETY: as in `tag`.
-        unsafe { self.tags.get_unchecked_mut(i) }
+        unsafe { self.tags.get_mut(i) }
     }
 
     #[inline(always)]
     fn line(&self, s: usize) -> &Line {
         let i = self.at(s);
-        // SAFETY: i <= slot_mask = lines.len() - 1 (set in `new`, never resized).
-        unsafe { self.lines.get_unchecked(i) }
+        // SAFETY: i <= slot_mask < the entries of `lines` (set in `new`, never resized).
+        unsafe { self.lines.get(i) }
     }
 
     #[inline(always)]
     fn line_mut(&mut self, s: usize) -> &mut Line {
         let i = self.at(s);
         // SAFETY: as in `line`.
-        unsafe { self.lines.get_unchecked_mut(i) }
+        unsafe { self.lines.get_mut(i) }
     }
 
     /// The recency order of `set`, masked into range (the identity for a set below `sets`).
@@ -235,8 +292,8 @@ impl SetAssoc {
     fn order_mut(&mut self, set: usize) -> &mut u64 {
         debug_assert!(set as u64 <= self.set_mask);
         let i = set & self.set_mask as usize;
-        // SAFETY: i <= set_mask = order.len() - 1 (set in `new`, never resized).
-        unsafe { self.order.get_unchecked_mut(i) }
+        // SAFETY: i <= set_mask < the entries of `order` (set in `new`, never resized).
+        unsafe { self.order.get_mut(i) }
     }
 
     #[inline(always)]
@@ -304,9 +361,9 @@ impl SetAssoc {
         debug_assert!(b.0 < INVALID as u64, "block numbers are 32-bit");
         let set = self.set_of(b);
         let start = set * self.ways;
-        // SAFETY: set < sets, so start + ways <= sets * ways <= tags.len() (set in `new`, never
-        // resized).
-        let tags = unsafe { self.tags.get_unchecked(start..start + self.ways) };
+        // SAFETY: set < sets, so start + ways <= sets * ways <= the entries of `tags` (set in
+        // `new`, never resized).
+        let tags = unsafe { self.tags.run(start, self.ways) };
         find_tag(tags, b.0 as u32).map(|w| (set, w))
     }
 
@@ -381,7 +438,7 @@ impl SetAssoc {
     #[inline]
     pub fn next_victim(&self, s: Slot) -> Option<(BlockId, bool)> {
         let (set, _) = self.set_of_slot(s.0);
-        let o = self.order[set & self.set_mask as usize];
+        let o = self.order.as_slice()[set & self.set_mask as usize];
         let slot = set * self.ways + ((o >> self.last_shift) & 0xF) as usize;
         let t = self.tag(slot);
         let l = self.line(slot);
@@ -543,7 +600,7 @@ impl SetAssoc {
     /// Valid blocks of the set that holds `b`, most recently used first (tests, debugging).
     pub fn set_contents(&self, b: BlockId) -> Vec<BlockId> {
         let set = self.set_of(b);
-        let o = self.order[set];
+        let o = self.order.as_slice()[set];
         (0..self.ways).filter_map(|r| self.block_at(Slot(set * self.ways + ((o >> (4 * r)) & 0xF) as usize))).collect()
     }
 }
