@@ -91,8 +91,12 @@ pub struct Sim<P: Protocol> {
     /// (the committed ones are in [`cores::Cores`]; [`Sim::take_oracle`] gives them).
     pub oracle: Option<OracleLog>,
     pub stats: FrontStats,
-    /// The running core's transaction state (the other cores' wait in `cores`).
-    pub(crate) tx: TxState,
+    /// The running core's transaction state (the other cores' wait in `cores`). Boxed, so that
+    /// a core switch exchanges one pointer ([`cores::Cores::park`]): the state by value was
+    /// exchanged in 16-byte moves, whose loads overlap the 8-byte stores the transaction had
+    /// just made to its fields (a `Vec`'s length), which the host cannot forward to them, so
+    /// each such load waited for those stores to reach its cache.
+    pub(crate) tx: Box<TxState>,
     /// With more than one core: the other cores' transaction state, the locks and the
     /// isolation check ([`crate::sched`]); `None` with one core.
     pub(crate) cores: Option<Box<cores::Cores>>,
@@ -137,7 +141,7 @@ impl<P: Protocol> Sim<P> {
             p,
             oracle: record_oracle.then(OracleLog::default),
             stats: FrontStats::default(),
-            tx: TxState::new(),
+            tx: Box::new(TxState::new()),
             cores,
         }
     }
