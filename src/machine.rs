@@ -346,14 +346,19 @@ impl Machine {
             out.clock = self.now;
             out.txs_committed = self.txs_committed;
             out.acked = self.acked;
-            // The running core's queue out, the empty placeholder in ...
-            std::mem::swap(&mut out.unacked, &mut self.unacked);
+            let moves = !self.unacked.is_empty() || !self.parked[c].unacked.is_empty();
+            if moves {
+                // The running core's queue out, the empty placeholder in ...
+                std::mem::swap(&mut self.parked[cur].unacked, &mut self.unacked);
+            }
             let inn = &mut self.parked[c];
             self.now = inn.clock;
             self.txs_committed = inn.txs_committed;
             self.acked = inn.acked;
-            // ... and core `c`'s queue in, the placeholder out to its entry.
-            std::mem::swap(&mut inn.unacked, &mut self.unacked);
+            if moves {
+                // ... and core `c`'s queue in, the placeholder out to its entry.
+                std::mem::swap(&mut inn.unacked, &mut self.unacked);
+            }
             self.core = c;
             self.hier.switch_core(c);
         }
