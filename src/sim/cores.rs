@@ -20,7 +20,9 @@ pub(crate) fn key(t: Cycle, c: usize) -> u64 {
 /// transactions, the locks, the in-flight writers of each data line and the oracle's record.
 pub(crate) struct Cores {
     /// The transaction states of the cores not running: core `c`'s is `parked[slot[c]]` (the
-    /// running core's slot holds a stale one). A switch swaps one boxed state, not two.
+    /// running core's slot holds a stale one). A switch swaps one boxed state, not two: boxed,
+    /// as `Sim::tx` is, so that the swap moves a pointer (see there).
+    #[allow(clippy::vec_box)]
     parked: Vec<Box<TxState>>,
     parked_oracle: Vec<Option<OracleLog>>,
     slot: Vec<usize>,
