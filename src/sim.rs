@@ -96,7 +96,7 @@ pub struct Sim<P: Protocol> {
     /// state: that exchange, in 16-byte moves whose first loads overlap the 8-byte stores the
     /// transaction had just made to the same fields (a `Vec`'s length; a store the host cannot
     /// forward to a wider load), was 4 % of a 4-core SPS run's host time. The single-core path
-    /// reaches the state through the pointer it keeps in a register (same instruction count).
+    /// reaches the state through the pointer (host instructions per access within 0.3 %).
     pub(crate) tx: Box<TxState>,
     /// With more than one core: the other cores' transaction state, the locks and the
     /// isolation check ([`crate::sched`]); `None` with one core.
