@@ -166,7 +166,8 @@ struct Deferred {
 /// A core's part of the machine while another core runs: its clock and the transaction
 /// counters of [`Machine`] (`now`, `txs_committed`, `acked`, `unacked`). The running core's entry
 /// holds a stale clock and count and an empty queue: [`Machine::switch_core`] moves the queue
-/// with two swaps through it (no allocation, no drop), about a dozen host instructions.
+/// with two swaps through it (no allocation, no drop), about a dozen host instructions, when
+/// either queue is not empty.
 #[derive(Default)]
 struct Parked {
     clock: Cycle,
@@ -346,14 +347,22 @@ impl Machine {
             out.clock = self.now;
             out.txs_committed = self.txs_committed;
             out.acked = self.acked;
-            // The running core's queue out, the empty placeholder in ...
-            std::mem::swap(&mut out.unacked, &mut self.unacked);
+            // Two empty queues are interchangeable, and most switches find both empty (a
+            // synchronous commit fills and drains the queue at once): then nothing moves, and
+            // the 32-byte queue headers the commit just wrote are not reloaded.
+            let moves = !self.unacked.is_empty() || !self.parked[c].unacked.is_empty();
+            if moves {
+                // The running core's queue out, the empty placeholder in ...
+                std::mem::swap(&mut self.parked[cur].unacked, &mut self.unacked);
+            }
             let inn = &mut self.parked[c];
             self.now = inn.clock;
             self.txs_committed = inn.txs_committed;
             self.acked = inn.acked;
-            // ... and core `c`'s queue in, the placeholder out to its entry.
-            std::mem::swap(&mut inn.unacked, &mut self.unacked);
+            if moves {
+                // ... and core `c`'s queue in, the placeholder out to its entry.
+                std::mem::swap(&mut inn.unacked, &mut self.unacked);
+            }
             self.core = c;
             self.hier.switch_core(c);
         }

@@ -335,11 +335,14 @@ const STOP: usize = usize::MAX;
 #[inline(never)]
 fn hand_over<P: Protocol>(s: &mut Sim<P>, c: usize, k: u64) -> usize {
     let cs = s.cores.as_mut().expect("several cores");
-    cs.keys[c] = k;
+    // The keys as a slice held here: the store below then cannot change its length, which the
+    // search would otherwise read again.
+    let keys = &mut cs.keys[..];
+    keys[c] = k;
     // The two smallest keys, without a branch on the keys (conditional moves: which core is
     // earliest changes from switch to switch, and a branch on it mispredicted).
     let (mut first, mut second) = (u64::MAX, u64::MAX);
-    for &k in &cs.keys {
+    for &k in keys.iter() {
         second = second.min(first.max(k));
         first = first.min(k);
     }

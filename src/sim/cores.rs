@@ -20,8 +20,10 @@ pub(crate) fn key(t: Cycle, c: usize) -> u64 {
 /// transactions, the locks, the in-flight writers of each data line and the oracle's record.
 pub(crate) struct Cores {
     /// The transaction states of the cores not running: core `c`'s is `parked[slot[c]]` (the
-    /// running core's slot holds a stale one). A switch swaps one state, not two.
-    parked: Vec<TxState>,
+    /// running core's slot holds a stale one). A switch swaps one boxed state, not two: boxed,
+    /// as `Sim::tx` is, so that the swap moves a pointer (see there).
+    #[allow(clippy::vec_box)]
+    parked: Vec<Box<TxState>>,
     parked_oracle: Vec<Option<OracleLog>>,
     slot: Vec<usize>,
     record: bool,
@@ -59,7 +61,7 @@ impl Cores {
         let n = m.cores();
         let lines = m.layout.data_bytes.div_ceil(64) as usize;
         Cores {
-            parked: (0..n).map(|_| TxState::new()).collect(),
+            parked: (0..n).map(|_| Box::new(TxState::new())).collect(),
             parked_oracle: (0..n).map(|_| record.then(OracleLog::default)).collect(),
             slot: (0..n).collect(),
             record,
@@ -77,7 +79,7 @@ impl Cores {
     }
 
     /// Core `cur` stops running and core `c` starts: swap the transaction states.
-    pub(crate) fn park(&mut self, cur: usize, c: usize, tx: &mut TxState, oracle: &mut Option<OracleLog>) {
+    pub(crate) fn park(&mut self, cur: usize, c: usize, tx: &mut Box<TxState>, oracle: &mut Option<OracleLog>) {
         let s = self.slot[c];
         self.slot[cur] = s;
         std::mem::swap(tx, &mut self.parked[s]);
