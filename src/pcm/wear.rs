@@ -9,10 +9,11 @@
 //!   region, the whole region or, in a large one, the host huge page around the written page
 //!   ([`Wear::first_write`]: the host's first touch of fresh memory is paid where a run writes
 //!   only, and not page by page inside the simulation), and a write finds its counters by
-//!   address alone (no pointer to chase, few host TLB misses). The block at byte `a` has its planes at words `a .. a + 64`, plane-major: plane `p` of its 8
-//!   u64 lanes at `a + 8p`, one 64-byte host line per plane, and most writes carry into planes
-//!   0 to 2 only. Flip cells (one per FNW word) in a second dense array: lane `L` (flip cells
-//!   `64L .. 64L + 63`) has its 8 planes at words `8L .. 8L + 8`, one host line.
+//!   address alone (no pointer to chase, few host TLB misses). The block at byte `a` has its
+//!   planes at words `a .. a + 64`, plane-major: plane `p` of its 8 u64 lanes at `a + 8p`, one
+//!   64-byte host line per plane, and most writes carry into planes 0 to 2 only. Flip cells
+//!   (one per FNW word) in a second dense array: lane `L` (flip cells `64L .. 64L + 63`) has
+//!   its 8 planes at words `8L .. 8L + 8`, one host line.
 //! - The high half is allocated per 4 KiB device page on the first carry out of its plane 7 (a
 //!   cell past 255 programs, such as the log head's): the same layout restricted to the page
 //!   (data planes at the byte offset in the page, then the page's flip lanes).
@@ -424,10 +425,10 @@ impl Wear {
     }
 
     /// The first write to a page since the counters were zeroed. If the page was never written,
-    /// commit the low half of the pages around it first: of every page of each region holding
-    /// it whose counters are at most `WHOLE_REGION_PAGES` pages, of the pages of a larger
-    /// region whose counters lie in the same host huge page as the page's (64 pages:
-    /// [`Wear::host_page_span`]), of the page alone outside every region. The host's first
+    /// commit the low half of the pages around it first: every page of each region holding it
+    /// that has at most `WHOLE_REGION_PAGES` pages; in a larger region, the pages whose
+    /// counters lie in the same host huge page as the page's (64 pages:
+    /// [`Wear::host_page_span`]); the page alone outside every region. The host's first
     /// touch of fresh memory (page faults, zeroing, and under a hypervisor its own first touch:
     /// most of a PCM `run`'s time when every page was committed at build, docs/performance.md)
     /// is paid only where the run writes, for a region of a run's usual size at once, so not
