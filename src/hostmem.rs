@@ -113,7 +113,8 @@ impl Sparse {
     }
 }
 
-const HUGE: usize = 2 << 20;
+/// Bytes of a host huge page (x86-64 transparent huge pages), the unit [`zeroed`] advises.
+pub const HUGE: usize = 2 << 20;
 
 #[cfg(target_os = "linux")]
 fn advise_huge(p: *const u8, bytes: usize) {

@@ -154,6 +154,57 @@ fn counters_are_committed_a_region_at_a_time_without_losing_counts() {
     assert_eq!((p.wear.count(12288 * 8, false), p.wear.count(4096 * 8, false)), (1, 0));
 }
 
+/// Model-based: in a region larger than `Wear::WHOLE_REGION_PAGES` pages, the first write to a
+/// page commits the pages around it (those sharing its host huge page of counters), never a
+/// whole region; pages are written in a seeded random order, at their first counter word (the
+/// one committing zeroes) and in a block, across the large region, a small region committed
+/// whole and the pages of no region. A page zeroed again after it was written, or counted
+/// without being committed, changes a count or a region's figures.
+#[test]
+fn counters_of_a_large_region_are_committed_a_host_huge_page_at_a_time() {
+    let seed = 0xC0;
+    println!("seed {seed}");
+    let big = Wear::WHOLE_REGION_PAGES as u64 + 300;
+    let (small, outside) = (40u64, 8u64);
+    let pages = big + small + outside;
+    let regions = [("big", 0u64, big * 4096), ("small", big * 4096, small * 4096)];
+    let mut p = Pcm::new(&PcmConfig { write_mode: WriteMode::Diff, ..PcmConfig::default() }, pages * 4096, &regions);
+    // The first write to the large region commits the pages of one huge page of counters
+    // (64 pages of 32 KiB, and the written page itself if its counters cross into the next).
+    p.write(4096 * 1000, &word_bytes(0), &word_bytes(1));
+    p.write_block_at(4096 * 1000 + 64, &[0; 64], &[0xFF; 64]);
+    p.wear.flush();
+    let got = p.wear.committed_pages();
+    assert!(got.contains(&1000) && (63..=65).contains(&got.len()), "{} pages committed", got.len());
+    assert!(got.windows(2).all(|w| w[1] == w[0] + 1), "contiguous: {got:?}");
+    let mut rng = crate::rng::Rng::new(seed);
+    let mut want = vec![0u64; pages as usize];
+    want[1000] = 1;
+    for _ in 0..3000 {
+        let page = rng.below(pages);
+        let at = page * 4096;
+        let k = want[page as usize];
+        p.write(at, &word_bytes(k & 1), &word_bytes(!k & 1));
+        p.write_block_at(at + 64, &[k as u8; 64], &[!k as u8; 64]);
+        want[page as usize] += 1;
+    }
+    for page in 0..pages {
+        let (at, n) = (page * 4096, want[page as usize]);
+        assert_eq!(p.wear.count(at * 8, false), n, "seed {seed}: bit 0 of page {page}");
+        assert_eq!(p.wear.count((at + 64) * 8 + 3, false), n, "seed {seed}: a cell of page {page}'s block 1");
+    }
+    let committed = p.wear.committed_pages();
+    assert!((0..pages).all(|q| want[q as usize] == 0 || committed.binary_search(&(q as usize)).is_ok()), "seed {seed}");
+    assert!((committed.len() as u64) < pages, "seed {seed}: {} of {pages} pages committed", committed.len());
+    let r = p.wear.regions();
+    for (i, pages) in [0..big, big..big + small].into_iter().enumerate() {
+        let max = pages.clone().map(|q| want[q as usize]).max().unwrap_or(0);
+        assert_eq!(r[i].max_bit_updates, max, "seed {seed}: region {}", r[i].name);
+        let cells: u64 = pages.map(|q| want[q as usize] * 513).sum();
+        assert_eq!(r[i].total_bit_updates, cells, "seed {seed}: region {}", r[i].name);
+    }
+}
+
 #[test]
 fn flip_cells_wear_too() {
     let mut p = pcm(WriteMode::Fnw);

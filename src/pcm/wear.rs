@@ -5,14 +5,15 @@
 //!
 //! Layout: two halves of 8 planes each (bits 0-7 and 8-15 of every count).
 //! - The low half is one dense array over the whole device, 8 bytes of counters per data byte,
-//!   allocated zeroed, advised for huge host pages and committed a region at a time at the
-//!   region's first write ([`Wear::first_write`]: the host's first touch of fresh memory is paid
-//!   for the regions a run writes only, and not page by page inside the simulation), and a
-//!   write finds its counters by address alone (no pointer to chase, few host TLB misses). The
-//!   block at byte `a` has its planes at words `a .. a + 64`, plane-major: plane `p` of its 8
-//!   u64 lanes at `a + 8p`, one 64-byte host line per plane, and most writes carry into planes
-//!   0 to 2 only. Flip cells (one per FNW word) in a second dense array: lane `L` (flip cells
-//!   `64L .. 64L + 63`) has its 8 planes at words `8L .. 8L + 8`, one host line.
+//!   allocated zeroed, advised for huge host pages and committed at the first write to a
+//!   region, the whole region or, in a large one, the host huge page around the written page
+//!   ([`Wear::first_write`]: the host's first touch of fresh memory is paid where a run writes
+//!   only, and not page by page inside the simulation), and a write finds its counters by
+//!   address alone (no pointer to chase, few host TLB misses). The block at byte `a` has its
+//!   planes at words `a .. a + 64`, plane-major: plane `p` of its 8 u64 lanes at `a + 8p`, one
+//!   64-byte host line per plane, and most writes carry into planes 0 to 2 only. Flip cells
+//!   (one per FNW word) in a second dense array: lane `L` (flip cells `64L .. 64L + 63`) has
+//!   its 8 planes at words `8L .. 8L + 8`, one host line.
 //! - The high half is allocated per 4 KiB device page on the first carry out of its plane 7 (a
 //!   cell past 255 programs, such as the log head's): the same layout restricted to the page
 //!   (data planes at the byte offset in the page, then the page's flip lanes).
@@ -52,6 +53,14 @@ const FRESH: u8 = 2;
 /// `Wear::page_region` values: no region holds the page; more than one may.
 const NO_REGION: u8 = u8::MAX;
 const MIXED_PAGE: u8 = u8::MAX - 1;
+/// Regions of at most this many pages (64 MiB of device, 512 MiB of low-half counters: the log
+/// area and the data area of every one-core workload with default settings, up to SQLite's
+/// 48 MiB) have their counters committed whole at the first write to one of their pages; larger
+/// ones (the data areas of multi-core workloads) a host huge page at a time
+/// ([`Wear::first_write`]). Committing the one-core hash table's and B+tree's data areas
+/// (34 and 41 MiB) a huge page at a time too saved a quarter of their commit but left some of
+/// it inside `bench`'s measured region: PCM mode slower there in 7 of 8 pairs, by up to 12 %.
+const WHOLE_REGION_PAGES: usize = 16384;
 
 /// Wear figures of one region.
 #[derive(Clone, Debug, Default, serde::Serialize, PartialEq)]
@@ -416,22 +425,35 @@ impl Wear {
     }
 
     /// The first write to a page since the counters were zeroed. If the page was never written,
-    /// commit the low half of every page of the regions holding it first (of the page alone if
-    /// none does): the host's first touch of fresh memory (page faults, zeroing, and under a
-    /// hypervisor its own first touch: most of a PCM `run`'s time when every page was committed
-    /// at build, docs/performance.md) is paid only for regions the run writes, and at once for
-    /// a whole region, so not inside a measured region that merely sweeps on through a log the
-    /// warm-up already wrote. A page not yet committed was never written: its counters are
-    /// zero, and committing writes zeros.
+    /// commit the low half of the pages around it first: every page of each region holding it
+    /// that has at most `WHOLE_REGION_PAGES` pages; in a larger region, the pages whose
+    /// counters lie in the same host huge page as the page's (64 pages:
+    /// [`Wear::host_page_span`]); the page alone outside every region. The host's first
+    /// touch of fresh memory (page faults, zeroing, and under a hypervisor its own first touch:
+    /// most of a PCM `run`'s time when every page was committed at build, docs/performance.md)
+    /// is paid only where the run writes, for a region of a run's usual size at once, so not
+    /// inside a measured region that merely sweeps on through a log the warm-up already wrote;
+    /// a larger region (the data area of a multi-core workload, 130 MiB for the 8-core hash
+    /// table, of which a short run writes a few per cent) a host huge page at a time, which is
+    /// what the kernel zeroes at the first touch of any byte of it anyway. A page not yet
+    /// committed was never written: its counters are zero, and committing writes zeros.
     #[cold]
     #[inline(never)]
     fn first_write(&mut self, page: usize) {
         if self.pages[page] == FRESH {
             let (first, end) = (page as u64 * PAGE_BYTES, (page as u64 + 1) * PAGE_BYTES);
             let n = self.pages.len();
+            let near = self.host_page_span(page);
             let mut spans: Vec<std::ops::Range<usize>> = (self.regions.iter())
                 .filter(|r| r.1 < end && first < r.1 + r.2)
-                .map(|r| (r.1 / PAGE_BYTES) as usize..((r.1 + r.2).div_ceil(PAGE_BYTES) as usize).min(n))
+                .map(|r| {
+                    let whole = (r.1 / PAGE_BYTES) as usize..((r.1 + r.2).div_ceil(PAGE_BYTES) as usize).min(n);
+                    if whole.len() <= WHOLE_REGION_PAGES {
+                        whole
+                    } else {
+                        whole.start.max(near.start)..whole.end.min(near.end)
+                    }
+                })
                 .collect();
             if spans.is_empty() {
                 spans.push(page..page + 1);
@@ -447,6 +469,29 @@ impl Wear {
         }
         self.pages[page] = DIRTY;
     }
+
+    /// The pages whose low-half counters lie wholly in the host huge page
+    /// ([`crate::hostmem::HUGE`]) holding the first counter of `page`, and `page` itself (whose
+    /// counters may end in the next huge page): committing them faults in that one huge page
+    /// (where the kernel backs the counters with huge pages: [`crate::hostmem::zeroed`]).
+    fn host_page_span(&self, page: usize) -> std::ops::Range<usize> {
+        let (bytes, huge) = (DATA_WORDS * 8, crate::hostmem::HUGE);
+        let base = self.low.as_ptr() as usize;
+        let window = (base + page * bytes) / huge * huge;
+        let first = (window.max(base) - base).div_ceil(bytes);
+        let end = ((window + huge - base) / bytes).clamp(page + 1, self.pages.len());
+        first.min(page)..end
+    }
+
+    /// Pages whose low half is committed (written, or committed with one that was).
+    #[cfg(test)]
+    pub(super) fn committed_pages(&self) -> Vec<usize> {
+        (0..self.pages.len()).filter(|&p| self.pages[p] != FRESH).collect()
+    }
+
+    /// [`WHOLE_REGION_PAGES`], for the tests.
+    #[cfg(test)]
+    pub(super) const WHOLE_REGION_PAGES: usize = WHOLE_REGION_PAGES;
 
     /// The high half of a page's counters, allocated (zero) on first use.
     fn high_half(&mut self, page: usize) -> &mut [u64] {
