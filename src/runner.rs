@@ -15,7 +15,7 @@ use crate::types::{Cycle, Ns};
 use crate::workload::{native::Native, Workload, WorkloadConfig, WorkloadKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::Instant;
 
 /// What to run.
@@ -206,10 +206,25 @@ type Slot = Arc<Mutex<Option<Option<Kept>>>>;
 static POPULATED: Mutex<Vec<(String, Slot)>> = Mutex::new(Vec::new());
 const POPULATED_KEPT: usize = 8;
 
+/// The name of the workload configuration that a run of `kind` with `cfg` populates (or takes
+/// populated) in [`POPULATED`]: runs with equal names share one populating.
+pub fn populated_key(kind: WorkloadKind, cfg: &WorkloadConfig) -> String {
+    format!("{}:{}", kind.name(), serde_json::to_string(cfg).expect("serializable"))
+}
+
+/// Whether a run in this process is populating the configuration named `key` right now (a run
+/// of it started now would wait for that one): `reproduce`'s workers take another point first.
+pub fn populating(key: &str) -> bool {
+    let kept = POPULATED.lock().unwrap_or_else(|e| e.into_inner());
+    kept.iter()
+        .find(|(k, _)| k == key)
+        .is_some_and(|(_, slot)| matches!(slot.try_lock(), Err(TryLockError::WouldBlock)))
+}
+
 /// The workload `kind` built from `cfg` and populated, with its data area; `None` for a
 /// workload whose driver state cannot be copied ([`Workload::try_clone`]).
 fn populated(kind: WorkloadKind, cfg: &WorkloadConfig) -> Option<(Workload, Arc<Data>)> {
-    let key = format!("{}:{}", kind.name(), serde_json::to_string(cfg).expect("serializable"));
+    let key = populated_key(kind, cfg);
     let slot = {
         let mut kept = POPULATED.lock().unwrap_or_else(|e| e.into_inner());
         let entry = match kept.iter().position(|(k, _)| *k == key) {

@@ -66,6 +66,10 @@ pub trait Executor: Sync {
     /// The point's host cost relative to the other points' (only its order among them counts):
     /// the workers take the costliest points first so that they finish together.
     fn cost(&self, job: &Job) -> f64;
+    /// The populated workload configuration that the point's run shares with other points
+    /// ([`runner::populated_key`]), if any: while a run of it is populating it, a worker takes
+    /// another point instead of waiting.
+    fn populates(&self, job: &Job) -> Option<String>;
 }
 
 /// The experiment kinds a spec's `kind` may name.
@@ -261,6 +265,11 @@ impl Executor for SimExec {
         (r.txs + r.warmup_txs) as f64 * host_us_per_tx(r.workload) * pcm * cores
     }
 
+    fn populates(&self, job: &Job) -> Option<String> {
+        let r = self.run_spec(job).ok()?;
+        Some(runner::populated_key(r.workload, &r.cfg.workload))
+    }
+
     fn run(&self, job: &Job) -> Result<Vec<Option<f64>>, String> {
         let spec = self.run_spec(job)?;
         let _one_at_a_time = (spec.workload == WorkloadKind::Sqlite).then(sqlite_alone);
@@ -335,6 +344,10 @@ impl Executor for JournalExec {
 
     fn cost(&self, _job: &Job) -> f64 {
         JOURNAL_COST_US
+    }
+
+    fn populates(&self, _job: &Job) -> Option<String> {
+        None
     }
 
     /// One replay per point (`app`, `trace`, `config`: `journal::measure_point`, the figures

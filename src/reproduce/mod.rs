@@ -233,7 +233,12 @@ fn run_points(
     let sweep_started = std::time::Instant::now();
     let mut bench = None;
     let mut done: Vec<Option<PointOutcome>> = (0..runs.len()).map(|_| None).collect();
-    let outcomes = schedule::run(&tasks, &exclusive, o.jobs, processes, |task, w| {
+    // A worker passes over a point whose workload configuration another worker is populating.
+    let populates: Vec<Option<String>> = (0..runs.len())
+        .map(|r| specs[todo[runs[r]].1].kind.executor().populates(&job_of(specs, &todo[runs[r]])))
+        .collect();
+    let blocked = |t: &Task| t.point().and_then(|r| populates[r].as_deref()).is_some_and(crate::runner::populating);
+    let outcomes = schedule::run(&tasks, &exclusive, o.jobs, processes, blocked, |task, w| {
         let Some(r) = task.point() else {
             let (rows, secs, _) = timing::timed(|| match child(w, true) {
                 Some((slot, exe)) => in_child(slot, exe, |c| match c.ask(&worker::Request::Speed)? {
