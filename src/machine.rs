@@ -22,7 +22,7 @@
 use crate::cache::{Access, Hierarchy, HitLevel, Slot, Victim};
 use crate::config::{Config, PersistDomain};
 use crate::memctl::{MemCtl, WriteTiming};
-use crate::ordering::{CommitFlush, FlushCost, Ordering, WriteOrder};
+use crate::ordering::{CommitFlush, FlushCost, Knobs, WriteOrder};
 use crate::pmem::{read_block, DurableRecord, DurableWrite, Layout, WriteKind};
 use crate::startgap::{Geometry, StartGap};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle, Ns};
@@ -227,8 +227,8 @@ pub struct Machine {
     /// every controller request.
     deferred_next: Cycle,
     flush_pending: Cycle,
-    /// The ordering mechanisms enforced (`[ordering]`, resolved).
-    pub ord: Ordering,
+    /// The ordering mechanisms enforced (`[ordering]`, resolved; each read recorded).
+    pub ord: Knobs,
     /// The log hardware writes checksummed META blocks (`log.meta_checksum`).
     pub meta_checksum: bool,
     /// Under the injected bug `lost-invalidation` only: per (core, block), the bytes that core's
@@ -304,7 +304,7 @@ impl Machine {
             deferred_data: std::collections::VecDeque::new(),
             deferred_next: Cycle::MAX,
             flush_pending: Cycle::ZERO,
-            ord: cfg.ordering.resolve(),
+            ord: Knobs::new(cfg.ordering.resolve()),
             chain: None,
             meta_checksum: cfg.log.meta_checksum,
             stale: None,
@@ -756,7 +756,7 @@ impl Machine {
         prev_accepted: Cycle,
         prev_durable: Cycle,
     ) -> WriteTiming {
-        let at = match self.ord.write_order {
+        let at = match self.ord.write_order() {
             WriteOrder::Durable => at.max(prev_durable),
             _ => at.max(prev_accepted),
         };
@@ -770,7 +770,7 @@ impl Machine {
     /// (a transaction's commit-time writes), if `ordering.write_order` asks for one.
     #[inline]
     pub fn begin_ordered(&mut self) {
-        if matches!(self.ord.write_order, WriteOrder::Accepted | WriteOrder::Durable) {
+        if matches!(self.ord.write_order(), WriteOrder::Accepted | WriteOrder::Durable) {
             self.chain = Some((Cycle::ZERO, Cycle::ZERO));
         }
     }
@@ -794,7 +794,7 @@ impl Machine {
     /// into (L2 if L1 holds it dirty, then the LLC).
     pub fn flush_cycles(&self, s3: Slot) -> Cycle {
         let (l1_dirty, l2_dirty) = self.hier.inner_dirty(s3);
-        match self.ord.flush_cost {
+        match self.ord.flush_cost() {
             FlushCost::PerLevel if l1_dirty => self.hier.l2.latency + self.hier.llc.latency,
             _ if l1_dirty || l2_dirty => self.hier.llc.latency,
             _ => Cycle::ZERO,
@@ -806,7 +806,7 @@ impl Machine {
     /// clean. The line leaves the cache later, with [`Machine::commit_flush_done`].
     #[inline]
     pub fn commit_flush(&mut self, s3: Slot) {
-        if self.ord.commit_flush == CommitFlush::None {
+        if self.ord.commit_flush() == CommitFlush::None {
             return;
         }
         let c = self.flush_cycles(s3);
@@ -819,7 +819,7 @@ impl Machine {
     /// it leaves every level (it must be clean by then: nothing is written back).
     #[inline]
     pub fn commit_flush_done(&mut self, b: BlockId) {
-        if self.ord.commit_flush == CommitFlush::Invalidate {
+        if self.ord.commit_flush() == CommitFlush::Invalidate {
             let (_, dirty) = self.hier.invalidate(b);
             debug_assert!(!dirty, "a flushed line is clean before it leaves the cache");
         }
@@ -1014,7 +1014,7 @@ impl Machine {
             return;
         }
         self.now += self.hier.l1.latency;
-        if self.ord.flush_cost == FlushCost::PerLevel {
+        if self.ord.flush_cost() == FlushCost::PerLevel {
             if let Some(s3) = self.hier.llc.find(b) {
                 // Beyond the L1 look-up: the dirty copy is written into each level below it.
                 let c = self.flush_cycles(s3);

@@ -176,6 +176,87 @@ impl Ordering {
     }
 }
 
+impl Ordering {
+    /// Each knob's name and value word, in the order of [`KNOBS`].
+    pub fn words(&self) -> [(&'static str, String); 5] {
+        [
+            (KNOBS[0].0, word(&self.commit_flush)),
+            (KNOBS[1].0, word(&self.flush_cost)),
+            (KNOBS[2].0, word(&self.write_order)),
+            (KNOBS[3].0, word(&self.phase_barrier)),
+            (KNOBS[4].0, word(&self.conflict)),
+        ]
+    }
+}
+
+/// The knobs a run has read so far: bit `i` for [`KNOBS`]`[i]`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct KnobsRead(u8);
+
+impl KnobsRead {
+    /// The names of the knobs never read.
+    pub fn unread(self) -> Vec<&'static str> {
+        KNOBS.iter().enumerate().filter(|&(i, _)| self.0 & 1 << i == 0).map(|(_, (k, _))| *k).collect()
+    }
+}
+
+/// The ordering the machine enforces, each knob read through its method, which records the
+/// read. Execution is deterministic and a knob can change it only by being read, so a run that
+/// never read a knob takes the same path, and gives the same result, whatever that knob's value
+/// (docs/ordering.md, "Knobs a run reads"): `reproduce` runs such points once. The values are
+/// private so that no read escapes the record.
+#[derive(Clone, Debug)]
+pub struct Knobs {
+    ord: Ordering,
+    read: std::cell::Cell<u8>,
+}
+
+impl Knobs {
+    pub fn new(ord: Ordering) -> Knobs {
+        Knobs { ord, read: std::cell::Cell::new(0) }
+    }
+
+    #[inline(always)]
+    fn mark(&self, knob: usize) {
+        self.read.set(self.read.get() | 1 << knob);
+    }
+
+    #[inline]
+    pub fn commit_flush(&self) -> CommitFlush {
+        self.mark(0);
+        self.ord.commit_flush
+    }
+
+    #[inline]
+    pub fn flush_cost(&self) -> FlushCost {
+        self.mark(1);
+        self.ord.flush_cost
+    }
+
+    #[inline]
+    pub fn write_order(&self) -> WriteOrder {
+        self.mark(2);
+        self.ord.write_order
+    }
+
+    #[inline]
+    pub fn phase_barrier(&self) -> PhaseBarrier {
+        self.mark(3);
+        self.ord.phase_barrier
+    }
+
+    #[inline]
+    pub fn conflict(&self) -> Conflict {
+        self.mark(4);
+        self.ord.conflict
+    }
+
+    /// The knobs read since the machine was built.
+    pub fn read(&self) -> KnobsRead {
+        KnobsRead(self.read.get())
+    }
+}
+
 impl Default for Ordering {
     fn default() -> Self {
         Ordering::of(Preset::Overlapped)

@@ -158,6 +158,9 @@ pub struct Recorded {
 pub struct RunOutput {
     pub result: RunResult,
     pub recorded: Option<Recorded>,
+    /// The `[ordering]` knobs the run read: it gives the same result whatever the others' values
+    /// ([`crate::ordering::Knobs`]).
+    pub knobs_read: crate::ordering::KnobsRead,
 }
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -490,7 +493,7 @@ fn finish<P: Protocol>(
     } else {
         None
     };
-    Ok(RunOutput { result, recorded })
+    Ok(RunOutput { result, recorded, knobs_read: sim.m.ord.read() })
 }
 
 fn ratio(a: f64, b: f64) -> f64 {

@@ -158,3 +158,85 @@ fn each_mechanism_costs_where_it_should() {
         assert!(strictest.cycles > paper.cycles, "{p:?}");
     }
 }
+
+/// Every value of each knob, in the order of `locsim::ordering::KNOBS`.
+const VALUES: [(&str, &[&str]); 5] = [
+    ("commit_flush", &["none", "clean", "invalidate"]),
+    ("flush_cost", &["llc-write", "per-level"]),
+    ("write_order", &["as-issued", "accepted", "durable"]),
+    ("phase_barrier", &["none", "first-write", "begin"]),
+    ("conflict", &["line", "transaction"]),
+];
+
+/// A run of `w` under `p` with `sets`: its figures (as JSON, without the host's timings and the
+/// label of the ordering it ran on) and the knobs it never read.
+fn figures(w: WorkloadKind, p: ProtocolKind, sets: &[String]) -> (serde_json::Value, Vec<&'static str>) {
+    let sets: Vec<&str> = sets.iter().map(String::as_str).chain([SMALL_BTREE]).collect();
+    let mut s = spec(small_cfg(&sets), p, 150, 5, None);
+    (s.record, s.workload) = (false, w);
+    let out = execute(&s).unwrap();
+    let mut v = serde_json::to_value(&out.result).unwrap();
+    let o = v.as_object_mut().unwrap();
+    for k in ["host_seconds", "sim_mem_accesses_per_second", "config_hash", "git_rev"] {
+        o.remove(k);
+    }
+    let ord = o.get_mut("ordering").and_then(|v| v.as_object_mut()).unwrap();
+    (ord.remove("preset"), ord.remove("knobs"));
+    (v, out.knobs_read.unread())
+}
+
+/// `Err` naming the first value of a knob in `unread` that changes the figures of the run with
+/// `sets`: a run that never read a knob must give the same figures whatever its value.
+fn unread_knobs_change_nothing(w: WorkloadKind, p: ProtocolKind, sets: &[String], unread: &[&str]) -> Result<(), String> {
+    let (base, _) = figures(w, p, sets);
+    for (knob, values) in VALUES.iter().filter(|(k, _)| unread.contains(k)) {
+        for v in *values {
+            let mut with = sets.to_vec();
+            with.push(format!("ordering.{knob}={v}"));
+            if figures(w, p, &with).0 != base {
+                return Err(format!("{w:?} {p:?} {sets:?}: ordering.{knob}={v} changes the figures"));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_run_gives_the_same_figures_whatever_the_knobs_it_never_read() {
+    let machines: [&[&str]; 4] = [&[], &SMALL_CACHES, &["machine.cores=2"], &["loc.speculation_degree=2"]];
+    let mut read_somewhere = 0u32;
+    for w in [WorkloadKind::Sps, WorkloadKind::BTree] {
+        for &p in ProtocolKind::ALL {
+            for preset in ["overlapped", "paper", "strictest"] {
+                for m in machines {
+                    let sets: Vec<String> =
+                        [format!("ordering.preset={preset}")].into_iter().chain(m.iter().map(|s| s.to_string())).collect();
+                    let (_, unread) = figures(w, p, &sets);
+                    for (i, (k, _)) in VALUES.iter().enumerate() {
+                        read_somewhere |= u32::from(!unread.contains(k)) << i;
+                    }
+                    if p == ProtocolKind::Baseline {
+                        assert_eq!(unread.len(), VALUES.len(), "the baseline orders nothing: {unread:?}");
+                    }
+                    unread_knobs_change_nothing(w, p, &sets, &unread).unwrap();
+                }
+            }
+        }
+    }
+    assert_eq!(read_somewhere, 0b11111, "every knob is read by some run");
+}
+
+#[test]
+fn a_knob_read_but_reported_unread_is_caught() {
+    use ProtocolKind::*;
+    let paper = vec!["ordering.preset=paper".to_string()];
+    for (p, knob) in [(HWal, "commit_flush"), (SWal, "flush_cost"), (HWal, "phase_barrier"), (Kiln, "flush_cost")] {
+        let (_, unread) = figures(WorkloadKind::BTree, p, &paper);
+        assert!(!unread.contains(&knob), "{p:?} reads {knob}");
+        let e = unread_knobs_change_nothing(WorkloadKind::BTree, p, &paper, &[knob]).unwrap_err();
+        assert!(e.contains(&format!("ordering.{knob}=")), "{e}");
+    }
+    // Under `overlapped` H-WAL flushes nothing at commit, so the price of a flush is never read.
+    let (_, unread) = figures(WorkloadKind::BTree, HWal, &["ordering.preset=overlapped".to_string()]);
+    assert!(unread.contains(&"flush_cost"), "{unread:?}");
+}

@@ -18,13 +18,13 @@ impl Barrier {
     /// The transaction (window) has issued every write, truncation included.
     #[inline]
     pub fn arm(&mut self, m: &Machine) {
-        self.armed = m.ord.phase_barrier != PhaseBarrier::None;
+        self.armed = m.ord.phase_barrier() != PhaseBarrier::None;
     }
 
     /// The next transaction begins.
     #[inline]
     pub fn at_begin(&mut self, m: &mut Machine) {
-        if self.armed && m.ord.phase_barrier == PhaseBarrier::Begin {
+        if self.armed && m.ord.phase_barrier() == PhaseBarrier::Begin {
             self.armed = false;
             m.phase_barrier();
         }

@@ -36,7 +36,7 @@ pub trait RedoProtocol {
             self.redo(c).note_evicted(v.block, at);
             owners |= 1 << c;
         }
-        if owners != 0 && m.ord.conflict == Conflict::Transaction {
+        if owners != 0 && m.ord.conflict() == Conflict::Transaction {
             while owners != 0 {
                 let c = owners.trailing_zeros() as usize;
                 owners &= owners - 1;
@@ -208,7 +208,7 @@ impl RedoSet {
 
     /// The commit-time flush (`ordering.commit_flush`) of every write-set line still cached.
     pub fn flush_lines(&self, m: &mut Machine) {
-        if m.ord.commit_flush == CommitFlush::None {
+        if m.ord.commit_flush() == CommitFlush::None {
             return;
         }
         for i in 0..self.ws.len() {
@@ -246,7 +246,7 @@ impl RedoSet {
             }
             home_done = home_done.max(t.durable);
         }
-        if m.ord.commit_flush == CommitFlush::Invalidate {
+        if m.ord.commit_flush() == CommitFlush::Invalidate {
             for &b in &self.ws {
                 m.commit_flush_done(b);
             }

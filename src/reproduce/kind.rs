@@ -10,6 +10,7 @@
 //! `--jobs` values and shards.
 
 use super::spec::Point;
+use super::table::Values;
 use crate::config::Config;
 use crate::protocol::ProtocolKind;
 use crate::runner::{self, RunResult, RunSpec};
@@ -59,6 +60,23 @@ pub trait Executor: Sync {
     /// two points with different coordinates compute the same: such points run once. `None`:
     /// the point's text is its identity.
     fn identity(&self, job: &Job) -> Option<String>;
+    /// Run one point, and say which of the configuration keys that [`Executor::base_identity`]
+    /// leaves out the run never read: any point whose [`Executor::identity_without`] those keys
+    /// is this one's computes the same values (`reproduce` runs it once). By default every key
+    /// counts as read.
+    fn run_reads(&self, job: &Job) -> Result<(Values, Vec<String>), String> {
+        self.run(job).map(|v| (v, Vec::new()))
+    }
+    /// The point's identity with the configuration keys `unread` left out (`None`: the executor
+    /// does not track the keys its runs read).
+    fn identity_without(&self, _job: &Job, _unread: &[String]) -> Option<String> {
+        None
+    }
+    /// The point's identity with every key a run may leave unread left out: only points with
+    /// equal base identities may compute the same through [`Executor::run_reads`].
+    fn base_identity(&self, _job: &Job) -> Option<String> {
+        None
+    }
     /// Whether the point must not run beside another exclusive point in the same process
     /// (its [`Executor::run`] then waits for the other to finish): the engine runs these one
     /// after the other and the free points beside them.
@@ -246,14 +264,39 @@ impl Executor for SimExec {
     /// Every input of [`runner::execute`]: the configuration in full, workload, protocol, seed
     /// and run lengths (a point that does not resolve has no identity but its text).
     fn identity(&self, job: &Job) -> Option<String> {
-        let r = self.run_spec(job).ok()?;
-        let RunSpec { cfg, workload, protocol, txs, warmup_txs, seed, abort_rate, bug, record } = &r;
-        Some(format!(
-            "workload={} protocol={} txs={txs} warmup_txs={warmup_txs} seed={seed} abort_rate={abort_rate} bug={bug:?} record={record}\n{}",
-            workload.name(),
-            protocol.name(),
-            cfg.to_toml()
-        ))
+        self.run_spec(job).ok().map(|r| run_identity(&r))
+    }
+
+    /// The `[ordering]` knobs a run never read ([`crate::ordering::Knobs`]), as `ordering.KNOB`.
+    fn run_reads(&self, job: &Job) -> Result<(Values, Vec<String>), String> {
+        let spec = self.run_spec(job)?;
+        let _one_at_a_time = (spec.workload == WorkloadKind::Sqlite).then(sqlite_alone);
+        let out = runner::execute(&spec)?;
+        Ok((sim_values(&out.result), out.knobs_read.unread().iter().map(|k| format!("ordering.{k}")).collect()))
+    }
+
+    /// The identity with the `[ordering]` section replaced by the resolved knobs (the preset
+    /// itself is read by nothing but the run's own label), those in `unread` as `*`.
+    fn identity_without(&self, job: &Job, unread: &[String]) -> Option<String> {
+        let mut r = self.run_spec(job).ok()?;
+        let knobs: Vec<String> = r
+            .cfg
+            .ordering
+            .resolve()
+            .words()
+            .into_iter()
+            .map(|(k, v)| match unread.iter().any(|u| u.strip_prefix("ordering.") == Some(k)) {
+                true => format!("{k}=*"),
+                false => format!("{k}={v}"),
+            })
+            .collect();
+        r.cfg.ordering = Default::default();
+        Some(format!("{}\nordering: {}", run_identity(&r), knobs.join(" ")))
+    }
+
+    fn base_identity(&self, job: &Job) -> Option<String> {
+        let all: Vec<String> = crate::ordering::KNOBS.iter().map(|(k, _)| format!("ordering.{k}")).collect();
+        self.identity_without(job, &all)
     }
 
     /// Simulated transactions (warm-up included) times the workload's host cost per
@@ -271,10 +314,19 @@ impl Executor for SimExec {
     }
 
     fn run(&self, job: &Job) -> Result<Vec<Option<f64>>, String> {
-        let spec = self.run_spec(job)?;
-        let _one_at_a_time = (spec.workload == WorkloadKind::Sqlite).then(sqlite_alone);
-        Ok(sim_values(&runner::execute(&spec)?.result))
+        self.run_reads(job).map(|(v, _)| v)
     }
+}
+
+/// Every input of a run, as text.
+fn run_identity(r: &RunSpec) -> String {
+    let RunSpec { cfg, workload, protocol, txs, warmup_txs, seed, abort_rate, bug, record } = r;
+    format!(
+        "workload={} protocol={} txs={txs} warmup_txs={warmup_txs} seed={seed} abort_rate={abort_rate} bug={bug:?} record={record}\n{}",
+        workload.name(),
+        protocol.name(),
+        cfg.to_toml()
+    )
 }
 
 /// The SQLite-journal-on-PCM evaluation (axes `app`, `trace`, `config`).

@@ -31,8 +31,9 @@ use crate::bench::BenchRow;
 use kind::Job;
 use serde::{Deserialize, Serialize};
 use spec::{Point, Spec};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use table::Values;
 
 /// What `reproduce` was asked to do.
@@ -237,7 +238,18 @@ fn run_points(
     let populates: Vec<Option<String>> = (0..runs.len())
         .map(|r| specs[todo[runs[r]].1].kind.executor().populates(&job_of(specs, &todo[runs[r]])))
         .collect();
-    let blocked = |t: &Task| t.point().and_then(|r| populates[r].as_deref()).is_some_and(crate::runner::populating);
+    // A point that differs from a finished one only in configuration keys that run never read
+    // takes its values ([`kind::Executor::run_reads`]); a worker passes over a point while another
+    // runs one of the same base identity, whose finished run may answer it.
+    let bases: Vec<Option<String>> =
+        (0..runs.len()).map(|r| specs[todo[runs[r]].1].kind.executor().base_identity(&job_of(specs, &todo[runs[r]]))).collect();
+    let reads = Reads::default();
+    let blocked = |t: &Task| {
+        t.point().is_some_and(|r| {
+            populates[r].as_deref().is_some_and(crate::runner::populating)
+                || bases[r].as_ref().is_some_and(|b| reads.running(b))
+        })
+    };
     let outcomes = schedule::run(&tasks, &exclusive, o.jobs, processes, blocked, |task, w| {
         let Some(r) = task.point() else {
             let (rows, secs, _) = timing::timed(|| match child(w, true) {
@@ -256,21 +268,36 @@ fn run_points(
         let t = &todo[runs[r]];
         let s = &specs[t.1];
         let job = job_of(specs, t);
-        let (v, secs, cpu) = match child(w, exclusive_run(r)) {
-            Some((slot, exe)) => {
-                let (v, secs, _) =
-                    timing::timed(|| in_child(slot, exe, |c| c.point(&worker::Request::point(s.kind, &job))));
-                match v {
-                    Ok((v, cpu)) => (Ok(v), secs, cpu),
-                    Err(e) => (Err(e), secs, 0.0),
+        let exec = s.kind.executor();
+        let base = bases[r].as_deref();
+        let answered = base.and_then(|b| reads.answer(b, |unread| exec.identity_without(&job, unread)));
+        let (v, secs, cpu, reused) = match answered {
+            Some(v) => (Ok(v), 0.0, 0.0, true),
+            None => {
+                let _running = base.map(|b| reads.start(b));
+                let (v, secs, cpu) = match child(w, exclusive_run(r)) {
+                    Some((slot, exe)) => {
+                        let (v, secs, _) =
+                            timing::timed(|| in_child(slot, exe, |c| c.point(&worker::Request::point(s.kind, &job))));
+                        match v {
+                            Ok((v, unread, cpu)) => (Ok((v, unread)), secs, cpu),
+                            Err(e) => (Err(e), secs, 0.0),
+                        }
+                    }
+                    None => timing::timed(|| exec.run_reads(&job)),
+                };
+                if let (Some(b), Ok((v, unread))) = (base, &v) {
+                    if let Some(id) = exec.identity_without(&job, unread) {
+                        reads.finish(b, id, unread, v);
+                    }
                 }
+                (v.map(|(v, _)| v), secs, cpu, false)
             }
-            None => timing::timed(|| s.kind.executor().run(&job)),
         };
         let v = v.map_err(|e| format!("experiment {} at {}: {e}", s.name, table::label(&t.2)));
         let v = v.and_then(|v| cache.put(&t.0, &v).map(|()| v));
         progress.tick(bar_of[t.1].expect("spec with work has a bar"));
-        Finished::Point(r, v.map(|v| (v, secs, cpu)))
+        Finished::Point(r, v.map(|v| (v, secs, cpu, reused)))
     });
     drop(children);
     progress.finish();
@@ -284,16 +311,18 @@ fn run_points(
             }
         }
     }
-    let done: Vec<(Values, f64, f64)> =
+    let done: Vec<(Values, f64, f64, bool)> =
         done.into_iter().map(|d| d.expect("every point ran")).collect::<Result<_, _>>()?;
     for (i, (text, _, _, ti)) in todo.iter().enumerate() {
         let r = same_as[i];
-        let (v, secs, cpu) = &done[r];
-        times[*ti] = if runs[r] == i {
+        let (v, secs, cpu, reused) = &done[r];
+        times[*ti] = if runs[r] == i && !reused {
             summary.executed += 1;
             timing::PointTime { seconds: *secs, cpu_seconds: *cpu, source: timing::Source::Run, ..times[*ti].clone() }
         } else {
-            cache.put(text, v)?;
+            if runs[r] != i {
+                cache.put(text, v)?;
+            }
             summary.shared += 1;
             timing::PointTime { source: timing::Source::Shared, ..times[*ti].clone() }
         };
@@ -317,8 +346,58 @@ enum Finished {
     Point(usize, PointOutcome),
 }
 
-/// A point's values with its wall and CPU seconds.
-type PointOutcome = Result<(Values, f64, f64), String>;
+/// A point's values with its wall and CPU seconds, and whether another point's run gave them.
+type PointOutcome = Result<(Values, f64, f64, bool), String>;
+
+/// The finished runs that may answer other points ([`kind::Executor::run_reads`]), and the base
+/// identities being run now, shared by the workers.
+#[derive(Default)]
+struct Reads {
+    /// Base identity -> each finished run's identity without the keys it never read, those
+    /// keys, and its values.
+    finished: Mutex<HashMap<String, Vec<(String, Vec<String>, Values)>>>,
+    /// Base identity -> runs of it in progress.
+    running: Mutex<HashMap<String, usize>>,
+}
+
+impl Reads {
+    /// The values of a finished run of base identity `base` whose identity without the keys it
+    /// never read is the asking point's (`identity_without` gives the asking point's).
+    fn answer(&self, base: &str, identity_without: impl Fn(&[String]) -> Option<String>) -> Option<Values> {
+        let finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+        let runs = finished.get(base)?;
+        runs.iter().find(|(id, unread, _)| identity_without(unread).as_ref() == Some(id)).map(|(_, _, v)| v.clone())
+    }
+
+    fn finish(&self, base: &str, id: String, unread: &[String], values: &Values) {
+        let mut finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+        finished.entry(base.to_string()).or_default().push((id, unread.to_vec(), values.clone()));
+    }
+
+    /// Note a run of `base` in progress until the guard drops.
+    fn start<'a>(&'a self, base: &'a str) -> Running<'a> {
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()).entry(base.to_string()).or_default() += 1;
+        Running { reads: self, base }
+    }
+
+    fn running(&self, base: &str) -> bool {
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).get(base).is_some_and(|&n| n > 0)
+    }
+}
+
+/// A run in progress ([`Reads::start`]).
+struct Running<'a> {
+    reads: &'a Reads,
+    base: &'a str,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = self.reads.running.lock().unwrap_or_else(|e| e.into_inner()).get_mut(self.base) {
+            *n -= 1;
+        }
+    }
+}
 
 impl Task {
     fn point(self) -> Option<usize> {

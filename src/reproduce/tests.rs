@@ -435,3 +435,34 @@ fn points_that_resolve_alike_run_once_give_equal_values_and_show_in_the_timings(
     let again = reproduce(&opts(&exp, &out, 2, None)).unwrap();
     assert_eq!((again.executed, again.shared, again.cached), (0, 0, 12), "shared points are cached too");
 }
+
+#[test]
+fn points_differing_only_in_knobs_a_run_never_read_take_its_values_and_they_are_the_points_own() {
+    let text = TINY_BAR
+        .replace("x = \"workload\"", "x = \"ordering\"")
+        .replace(
+            "workload = [\"sps\"]",
+            "workload = [\"sps\"]\nordering = [\"overlapped\", \"commit_flush\", \"flush_cost\", \"conflict\", \"paper\"]",
+        )
+        .replace("protocol = [\"h-wal\", \"ec-wal\"]", "protocol = [\"s-wal\", \"h-wal\", \"kiln\"]");
+    let specs = vec![spec::parse("tiny-ablation", &text, true).unwrap()];
+    for jobs in [1, 2] {
+        let out = tmp_dir(&format!("reads-{jobs}"));
+        let mut summary = Summary::default();
+        let (results, _) = run_points(&opts(&out, &out, jobs, None), &specs, &mut summary, std::time::Instant::now()).unwrap();
+        // 5 steps x 3 protocols x 2 seeds, and the baseline's 2 x 5: the baseline reads no knob,
+        // S-WAL and Kiln only `flush_cost` (2 distinct steps each), H-WAL not `flush_cost` while
+        // `commit_flush` is `none`.
+        assert_eq!(summary.executed + summary.shared, 40, "{jobs} jobs");
+        // H-WAL reads the others: 4 distinct of 5 steps. So 2 x (1 + 2 + 4 + 2) runs.
+        if jobs == 1 {
+            assert_eq!((summary.executed, summary.shared), (18, 22));
+        }
+        assert!(summary.shared >= 20, "{jobs} jobs: {} shared", summary.shared);
+        for (t, si, p) in distinct_points(&specs) {
+            let job = Job { point: &p, set: &specs[si].set, txs: specs[si].run.txs, warmup_txs: specs[si].run.warmup_txs };
+            let alone = specs[si].kind.executor().run(&job).unwrap();
+            assert_eq!(results[&t], alone, "{jobs} jobs, {t}");
+        }
+    }
+}

@@ -33,9 +33,11 @@ pub enum Request {
 /// A worker's answer to one [`Request`].
 #[derive(Serialize, Deserialize)]
 pub enum Answer {
-    /// A point's values (encoded) and the CPU seconds of the worker's thread over it.
+    /// A point's values (encoded), the configuration keys its run never read
+    /// ([`super::kind::Executor::run_reads`]) and the CPU seconds of the worker's thread over it.
     Point {
         values: serde_json::Value,
+        unread: Vec<String>,
         cpu_seconds: f64,
     },
     Speed(Vec<BenchRow>),
@@ -64,8 +66,10 @@ impl Request {
                 };
                 let point = Point { coords, seed };
                 let job = Job { point: &point, set: &set, txs, warmup_txs };
-                match super::timing::timed(|| kind.executor().run(&job)) {
-                    (Ok(v), _, cpu) => Answer::Point { values: super::cache::encode(&v), cpu_seconds: cpu },
+                match super::timing::timed(|| kind.executor().run_reads(&job)) {
+                    (Ok((v, unread)), _, cpu) => {
+                        Answer::Point { values: super::cache::encode(&v), unread, cpu_seconds: cpu }
+                    }
                     (Err(e), _, _) => Answer::Error(e),
                 }
             }
@@ -144,12 +148,12 @@ impl Worker {
         serde_json::from_str(&self.line()?).map_err(|e| format!("reproduce worker: {e}"))
     }
 
-    /// A point's values and CPU seconds.
-    pub fn point(&mut self, r: &Request) -> Result<(Values, f64), String> {
+    /// A point's values, the configuration keys its run never read, and its CPU seconds.
+    pub fn point(&mut self, r: &Request) -> Result<(Values, Vec<String>, f64), String> {
         match self.ask(r)? {
-            Answer::Point { values, cpu_seconds } => {
+            Answer::Point { values, unread, cpu_seconds } => {
                 let v = super::cache::decode(&values).ok_or("reproduce worker: corrupt values")?;
-                Ok((v, cpu_seconds))
+                Ok((v, unread, cpu_seconds))
             }
             Answer::Error(e) => Err(e),
             Answer::Speed(_) => Err("reproduce worker: answered another request".into()),
