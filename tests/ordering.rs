@@ -181,13 +181,20 @@ fn figures(w: WorkloadKind, p: ProtocolKind, sets: &[String]) -> (serde_json::Va
         o.remove(k);
     }
     let ord = o.get_mut("ordering").and_then(|v| v.as_object_mut()).unwrap();
-    (ord.remove("preset"), ord.remove("knobs"));
+    for k in ["preset", "knobs"] {
+        ord.remove(k);
+    }
     (v, out.knobs_read.unread())
 }
 
 /// `Err` naming the first value of a knob in `unread` that changes the figures of the run with
 /// `sets`: a run that never read a knob must give the same figures whatever its value.
-fn unread_knobs_change_nothing(w: WorkloadKind, p: ProtocolKind, sets: &[String], unread: &[&str]) -> Result<(), String> {
+fn unread_knobs_change_nothing(
+    w: WorkloadKind,
+    p: ProtocolKind,
+    sets: &[String],
+    unread: &[&str],
+) -> Result<(), String> {
     let (base, _) = figures(w, p, sets);
     for (knob, values) in VALUES.iter().filter(|(k, _)| unread.contains(k)) {
         for v in *values {
@@ -209,8 +216,10 @@ fn a_run_gives_the_same_figures_whatever_the_knobs_it_never_read() {
         for &p in ProtocolKind::ALL {
             for preset in ["overlapped", "paper", "strictest"] {
                 for m in machines {
-                    let sets: Vec<String> =
-                        [format!("ordering.preset={preset}")].into_iter().chain(m.iter().map(|s| s.to_string())).collect();
+                    let sets: Vec<String> = [format!("ordering.preset={preset}")]
+                        .into_iter()
+                        .chain(m.iter().map(|s| s.to_string()))
+                        .collect();
                     let (_, unread) = figures(w, p, &sets);
                     for (i, (k, _)) in VALUES.iter().enumerate() {
                         read_somewhere |= u32::from(!unread.contains(k)) << i;

@@ -241,8 +241,9 @@ fn run_points(
     // A point that differs from a finished one only in configuration keys that run never read
     // takes its values ([`kind::Executor::run_reads`]); a worker passes over a point while another
     // runs one of the same base identity, whose finished run may answer it.
-    let bases: Vec<Option<String>> =
-        (0..runs.len()).map(|r| specs[todo[runs[r]].1].kind.executor().base_identity(&job_of(specs, &todo[runs[r]]))).collect();
+    let bases: Vec<Option<String>> = (0..runs.len())
+        .map(|r| specs[todo[runs[r]].1].kind.executor().base_identity(&job_of(specs, &todo[runs[r]])))
+        .collect();
     let reads = Reads::default();
     let blocked = |t: &Task| {
         t.point().is_some_and(|r| {
@@ -353,9 +354,8 @@ type PointOutcome = Result<(Values, f64, f64, bool), String>;
 /// identities being run now, shared by the workers.
 #[derive(Default)]
 struct Reads {
-    /// Base identity -> each finished run's identity without the keys it never read, those
-    /// keys, and its values.
-    finished: Mutex<HashMap<String, Vec<(String, Vec<String>, Values)>>>,
+    /// Base identity -> each finished run of it.
+    finished: Mutex<HashMap<String, Vec<FinishedRun>>>,
     /// Base identity -> runs of it in progress.
     running: Mutex<HashMap<String, usize>>,
 }
@@ -384,6 +384,9 @@ impl Reads {
         self.running.lock().unwrap_or_else(|e| e.into_inner()).get(base).is_some_and(|&n| n > 0)
     }
 }
+
+/// A finished run's identity without the keys it never read, those keys, and its values.
+type FinishedRun = (String, Vec<String>, Values);
 
 /// A run in progress ([`Reads::start`]).
 struct Running<'a> {

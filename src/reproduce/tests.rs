@@ -449,7 +449,8 @@ fn points_differing_only_in_knobs_a_run_never_read_take_its_values_and_they_are_
     for jobs in [1, 2] {
         let out = tmp_dir(&format!("reads-{jobs}"));
         let mut summary = Summary::default();
-        let (results, _) = run_points(&opts(&out, &out, jobs, None), &specs, &mut summary, std::time::Instant::now()).unwrap();
+        let (results, _) =
+            run_points(&opts(&out, &out, jobs, None), &specs, &mut summary, std::time::Instant::now()).unwrap();
         // 5 steps x 3 protocols x 2 seeds, and the baseline's 2 x 5: the baseline reads no knob,
         // S-WAL and Kiln only `flush_cost` (2 distinct steps each), H-WAL not `flush_cost` while
         // `commit_flush` is `none`.
@@ -460,7 +461,8 @@ fn points_differing_only_in_knobs_a_run_never_read_take_its_values_and_they_are_
         }
         assert!(summary.shared >= 20, "{jobs} jobs: {} shared", summary.shared);
         for (t, si, p) in distinct_points(&specs) {
-            let job = Job { point: &p, set: &specs[si].set, txs: specs[si].run.txs, warmup_txs: specs[si].run.warmup_txs };
+            let job =
+                Job { point: &p, set: &specs[si].set, txs: specs[si].run.txs, warmup_txs: specs[si].run.warmup_txs };
             let alone = specs[si].kind.executor().run(&job).unwrap();
             assert_eq!(results[&t], alone, "{jobs} jobs, {t}");
         }
