@@ -174,10 +174,8 @@ impl Ordering {
             },
         }
     }
-}
 
-impl Ordering {
-    /// Each knob's name and value word, in the order of [`KNOBS`].
+    /// Each knob's name and value word, in the order of [`KNOBS`] (the bits of [`KnobsRead`]).
     pub fn words(&self) -> [(&'static str, String); 5] {
         [
             (KNOBS[0].0, word(&self.commit_flush)),
@@ -293,19 +291,14 @@ impl OrderingConfig {
 
     /// The knobs that differ from `overlapped` once resolved, as `knob=value` (for labels).
     pub fn differences(&self) -> Vec<String> {
-        let (r, o) = (self.resolve(), Ordering::of(Preset::Overlapped));
-        let mut out = Vec::new();
-        let mut note = |differs: bool, knob: &str, value: String| {
-            if differs {
-                out.push(format!("{knob}={value}"));
-            }
-        };
-        note(r.commit_flush != o.commit_flush, "commit_flush", word(&r.commit_flush));
-        note(r.flush_cost != o.flush_cost, "flush_cost", word(&r.flush_cost));
-        note(r.write_order != o.write_order, "write_order", word(&r.write_order));
-        note(r.phase_barrier != o.phase_barrier, "phase_barrier", word(&r.phase_barrier));
-        note(r.conflict != o.conflict, "conflict", word(&r.conflict));
-        out
+        let overlapped = Ordering::of(Preset::Overlapped).words();
+        self.resolve()
+            .words()
+            .into_iter()
+            .zip(overlapped)
+            .filter(|((_, v), (_, o))| v != o)
+            .map(|((k, v), _)| format!("{k}={v}"))
+            .collect()
     }
 }
 
