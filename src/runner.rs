@@ -10,9 +10,9 @@ use crate::protocol::{
     Protocol, ProtocolKind,
 };
 use crate::rng::Rng;
-use crate::sim::{OracleLog, Sim};
-use crate::types::{Cycle, Ns};
-use crate::workload::{native::Native, Workload, WorkloadConfig, WorkloadKind};
+use crate::sim::{DirtyProbe, OracleLog, Sim};
+use crate::types::{Cycle, Ns, BLOCK_BYTES};
+use crate::workload::{native::Native, Workload, WorkloadConfig, WorkloadKind, STEADY_WINDOW_TXS};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, TryLockError};
@@ -49,6 +49,10 @@ pub struct RunResult {
     pub txs_committed: u64,
     pub txs_aborted: u64,
     pub warmup_txs: u64,
+    /// Warm-up transactions run after `warmup_txs` until the LLC's dirty lines stopped growing
+    /// (`workload.warmup_to_steady`; absent when not asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup_steady_txs: Option<u64>,
     pub cycles: Cycle,
     pub throughput_tx_per_mcycle: f64,
     /// Throughput over the baseline's (null unless `baseline` ran in the same invocation).
@@ -261,6 +265,13 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&Data>) -> Result<RunOutput
             b.min_cores()
         ));
     }
+    if spec.cfg.workload.warmup_to_steady && !WorkloadKind::ALL.contains(&spec.workload) {
+        return Err(format!(
+            "workload.warmup_to_steady = true: applies to the built-in workloads ({}); a {} run's warm-up is its own",
+            WorkloadKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+            spec.workload.name()
+        ));
+    }
     let cores = spec.cfg.machine.cores;
     let mut layout = Layout::new(wl.data_bytes(), spec.cfg.log.size_bytes);
     if cores > 1 {
@@ -379,12 +390,20 @@ fn drive<P: Protocol>(
         }
     };
     wl.more()?;
+    probe_warmup(spec, &mut sim);
     for _ in 0..spec.warmup_txs {
         if !step(&mut sim, &mut wl)? {
             break;
         }
     }
-    let start = Start::of(&mut sim);
+    let filled = warm_to_steady(&mut sim, |sim| {
+        for _ in 0..STEADY_WINDOW_TXS {
+            step(sim, &mut wl)?;
+        }
+        Ok(())
+    })?;
+    let mut start = Start::of(&mut sim);
+    start.filled = filled;
     let host = Instant::now();
     for _ in 0..spec.txs {
         if !step(&mut sim, &mut wl)? {
@@ -401,13 +420,71 @@ struct Start {
     front: crate::sim::FrontStats,
     cycle: Cycle,
     protocol: Vec<(&'static str, u64)>,
+    /// Warm-up transactions run to reach the steady dirty population ([`warm_to_steady`]).
+    filled: Option<u64>,
+}
+
+/// [`WorkloadConfig::warmup_to_steady`](crate::workload::WorkloadConfig::warmup_to_steady):
+/// take the caches' dirty lines when the warm-up has [`STEADY_WINDOW_TXS`] transactions left
+/// (at its start if it is shorter), for [`warm_to_steady`].
+fn probe_warmup<P: Protocol>(spec: &RunSpec, sim: &mut Sim<P>) {
+    if spec.cfg.workload.warmup_to_steady {
+        let at = spec.warmup_txs.saturating_sub(STEADY_WINDOW_TXS);
+        let seen = (at == 0).then(|| DirtyProbe::look(&sim.m));
+        sim.probe = Some(DirtyProbe { at, ended: 0, seen });
+    }
+}
+
+/// [`WorkloadConfig::warmup_to_steady`](crate::workload::WorkloadConfig::warmup_to_steady):
+/// after the counted warm-up, run `window` ([`STEADY_WINDOW_TXS`] transactions) while the last
+/// window (the last of the counted warm-up first: [`probe_warmup`]) grew the caches' dirty lines
+/// by more than [`steady_growth`]. A write-back cache writes to memory only the dirty lines it
+/// evicts: a measured region that starts with fewer dirty lines cached than the workload keeps
+/// in steady state ends with more than it started with, and misses their write-backs
+/// (docs/workloads.md, "Warm-up"). While the population is still growing it grows in every
+/// window (SPS: two new dirty lines per transaction until the LLC is full of them); at its
+/// steady level it moves up and down. A run whose counted warm-up already ended at steady state
+/// runs nothing more, and its figures are those of the same run without the option. `None`
+/// when not asked.
+fn warm_to_steady<P: Protocol>(
+    sim: &mut Sim<P>,
+    mut window: impl FnMut(&mut Sim<P>) -> Result<(), String>,
+) -> Result<Option<u64>, String> {
+    let Some(probe) = sim.probe.take() else { return Ok(None) };
+    // A workload step without a transaction leaves the count short: a window is then run.
+    let mut before = probe.seen.unwrap_or((0, 0));
+    let mut txs = 0;
+    loop {
+        let now = DirtyProbe::look(&sim.m);
+        let lines_written = (now.1 - before.1) / BLOCK_BYTES as u64;
+        if now.0 as u64 <= before.0 as u64 + steady_growth(sim.m.hier.llc.slots(), lines_written) {
+            return Ok(Some(txs));
+        }
+        window(sim)?;
+        txs += STEADY_WINDOW_TXS;
+        before = now;
+    }
+}
+
+/// The growth of the dirty population over a window that still counts as steady: 1/256 of the
+/// LLC's frames (64 of the default 16 384; a steady population moves by about a hundred from
+/// window to window), or 1/64 of the lines the window wrote to memory, whichever is larger (at
+/// that growth a region of one window would miss under 2 % of its write traffic, and the rest of
+/// a growing population's growth is a few dozen lines: docs/workloads.md, "Warm-up").
+fn steady_growth(llc_slots: usize, lines_written: u64) -> u64 {
+    (llc_slots as u64 / 256).max(lines_written / 64)
 }
 
 impl Start {
     /// Take the counters now, and reset those kept only for the measured region.
     fn of<P: Protocol>(sim: &mut Sim<P>) -> Start {
-        let s =
-            Start { machine: sim.m.stats(), front: sim.stats.clone(), cycle: sim.m.now, protocol: sim.p.counters() };
+        let s = Start {
+            machine: sim.m.stats(),
+            front: sim.stats.clone(),
+            cycle: sim.m.now,
+            protocol: sim.p.counters(),
+            filled: None,
+        };
         if let Some(p) = &mut sim.m.pcm {
             p.reset_stats();
         }
@@ -433,9 +510,13 @@ fn drive_cores<P: Protocol>(
     let warmup = wl.warmup_cores().unwrap_or_else(|| sched::split(spec.warmup_txs, cores));
     let mut wls = wl.into_cores(cores)?;
     let mut streams: Vec<_> = (0..cores).map(|c| sched::core_rngs(spec.seed, c)).collect();
+    probe_warmup(spec, &mut sim);
     sched::run(&mut sim, &mut wls, &mut streams, &warmup, spec.abort_rate)?;
+    let window = sched::split(STEADY_WINDOW_TXS, cores);
+    let filled = warm_to_steady(&mut sim, |sim| sched::run(sim, &mut wls, &mut streams, &window, spec.abort_rate))?;
     sched::barrier(&mut sim);
-    let start = Start::of(&mut sim);
+    let mut start = Start::of(&mut sim);
+    start.filled = filled;
     let host = Instant::now();
     sched::run(&mut sim, &mut wls, &mut streams, &sched::split(spec.txs, cores), spec.abort_rate)?;
     let end_cycle = sched::last_clock(&sim.m);
@@ -462,6 +543,7 @@ fn finish<P: Protocol>(
     f.program_write_bytes -= f0.program_write_bytes;
     f.pset_blocks -= f0.pset_blocks;
     let mut result = figures(spec, &d, &f, end_cycle - c0, host_seconds);
+    result.warmup_steady_txs = start.filled;
     if let Some(p) = &mut sim.m.pcm {
         result.pcm = Some(pcm_figures(p, spec, end_cycle - c0));
     }
@@ -523,6 +605,7 @@ fn figures(
         txs_committed: f.txs_committed,
         txs_aborted: f.txs_aborted,
         warmup_txs: spec.warmup_txs,
+        warmup_steady_txs: None,
         cycles,
         throughput_tx_per_mcycle: ratio(f.txs_committed as f64 * 1e6, cycles.0 as f64),
         normalized_throughput: None,

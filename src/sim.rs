@@ -101,6 +101,27 @@ pub struct Sim<P: Protocol> {
     /// With more than one core: the other cores' transaction state, the locks and the
     /// isolation check ([`crate::sched`]); `None` with one core.
     pub(crate) cores: Option<Box<cores::Cores>>,
+    /// While the warm-up looks for steady state: the count of the LLC's dirty lines taken
+    /// partway through it ([`DirtyProbe`]; `crate::runner`).
+    pub probe: Option<DirtyProbe>,
+}
+
+/// Counts the transactions that end (on every core) and, when the `at`-th ends, takes the dirty
+/// lines of the caches and the bytes written to memory so far: where the warm-up stood one
+/// window before its end, without splitting it (with several cores a phase boundary would
+/// change the interleaving).
+pub struct DirtyProbe {
+    pub at: u64,
+    pub ended: u64,
+    /// Dirty line frames ([`crate::cache::Hierarchy::dirty_lines`]) and memory bytes written.
+    pub seen: Option<(usize, u64)>,
+}
+
+impl DirtyProbe {
+    /// Dirty line frames and memory bytes written of `m` now.
+    pub fn look(m: &Machine) -> (usize, u64) {
+        (m.hier.dirty_lines(), m.stats().mem_write_bytes())
+    }
 }
 
 /// One core's transaction in progress.
@@ -144,6 +165,7 @@ impl<P: Protocol> Sim<P> {
             stats: FrontStats::default(),
             tx: Box::new(TxState::new()),
             cores,
+            probe: None,
         }
     }
 
@@ -213,6 +235,12 @@ impl<P: Protocol> Sim<P> {
     fn tx_ended(&mut self) {
         if let Some(cs) = &mut self.cores {
             cs.ended(&mut self.m, &self.tx.tx_blocks);
+        }
+        if let Some(p) = &mut self.probe {
+            p.ended += 1;
+            if p.ended == p.at {
+                p.seen = Some(DirtyProbe::look(&self.m));
+            }
         }
     }
 }

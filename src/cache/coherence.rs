@@ -117,6 +117,15 @@ impl Hierarchy {
         self.coh.as_ref().map_or(1, |c| c.at.len())
     }
 
+    /// Dirty line frames over every level and every core's private caches (a line dirty in
+    /// several levels counts in each): the dirty population the warm-up watches for steady
+    /// state (`crate::runner`). A scan, not for the access path.
+    pub fn dirty_lines(&self) -> usize {
+        let parked =
+            self.coh.as_ref().map_or(0, |c| c.parked.iter().map(|(l1, l2)| l1.dirty_lines() + l2.dirty_lines()).sum());
+        self.l1.dirty_lines() + self.l2.dirty_lines() + self.llc.dirty_lines() + parked
+    }
+
     /// The core whose private caches `l1` and `l2` are.
     pub fn running(&self) -> usize {
         self.coh.as_ref().map_or(0, |c| c.running)

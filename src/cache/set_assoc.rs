@@ -251,6 +251,12 @@ impl SetAssoc {
         self.slots
     }
 
+    /// Number of valid line frames whose dirty bit is set (a scan: for the warm-up's steady-state
+    /// test, not the access path).
+    pub fn dirty_lines(&self) -> usize {
+        (0..self.slots).filter(|&s| self.tag(s) != INVALID && self.line(s).dirty()).count()
+    }
+
     /// `s` as an index of `tags` and `lines`: masked into range (the identity for a slot below
     /// `slots`).
     #[inline(always)]
