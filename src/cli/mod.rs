@@ -145,7 +145,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub txs: Option<u64>,
     /// Transactions before the measured region (default: workload.warmup_txs; a trace declares
-    /// its own).
+    /// its own). With `--set workload.warmup_to_steady=true` the warm-up then goes on until the
+    /// caches' dirty lines stop growing, as every experiment of `reproduce` does.
     #[arg(long, conflicts_with = "trace")]
     pub warmup_txs: Option<u64>,
     #[command(flatten)]
