@@ -95,7 +95,8 @@ fn the_steady_warmup_is_deterministic() {
     assert_eq!((a.cycles, a.mem_write_bytes, a.warmup_steady_txs), (b.cycles, b.mem_write_bytes, b.warmup_steady_txs));
 }
 
-/// A replayed trace declares its own warm-up: asking for more is a one-line error with exit 2.
+/// A replayed trace declares its own warm-up: asking for more, when running one or when
+/// generating one, is a one-line error with exit 2.
 #[test]
 fn a_trace_with_the_steady_warmup_is_refused() {
     let dir = std::env::temp_dir().join(format!("locsim-warmup-trace-{}", std::process::id()));
@@ -115,5 +116,13 @@ fn a_trace_with_the_steady_warmup_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("workload.warmup_to_steady") && err.contains("sps, btree"), "{err}");
+    let gen = std::process::Command::new(bin)
+        .args(["trace-gen", "-w", "sps", "--txs", "50", "-o", trace.to_str().unwrap(), "--set", STEADY])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&gen.stderr);
+    assert_eq!(gen.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("workload.warmup_to_steady"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

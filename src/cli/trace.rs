@@ -113,6 +113,14 @@ pub(super) fn generate(a: TraceGenArgs) -> Result<i32, String> {
     super::commands::check_common(a.tx.abort_rate)?;
     let cfg = build_config(&a.machine)?;
     let workload = WorkloadKind::parse(&a.workload)?;
+    if cfg.workload.warmup_to_steady {
+        // The trace records the program's accesses, not the caches': where steady state falls
+        // is the simulated run's to find, and a replayed trace's warm-up is the count it declares.
+        return Err(
+            "trace-gen: workload.warmup_to_steady applies to simulated runs; a trace's warm-up is its --warmup-txs"
+                .into(),
+        );
+    }
     if cfg.machine.cores > 1 {
         workload
             .build(&cfg.workload)
