@@ -49,7 +49,7 @@ pub struct RunResult {
     pub txs_committed: u64,
     pub txs_aborted: u64,
     pub warmup_txs: u64,
-    /// Warm-up transactions run after `warmup_txs` until the LLC's dirty lines stopped growing
+    /// Warm-up transactions run after `warmup_txs` until the caches' dirty lines stopped growing
     /// (`workload.warmup_to_steady`; absent when not asked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warmup_steady_txs: Option<u64>,
@@ -402,8 +402,7 @@ fn drive<P: Protocol>(
         }
         Ok(())
     })?;
-    let mut start = Start::of(&mut sim);
-    start.filled = filled;
+    let start = Start::of(&mut sim, filled);
     let host = Instant::now();
     for _ in 0..spec.txs {
         if !step(&mut sim, &mut wl)? {
@@ -476,14 +475,15 @@ fn steady_growth(llc_slots: usize, lines_written: u64) -> u64 {
 }
 
 impl Start {
-    /// Take the counters now, and reset those kept only for the measured region.
-    fn of<P: Protocol>(sim: &mut Sim<P>) -> Start {
+    /// Take the counters now, and reset those kept only for the measured region; `filled` is
+    /// what [`warm_to_steady`] ran.
+    fn of<P: Protocol>(sim: &mut Sim<P>, filled: Option<u64>) -> Start {
         let s = Start {
             machine: sim.m.stats(),
             front: sim.stats.clone(),
             cycle: sim.m.now,
             protocol: sim.p.counters(),
-            filled: None,
+            filled,
         };
         if let Some(p) = &mut sim.m.pcm {
             p.reset_stats();
@@ -515,8 +515,7 @@ fn drive_cores<P: Protocol>(
     let window = sched::split(STEADY_WINDOW_TXS, cores);
     let filled = warm_to_steady(&mut sim, |sim| sched::run(sim, &mut wls, &mut streams, &window, spec.abort_rate))?;
     sched::barrier(&mut sim);
-    let mut start = Start::of(&mut sim);
-    start.filled = filled;
+    let start = Start::of(&mut sim, filled);
     let host = Instant::now();
     sched::run(&mut sim, &mut wls, &mut streams, &sched::split(spec.txs, cores), spec.abort_rate)?;
     let end_cycle = sched::last_clock(&sim.m);
