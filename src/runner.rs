@@ -12,7 +12,7 @@ use crate::protocol::{
 use crate::rng::Rng;
 use crate::sim::{DirtyProbe, OracleLog, Sim};
 use crate::types::{Cycle, Ns, BLOCK_BYTES};
-use crate::workload::{native::Native, Workload, WorkloadConfig, WorkloadKind, STEADY_WINDOW_TXS};
+use crate::workload::{native::Native, Workload, WorkloadConfig, WorkloadKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, TryLockError};
@@ -422,6 +422,10 @@ struct Start {
     /// Warm-up transactions run to reach the steady dirty population ([`warm_to_steady`]).
     filled: Option<u64>,
 }
+
+/// Transactions (over all cores) between two counts of the caches' dirty lines while the
+/// warm-up goes on to steady state ([`warm_to_steady`]; [`steady_growth`] judges each window).
+pub const STEADY_WINDOW_TXS: u64 = 1_000;
 
 /// [`WorkloadConfig::warmup_to_steady`](crate::workload::WorkloadConfig::warmup_to_steady):
 /// take the caches' dirty lines when the warm-up has [`STEADY_WINDOW_TXS`] transactions left

@@ -127,10 +127,6 @@ impl<P: Pm> Pm for Part<'_, P> {
 /// persistent-memory layout; re-exported here, where workloads look for it).
 pub use crate::pmem::Pm;
 
-/// Transactions (over all cores) between two counts of the caches' dirty lines while the
-/// warm-up goes on to steady state ([`WorkloadConfig::warmup_to_steady`]).
-pub const STEADY_WINDOW_TXS: u64 = 1_000;
-
 /// Per-workload parameters (`--set workload.sps.entries=...`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -138,8 +134,8 @@ pub struct WorkloadConfig {
     /// Transactions run before the measured region to bring caches to a steady state; their
     /// cycles and writes are excluded from the figures (they still run through the protocol).
     pub warmup_txs: u64,
-    /// After `warmup_txs`, go on warming up, [`STEADY_WINDOW_TXS`] transactions at a time, while
-    /// the caches' dirty lines still grow (`crate::runner`, `warm_to_steady`): a write-back
+    /// After `warmup_txs`, go on warming up, [`crate::runner::STEADY_WINDOW_TXS`] transactions at
+    /// a time, while the caches' dirty lines still grow (`runner::warm_to_steady`): a write-back
     /// cache's write traffic is that of steady state only once its dirty population has stopped
     /// growing, and a workload that dirties a few scattered lines per transaction (SPS: two)
     /// takes longer to get there than `warmup_txs` may allow. Built-in workloads only (a trace
