@@ -243,8 +243,10 @@ pub struct Machine {
     pub volatile_block0: u64,
     /// Core cycles of a read of a volatile line from DRAM (`memory.read_latency_ns`).
     volatile_read_cycles: Cycle,
-    /// `machine.persist_domain`.
-    pub domain: PersistDomain,
+    /// `machine.persist_domain`, read only through [`Machine::persist_stores`] (which records it).
+    domain: PersistDomain,
+    /// Which of [`persist::DOMAIN_READS`] the run has read (bit `i` for entry `i`).
+    domain_read: u8,
     /// `machine.bbpb_entries`.
     bbpb_entries: usize,
     /// The core's stores are durable once performed ([`Machine::persist_stores`]): set for a
@@ -311,6 +313,7 @@ impl Machine {
             volatile_block0: if cfg.machine.cores > 1 { layout.total_bytes().div_ceil(64) } else { u64::MAX },
             volatile_read_cycles: cfg.ns_to_cycles(cfg.memory.read_latency_ns),
             domain: cfg.machine.persist_domain,
+            domain_read: 0,
             bbpb_entries: cfg.machine.bbpb_entries as usize,
             stores: None,
         }
@@ -1069,5 +1072,6 @@ impl Machine {
 }
 
 mod persist;
+pub use persist::{domain_words, DOMAIN_READS};
 #[cfg(test)]
 mod tests;

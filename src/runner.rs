@@ -162,9 +162,30 @@ pub struct Recorded {
 pub struct RunOutput {
     pub result: RunResult,
     pub recorded: Option<Recorded>,
-    /// The `[ordering]` knobs the run read: it gives the same result whatever the others' values
-    /// ([`crate::ordering::Knobs`]).
-    pub knobs_read: crate::ordering::KnobsRead,
+    /// The keys of [`tracked_words`] the run never read: it gives the same result whatever
+    /// their values (the `[ordering]` knobs, [`crate::ordering::Knobs`]; what it may read of the
+    /// persistence domain, [`crate::machine::DOMAIN_READS`]; the `[loc]` keys, [`LOC_READS`]).
+    pub unread: Vec<String>,
+}
+
+/// The `[loc]` keys, read by a run only when it builds a protocol that takes them (LOC-WAL both,
+/// LOC-Kiln the speculation degree).
+pub const LOC_READS: [&str; 2] = ["loc.speculation_degree", "loc.two_slot_head"];
+
+/// Every configuration word whose reads a run records ([`RunOutput::unread`]), with its value
+/// in `cfg`, and `cfg` with each of them at its default: a run's identity is the rest of the
+/// configuration plus these words, those the run never read as `*` (`reproduce` runs points of
+/// equal identity once, docs/reproduce.md).
+pub fn tracked_words(cfg: &mut Config) -> Vec<(String, String)> {
+    let mut words: Vec<(String, String)> =
+        cfg.ordering.resolve().words().into_iter().map(|(k, v)| (format!("ordering.{k}"), v)).collect();
+    words.extend(crate::machine::domain_words(cfg).into_iter().map(|(k, v)| (k.to_string(), v)));
+    words.push((LOC_READS[0].into(), cfg.loc.speculation_degree.to_string()));
+    words.push((LOC_READS[1].into(), cfg.loc.two_slot_head.to_string()));
+    let d = Config::default();
+    (cfg.ordering, cfg.loc) = (d.ordering, d.loc);
+    (cfg.machine.persist_domain, cfg.machine.bbpb_entries) = (d.machine.persist_domain, d.machine.bbpb_entries);
+    words
 }
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -289,7 +310,9 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&Data>) -> Result<RunOutput
     }
     let layout =
         if spec.cfg.startgap.enabled { layout.with_startgap(crate::startgap::Geometry::EXTRA_BYTES) } else { layout };
-    match spec.protocol {
+    // The `[loc]` keys are read here only, by the protocols built from them ([`LOC_READS`]).
+    let mut loc_read = [false; LOC_READS.len()];
+    let mut out = match spec.protocol {
         ProtocolKind::Baseline => drive(spec, wl, data, layout, Baseline),
         ProtocolKind::HWal => drive(spec, wl, data, layout, HWal::new(&layout, spec.bug)),
         ProtocolKind::EcWal => {
@@ -303,6 +326,7 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&Data>) -> Result<RunOutput
                     spec.cfg.llc.ways
                 ));
             }
+            loc_read = [true, true];
             let sd = spec.cfg.loc.speculation_degree;
             let p = LocWal::new(&layout, sd, spec.cfg.min_write_cycles(), spec.bug);
             drive(spec, wl, data, layout, p.with_two_slot_head(spec.cfg.loc.two_slot_head))
@@ -317,6 +341,7 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&Data>) -> Result<RunOutput
             }
             let slots = (spec.cfg.llc.size_bytes / 64) as usize;
             let layout = layout.with_nvllc(crate::log::nvllc::bytes(slots, layout.cores));
+            loc_read[0] = loose; // plain Kiln's window is one transaction, whatever the degree
             let (sd, w) = (spec.cfg.loc.speculation_degree, spec.cfg.min_write_cycles());
             drive(spec, wl, data, layout, Kiln::new(&layout, loose, sd, w, slots, spec.bug))
         }
@@ -335,7 +360,9 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&Data>) -> Result<RunOutput
         ProtocolKind::Trivial => {
             drive(spec, wl, data, layout, crate::protocol::trivial::Trivial::new(&layout, spec.bug))
         }
-    }
+    }?;
+    out.unread.extend(LOC_READS.iter().zip(loc_read).filter(|&(_, read)| !read).map(|(k, _)| k.to_string()));
+    Ok(out)
 }
 
 /// Seeds: the workload's operation stream and the abort decisions are separate streams, so
@@ -555,7 +582,7 @@ fn finish<P: Protocol>(
     for ((name, v), (_, v0)) in sim.p.counters().into_iter().zip(p0) {
         result.protocol_counters.insert(name, v - v0);
     }
-    if spec.cfg.machine.persist_domain == crate::config::PersistDomain::Bbb && spec.protocol.stores_persist() {
+    if sim.m.persist_buffers() {
         // The persist buffers' work (docs/machine.md "Persistence domains"), beside the protocol's.
         result.protocol_counters.insert("bbpb_drained", d.bbpb_drained);
         result.protocol_counters.insert("bbpb_superseded", d.bbpb_superseded);
@@ -578,7 +605,9 @@ fn finish<P: Protocol>(
     } else {
         None
     };
-    Ok(RunOutput { result, recorded, knobs_read: sim.m.ord.read() })
+    let mut unread: Vec<String> = sim.m.ord.read().unread().iter().map(|k| format!("ordering.{k}")).collect();
+    unread.extend(sim.m.domain_unread().map(String::from));
+    Ok(RunOutput { result, recorded, unread })
 }
 
 fn ratio(a: f64, b: f64) -> f64 {

@@ -184,7 +184,9 @@ fn figures(w: WorkloadKind, p: ProtocolKind, sets: &[String]) -> (serde_json::Va
     for k in ["preset", "knobs"] {
         ord.remove(k);
     }
-    (v, out.knobs_read.unread())
+    let unread =
+        locsim::ordering::KNOBS.iter().map(|(k, _)| *k).filter(|k| out.unread.contains(&format!("ordering.{k}")));
+    (v, unread.collect())
 }
 
 /// `Err` naming the first value of a knob in `unread` that changes the figures of the run with

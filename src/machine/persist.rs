@@ -38,6 +38,7 @@
 //! stores' record never does.)
 
 use super::Machine;
+use crate::config::{Config, PersistDomain};
 use crate::pmem::{read_block, DurableWrite};
 use crate::types::{BlockData, BlockId};
 use std::collections::VecDeque;
@@ -61,21 +62,56 @@ impl StoreDomain {
     }
 }
 
+/// What a run may read of the persistence domain beyond whether it covers the controller's
+/// queue (which the controller reads in every run): whether it covers the core's stores, which
+/// domain it is, and the persist buffers' size, in the order of the bits of
+/// [`Machine::domain_unread`]. A run that never read one of them gives the same figures for
+/// any configuration that agrees on the others (docs/machine.md, "Persistence domains"):
+/// `reproduce` runs such points once, as it does for the `[ordering]` knobs.
+pub const DOMAIN_READS: [&str; 3] = ["machine.persist_domain:stores", "machine.persist_domain", "machine.bbpb_entries"];
+
+/// The configuration's value of each of [`DOMAIN_READS`], after the one every run reads (the
+/// queue's cover), as `(name, value)` words.
+pub fn domain_words(cfg: &Config) -> [(&'static str, String); 4] {
+    let d = cfg.machine.persist_domain;
+    [
+        ("machine.persist_domain:queue", d.covers_queue().to_string()),
+        (DOMAIN_READS[0], d.covers_stores().to_string()),
+        (DOMAIN_READS[1], format!("{d:?}")),
+        (DOMAIN_READS[2], cfg.machine.bbpb_entries.to_string()),
+    ]
+}
+
 impl Machine {
     /// The running protocol persists through the core's own stores: if the persistence domain
     /// covers them (`eadr`, `bbb`), make every store durable once performed (and, under `bbb`,
-    /// go through the persist buffers), and `clflush` a no-op.
+    /// go through the persist buffers), and `clflush` a no-op. The only reader of the domain
+    /// beyond the controller's queue: it records what it reads ([`DOMAIN_READS`]).
     pub fn persist_stores(&mut self) {
-        use crate::config::PersistDomain;
+        self.domain_read |= 1;
         if !self.domain.covers_stores() {
             return;
         }
+        self.domain_read |= 2;
         let bbpb = match self.domain {
-            PersistDomain::Bbb => (0..self.cores()).map(|_| VecDeque::with_capacity(self.bbpb_entries)).collect(),
+            PersistDomain::Bbb => {
+                self.domain_read |= 4;
+                (0..self.cores()).map(|_| VecDeque::with_capacity(self.bbpb_entries)).collect()
+            }
             _ => Vec::new(),
         };
         self.stores = Some(Box::new(StoreDomain { bbpb, drained: 0, superseded: 0 }));
         self.special = true;
+    }
+
+    /// The names of [`DOMAIN_READS`] the run has not read.
+    pub fn domain_unread(&self) -> impl Iterator<Item = &'static str> + '_ {
+        DOMAIN_READS.iter().enumerate().filter(|&(i, _)| self.domain_read & 1 << i == 0).map(|(_, k)| *k)
+    }
+
+    /// Stores go through the persist buffers (`bbb`, a protocol that persists through its stores).
+    pub fn persist_buffers(&self) -> bool {
+        self.stores.as_ref().is_some_and(|d| d.through_buffer())
     }
 
     /// bbPB counters (drained when full, superseded by another core), zero outside `bbb`.

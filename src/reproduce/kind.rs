@@ -267,35 +267,30 @@ impl Executor for SimExec {
         self.run_spec(job).ok().map(|r| run_identity(&r))
     }
 
-    /// The `[ordering]` knobs a run never read ([`crate::ordering::Knobs`]), as `ordering.KNOB`.
+    /// The configuration keys a run never read ([`runner::RunOutput::unread`]).
     fn run_reads(&self, job: &Job) -> Result<(Values, Vec<String>), String> {
         let spec = self.run_spec(job)?;
         let _one_at_a_time = (spec.workload == WorkloadKind::Sqlite).then(sqlite_alone);
         let out = runner::execute(&spec)?;
-        Ok((sim_values(&out.result), out.knobs_read.unread().iter().map(|k| format!("ordering.{k}")).collect()))
+        Ok((sim_values(&out.result), out.unread))
     }
 
-    /// The identity with the `[ordering]` section replaced by the resolved knobs (the preset
-    /// itself is read by nothing but the run's own label), those in `unread` as `*`.
+    /// The identity with the words whose reads a run records ([`runner::tracked_words`]: the
+    /// resolved `[ordering]` knobs, what a run reads of the persistence domain, the `[loc]`
+    /// keys) apart, those in `unread` as `*` (the ordering preset itself is read by nothing but
+    /// the run's own label).
     fn identity_without(&self, job: &Job, unread: &[String]) -> Option<String> {
         let mut r = self.run_spec(job).ok()?;
-        let knobs: Vec<String> = r
-            .cfg
-            .ordering
-            .resolve()
-            .words()
+        let words: Vec<String> = runner::tracked_words(&mut r.cfg)
             .into_iter()
-            .map(|(k, v)| match unread.iter().any(|u| u.strip_prefix("ordering.") == Some(k)) {
-                true => format!("{k}=*"),
-                false => format!("{k}={v}"),
-            })
+            .map(|(k, v)| if unread.contains(&k) { format!("{k}=*") } else { format!("{k}={v}") })
             .collect();
-        r.cfg.ordering = Default::default();
-        Some(format!("{}\nordering: {}", run_identity(&r), knobs.join(" ")))
+        Some(format!("{}\nread: {}", run_identity(&r), words.join(" ")))
     }
 
     fn base_identity(&self, job: &Job) -> Option<String> {
-        let all: Vec<String> = crate::ordering::KNOBS.iter().map(|(k, _)| format!("ordering.{k}")).collect();
+        let mut cfg = self.run_spec(job).ok()?.cfg;
+        let all: Vec<String> = runner::tracked_words(&mut cfg).into_iter().map(|(k, _)| k).collect();
         self.identity_without(job, &all)
     }
 

@@ -468,3 +468,26 @@ fn points_differing_only_in_knobs_a_run_never_read_take_its_values_and_they_are_
         }
     }
 }
+
+#[test]
+fn points_differing_only_in_the_domain_or_loc_keys_a_run_never_read_take_its_values() {
+    let text = TINY_BAR
+        .replace("x = \"workload\"", "x = \"machine.persist_domain\"")
+        .replace(
+            "workload = [\"sps\"]",
+            "workload = [\"sps\"]\n\"machine.persist_domain\" = [\"memory\", \"adr\", \"eadr\", \"bbb\"]\nsd = [2, 16]",
+        )
+        .replace("protocol = [\"h-wal\", \"ec-wal\"]", "protocol = [\"s-wal\", \"h-wal\", \"kiln\", \"loc-wal\"]");
+    let specs = vec![spec::parse("tiny-domains", &text, true).unwrap()];
+    let out = tmp_dir("domain-reads");
+    let mut summary = Summary::default();
+    let (results, _) = run_points(&opts(&out, &out, 1, None), &specs, &mut summary, std::time::Instant::now()).unwrap();
+    // 5 protocols (the baseline as reference) x 4 domains x 2 degrees x 2 seeds. Per seed the
+    // baseline and S-WAL read the domain in full and no `[loc]` key (4 runs each), H-WAL and
+    // Kiln only whether the domain covers the queue (2 each), LOC-WAL that and the degree (4).
+    assert_eq!((summary.executed, summary.shared), (2 * (4 + 4 + 2 + 2 + 4), 80 - 32));
+    for (t, si, p) in distinct_points(&specs) {
+        let job = Job { point: &p, set: &specs[si].set, txs: specs[si].run.txs, warmup_txs: specs[si].run.warmup_txs };
+        assert_eq!(results[&t], specs[si].kind.executor().run(&job).unwrap(), "{t}");
+    }
+}
