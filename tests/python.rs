@@ -88,6 +88,11 @@ fn the_python_package_builds_installs_passes_its_tests_and_runs_the_notebook() {
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
     let wheels = work.join("wheels");
+    // maturin resolves the crate's dependencies for every platform (`cargo metadata`), where the
+    // build of the tests fetched this host's only: fetch the others as that build did (nothing
+    // to fetch once they are here), so that the wheel itself builds offline.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    run(Command::new(cargo).current_dir(ROOT).args(["fetch", "--locked"]), "cargo fetch");
     run(
         Command::new(&python)
             .args(["-m", "maturin", "build", "--profile", "wheel", "--offline", "-m"])
