@@ -436,6 +436,14 @@ fn points_that_resolve_alike_run_once_give_equal_values_and_show_in_the_timings(
     assert_eq!((again.executed, again.shared, again.cached), (0, 0, 12), "shared points are cached too");
 }
 
+/// Every point's values, shared or run, are those of its own run alone.
+fn each_point_has_its_own_values(specs: &[spec::Spec], results: &BTreeMap<String, Values>, what: &str) {
+    for (t, si, p) in distinct_points(specs) {
+        let job = Job { point: &p, set: &specs[si].set, txs: specs[si].run.txs, warmup_txs: specs[si].run.warmup_txs };
+        assert_eq!(results[&t], specs[si].kind.executor().run(&job).unwrap(), "{what}, {t}");
+    }
+}
+
 #[test]
 fn points_differing_only_in_knobs_a_run_never_read_take_its_values_and_they_are_the_points_own() {
     let text = TINY_BAR
@@ -460,12 +468,7 @@ fn points_differing_only_in_knobs_a_run_never_read_take_its_values_and_they_are_
             assert_eq!((summary.executed, summary.shared), (18, 22));
         }
         assert!(summary.shared >= 20, "{jobs} jobs: {} shared", summary.shared);
-        for (t, si, p) in distinct_points(&specs) {
-            let job =
-                Job { point: &p, set: &specs[si].set, txs: specs[si].run.txs, warmup_txs: specs[si].run.warmup_txs };
-            let alone = specs[si].kind.executor().run(&job).unwrap();
-            assert_eq!(results[&t], alone, "{jobs} jobs, {t}");
-        }
+        each_point_has_its_own_values(&specs, &results, &format!("{jobs} jobs"));
     }
 }
 
@@ -486,8 +489,5 @@ fn points_differing_only_in_the_domain_or_loc_keys_a_run_never_read_take_its_val
     // baseline and S-WAL read the domain in full and no `[loc]` key (4 runs each), H-WAL and
     // Kiln only whether the domain covers the queue (2 each), LOC-WAL that and the degree (4).
     assert_eq!((summary.executed, summary.shared), (2 * (4 + 4 + 2 + 2 + 4), 80 - 32));
-    for (t, si, p) in distinct_points(&specs) {
-        let job = Job { point: &p, set: &specs[si].set, txs: specs[si].run.txs, warmup_txs: specs[si].run.warmup_txs };
-        assert_eq!(results[&t], specs[si].kind.executor().run(&job).unwrap(), "{t}");
-    }
+    each_point_has_its_own_values(&specs, &results, "1 job");
 }
