@@ -118,6 +118,7 @@ fn main() -> Result<(), String> {
             abort_rate: 0.05,
             bug: None,
             record: false,
+            tape: false,
         };
         let r = execute_with(&spec, queue())?.result;
         print!(

@@ -56,6 +56,7 @@ fn spec(cfg: &Config, protocol: ProtocolKind, txs: u64, seed: u64, bug: Option<B
         abort_rate: 0.0,
         bug,
         record,
+        tape: false,
     }
 }
 

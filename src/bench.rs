@@ -99,6 +99,7 @@ pub fn measure_crash(
                 abort_rate: 0.0,
                 bug: None,
                 record: true,
+                tape: false,
             };
             let spec = crate::crash::CrashSpec { threads, ..crate::crash::CrashSpec::new(run, crashes) };
             let reports = (0..repeat).map(|_| crate::crash::check(&spec)).collect::<Result<Vec<_>, _>>()?;
@@ -178,6 +179,7 @@ pub fn measure_devices(
             abort_rate: 0.0,
             bug: None,
             record: false,
+            tape: false,
         };
         let native = median((0..repeat).map(|_| runner::native_seconds(&base)).collect());
         // The clock measured after one protocol's runs is the next one's clock before.

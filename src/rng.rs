@@ -3,8 +3,22 @@
 //! Written here rather than taken from a crate so that a seed gives the same stream in every
 //! future version of locsim: results must replay byte for byte (docs/model.md section 7).
 
+/// The two streams of core `c` in a run seeded `seed`: its workload's operations and its
+/// abort decisions, separate so that changing the abort rate does not change which operations
+/// run. Core 0's are a single-core run's; the others' are independent streams derived from the
+/// seed and the core id.
+pub fn run_streams(seed: u64, c: usize) -> (Rng, Rng) {
+    (Rng::derive(seed, 1 + 2 * c as u64), Rng::derive(seed, 2 + 2 * c as u64))
+}
+
+/// Whether the next transaction aborts, drawn from the abort stream (nothing is drawn at rate 0).
+#[inline]
+pub fn next_abort(aborts: &mut Rng, rate: f64) -> bool {
+    rate > 0.0 && aborts.chance(rate)
+}
+
 /// xoshiro256** generator. Not cryptographic; fast and well distributed.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rng {
     s: [u64; 4],
 }

@@ -9,9 +9,10 @@ use crate::protocol::{
     baseline::Baseline, ec_wal::EcWal, h_wal::HWal, kiln::Kiln, loc_wal::LocWal, proteus::Proteus, s_wal::SWal, Bug,
     Protocol, ProtocolKind,
 };
-use crate::rng::Rng;
+use crate::rng::{next_abort, run_streams};
 use crate::sim::{DirtyProbe, OracleLog, Sim};
 use crate::types::{Cycle, Ns, BLOCK_BYTES};
+use crate::workload::tape::{self, Tape, TapeReader};
 use crate::workload::{native::Native, Workload, WorkloadConfig, WorkloadKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -34,6 +35,11 @@ pub struct RunSpec {
     pub bug: Option<Bug>,
     /// Keep what the crash checker needs.
     pub record: bool,
+    /// On one core, replay the workload's transactions from a recording shared by the runs of
+    /// its configuration, seed and abort rate in this process ([`crate::workload::tape`]): the
+    /// same figures, less host time for a sweep (`reproduce`). A run's host seconds then leave
+    /// out the workload's own work.
+    pub tape: bool,
 }
 
 /// The figures of one run (one object of `locsim run --json`).
@@ -194,7 +200,21 @@ pub const GIT_REV: &str = env!("LOCSIM_GIT_REV");
 /// Run `spec`. `Err` is a one-line message (e.g. the log area is too small).
 pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
     match populated(spec.workload, &spec.cfg.workload) {
-        Some((wl, data)) => run_on(spec, wl, Some(&data)),
+        Some((wl, data)) => {
+            let tapes =
+                spec.tape && spec.cfg.machine.cores == 1 && spec.bug.is_none() && tape::recordable(spec.workload);
+            let tape = tapes.then(|| {
+                let key = format!(
+                    "{} seed={} abort_rate={:#x}",
+                    populated_key(spec.workload, &spec.cfg.workload),
+                    spec.seed,
+                    spec.abort_rate.to_bits()
+                );
+                let wl = wl.try_clone().expect("a populated workload is copyable");
+                tape::shared(key, || Tape::new(wl, data.bytes.to_vec(), spec.seed, spec.abort_rate))
+            });
+            run_on(spec, wl, Some(Populated { data: &data, tape: tape.as_ref() }))
+        }
         None => execute_with(spec, spec.workload.build(&spec.cfg.workload)),
     }
 }
@@ -211,6 +231,14 @@ pub fn execute_with(spec: &RunSpec, wl: Workload) -> Result<RunOutput, String> {
 struct Data {
     bytes: Vec<u8>,
     pages: crate::hostmem::Sparse,
+}
+
+/// Where a run of a populated workload starts: its data area and, with [`RunSpec::tape`], the
+/// recording of its transactions that the run replays.
+#[derive(Clone, Copy)]
+struct Populated<'a> {
+    data: &'a Data,
+    tape: Option<&'a Arc<Tape>>,
 }
 
 /// The workload's driver state right after populating, and its data area.
@@ -278,7 +306,7 @@ fn populated(kind: WorkloadKind, cfg: &WorkloadConfig) -> Option<(Workload, Arc<
 }
 
 /// Run `spec` on `wl`, built and, when `data` is given, already populated with it.
-fn run_on(spec: &RunSpec, wl: Workload, data: Option<&Data>) -> Result<RunOutput, String> {
+fn run_on(spec: &RunSpec, wl: Workload, data: Option<Populated<'_>>) -> Result<RunOutput, String> {
     if let Some(b) = spec.bug.filter(|b| b.min_cores() > spec.cfg.machine.cores) {
         return Err(format!(
             "--inject-bug {}: a cross-core defect, needs machine.cores >= {} (--cores)",
@@ -365,22 +393,16 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<&Data>) -> Result<RunOutput
     Ok(out)
 }
 
-/// Seeds: the workload's operation stream and the abort decisions are separate streams, so
-/// changing the abort rate does not change which operations run.
-pub(crate) fn rngs(seed: u64) -> (Rng, Rng) {
-    crate::sched::core_rngs(seed, 0)
-}
-
 fn drive<P: Protocol>(
     spec: &RunSpec,
     mut wl: Workload,
-    data: Option<&Data>,
+    data: Option<Populated<'_>>,
     layout: Layout,
     p: P,
 ) -> Result<RunOutput, String> {
     let mut image = crate::hostmem::zeroed::<u8>(layout.total_bytes() as usize);
     match data {
-        Some(d) => d.pages.copy_into(&d.bytes, &mut image),
+        Some(Populated { data: d, .. }) => d.pages.copy_into(&d.bytes, &mut image),
         None => wl.populate(&mut image[..layout.data_bytes as usize]),
     }
     p.format(&layout, &mut image);
@@ -406,11 +428,15 @@ fn drive<P: Protocol>(
     if cores > 1 {
         return drive_cores(spec, wl, sim, layout, initial);
     }
-    let (mut ops, mut aborts) = rngs(spec.seed);
+    let (mut ops, mut aborts) = run_streams(spec.seed, 0);
+    let mut tape = data.and_then(|d| d.tape).map(|t| TapeReader::new(t.clone()));
     // One transaction; `Ok(false)` once a replayed trace has ended.
     let mut step = |sim: &mut Sim<P>, wl: &mut Workload| -> Result<bool, String> {
-        let abort = spec.abort_rate > 0.0 && aborts.chance(spec.abort_rate);
-        wl.run_tx(sim, &mut ops, abort);
+        let abort = next_abort(&mut aborts, spec.abort_rate);
+        match &mut tape {
+            Some(t) => t.run_tx(sim, &mut ops, abort)?,
+            None => wl.run_tx(sim, &mut ops, abort),
+        }
         match sim.m.fatal.take() {
             Some(e) => Err(e),
             None => wl.more(),
@@ -540,7 +566,7 @@ fn drive_cores<P: Protocol>(
     let cores = sim.m.cores();
     let warmup = wl.warmup_cores().unwrap_or_else(|| sched::split(spec.warmup_txs, cores));
     let mut wls = wl.into_cores(cores)?;
-    let mut streams: Vec<_> = (0..cores).map(|c| sched::core_rngs(spec.seed, c)).collect();
+    let mut streams: Vec<_> = (0..cores).map(|c| run_streams(spec.seed, c)).collect();
     probe_warmup(spec, &mut sim);
     sched::run(&mut sim, &mut wls, &mut streams, &warmup, spec.abort_rate)?;
     let window = sched::split(STEADY_WINDOW_TXS, cores);
@@ -695,14 +721,14 @@ pub fn native_seconds(spec: &RunSpec) -> f64 {
     let mut mem = vec![0u8; wl.data_bytes() as usize];
     wl.populate(&mut mem);
     let mut pm = Native::new(mem);
-    let (mut ops, mut aborts) = rngs(spec.seed);
+    let (mut ops, mut aborts) = run_streams(spec.seed, 0);
     for _ in 0..spec.warmup_txs {
-        let abort = spec.abort_rate > 0.0 && aborts.chance(spec.abort_rate);
+        let abort = next_abort(&mut aborts, spec.abort_rate);
         wl.run_tx(&mut pm, &mut ops, abort);
     }
     let host = Instant::now();
     for _ in 0..spec.txs {
-        let abort = spec.abort_rate > 0.0 && aborts.chance(spec.abort_rate);
+        let abort = next_abort(&mut aborts, spec.abort_rate);
         wl.run_tx(&mut pm, &mut ops, abort);
     }
     std::hint::black_box(&pm.mem);
@@ -723,6 +749,7 @@ pub(crate) fn baseline_cycles(workload: WorkloadKind, sets: &[String], txs: u64,
         abort_rate: 0.0,
         bug: None,
         record: false,
+        tape: false,
     };
     execute(&spec).unwrap().result.cycles
 }

@@ -70,13 +70,6 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 /// Stack of each core's coroutine (reserved, touched only as deep as the workload goes).
 const STACK_BYTES: usize = 1 << 20;
 
-/// The operation streams of core `c` (its workload operations, its abort decisions): core 0's
-/// are the single-core run's ([`crate::runner::rngs`]), the others' independent streams
-/// derived from the seed and the core id (core 0's labels 1 and 2 are the single-core run's).
-pub fn core_rngs(seed: u64, c: usize) -> (Rng, Rng) {
-    (Rng::derive(seed, 1 + 2 * c as u64), Rng::derive(seed, 2 + 2 * c as u64))
-}
-
 /// `total` transactions split over `cores` cores: the first `total % cores` one more.
 pub fn split(total: u64, cores: usize) -> Vec<u64> {
     let n = cores as u64;
@@ -269,7 +262,7 @@ pub fn run<P: Protocol>(
         let body = move |y: &Yielder<(), usize>, ()| {
             let mut pm = CorePm { sim: ptr, y, core: c };
             for _ in 0..count {
-                let abort = abort_rate > 0.0 && aborts.chance(abort_rate);
+                let abort = crate::rng::next_abort(aborts, abort_rate);
                 wl.run_tx_inline(&mut pm, ops, abort);
                 // A replayed trace: this core's records have ended, or are bad.
                 match wl.more() {

@@ -52,3 +52,29 @@ fn aborted_transactions_leave_no_trace_in_the_oracle_and_recovery_agrees() {
         assert_same(&recovered_at(&rec, p, Cycle::MAX), &s_k(&rec, committed), p.name());
     }
 }
+
+/// `RunSpec::tape` (what `reproduce` sets, and what SQLite runs take): under every protocol and
+/// with the PCM device, with aborts and a warm-up that goes on to steady state, a SQLite run
+/// gives every figure of the run that executes SQLite itself, whether it records the shared
+/// tape, replays what an earlier run recorded, or records further with a recorder that the
+/// runs of another seed between them closed (each run's connection opening closes the idle
+/// recorders, so two seeds alternating start recorders again). No other test of this binary
+/// opens a SQLite connection, which would change the pages this one's keep cached.
+#[test]
+fn replaying_a_shared_recording_of_sqlite_changes_no_figure() {
+    use locsim::workload::WorkloadKind;
+    let sets =
+        ["workload.sqlite.rows=2000", "workload.sqlite.file_capacity_bytes=4194304", "workload.warmup_to_steady=true"];
+    let runs =
+        ProtocolKind::ALL.iter().map(|&p| (p, &[][..])).chain([(ProtocolKind::HWal, &["memory.device=pcm"][..])]);
+    for (p, extra) in runs {
+        for seed in [3, 4] {
+            let mut s = spec(small_cfg(&[&sets[..], extra].concat()), p, 300, seed, None);
+            (s.workload, s.warmup_txs, s.abort_rate, s.record) = (WorkloadKind::Sqlite, 200, 0.1, false);
+            let own = execute(&s).unwrap().result;
+            s.tape = true;
+            let replayed = execute(&s).unwrap().result;
+            assert_eq!(figures(&own), figures(&replayed), "{} seed {seed} {extra:?}", p.name());
+        }
+    }
+}

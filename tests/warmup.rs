@@ -20,6 +20,7 @@ fn run(w: WorkloadKind, p: ProtocolKind, sets: &[&str], warmup_txs: u64, txs: u6
         abort_rate: 0.0,
         bug: None,
         record: false,
+        tape: false,
     };
     execute(&spec).unwrap().result
 }

@@ -115,6 +115,7 @@ fn run_workload(a: &RunArgs) -> Result<Vec<RunResult>, String> {
             abort_rate: a.tx.abort_rate,
             bug: None,
             record: false,
+            tape: false,
         };
         results.push(runner::execute(&spec)?.result);
     }
@@ -227,6 +228,7 @@ pub(super) fn crash_report(a: &CrashArgs, verify: Option<crash::UserVerify>) -> 
             abort_rate: a.tx.abort_rate,
             bug,
             record: true,
+            tape: false,
         },
         crashes: a.crashes,
         exhaustive: a.exhaustive,
@@ -485,6 +487,7 @@ fn workloads(a: WorkloadsArgs) -> Result<i32, String> {
             abort_rate: 0.0,
             bug: None,
             record: false,
+            tape: false,
         };
         let r = runner::execute(&spec)?.result;
         rows.push(WorkloadRow {

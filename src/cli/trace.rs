@@ -88,6 +88,7 @@ pub(super) fn run(a: &RunArgs, path: &str) -> Result<Vec<crate::runner::RunResul
                     abort_rate: 0.0,
                     bug: None,
                     record: false,
+                    tape: false,
                 };
                 s.spawn(move || replay(spec, src, path).map(|(_, out, _)| out.result))
             })

@@ -1399,6 +1399,7 @@ mod tests {
             abort_rate: 0.1,
             bug: None,
             record: true,
+            tape: false,
         };
         let mut spec = CrashSpec::new(run.clone(), 60);
         spec.threads = 2;

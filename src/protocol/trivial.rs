@@ -69,6 +69,7 @@ mod tests {
             abort_rate: 0.1,
             bug,
             record: true,
+            tape: false,
         }
     }
 

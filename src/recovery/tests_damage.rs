@@ -206,6 +206,7 @@ fn images(p: ProtocolKind) -> &'static Images {
                     abort_rate: 0.1,
                     bug: None,
                     record: true,
+                    tape: false,
                 };
                 let rec = execute(&run).unwrap().recorded.unwrap();
                 let w = &rec.record.durable.writes;

@@ -229,6 +229,7 @@ impl SimExec {
             abort_rate: 0.0,
             bug: None,
             record: false,
+            tape: true,
         })
     }
 }
@@ -315,7 +316,8 @@ impl Executor for SimExec {
 
 /// Every input of a run, as text.
 fn run_identity(r: &RunSpec) -> String {
-    let RunSpec { cfg, workload, protocol, txs, warmup_txs, seed, abort_rate, bug, record } = r;
+    // `tape` changes host time only: runs with and without it are one identity.
+    let RunSpec { cfg, workload, protocol, txs, warmup_txs, seed, abort_rate, bug, record, tape: _ } = r;
     format!(
         "workload={} protocol={} txs={txs} warmup_txs={warmup_txs} seed={seed} abort_rate={abort_rate} bug={bug:?} record={record}\n{}",
         workload.name(),

@@ -76,7 +76,7 @@ fn run_scripts(scripts: &[Vec<Op>]) -> Scripted {
         .enumerate()
         .map(|(core, ops)| Workload::User(Box::new(Script { core, ops: ops.clone(), log: log.clone() })))
         .collect();
-    let mut streams: Vec<_> = (0..n).map(|c| core_rngs(1, c)).collect();
+    let mut streams: Vec<_> = (0..n).map(|c| crate::rng::run_streams(1, c)).collect();
     let r = run(&mut s, &mut wls, &mut streams, &vec![1; n], 0.0);
     let log = log.lock().unwrap().clone();
     (s, log, r)
@@ -225,7 +225,7 @@ fn a_multicore_run_equals_its_committed_transactions_applied_in_commit_order() {
         wl.populate(&mut data);
         let mut s = sim(4, &data, true);
         let mut wls: Vec<Workload> = (0..4).map(|c| wl.for_core(c, 4).unwrap()).collect();
-        let mut streams: Vec<_> = (0..4).map(|c| core_rngs(7, c)).collect();
+        let mut streams: Vec<_> = (0..4).map(|c| crate::rng::run_streams(7, c)).collect();
         run(&mut s, &mut wls, &mut streams, &split(2000, 4), 0.1).unwrap();
         assert!(s.stats.txs_aborted > 100, "{}: aborts ran", kind.name());
         let o = s.take_oracle().unwrap();
@@ -270,6 +270,7 @@ fn a_multicore_run_is_deterministic() {
             abort_rate: 0.05,
             bug: None,
             record: true,
+            tape: false,
         };
         let digest = || {
             let out = execute(&spec).unwrap();
@@ -304,6 +305,7 @@ fn multicore_runs_refuse_what_is_not_multicore_with_one_line() {
         abort_rate: 0.0,
         bug: None,
         record: false,
+        tape: false,
     };
     // Every protocol runs on N cores today; one added later may start on one core, and is then
     // refused with this line.

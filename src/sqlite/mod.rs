@@ -78,9 +78,31 @@ impl Region {
     }
 }
 
+/// What runs before any connection of this process opens ([`before_open`]).
+static BEFORE_OPEN: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Have `hook` run before every connection opens from now on (the first hook set stays).
+///
+/// The bundled SQLite keeps every connection's pages in one process-wide group
+/// (`SQLITE_ENABLE_MEMORY_MANAGEMENT`): the pages a connection keeps cached, and so the reads it
+/// makes, depend on the other connections open in the process. A module that keeps a connection
+/// open between uses (a workload tape's recorder, `workload::tape`) closes it here, so that a
+/// connection opened next runs as it would alone.
+pub fn set_before_open(hook: fn()) {
+    let _ = BEFORE_OPEN.set(hook);
+}
+
+/// Run the hook of [`set_before_open`]: every opening of a connection calls this first.
+pub fn before_open() {
+    if let Some(hook) = BEFORE_OPEN.get() {
+        hook();
+    }
+}
+
 /// Open the database file in `region` through the persistent-memory VFS. Must run inside
 /// [`with_pm`]: opening reads the file's header.
 pub fn open(region: Region, read_only: bool) -> Result<Connection, String> {
+    before_open();
     vfs::register()?;
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX

@@ -134,7 +134,7 @@ pub fn generate<W: Write>(g: &GenSpec, out: W) -> std::io::Result<u64> {
         let mut wls = (0..cores)
             .map(|c| wl.for_core(c, cores).ok_or_else(|| not_multicore(&wl)))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut streams: Vec<_> = (0..cores).map(|c| crate::sched::core_rngs(g.seed, c)).collect();
+        let mut streams: Vec<_> = (0..cores).map(|c| crate::rng::run_streams(g.seed, c)).collect();
         for total in [g.warmup_txs, g.txs] {
             let mut left = crate::sched::split(total, cores);
             while left.iter().any(|&n| n > 0) {
@@ -146,7 +146,7 @@ pub fn generate<W: Write>(g: &GenSpec, out: W) -> std::io::Result<u64> {
                     pm.enc.set_core(c as u32)?;
                     pm.core = c;
                     let (ops, aborts) = &mut streams[c];
-                    let abort = g.abort_rate > 0.0 && aborts.chance(g.abort_rate);
+                    let abort = crate::rng::next_abort(aborts, g.abort_rate);
                     wls[c].run_tx(&mut pm, ops, abort);
                     if let Some(e) = pm.error.take() {
                         return Err(e);
@@ -155,9 +155,9 @@ pub fn generate<W: Write>(g: &GenSpec, out: W) -> std::io::Result<u64> {
             }
         }
     } else {
-        let (mut ops, mut aborts) = crate::runner::rngs(g.seed);
+        let (mut ops, mut aborts) = crate::rng::run_streams(g.seed, 0);
         for _ in 0..g.warmup_txs.saturating_add(g.txs) {
-            let abort = g.abort_rate > 0.0 && aborts.chance(g.abort_rate);
+            let abort = crate::rng::next_abort(&mut aborts, g.abort_rate);
             wl.run_tx(&mut pm, &mut ops, abort);
             if let Some(e) = pm.error.take() {
                 return Err(e);

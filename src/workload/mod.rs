@@ -16,6 +16,7 @@ pub mod sdg;
 pub mod slab;
 pub mod sps;
 pub mod sqlite;
+pub mod tape;
 pub mod trace;
 pub mod user;
 

@@ -19,7 +19,18 @@ pub fn small_cfg(extra: &[&str]) -> Config {
 }
 
 pub fn spec(cfg: Config, protocol: ProtocolKind, txs: u64, seed: u64, bug: Option<Bug>) -> RunSpec {
-    RunSpec { cfg, workload: WorkloadKind::Sps, protocol, txs, warmup_txs: 0, seed, abort_rate: 0.0, bug, record: true }
+    RunSpec {
+        cfg,
+        workload: WorkloadKind::Sps,
+        protocol,
+        txs,
+        warmup_txs: 0,
+        seed,
+        abort_rate: 0.0,
+        bug,
+        record: true,
+        tape: false,
+    }
 }
 
 /// Replay one torn-write crash point as `locsim crashtest --workload w --protocol p --seed 1
