@@ -35,10 +35,10 @@ pub struct RunSpec {
     pub bug: Option<Bug>,
     /// Keep what the crash checker needs.
     pub record: bool,
-    /// On one core, replay the workload's transactions from a recording shared by the runs of
+    /// A SQLite run on one core replays SQLite's calls from a recording shared by the runs of
     /// its configuration, seed and abort rate in this process ([`crate::workload::tape`]): the
-    /// same figures, less host time for a sweep (`reproduce`). A run's host seconds then leave
-    /// out the workload's own work.
+    /// same figures, less host time for a sweep (`reproduce` sets it). Its host seconds then
+    /// leave out SQLite's own work. No effect on the other workloads.
     pub tape: bool,
 }
 
