@@ -211,7 +211,7 @@ pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
                     spec.abort_rate.to_bits()
                 );
                 let wl = wl.try_clone().expect("a populated workload is copyable");
-                tape::shared(key, || Tape::new(wl, data.bytes.to_vec(), spec.seed, spec.abort_rate))
+                tape::shared(key, || Tape::new(wl, data.clone(), spec.seed, spec.abort_rate))
             });
             run_on(spec, wl, Some(Populated { data: &data, tape: tape.as_ref() }))
         }
@@ -231,6 +231,12 @@ pub fn execute_with(spec: &RunSpec, wl: Workload) -> Result<RunOutput, String> {
 struct Data {
     bytes: Vec<u8>,
     pages: crate::hostmem::Sparse,
+}
+
+impl AsRef<[u8]> for Data {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
 }
 
 /// Where a run of a populated workload starts: its data area and, with [`RunSpec::tape`], the

@@ -92,7 +92,7 @@ struct Recorder {
     /// The workload's driver right after populating, and its data area: where a closed
     /// recorder starts again.
     origin: Workload,
-    data: Vec<u8>,
+    data: Arc<dyn AsRef<[u8]> + Send + Sync>,
     seed: u64,
     abort_rate: f64,
     /// The driver, its memory and the runner's streams at the end of the recording; `None`
@@ -117,8 +117,9 @@ pub struct Tape {
 }
 
 impl Tape {
-    /// A tape of `wl` (populated, its data area `data`) under the seed and abort rate of a run.
-    pub fn new(wl: Workload, data: Vec<u8>, seed: u64, abort_rate: f64) -> Tape {
+    /// A tape of `wl` (populated, its data area `data`, shared with whoever keeps it) under the
+    /// seed and abort rate of a run.
+    pub fn new(wl: Workload, data: Arc<dyn AsRef<[u8]> + Send + Sync>, seed: u64, abort_rate: f64) -> Tape {
         crate::sqlite::set_before_open(close_recorders);
         let rec = Recorder { origin: wl, data, seed, abort_rate, live: None, chunks: Vec::new() };
         Tape { rec: Mutex::new(rec), bytes: AtomicUsize::new(0) }
@@ -155,7 +156,7 @@ impl Recorder {
     fn live(&mut self) -> &mut Live {
         if self.live.is_none() {
             let mut wl = self.origin.try_clone().expect("a populated workload is copyable");
-            let mut native = Native::new(self.data.clone());
+            let mut native = Native::new((*self.data).as_ref().to_vec());
             let (mut ops, mut aborts) = crate::rng::run_streams(self.seed, 0);
             for _ in 0..self.chunks.len() as u64 * CHUNK_TXS {
                 let abort = crate::rng::next_abort(&mut aborts, self.abort_rate);
@@ -391,7 +392,7 @@ mod tests {
             let mut data = vec![0u8; wl.data_bytes() as usize];
             wl.populate(&mut data);
             let (origin, copy) = (wl.try_clone().unwrap(), data.clone());
-            let tape = shared(format!("test {}", kind.name()), || Tape::new(origin, copy, 7, 0.3));
+            let tape = shared(format!("test {}", kind.name()), || Tape::new(origin, Arc::new(copy), 7, 0.3));
             let (mut ops, mut aborts) = crate::rng::run_streams(7, 0);
             let mut own = Log { native: Some(Native::new(data.clone())), ..Default::default() };
             let mut readers = [TapeReader::new(tape.clone()), TapeReader::new(tape.clone())];
