@@ -195,6 +195,7 @@ pub(super) fn measure(a: &JournalArgs) -> Result<Option<Vec<journal::JournalResu
         super::commands::emit(&tr.to_text());
         return Ok(None);
     }
+    let tr = std::sync::Arc::new(tr);
     let mut rs = Vec::new();
     for p in &policies {
         let r = journal::measure((&app, &trace), &tr, p, a.seed, a.frames, &dev, on_error)?;

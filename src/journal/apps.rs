@@ -145,6 +145,27 @@ fn pick_db(rng: &mut Rng, n: usize) -> usize {
     n - 1
 }
 
+/// Traces a process keeps for later replays ([`generated`]).
+const KEPT_TRACES: usize = 16;
+
+/// [`generate`]'s trace at its own transaction count, shared by the replays of one process
+/// (a reproduction replays each trace under many configurations, and a long trace takes tens
+/// of milliseconds to generate); the [`KEPT_TRACES`] used last are kept.
+pub fn generated(app: App, trace: u32, seed: u64) -> std::sync::Arc<Trace> {
+    type Kept = Vec<((App, u32, u64), std::sync::Arc<Trace>)>;
+    static KEPT: std::sync::Mutex<Kept> = std::sync::Mutex::new(Vec::new());
+    let key = (app, trace, seed);
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = match kept.iter().position(|(k, _)| *k == key) {
+        Some(i) => kept.remove(i),
+        None => (key, std::sync::Arc::new(generate(app, trace, seed, None))),
+    };
+    let t = entry.1.clone();
+    kept.insert(0, entry);
+    kept.truncate(KEPT_TRACES);
+    t
+}
+
 /// The trace `trace` (1..=4) of `app`, from `seed`; `txs` overrides the transaction count.
 pub fn generate(app: App, trace: u32, seed: u64, txs: Option<u64>) -> Trace {
     let p = app.model();

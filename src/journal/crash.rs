@@ -284,7 +284,7 @@ fn check_captured(
         Ok(j) => j,
         Err(e) => return (Err(format!("rebuild: {e}")), media),
     };
-    vfs::install(World { media, journal, bug: None, error: None, db_page_writes: 0 });
+    vfs::install(World::new(media, journal, None));
     let r = verify(trace, &c.ended, c.in_flight, digests);
     let w = vfs::take();
     let r = r.and_then(|()| match w.journal.slots.iter().find(|s| s.hot) {

@@ -23,6 +23,7 @@ pub mod media;
 pub mod policy;
 pub mod replay;
 pub mod script;
+pub mod tape;
 pub mod trace;
 pub mod vfs;
 
@@ -159,7 +160,7 @@ pub struct JournalResult {
 /// Replay `trace` under `policy` and measure.
 pub fn measure(
     label: (&str, &str),
-    tr: &Trace,
+    tr: &std::sync::Arc<Trace>,
     policy: &Policy,
     seed: u64,
     frames: u64,
@@ -176,10 +177,23 @@ pub fn measure(
         bug: None,
         on_error,
     };
-    let mut r = replay::replay(tr, &setup, None, false, false)?;
-    let reference = replay::replay(tr, &Setup { journal: false, ..setup.clone() }, None, false, false)?;
+    let r = replay::replay_measured(tr, &setup)?;
+    let reference = replay::replay_measured(tr, &Setup { journal: false, ..setup.clone() })?;
+    result_of(label, tr, &setup, dev, r, &reference)
+}
+
+/// The figures of replay `r` of `tr` under `setup` beside its no-journal `reference`.
+fn result_of(
+    label: (&str, &str),
+    tr: &Trace,
+    setup: &Setup,
+    dev: &Device,
+    mut r: replay::Replay,
+    reference: &replay::Replay,
+) -> Result<JournalResult, String> {
+    let (policy, seed, frames) = (&setup.policy, setup.seed, setup.frames);
     let times = CommandTimes::of(&r, &dev.timing);
-    let nref = CommandTimes::of(&reference, &dev.timing);
+    let nref = CommandTimes::of(reference, &dev.timing);
     let cpu_ns = cpu_time_ns(&r, &dev.timing);
     let spread = vm_step_spread(&r.vm_steps);
     let w = &mut r.world;
@@ -313,8 +327,8 @@ pub fn measure_point(
         bug: None,
         on_error: Default::default(),
     };
-    let tr = apps::generate(app, trace, seed, None);
-    let mut r = replay::replay(&tr, &setup, None, false, false)?;
+    let tr = apps::generated(app, trace, seed);
+    let mut r = replay::replay_measured(&tr, &setup)?;
     let times = CommandTimes::of(&r, &dev.timing);
     let m = &mut r.world.media;
     Ok(PointFigures {
@@ -459,7 +473,7 @@ pub fn run_on(app: App, trace: u32, config: &str, seed: u64, dev: &Device) -> Re
         return Err(format!("--trace {trace}: allowed 1..=4"));
     }
     let policy = Policy::parse(config)?;
-    let tr = apps::generate(app, trace, seed, None);
+    let tr = apps::generated(app, trace, seed);
     measure((app.code(), &trace.to_string()), &tr, &policy, seed, DEFAULT_FRAMES, dev, Default::default())
 }
 

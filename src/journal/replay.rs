@@ -5,11 +5,12 @@
 use super::alloc::Journal;
 use super::media::{EventKind, Media, Snapshot, Timing};
 use super::policy::Policy;
+use super::tape::{self, Recording, Tape};
 use super::trace::{Op, Trace};
 use super::vfs::{self, Bug, World};
 use crate::pcm::PcmConfig;
 use rusqlite::{Connection, OpenFlags};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// SQLite's generator and the thread-local world make a replay exclusive per process.
 static LOCK: Mutex<()> = Mutex::new(());
@@ -36,7 +37,7 @@ pub struct Setup {
 }
 
 /// What a statement that SQLite rejects does (`--on-error`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum OnError {
     /// The run fails with the statement's line and SQLite's message.
     #[default]
@@ -194,17 +195,94 @@ pub fn replay_locked(
     digests: bool,
     capture: Option<(Vec<u64>, OnCommand)>,
 ) -> Result<Replay, String> {
-    vfs::register()?;
-    vfs::seed_sqlite_prng(setup.seed);
+    Ok(replay_world(trace, setup, crash_at, kinds, digests, capture, false)?.0)
+}
+
+/// A plain replay of `trace` (no crash, no captured states, no digests), its SQLite calls
+/// recorded once per trace, seed and journal mode and replayed without SQLite under every
+/// other configuration ([`super::tape`]): the same [`Replay`] as [`replay`] gives. Replays with
+/// an injected defect, and those whose calls stop agreeing with the recording, run SQLite.
+pub fn replay_measured(trace: &Arc<Trace>, setup: &Setup) -> Result<Replay, String> {
+    if setup.bug.is_some() {
+        return replay(trace, setup, None, false, false);
+    }
+    if let Some(tape) = tape::kept(trace, setup) {
+        if let Ok(r) = tape::replay(&tape, setup) {
+            return Ok(r);
+        }
+        return replay(trace, setup, None, false, false);
+    }
+    let (r, tape) = record(trace, setup)?;
+    if let Some(tape) = tape {
+        tape::keep(trace, setup, tape);
+    }
+    Ok(r)
+}
+
+/// A plain replay of `trace` under `setup` with its SQLite calls recorded (the tape: none if
+/// the calls cannot be replayed, [`Tape::of`]).
+pub fn record(trace: &Trace, setup: &Setup) -> Result<(Replay, Option<Tape>), String> {
+    let _g = lock();
+    let (r, rec) = replay_world(trace, setup, None, false, false, None, true)?;
+    let tape = Tape::of(rec.expect("recorded"), &r);
+    Ok((r, tape))
+}
+
+/// The world a replay under `setup` starts from: the media with a formatted journal area, and
+/// the journal's (empty) structures.
+pub(super) fn new_world(setup: &Setup) -> World {
     let mut media = Media::new(&setup.pcm, setup.frames, setup.timing.clone());
     Journal::format(&mut media);
-    let journal = Journal::new(setup.policy.clone(), setup.frames as usize);
-    vfs::install(World { media, journal, bug: None, error: None, db_page_writes: 0 });
+    World::new(media, Journal::new(setup.policy.clone(), setup.frames as usize), None)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn replay_world(
+    trace: &Trace,
+    setup: &Setup,
+    crash_at: Option<u64>,
+    kinds: bool,
+    digests: bool,
+    capture: Option<(Vec<u64>, OnCommand)>,
+    record: bool,
+) -> Result<(Replay, Option<Recording>), String> {
+    vfs::register()?;
+    vfs::seed_sqlite_prng(setup.seed);
+    let mut world = new_world(setup);
+    world.recording = record.then(Recording::default);
+    vfs::install(world);
     let r = replay_inner(trace, setup, crash_at, kinds, digests, capture);
     let mut world = vfs::take();
+    let recording = world.recording.take();
     let (commands, ended, in_flight, digests, errors, at_crash, vm_steps) = r?;
     let snapshot = world.media.snapshot.take();
-    Ok(Replay { world, commands, ended, in_flight, digests, snapshot, at_crash, errors, vm_steps })
+    Ok((Replay { world, commands, ended, in_flight, digests, snapshot, at_crash, errors, vm_steps }, recording))
+}
+
+/// The end of the setup part: the database files made durable, the statistics cleared, the
+/// crash armed, the states to capture and the event kinds to record set, the defect switched
+/// on; a recording notes where it happened.
+pub(super) fn begin_measured(
+    w: &mut World,
+    setup: &Setup,
+    crash_at: Option<u64>,
+    kinds: bool,
+    capture: Option<Vec<u64>>,
+) {
+    w.media.settle();
+    w.media.reset_stats();
+    w.journal.stats = Default::default();
+    w.db_page_writes = 0;
+    w.media.arm(crash_at, setup.seed);
+    if let Some(events) = capture {
+        w.media.capture_at(events);
+    }
+    w.media.kinds = kinds.then(Vec::new);
+    w.bug = setup.bug;
+    w.journal.bug = setup.bug;
+    if let Some(r) = &mut w.recording {
+        r.measured(&w.media.dbs);
+    }
 }
 
 /// Commands, transactions ended per database, the database in flight, the digests, the errors,
@@ -268,19 +346,8 @@ fn replay_inner(
             out_digests[d].push(digest(c.as_ref().expect("opened"))?);
         }
     }
-    vfs::with(|w| {
-        w.media.settle();
-        w.media.reset_stats();
-        w.journal.stats = Default::default();
-        w.db_page_writes = 0;
-        w.media.arm(crash_at, setup.seed);
-        if let Some((events, _)) = &mut capture {
-            w.media.capture_at(std::mem::take(events));
-        }
-        w.media.kinds = kinds.then(Vec::new);
-        w.bug = setup.bug;
-        w.journal.bug = setup.bug;
-    });
+    let events = capture.as_mut().map(|(events, _)| std::mem::take(events));
+    vfs::with(|w| begin_measured(w, setup, crash_at, kinds, events));
     let mut ended = vec![0u64; trace.dbs.len()];
     let mut in_flight = None;
     let mut fresh: Vec<Captured> = Vec::new();

@@ -194,7 +194,7 @@ fn the_crash_run_guard_catches_a_wrong_capture() {
 
 #[test]
 fn sqlite_cpu_time_is_its_instructions_at_the_boards_rate_unless_a_constant_replaces_it() {
-    let tr = apps::generate(App::Kt, 1, 1, Some(20));
+    let tr = std::sync::Arc::new(apps::generate(App::Kt, 1, 1, Some(20)));
     let p = Policy::parse("RR-S2X").unwrap();
     let m = |dev: &Device| measure(("kt", "1"), &tr, &p, 1, DEFAULT_FRAMES, dev, replay::OnError::Stop).unwrap();
     let measured = m(&Device::default());
@@ -274,4 +274,74 @@ fn sqlite_host_cycles_per_vm_step() {
         let m = ns_per_step[3];
         println!("{name}: {:.2} host ns per VM instruction, {:.1} cycles at {ghz:.2} GHz", m, m * ghz);
     }
+}
+
+/// Everything a replay leaves that a figure could read: its counts, the PCM image, the database
+/// files, and every figure of [`JournalResult`] beside the no-journal `reference`.
+fn replay_figures(tr: &Trace, s: &Setup, dev: &Device, r: replay::Replay, reference: &replay::Replay) -> String {
+    let counts = format!("{} {:?} {:?} {:?} {:?}", r.commands, r.ended, r.in_flight, r.errors, r.vm_steps);
+    let files: Vec<_> = r.world.media.dbs.iter().map(|d| (d.name.clone(), d.cur.clone(), d.durable.clone())).collect();
+    let image = r.world.media.bytes.clone();
+    let result = result_of(("app", "1"), tr, s, dev, r, reference).unwrap();
+    format!("{counts}\n{files:?}\n{image:?}\n{}", serde_json::to_string(&result).unwrap())
+}
+
+#[test]
+fn the_calls_recorded_under_one_configuration_replay_every_figure_of_another() {
+    let devices = [Device::default(), Device::build(&["pcm.chunk_program_ns=300".into()], Some(0)).unwrap()];
+    // Three applications' traces, and one that rolls transactions back (SQLite reads their
+    // journals back).
+    let traces = [App::Fb, App::Kt, App::Gm].map(|app| (format!("{app:?}"), apps::generate(app, 1, 5, Some(40))));
+    for (app, tr) in traces.into_iter().chain([("rounds".to_string(), rounds())]) {
+        let recorded =
+            |journal| replay::record(&tr, &Setup { journal, ..setup("RU20-S2X-WH16", 5) }).unwrap().1.unwrap();
+        let (with, without) = (recorded(true), recorded(false));
+        assert!(with.calls() > without.calls() && without.calls() > 20, "{} {}", with.calls(), without.calls());
+        assert!(app != "rounds" || with.journal_reads() > 0, "the rollbacks read their journals");
+        for (config, dev) in [("RR", 0), ("RR-S2X", 1), ("RU20-S2X-WH64", 0), ("RU2-S2X-WH64-INV25", 1)] {
+            let dev = &devices[dev];
+            let s = Setup { pcm: dev.pcm.clone(), timing: dev.timing.clone(), ..setup(config, 5) };
+            let n = Setup { journal: false, ..s.clone() };
+            let own = replay(&tr, &s, None, false, false).unwrap();
+            let own_ref = replay(&tr, &n, None, false, false).unwrap();
+            let taped = tape::replay(&with, &s).unwrap();
+            let taped_ref = tape::replay(&without, &n).unwrap();
+            let want = replay_figures(&tr, &s, dev, own, &own_ref);
+            assert_eq!(replay_figures(&tr, &s, dev, taped, &taped_ref), want, "{app} {config}");
+        }
+    }
+}
+
+#[test]
+fn a_replay_whose_calls_stop_agreeing_with_the_recording_runs_sqlite() {
+    // 400 pages of rows, then one transaction that rewrites them all: its journal (400 KiB)
+    // fits the default 2 MiB area and not 3 frames (192 KiB), where SQLite's writes fail.
+    let tr = Trace::parse(
+        "@db big.db\nCREATE TABLE t(k INTEGER PRIMARY KEY, b BLOB)\n\
+         WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 400) \
+         INSERT INTO t SELECT i, zeroblob(900) FROM c\n@measure\n\
+         UPDATE t SET b = randomblob(900)\nINSERT INTO t VALUES (1000, x'00')\n",
+    )
+    .unwrap();
+    let tr = std::sync::Arc::new(tr);
+    let roomy = Setup { on_error: replay::OnError::Continue, ..setup("RU20-S2X", 9) };
+    let small = Setup { frames: 3, ..roomy.clone() };
+    let own = replay(&tr, &small, None, false, false).unwrap();
+    assert!(!own.errors.is_empty(), "the small area fills up");
+    let (first, t) = replay::record(&tr, &roomy).unwrap();
+    let t = t.unwrap();
+    assert!(first.errors.is_empty(), "{:?}", first.errors);
+    let err = tape::replay(&t, &small).err().expect("the calls stop agreeing");
+    assert!(err.contains("recorded"), "{err}");
+    // Through the kept tape: the replay falls back to SQLite and gives its figures.
+    replay::replay_measured(&tr, &roomy).unwrap();
+    assert!(tape::kept(&tr, &roomy).is_some());
+    let fell_back = replay::replay_measured(&tr, &small).unwrap();
+    let n = Setup { journal: false, ..small.clone() };
+    let reference = replay(&tr, &n, None, false, false).unwrap();
+    let dev = Device::default();
+    assert_eq!(
+        replay_figures(&tr, &small, &dev, fell_back, &reference),
+        replay_figures(&tr, &small, &dev, own, &reference)
+    );
 }

@@ -141,7 +141,7 @@ fn rebuild_and_reopen(s: &Setup, dbs: &[String], snap: &Snapshot) -> Result<(), 
     let Ok(journal) = Journal::rebuild(&mut media, s.policy.clone()) else { return Ok(()) };
     let _g = replay::lock();
     vfs::register().map_err(TestCaseError::fail)?;
-    vfs::install(World { media, journal, bug: None, error: None, db_page_writes: 0 });
+    vfs::install(World::new(media, journal, None));
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     for name in dbs {
         if let Ok(c) = Connection::open_with_flags_and_vfs(name, flags, vfs::VFS_NAME) {

@@ -13,7 +13,7 @@
 //! `[A-Za-z0-9_.]`.
 
 /// One trace command.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     Use(usize),
     Begin,
@@ -23,7 +23,7 @@ pub enum Op {
 }
 
 /// A trace: database names, the setup commands and the measured commands.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Trace {
     pub dbs: Vec<String>,
     pub setup: Vec<Op>,

@@ -78,6 +78,182 @@ pub struct World {
     pub error: Option<String>,
     /// Database pages written (1 KiB units).
     pub db_page_writes: u64,
+    /// While SQLite's calls are recorded ([`super::tape`]): every [`Call`] and its outcome.
+    pub recording: Option<Recording>,
+}
+
+impl World {
+    pub fn new(media: Media, journal: Journal, bug: Option<Bug>) -> World {
+        World { media, journal, bug, error: None, db_page_writes: 0, recording: None }
+    }
+
+    /// Carry out one call of SQLite into the VFS (recorded while a recording is on). A panic
+    /// inside becomes the call's I/O error rather than unwinding through C.
+    pub fn call(&mut self, mut c: Call<'_>) -> Outcome {
+        let err = Outcome { rc: c.io_error(), value: 0 };
+        let mut rec = self.recording.take();
+        let written = rec.as_mut().and_then(|r| r.before(&c, self));
+        let out = catch_unwind(AssertUnwindSafe(|| apply(self, &mut c))).unwrap_or(err);
+        if let Some(r) = &mut rec {
+            r.push(&c, out, written);
+        }
+        self.recording = rec;
+        out
+    }
+
+    /// Where in the database files the bytes of a journal write at `off` of slot `s` were
+    /// likely read from: a record's page image is the page of its database that the record's
+    /// page number names (file index and offset), as the database file holds it before SQLite
+    /// changes it.
+    pub fn journal_page_source(&self, s: usize, off: u64, len: usize) -> Option<(usize, u64)> {
+        let rel = off.checked_sub(HDR_SECTOR)?;
+        let (k, within) = ((rel / RECORD_BYTES) as usize, rel % RECORD_BYTES);
+        if within != 4 || len as u64 != super::format::PAGE_BYTES {
+            return None;
+        }
+        let slot = self.journal.slots.get(s)?;
+        let pgno = slot.descs.get(*slot.records.get(k)? as usize)?.pgno as u64;
+        Some((db_index(self, &slot.name)?, pgno.checked_sub(1)? * super::format::PAGE_BYTES))
+    }
+}
+
+/// One call of SQLite into the VFS that reads or changes the [`World`]: the file callbacks'
+/// arguments (`journal`: the file is a journal slot, else a database file; `idx`: the slot or
+/// the database file's index). The calls that touch neither (close, locks, sector size) are not
+/// calls here.
+pub enum Call<'a> {
+    /// Open `name` with SQLite's `flags`: [`Outcome::value`] is the file's code (the index,
+    /// plus `1 << 20` for a journal slot), or -1 when it cannot be opened.
+    Open {
+        name: &'a str,
+        flags: c_int,
+    },
+    Read {
+        journal: bool,
+        idx: usize,
+        off: u64,
+        buf: &'a mut [u8],
+    },
+    Write {
+        journal: bool,
+        idx: usize,
+        off: u64,
+        data: &'a [u8],
+    },
+    Truncate {
+        journal: bool,
+        idx: usize,
+        size: u64,
+    },
+    Sync {
+        journal: bool,
+        idx: usize,
+    },
+    /// [`Outcome::value`]: the file's size.
+    FileSize {
+        journal: bool,
+        idx: usize,
+    },
+    Delete {
+        name: &'a str,
+    },
+    /// [`Outcome::value`]: 1 if the file exists.
+    Access {
+        name: &'a str,
+    },
+}
+
+impl Call<'_> {
+    /// What SQLite is told when the call cannot be carried out.
+    pub fn io_error(&self) -> c_int {
+        match self {
+            Call::Open { .. } => ffi::SQLITE_CANTOPEN,
+            Call::Read { .. } => ffi::SQLITE_IOERR_READ,
+            Call::Write { .. } => ffi::SQLITE_IOERR_WRITE,
+            Call::Truncate { .. } => ffi::SQLITE_IOERR_TRUNCATE,
+            Call::Sync { .. } => ffi::SQLITE_IOERR_FSYNC,
+            Call::FileSize { .. } => ffi::SQLITE_IOERR_FSTAT,
+            Call::Delete { .. } => ffi::SQLITE_IOERR_DELETE,
+            Call::Access { .. } => ffi::SQLITE_IOERR_ACCESS,
+        }
+    }
+}
+
+/// What a [`Call`] returns to SQLite: its result code, and the value of the calls that have one.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub rc: c_int,
+    pub value: i64,
+}
+
+impl Outcome {
+    fn rc(rc: c_int) -> Outcome {
+        Outcome { rc, value: 0 }
+    }
+}
+
+pub use super::tape::Recording;
+
+fn apply(w: &mut World, c: &mut Call<'_>) -> Outcome {
+    match c {
+        Call::Open { name, flags } => Outcome { rc: ffi::SQLITE_OK, value: open(w, name, *flags) },
+        Call::Read { journal: true, idx, off, buf } => Outcome::rc(journal_read(w, *idx, *off, buf)),
+        Call::Read { journal: false, idx, off, buf } => {
+            let cur = &w.media.dbs[*idx].cur;
+            let off = *off;
+            let n = (cur.len() as u64).saturating_sub(off).min(buf.len() as u64) as usize;
+            if n > 0 {
+                buf[..n].copy_from_slice(&cur[off as usize..off as usize + n]);
+            }
+            buf[n..].fill(0);
+            Outcome::rc(if n < buf.len() { ffi::SQLITE_IOERR_SHORT_READ } else { ffi::SQLITE_OK })
+        }
+        Call::Write { journal: true, idx, off, data } => Outcome::rc(journal_write(w, *idx, *off, data)),
+        Call::Write { journal: false, idx, off, data } => {
+            w.db_page_writes += (data.len() as u64).div_ceil(super::format::PAGE_BYTES);
+            Outcome::rc(if w.media.db_write(*idx, *off, data) { ffi::SQLITE_OK } else { ffi::SQLITE_IOERR_WRITE })
+        }
+        Call::Truncate { journal: true, idx, size } => Outcome::rc(journal_truncate(w, *idx, *size)),
+        Call::Truncate { journal: false, idx, size } => {
+            Outcome::rc(if w.media.db_truncate(*idx, *size) { ffi::SQLITE_OK } else { ffi::SQLITE_IOERR_TRUNCATE })
+        }
+        // Journal writes are uncached PCM writes, durable when they return.
+        Call::Sync { journal: true, .. } => Outcome::rc(ffi::SQLITE_OK),
+        Call::Sync { journal: false, idx } => Outcome::rc(db_sync(w, *idx)),
+        Call::FileSize { journal, idx } => {
+            let n = if *journal { w.journal.stream_size(*idx) } else { w.media.dbs[*idx].cur.len() as u64 };
+            Outcome { rc: ffi::SQLITE_OK, value: n as i64 }
+        }
+        Call::Delete { name } => {
+            Outcome::rc(name.strip_suffix(SUFFIX).map_or(ffi::SQLITE_OK, |base| journal_delete(w, base)))
+        }
+        Call::Access { name } => {
+            let exists = match name.strip_suffix(SUFFIX) {
+                Some(base) => journal_exists(w, base),
+                None => db_index(w, name).is_some(),
+            };
+            Outcome { rc: ffi::SQLITE_OK, value: exists as i64 }
+        }
+    }
+}
+
+/// [`Call::Open`]: the file's code, or -1.
+fn open(w: &mut World, name: &str, flags: c_int) -> i64 {
+    if flags & ffi::SQLITE_OPEN_MAIN_JOURNAL != 0 {
+        let Some(base) = name.strip_suffix(SUFFIX) else { return -1 };
+        return w.journal.slot_for(base).map_or(-1, |s| s as i64 + (1 << 20));
+    }
+    if flags & ffi::SQLITE_OPEN_MAIN_DB == 0 {
+        return -1;
+    }
+    match db_index(w, name) {
+        Some(i) => i as i64,
+        None if flags & ffi::SQLITE_OPEN_CREATE != 0 => {
+            w.media.dbs.push(super::media::DbFile::new(name, Vec::new()));
+            (w.media.dbs.len() - 1) as i64
+        }
+        None => -1,
+    }
 }
 
 thread_local! {
@@ -99,14 +275,17 @@ pub fn with<R>(f: impl FnOnce(&mut World) -> R) -> R {
     WORLD.with(|c| f(c.borrow_mut().as_mut().expect("a world is installed")))
 }
 
-fn on_world(err: c_int, f: impl FnOnce(&mut World) -> c_int) -> c_int {
-    WORLD.with(|c| {
-        let Ok(mut g) = c.try_borrow_mut() else { return err };
+/// Carry out `c` on this thread's world: its outcome, or `c`'s I/O error when no world is
+/// installed or the media have crashed.
+fn on_world(c: Call<'_>) -> Outcome {
+    let err = Outcome::rc(c.io_error());
+    WORLD.with(|cell| {
+        let Ok(mut g) = cell.try_borrow_mut() else { return err };
         let Some(w) = g.as_mut() else { return err };
         if w.media.crashed() {
             return err;
         }
-        catch_unwind(AssertUnwindSafe(|| f(w))).unwrap_or(err)
+        w.call(c)
     })
 }
 
@@ -306,22 +485,7 @@ unsafe extern "C" fn x_read(f: *mut ffi::sqlite3_file, buf: *mut c_void, amt: c_
     let (Ok(off), Ok(amt)) = (u64::try_from(off), usize::try_from(amt)) else { return ffi::SQLITE_IOERR_READ };
     // SAFETY: SQLite passes a buffer of `amt` writable bytes.
     let buf = std::slice::from_raw_parts_mut(buf as *mut u8, amt);
-    on_world(ffi::SQLITE_IOERR_READ, |w| {
-        if journal {
-            return journal_read(w, idx, off, buf);
-        }
-        let cur = &w.media.dbs[idx].cur;
-        let n = (cur.len() as u64).saturating_sub(off).min(amt as u64) as usize;
-        if n > 0 {
-            buf[..n].copy_from_slice(&cur[off as usize..off as usize + n]);
-        }
-        buf[n..].fill(0);
-        if n < amt {
-            ffi::SQLITE_IOERR_SHORT_READ
-        } else {
-            ffi::SQLITE_OK
-        }
-    })
+    on_world(Call::Read { journal, idx, off, buf }).rc
 }
 
 unsafe extern "C" fn x_write(
@@ -333,49 +497,29 @@ unsafe extern "C" fn x_write(
     let (journal, idx) = file_of(f);
     let (Ok(off), Ok(amt)) = (u64::try_from(off), usize::try_from(amt)) else { return ffi::SQLITE_IOERR_WRITE };
     // SAFETY: SQLite passes a buffer of `amt` readable bytes.
-    let buf = std::slice::from_raw_parts(buf as *const u8, amt);
-    on_world(ffi::SQLITE_IOERR_WRITE, |w| {
-        if journal {
-            return journal_write(w, idx, off, buf);
-        }
-        w.db_page_writes += (amt as u64).div_ceil(super::format::PAGE_BYTES);
-        if w.media.db_write(idx, off, buf) {
-            ffi::SQLITE_OK
-        } else {
-            ffi::SQLITE_IOERR_WRITE
-        }
-    })
+    let data = std::slice::from_raw_parts(buf as *const u8, amt);
+    on_world(Call::Write { journal, idx, off, data }).rc
 }
 
 unsafe extern "C" fn x_truncate(f: *mut ffi::sqlite3_file, size: ffi::sqlite3_int64) -> c_int {
     let (journal, idx) = file_of(f);
     let Ok(size) = u64::try_from(size) else { return ffi::SQLITE_IOERR_TRUNCATE };
-    on_world(ffi::SQLITE_IOERR_TRUNCATE, |w| {
-        if journal {
-            return journal_truncate(w, idx, size);
-        }
-        if w.media.db_truncate(idx, size) {
-            ffi::SQLITE_OK
-        } else {
-            ffi::SQLITE_IOERR_TRUNCATE
-        }
-    })
+    on_world(Call::Truncate { journal, idx, size }).rc
 }
 
 unsafe extern "C" fn x_sync(f: *mut ffi::sqlite3_file, _flags: c_int) -> c_int {
     let (journal, idx) = file_of(f);
-    // Journal writes are uncached PCM writes, durable when they return.
-    on_world(ffi::SQLITE_IOERR_FSYNC, |w| if journal { ffi::SQLITE_OK } else { db_sync(w, idx) })
+    on_world(Call::Sync { journal, idx }).rc
 }
 
 unsafe extern "C" fn x_file_size(f: *mut ffi::sqlite3_file, out: *mut ffi::sqlite3_int64) -> c_int {
     let (journal, idx) = file_of(f);
-    on_world(ffi::SQLITE_IOERR_FSTAT, |w| {
-        let n = if journal { w.journal.stream_size(idx) } else { w.media.dbs[idx].cur.len() as u64 };
+    let o = on_world(Call::FileSize { journal, idx });
+    if o.rc == ffi::SQLITE_OK {
         // SAFETY: SQLite passes a valid out pointer.
-        unsafe { *out = n as ffi::sqlite3_int64 };
-        ffi::SQLITE_OK
-    })
+        *out = o.value;
+    }
+    o.rc
 }
 
 unsafe extern "C" fn x_sector_size(_f: *mut ffi::sqlite3_file) -> c_int {
@@ -404,29 +548,13 @@ unsafe extern "C" fn x_open(
         return ffi::SQLITE_CANTOPEN;
     }
     let Ok(name) = CStr::from_ptr(name).to_str() else { return ffi::SQLITE_CANTOPEN };
-    let opened = on_world(-1, |w| {
-        if flags & ffi::SQLITE_OPEN_MAIN_JOURNAL != 0 {
-            let Some(base) = name.strip_suffix(SUFFIX) else { return -1 };
-            return w.journal.slot_for(base).map_or(-1, |s| s as c_int + (1 << 20));
-        }
-        if flags & ffi::SQLITE_OPEN_MAIN_DB == 0 {
-            return -1;
-        }
-        match db_index(w, name) {
-            Some(i) => i as c_int,
-            None if flags & ffi::SQLITE_OPEN_CREATE != 0 => {
-                w.media.dbs.push(super::media::DbFile::new(name, Vec::new()));
-                (w.media.dbs.len() - 1) as c_int
-            }
-            None => -1,
-        }
-    });
-    if opened < 0 {
+    let o = on_world(Call::Open { name, flags });
+    if o.rc != ffi::SQLITE_OK || o.value < 0 {
         return ffi::SQLITE_CANTOPEN;
     }
     let jf = f as *mut JFile;
-    ptr::addr_of_mut!((*jf).journal).write(opened >= 1 << 20);
-    ptr::addr_of_mut!((*jf).idx).write((opened & ((1 << 20) - 1)) as usize);
+    ptr::addr_of_mut!((*jf).journal).write(o.value >= 1 << 20);
+    ptr::addr_of_mut!((*jf).idx).write((o.value & ((1 << 20) - 1)) as usize);
     (*f).pMethods = &IO_METHODS;
     if !out_flags.is_null() {
         *out_flags = flags;
@@ -436,9 +564,7 @@ unsafe extern "C" fn x_open(
 
 unsafe extern "C" fn x_delete(_vfs: *mut ffi::sqlite3_vfs, name: *const c_char, _sync_dir: c_int) -> c_int {
     let Ok(name) = CStr::from_ptr(name).to_str() else { return ffi::SQLITE_IOERR_DELETE };
-    on_world(ffi::SQLITE_IOERR_DELETE, |w| {
-        name.strip_suffix(SUFFIX).map_or(ffi::SQLITE_OK, |base| journal_delete(w, base))
-    })
+    on_world(Call::Delete { name }).rc
 }
 
 unsafe extern "C" fn x_access(
@@ -448,15 +574,12 @@ unsafe extern "C" fn x_access(
     out: *mut c_int,
 ) -> c_int {
     let Ok(name) = CStr::from_ptr(name).to_str() else { return ffi::SQLITE_IOERR_ACCESS };
-    on_world(ffi::SQLITE_IOERR_ACCESS, |w| {
-        let exists = match name.strip_suffix(SUFFIX) {
-            Some(base) => journal_exists(w, base),
-            None => db_index(w, name).is_some(),
-        };
+    let o = on_world(Call::Access { name });
+    if o.rc == ffi::SQLITE_OK {
         // SAFETY: SQLite passes a valid out pointer.
-        unsafe { *out = exists as c_int };
-        ffi::SQLITE_OK
-    })
+        *out = o.value as c_int;
+    }
+    o.rc
 }
 
 /// Register the VFS once per process.

@@ -221,7 +221,7 @@ fn open_area(db: &str, p: Params) -> Result<Area, String> {
     Ok(Area {
         db: db.to_string(),
         slot_name,
-        world: World { media, journal, bug: p.bug, error: None, db_page_writes: 0 },
+        world: World::new(media, journal, p.bug),
         image,
         image_path,
         seed: p.seed,

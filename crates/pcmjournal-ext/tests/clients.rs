@@ -44,7 +44,7 @@ fn uri(config: &str, extra: &str) -> String {
 /// `locsim journal --sql SCRIPT --config CONFIG` (seed 1, 32 frames, default devices), through
 /// the library function the command runs.
 fn locsim_sql(config: &str) -> JournalResult {
-    let tr = script::parse(&std::fs::read_to_string(SCRIPT).unwrap()).unwrap();
+    let tr = std::sync::Arc::new(script::parse(&std::fs::read_to_string(SCRIPT).unwrap()).unwrap());
     let p = Policy::parse(config).unwrap();
     locsim::journal::measure(("sql", SCRIPT), &tr, &p, 1, DEFAULT_FRAMES, &Device::default(), OnError::Stop).unwrap()
 }
