@@ -52,6 +52,36 @@ fn journal_json_has_the_required_fields_for_each_configuration_and_is_determinis
     assert_eq!(locsim(&args).1, out, "same seed, same bytes");
 }
 
+/// A list of configurations runs SQLite for the first and replays its recorded calls for the
+/// others (docs/journal.md, "What runs"): each gives what a run of it alone, with SQLite, gives.
+#[test]
+fn each_configuration_of_a_list_reports_what_it_reports_alone() {
+    let base = ["journal", "--app", "kt", "--trace", "1", "--txs", "40", "--seed", "3", "--json", "--config"];
+    let run = |configs: &str| {
+        let (code, out, err) = locsim(&[&base[..], &[configs]].concat());
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v.as_array().unwrap().clone()
+    };
+    // The ratios to RR and RR-S2X depend on the list; every other field must not.
+    let own = |mut r: serde_json::Value| {
+        let m = r.as_object_mut().unwrap();
+        for k in
+            ["total_bit_updates_vs_rr", "max_bit_updates_vs_rr_s2x", "energy_vs_rr_s2x", "energy_counted_vs_rr_s2x"]
+        {
+            m.remove(k);
+        }
+        r
+    };
+    let configs = ["RU20-S2X-WH64", "RR", "RU2F-S2X", "RR-S2X"];
+    let listed = run(&configs.join(","));
+    assert_eq!(listed.len(), configs.len());
+    for (r, c) in listed.into_iter().zip(configs) {
+        let alone = run(c).remove(0);
+        assert_eq!(own(r), own(alone), "{c}");
+    }
+}
+
 #[test]
 fn unknown_configuration_names_fail_with_one_line_and_exit_2() {
     for bad in [
