@@ -41,6 +41,7 @@ pub mod outfile;
 pub mod pcm;
 pub mod pmem;
 pub mod protocol;
+pub mod recent;
 pub mod recovery;
 pub mod reproduce;
 pub mod rng;

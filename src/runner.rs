@@ -9,6 +9,7 @@ use crate::protocol::{
     baseline::Baseline, ec_wal::EcWal, h_wal::HWal, kiln::Kiln, loc_wal::LocWal, proteus::Proteus, s_wal::SWal, Bug,
     Protocol, ProtocolKind,
 };
+use crate::recent::{at_most, Recent};
 use crate::rng::{next_abort, run_streams};
 use crate::sim::{DirtyProbe, OracleLog, Sim};
 use crate::types::{Cycle, Ns, BLOCK_BYTES};
@@ -265,7 +266,7 @@ type Slot = Arc<Mutex<Option<Option<Kept>>>>;
 /// more than a short measured region, and is the same for every run of one workload
 /// configuration, whatever the protocol, machine, latency or seed: a sweep (`reproduce`, `run`
 /// with several protocols, the crash checker) populates each configuration once and copies it.
-static POPULATED: Mutex<Vec<(String, Slot)>> = Mutex::new(Vec::new());
+static POPULATED: Recent<String, Slot> = Recent::new();
 const POPULATED_KEPT: usize = 8;
 
 /// The name of the workload configuration that a run of `kind` with `cfg` populates (or takes
@@ -277,27 +278,14 @@ pub fn populated_key(kind: WorkloadKind, cfg: &WorkloadConfig) -> String {
 /// Whether a run in this process is populating the configuration named `key` right now (a run
 /// of it started now would wait for that one): `reproduce`'s workers take another point first.
 pub fn populating(key: &str) -> bool {
-    let kept = POPULATED.lock().unwrap_or_else(|e| e.into_inner());
-    kept.iter()
-        .find(|(k, _)| k == key)
-        .is_some_and(|(_, slot)| matches!(slot.try_lock(), Err(TryLockError::WouldBlock)))
+    POPULATED.peek(|k| k == key, |slot| matches!(slot.try_lock(), Err(TryLockError::WouldBlock))).unwrap_or(false)
 }
 
 /// The workload `kind` built from `cfg` and populated, with its data area; `None` for a
 /// workload whose driver state cannot be copied ([`Workload::try_clone`]).
 fn populated(kind: WorkloadKind, cfg: &WorkloadConfig) -> Option<(Workload, Arc<Data>)> {
     let key = populated_key(kind, cfg);
-    let slot = {
-        let mut kept = POPULATED.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = match kept.iter().position(|(k, _)| *k == key) {
-            Some(i) => kept.remove(i),
-            None => (key, Slot::default()),
-        };
-        let slot = entry.1.clone();
-        kept.insert(0, entry);
-        kept.truncate(POPULATED_KEPT);
-        slot
-    };
+    let slot = POPULATED.get_or_insert(|k| *k == key, || (key.clone(), Slot::default()), at_most(POPULATED_KEPT));
     let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
     let kept = slot.get_or_insert_with(|| {
         let mut wl = kind.build(cfg);

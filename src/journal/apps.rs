@@ -8,6 +8,7 @@
 //! deletion of the oldest row, and a counter update in `meta`.
 
 use super::trace::{Op, Trace};
+use crate::recent::{at_most, Recent};
 use crate::rng::Rng;
 
 /// The applications of Table III.
@@ -152,18 +153,10 @@ const KEPT_TRACES: usize = 16;
 /// (a reproduction replays each trace under many configurations, and a long trace takes tens
 /// of milliseconds to generate); the [`KEPT_TRACES`] used last are kept.
 pub fn generated(app: App, trace: u32, seed: u64) -> std::sync::Arc<Trace> {
-    type Kept = Vec<((App, u32, u64), std::sync::Arc<Trace>)>;
-    static KEPT: std::sync::Mutex<Kept> = std::sync::Mutex::new(Vec::new());
+    static KEPT: Recent<(App, u32, u64), std::sync::Arc<Trace>> = Recent::new();
     let key = (app, trace, seed);
-    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = match kept.iter().position(|(k, _)| *k == key) {
-        Some(i) => kept.remove(i),
-        None => (key, std::sync::Arc::new(generate(app, trace, seed, None))),
-    };
-    let t = entry.1.clone();
-    kept.insert(0, entry);
-    kept.truncate(KEPT_TRACES);
-    t
+    let make = || (key, std::sync::Arc::new(generate(app, trace, seed, None)));
+    KEPT.get_or_insert(|k| *k == key, make, at_most(KEPT_TRACES))
 }
 
 /// The trace `trace` (1..=4) of `app`, from `seed`; `txs` overrides the transaction count.

@@ -28,9 +28,10 @@ use super::media::DbFile;
 use super::replay::{begin_measured, new_world, OnError, Replay, Setup};
 use super::trace::Trace;
 use super::vfs::{Call, Outcome, World};
+use crate::recent::Recent;
 use std::hash::{Hash, Hasher};
 use std::os::raw::c_int;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A recorded call: [`Call`] with its buffers kept as a digest (reads) or in the tape's byte
 /// buffer (writes, in call order), and names as an index into the tape's names.
@@ -417,40 +418,28 @@ impl Key {
 }
 
 /// Tapes kept by this process, most recently used first.
-static TAPES: Mutex<Vec<(Key, Arc<Tape>)>> = Mutex::new(Vec::new());
+static TAPES: Recent<Key, Arc<Tape>> = Recent::new();
 
 /// The tape this process keeps for `trace` under `setup`, if any.
 pub fn kept(trace: &Arc<Trace>, setup: &Setup) -> Option<Arc<Tape>> {
-    let mut kept = TAPES.lock().unwrap_or_else(|e| e.into_inner());
     // The trace a process shares between its replays is found without hashing it.
-    let same = |k: &Key| {
-        Arc::ptr_eq(&k.trace, trace) && (k.seed, k.journal, k.on_error) == (setup.seed, setup.journal, setup.on_error)
-    };
-    let i = match kept.iter().position(|(k, _)| same(k)) {
-        Some(i) => i,
-        None => {
-            let key = Key::of(trace, setup);
-            kept.iter().position(|(k, _)| k.matches(&key))?
-        }
-    };
-    let entry = kept.remove(i);
-    let tape = entry.1.clone();
-    kept.insert(0, entry);
-    Some(tape)
+    let inputs = (setup.seed, setup.journal, setup.on_error);
+    TAPES.get(|k| Arc::ptr_eq(&k.trace, trace) && (k.seed, k.journal, k.on_error) == inputs).or_else(|| {
+        let key = Key::of(trace, setup);
+        TAPES.get(|k| k.matches(&key))
+    })
 }
 
 /// Keep `tape`, recorded for `trace` under `setup`; tapes beyond [`KEPT_BYTES`], least recently
 /// used first, are dropped.
 pub fn keep(trace: &Arc<Trace>, setup: &Setup, tape: Tape) {
     let key = Key::of(trace, setup);
-    let mut kept = TAPES.lock().unwrap_or_else(|e| e.into_inner());
-    kept.retain(|(k, _)| !k.matches(&key));
-    kept.insert(0, (key, Arc::new(tape)));
     let mut total = 0;
-    kept.retain(|(_, t)| {
+    let within = |_: &Key, t: &Arc<Tape>| {
         total += t.host_bytes();
         total <= KEPT_BYTES
-    });
+    };
+    TAPES.insert(|k| k.matches(&key), Key::of(trace, setup), Arc::new(tape), within);
 }
 
 #[cfg(test)]

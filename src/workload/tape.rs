@@ -32,6 +32,7 @@
 
 use super::native::Native;
 use super::{Pm, Workload, WorkloadKind};
+use crate::recent::Recent;
 use crate::rng::Rng;
 use crate::types::Addr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -192,9 +193,7 @@ impl Recorder {
 /// tape's lock): the hook [`crate::sqlite::set_before_open`] runs before each connection of
 /// the process opens, and [`Tape::chunk`] before it records.
 fn close_recorders() {
-    let tapes: Vec<Arc<Tape>> =
-        TAPES.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(_, t)| t.clone()).collect();
-    for t in tapes {
+    for t in TAPES.values() {
         if let Ok(mut r) = t.rec.try_lock() {
             r.live = None;
         }
@@ -310,25 +309,18 @@ impl TapeReader {
 }
 
 /// Tapes kept by this process, most recently used first, by name.
-static TAPES: Mutex<Vec<(String, Arc<Tape>)>> = Mutex::new(Vec::new());
+static TAPES: Recent<String, Arc<Tape>> = Recent::new();
 
 /// The tape named `key` (a workload configuration, seed and abort rate), made with `make` if
 /// this process keeps none. Tapes beyond [`KEPT_BYTES`], least recently used first, are
 /// dropped from the list (their readers keep them).
 pub fn shared(key: String, make: impl FnOnce() -> Tape) -> Arc<Tape> {
-    let mut kept = TAPES.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = match kept.iter().position(|(k, _)| *k == key) {
-        Some(i) => kept.remove(i),
-        None => (key, Arc::new(make())),
-    };
-    let tape = entry.1.clone();
-    kept.insert(0, entry);
     let mut total = 0;
-    kept.retain(|(_, t)| {
+    let within = |_: &String, t: &Arc<Tape>| {
         total += t.host_bytes();
         total <= KEPT_BYTES
-    });
-    tape
+    };
+    TAPES.get_or_insert(|k| *k == key, || (key.clone(), Arc::new(make())), within)
 }
 
 #[cfg(test)]
