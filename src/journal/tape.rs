@@ -377,6 +377,7 @@ pub const KEPT_BYTES: usize = 256 << 20;
 
 /// What makes SQLite's calls the same: the trace, the seed, whether the measured part keeps a
 /// journal, and what a rejected statement does.
+#[derive(Clone)]
 struct Key {
     hash: u64,
     trace: Arc<Trace>,
@@ -439,7 +440,7 @@ pub fn keep(trace: &Arc<Trace>, setup: &Setup, tape: Tape) {
         total += t.host_bytes();
         total <= KEPT_BYTES
     };
-    TAPES.insert(|k| k.matches(&key), Key::of(trace, setup), Arc::new(tape), within);
+    TAPES.insert(|k| k.matches(&key), key.clone(), Arc::new(tape), within);
 }
 
 #[cfg(test)]
