@@ -119,6 +119,7 @@ fn main() -> Result<(), String> {
             bug: None,
             record: false,
             tape: false,
+            prefault: false,
         };
         let r = execute_with(&spec, queue())?.result;
         print!(

@@ -57,6 +57,7 @@ fn spec(cfg: &Config, protocol: ProtocolKind, txs: u64, seed: u64, bug: Option<B
         bug,
         record,
         tape: false,
+        prefault: false,
     }
 }
 

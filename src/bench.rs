@@ -100,6 +100,7 @@ pub fn measure_crash(
                 bug: None,
                 record: true,
                 tape: false,
+                prefault: false,
             };
             let spec = crate::crash::CrashSpec { threads, ..crate::crash::CrashSpec::new(run, crashes) };
             let reports = (0..repeat).map(|_| crate::crash::check(&spec)).collect::<Result<Vec<_>, _>>()?;
@@ -180,6 +181,7 @@ pub fn measure_devices(
             bug: None,
             record: false,
             tape: false,
+            prefault: true,
         };
         let native = median((0..repeat).map(|_| runner::native_seconds(&base)).collect());
         // The clock measured after one protocol's runs is the next one's clock before.

@@ -18,7 +18,7 @@
 //! let cfg = Config::build(None, &["workload.sps.entries=4096".into()]).unwrap();
 //! let spec = RunSpec {
 //!     cfg, workload: WorkloadKind::Sps, protocol: ProtocolKind::HWal, txs: 100, warmup_txs: 0,
-//!     seed: 1, abort_rate: 0.0, bug: None, record: false, tape: false,
+//!     seed: 1, abort_rate: 0.0, bug: None, record: false, tape: false, prefault: false,
 //! };
 //! let r = execute(&spec).unwrap().result;
 //! assert_eq!(r.txs_committed, 100);

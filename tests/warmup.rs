@@ -21,6 +21,7 @@ fn run(w: WorkloadKind, p: ProtocolKind, sets: &[&str], warmup_txs: u64, txs: u6
         bug: None,
         record: false,
         tape: false,
+        prefault: false,
     };
     execute(&spec).unwrap().result
 }

@@ -116,6 +116,7 @@ fn run_workload(a: &RunArgs) -> Result<Vec<RunResult>, String> {
             bug: None,
             record: false,
             tape: false,
+            prefault: false,
         };
         results.push(runner::execute(&spec)?.result);
     }
@@ -229,6 +230,7 @@ pub(super) fn crash_report(a: &CrashArgs, verify: Option<crash::UserVerify>) -> 
             bug,
             record: true,
             tape: false,
+            prefault: false,
         },
         crashes: a.crashes,
         exhaustive: a.exhaustive,
@@ -488,6 +490,7 @@ fn workloads(a: WorkloadsArgs) -> Result<i32, String> {
             bug: None,
             record: false,
             tape: false,
+            prefault: false,
         };
         let r = runner::execute(&spec)?.result;
         rows.push(WorkloadRow {

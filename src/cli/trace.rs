@@ -89,6 +89,7 @@ pub(super) fn run(a: &RunArgs, path: &str) -> Result<Vec<crate::runner::RunResul
                     bug: None,
                     record: false,
                     tape: false,
+                    prefault: false,
                 };
                 s.spawn(move || replay(spec, src, path).map(|(_, out, _)| out.result))
             })

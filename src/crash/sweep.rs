@@ -1400,6 +1400,7 @@ mod tests {
             bug: None,
             record: true,
             tape: false,
+            prefault: false,
         };
         let mut spec = CrashSpec::new(run.clone(), 60);
         spec.threads = 2;

@@ -141,6 +141,7 @@ fn counters_are_committed_a_region_at_a_time_without_losing_counts() {
     // committed alone.
     let regions = [("a", 0u64, 5000u64), ("b", 5000, 8000)];
     let mut p = Pcm::new(&PcmConfig { write_mode: WriteMode::Diff, ..PcmConfig::default() }, 1 << 15, &regions);
+    p.wear.commit_regions_whole();
     for &at in &[0u64, 4096, 12288, 20480, 4096, 5120] {
         p.write(at, &word_bytes(0), &word_bytes(1));
         p.write_block_at(at + 64, &[0; 64], &[0xFF; 64]);
@@ -156,10 +157,11 @@ fn counters_are_committed_a_region_at_a_time_without_losing_counts() {
 
 /// Model-based: in a region larger than `Wear::WHOLE_REGION_PAGES` pages, the first write to a
 /// page commits the pages around it (those sharing its host huge page of counters), never a
-/// whole region; pages are written in a seeded random order, at their first counter word (the
-/// one committing zeroes) and in a block, across the large region, a small region committed
-/// whole and the pages of no region. A page zeroed again after it was written, or counted
-/// without being committed, changes a count or a region's figures.
+/// whole region, even with [`Wear::commit_regions_whole`]; pages are written in a seeded random
+/// order, at their first counter word (the one committing zeroes) and in a block, across the
+/// large region, a small region committed whole and the pages of no region. A page zeroed
+/// again after it was written, or counted without being committed, changes a count or a
+/// region's figures.
 #[test]
 fn counters_of_a_large_region_are_committed_a_host_huge_page_at_a_time() {
     let seed = 0xC0;
@@ -169,6 +171,7 @@ fn counters_of_a_large_region_are_committed_a_host_huge_page_at_a_time() {
     let pages = big + small + outside;
     let regions = [("big", 0u64, big * 4096), ("small", big * 4096, small * 4096)];
     let mut p = Pcm::new(&PcmConfig { write_mode: WriteMode::Diff, ..PcmConfig::default() }, pages * 4096, &regions);
+    p.wear.commit_regions_whole();
     // The first write to the large region commits the pages of one huge page of counters
     // (64 pages of 32 KiB, and the written page itself if its counters cross into the next).
     p.write(4096 * 1000, &word_bytes(0), &word_bytes(1));
@@ -202,6 +205,49 @@ fn counters_of_a_large_region_are_committed_a_host_huge_page_at_a_time() {
         assert_eq!(r[i].max_bit_updates, max, "seed {seed}: region {}", r[i].name);
         let cells: u64 = pages.map(|q| want[q as usize] * 513).sum();
         assert_eq!(r[i].total_bit_updates, cells, "seed {seed}: region {}", r[i].name);
+    }
+}
+
+/// A region of at most `Wear::WHOLE_REGION_PAGES` pages is committed a host huge page of
+/// counters at a time by default and whole at its first write with
+/// [`Wear::commit_regions_whole`] (what `bench` asks for); the same seeded random writes
+/// (first counter words, blocks, both regions and the pages of no region) give every count and
+/// every region's figures alike either way.
+#[test]
+fn a_region_is_committed_whole_only_when_asked_and_counts_the_same_either_way() {
+    let seed = 0xC1;
+    let (a, b, outside) = (1000u64, 300u64, 8u64);
+    let pages = a + b + outside;
+    let regions = [("a", 0u64, a * 4096), ("b", a * 4096, b * 4096)];
+    let cfg = PcmConfig { write_mode: WriteMode::Fnw, ..PcmConfig::default() };
+    let (mut lazy, mut whole) = (Pcm::new(&cfg, pages * 4096, &regions), Pcm::new(&cfg, pages * 4096, &regions));
+    whole.wear.commit_regions_whole();
+    for p in [&mut lazy, &mut whole] {
+        p.write(4096 * 500, &word_bytes(0), &word_bytes(1));
+        p.wear.flush();
+    }
+    let (l, w) = (lazy.wear.committed_pages(), whole.wear.committed_pages());
+    assert!(l.contains(&500) && (63..=65).contains(&l.len()), "by default {} pages committed", l.len());
+    assert_eq!(w, (0..a as usize).collect::<Vec<_>>(), "asked: region a whole, nothing else");
+    let mut rng = crate::rng::Rng::new(seed);
+    for _ in 0..3000 {
+        let at = rng.below(pages) * 4096 + rng.below(64) * 64;
+        let (old, new) = (rng.next_u64(), rng.next_u64());
+        let (old_block, new_block) = ([old as u8; 64], [new as u8; 64]);
+        for p in [&mut lazy, &mut whole] {
+            p.write(at, &word_bytes(old), &word_bytes(new));
+            p.write_block_at(at / 64 * 64, &old_block, &new_block);
+        }
+    }
+    assert_eq!(lazy.wear.total_bit_updates, whole.wear.total_bit_updates, "seed {seed}");
+    assert_eq!(lazy.wear.regions(), whole.wear.regions(), "seed {seed}");
+    for page in 0..pages {
+        for bit in [0, 8 * 64 + 3, 8 * 4095 + 7] {
+            let cell = page * 4096 * 8 + bit;
+            assert_eq!(lazy.wear.count(cell, false), whole.wear.count(cell, false), "seed {seed}: cell {cell}");
+        }
+        let flip = page * 4096 * 8;
+        assert_eq!(lazy.wear.count(flip, true), whole.wear.count(flip, true), "seed {seed}: flip cell of page {page}");
     }
 }
 

@@ -55,11 +55,14 @@ const NO_REGION: u8 = u8::MAX;
 const MIXED_PAGE: u8 = u8::MAX - 1;
 /// Regions of at most this many pages (64 MiB of device, 512 MiB of low-half counters: the log
 /// area and the data area of every one-core workload with default settings, up to SQLite's
-/// 48 MiB) have their counters committed whole at the first write to one of their pages; larger
-/// ones (the data areas of multi-core workloads) a host huge page at a time
-/// ([`Wear::first_write`]). Committing the one-core hash table's and B+tree's data areas
-/// (34 and 41 MiB) a huge page at a time too saved a quarter of their commit but left some of
-/// it inside `bench`'s measured region: PCM mode slower there in 7 of 8 pairs, by up to 12 %.
+/// 48 MiB) have their counters committed whole at the first write to one of their pages when
+/// [`Wear::commit_regions_whole`] asked for it (`bench`: the first touch then falls in the
+/// warm-up, not in the measured region); otherwise, and in larger regions (the data areas of
+/// multi-core workloads), a host huge page at a time ([`Wear::first_write`]). Committing the
+/// one-core hash table's and B+tree's data areas a huge page at a time left some of it inside
+/// `bench`'s measured region (PCM mode slower there in 7 of 8 pairs, by up to 12 %); committing
+/// every region whole cost `reproduce --quick` 7 % of its CPU samples, as a short run writes a
+/// small part of its regions.
 const WHOLE_REGION_PAGES: usize = 16384;
 
 /// Wear figures of one region.
@@ -89,6 +92,9 @@ pub struct Wear {
     /// Cell id (data bit index, or `FLIP_ID | word index`) -> times its count wrapped 65 536.
     wraps: BTreeMap<u64, u64>,
     regions: Vec<(&'static str, u64, u64, u64)>,
+    /// Regions of at most this many pages are committed whole at their first write
+    /// ([`Wear::first_write`]): 0, or [`WHOLE_REGION_PAGES`] once [`Wear::commit_regions_whole`].
+    whole_region_pages: usize,
     /// Per page: the index of the region holding it whole, `NO_REGION` for none, or
     /// `MIXED_PAGE` where regions start or end inside it (then they are searched).
     page_region: Vec<u8>,
@@ -246,6 +252,7 @@ impl Wear {
             pages: vec![FRESH; pages],
             wraps: BTreeMap::new(),
             regions: regions.iter().map(|&(n, s, l)| (n, s, l, 0)).collect(),
+            whole_region_pages: 0,
             page_region: (0..pages as u64)
                 .map(|p| {
                     // The first region touching the page counts its bytes (as the search does)
@@ -267,6 +274,14 @@ impl Wear {
             total_bit_updates: 0,
             pending: Vec::with_capacity(BATCH),
         }
+    }
+
+    /// Commit each region of at most [`WHOLE_REGION_PAGES`] pages whole at its first write
+    /// instead of a host huge page at a time: the same counts, with the host's first touch of a
+    /// region's counters in one place (for `bench`, in the warm-up rather than in the measured
+    /// region; [`crate::runner::RunSpec::prefault`]).
+    pub fn commit_regions_whole(&mut self) {
+        self.whole_region_pages = WHOLE_REGION_PAGES;
     }
 
     /// u64 words of one page's half (data and flip cells).
@@ -425,18 +440,17 @@ impl Wear {
     }
 
     /// The first write to a page since the counters were zeroed. If the page was never written,
-    /// commit the low half of the pages around it first: every page of each region holding it
-    /// that has at most `WHOLE_REGION_PAGES` pages; in a larger region, the pages whose
-    /// counters lie in the same host huge page as the page's (64 pages:
-    /// [`Wear::host_page_span`]); the page alone outside every region. The host's first
-    /// touch of fresh memory (page faults, zeroing, and under a hypervisor its own first touch:
-    /// most of a PCM `run`'s time when every page was committed at build, docs/performance.md)
-    /// is paid only where the run writes, for a region of a run's usual size at once, so not
-    /// inside a measured region that merely sweeps on through a log the warm-up already wrote;
-    /// a larger region (the data area of a multi-core workload, 130 MiB for the 8-core hash
-    /// table, of which a short run writes a few per cent) a host huge page at a time, which is
-    /// what the kernel zeroes at the first touch of any byte of it anyway. A page not yet
-    /// committed was never written: its counters are zero, and committing writes zeros.
+    /// commit the low half of the pages around it first: the pages whose counters lie in the
+    /// same host huge page as the page's (64 pages: [`Wear::host_page_span`]) within each region
+    /// holding it, or every page of a region of at most `whole_region_pages` pages
+    /// ([`Wear::commit_regions_whole`]); the page alone outside every region. The host's first
+    /// touch of fresh memory (page faults, zeroing, and under a hypervisor its own first touch)
+    /// is paid only where the run writes, a host huge page at a time, which is what the kernel
+    /// zeroes at the first touch of any byte of it anyway: a short run writes a small part of a
+    /// large data area (a few per cent of the 8-core hash table's 130 MiB). A region committed
+    /// whole pays it at once, so not inside a measured region that merely sweeps on through a
+    /// log the warm-up already wrote. A page not yet committed was never written: its counters
+    /// are zero, and committing writes zeros.
     #[cold]
     #[inline(never)]
     fn first_write(&mut self, page: usize) {
@@ -448,7 +462,7 @@ impl Wear {
                 .filter(|r| r.1 < end && first < r.1 + r.2)
                 .map(|r| {
                     let whole = (r.1 / PAGE_BYTES) as usize..((r.1 + r.2).div_ceil(PAGE_BYTES) as usize).min(n);
-                    if whole.len() <= WHOLE_REGION_PAGES {
+                    if whole.len() <= self.whole_region_pages {
                         whole
                     } else {
                         whole.start.max(near.start)..whole.end.min(near.end)

@@ -70,6 +70,7 @@ mod tests {
             bug,
             record: true,
             tape: false,
+            prefault: false,
         }
     }
 

@@ -207,6 +207,7 @@ fn images(p: ProtocolKind) -> &'static Images {
                     bug: None,
                     record: true,
                     tape: false,
+                    prefault: false,
                 };
                 let rec = execute(&run).unwrap().recorded.unwrap();
                 let w = &rec.record.durable.writes;

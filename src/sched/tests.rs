@@ -271,6 +271,7 @@ fn a_multicore_run_is_deterministic() {
             bug: None,
             record: true,
             tape: false,
+            prefault: false,
         };
         let digest = || {
             let out = execute(&spec).unwrap();
@@ -306,6 +307,7 @@ fn multicore_runs_refuse_what_is_not_multicore_with_one_line() {
         bug: None,
         record: false,
         tape: false,
+        prefault: false,
     };
     // Every protocol runs on N cores today; one added later may start on one core, and is then
     // refused with this line.

@@ -30,6 +30,7 @@ pub fn spec(cfg: Config, protocol: ProtocolKind, txs: u64, seed: u64, bug: Optio
         bug,
         record: true,
         tape: false,
+        prefault: false,
     }
 }
 
