@@ -45,8 +45,8 @@ pub struct RunSpec {
     /// region's first write (a region of up to 64 MiB of device), so that the measured region's
     /// host time leaves out the host's first touch of that memory (`bench` sets it); otherwise
     /// the counters are committed a host huge page at a time as the run reaches them, which is
-    /// less host work for a run that writes part of the device ([`crate::pcm::Wear::commit_regions_whole`]).
-    /// The same figures either way.
+    /// less host work for a run that writes part of the device
+    /// ([`crate::pcm::Wear::commit_regions_whole`]). The same figures either way.
     pub prefault: bool,
 }
 
