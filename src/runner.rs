@@ -277,7 +277,7 @@ static POPULATED: Recent<String, Slot> = Recent::new();
 const POPULATED_KEPT: usize = 8;
 
 /// The name of the workload configuration that a run of `kind` with `cfg` populates (or takes
-/// populated) in [`POPULATED`]: runs with equal names share one populating.
+/// populated) in `POPULATED`: runs with equal names share one populating.
 pub fn populated_key(kind: WorkloadKind, cfg: &WorkloadConfig) -> String {
     format!("{}:{}", kind.name(), serde_json::to_string(cfg).expect("serializable"))
 }
@@ -481,7 +481,7 @@ struct Start {
 }
 
 /// Transactions (over all cores) between two counts of the caches' dirty lines while the
-/// warm-up goes on to steady state ([`warm_to_steady`]; [`steady_growth`] judges each window).
+/// warm-up goes on to steady state (`warm_to_steady`; `steady_growth` judges each window).
 pub const STEADY_WINDOW_TXS: u64 = 1_000;
 
 /// [`WorkloadConfig::warmup_to_steady`](crate::workload::WorkloadConfig::warmup_to_steady):

@@ -15,7 +15,7 @@
 //! keeps its plain loop.
 //!
 //! **Hand-over.** The yielding core itself chooses its successor and makes it the running core
-//! ([`hand_over`]: its key, the earliest-core search, the state switch), then suspends naming
+//! (`hand_over`: its key, the earliest-core search, the state switch), then suspends naming
 //! it; the scheduler loop only resumes the core named. A switch thus costs one search over the
 //! cores' keys, one state switch and two coroutine switches (corosensei coroutines are
 //! asymmetric: a coroutine resumes only from the loop), with no state re-read in the loop.

@@ -88,7 +88,7 @@ pub struct Sim<P: Protocol> {
     pub m: Machine,
     pub p: P,
     /// The oracle's record; with several cores, the running core's transaction in progress
-    /// (the committed ones are in [`cores::Cores`]; [`Sim::take_oracle`] gives them).
+    /// (the committed ones are in `cores::Cores`; [`Sim::take_oracle`] gives them).
     pub oracle: Option<OracleLog>,
     pub stats: FrontStats,
     /// The running core's transaction state (the other cores' wait in `cores`). Boxed, so that

@@ -150,7 +150,7 @@ impl Hierarchy {
         }
     }
 
-    /// Inject the bug `lost-invalidation` (see [`Coherence::lose_invalidations`]); no effect with
+    /// Inject the bug `lost-invalidation` (see `Coherence::lose_invalidations`); no effect with
     /// one core.
     pub fn lose_invalidations(&mut self) {
         if let Some(coh) = self.coh.as_mut() {

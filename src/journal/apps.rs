@@ -151,7 +151,7 @@ const KEPT_TRACES: usize = 16;
 
 /// [`generate`]'s trace at its own transaction count, shared by the replays of one process
 /// (a reproduction replays each trace under many configurations, and a long trace takes tens
-/// of milliseconds to generate); the [`KEPT_TRACES`] used last are kept.
+/// of milliseconds to generate); the `KEPT_TRACES` used last are kept.
 pub fn generated(app: App, trace: u32, seed: u64) -> std::sync::Arc<Trace> {
     static KEPT: Recent<(App, u32, u64), std::sync::Arc<Trace>> = Recent::new();
     let key = (app, trace, seed);

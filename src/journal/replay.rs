@@ -77,7 +77,7 @@ pub struct Replay {
     /// Statements SQLite rejected (with `OnError::Continue`): line and message.
     pub errors: Vec<String>,
     /// Per command of the measured part: the virtual-machine instructions SQLite executed
-    /// ([`execute_counted`]).
+    /// (`execute_counted`).
     pub vm_steps: Vec<u32>,
 }
 

@@ -9,7 +9,7 @@
 //! and a correct journal gives SQLite back the same bytes, sizes and result codes under every
 //! configuration. So a [`Tape`] keeps the database files that one replay's setup part leaves
 //! ([`Recording::measured`]) and every [`Call`] of its measured part, in order, with its
-//! arguments (a write's bytes as the runs that differ from a [`Base`] in the database files)
+//! arguments (a write's bytes as the runs that differ from a `Base` in the database files)
 //! and its [`Outcome`] (a read's bytes as a digest), and a replay under another configuration
 //! starts from those files and makes the same calls on its own [`World`] without SQLite,
 //! checking call by call that each outcome is the recorded one. If all are, SQLite given those

@@ -276,7 +276,7 @@ impl Wear {
         }
     }
 
-    /// Commit each region of at most [`WHOLE_REGION_PAGES`] pages whole at its first write
+    /// Commit each region of at most `WHOLE_REGION_PAGES` pages whole at its first write
     /// instead of a host huge page at a time: the same counts, with the host's first touch of a
     /// region's counters in one place (for `bench`, in the warm-up rather than in the measured
     /// region; [`crate::runner::RunSpec::prefault`]).
@@ -690,7 +690,7 @@ impl Wear {
     }
 
     /// Bytes of host memory the counters reserve: the low half of every page (of which the
-    /// regions written are committed, [`Wear::first_write`]), the high halves allocated, and
+    /// regions written are committed, `Wear::first_write`), the high halves allocated, and
     /// the per-page bookkeeping. The bound is both halves of every page.
     pub fn host_bytes(&mut self) -> u64 {
         self.flush();

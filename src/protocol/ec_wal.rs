@@ -15,7 +15,7 @@
 //! Aborts rewind group allocation to the transaction's first group; TxIDs advance at every
 //! begin, so a stale group of an aborted transaction can never be counted for another one.
 //!
-//! On N cores (docs/multicore.md): one [`Core`] per core, each with its own ring of groups in
+//! On N cores (docs/multicore.md): one `Core` per core, each with its own ring of groups in
 //! `Layout::log_region(c)`; a commit takes the next global sequence number and writes it in an
 //! order tag after the tag carrying TxCnt ([`BlkTag::order_tag`]); truncations of all cores are
 //! issued in that order ([`in_commit_order`]), the head carrying `home_below`.

@@ -11,7 +11,7 @@
 //! The next transaction starts only after the acknowledgement (strict inter-tx ordering).
 //! Log format: [`crate::log::wal`]; recovery: [`crate::recovery::wal`].
 //!
-//! On N cores (docs/multicore.md): one [`Region`] per core, each a whole single-core log in
+//! On N cores (docs/multicore.md): one `Region` per core, each a whole single-core log in
 //! `Layout::log_region(c)`, holding that core's running transaction; a commit takes the next
 //! global sequence number (the commit record's `order`), and truncations of all cores are
 //! issued in that order ([`in_commit_order`]), the head carrying `home_below`.

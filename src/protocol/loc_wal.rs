@@ -31,7 +31,7 @@
 //! (program-initiated aborts), so "succeeding transactions abort" never has work to do; the
 //! rescue writes happen at the abort, as in the paper.
 //!
-//! On N cores (docs/multicore.md, "LOC-WAL"): one [`Win`] per core, each with its own window
+//! On N cores (docs/multicore.md, "LOC-WAL"): one `Win` per core, each with its own window
 //! and its own ring of groups in `Layout::log_region(c)`; tags carry the core (CID), the LLC
 //! `aux` names core and transaction ([`window::aux_of_core`]). A window ends with an order tag
 //! ([`loc::order_tag`]) giving its global order number, and the heads carry `home_below`. A

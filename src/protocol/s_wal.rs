@@ -12,7 +12,7 @@
 //!
 //! Log format: [`crate::log::swal`]; recovery: [`crate::recovery::swal`].
 //!
-//! On N cores (docs/multicore.md): one [`Region`] per core, each a whole single-core log in
+//! On N cores (docs/multicore.md): one `Region` per core, each a whole single-core log in
 //! `Layout::log_region(c)`. A commit returns only after its truncation is durable, so a region
 //! holds at most its core's committing transaction and no cross-core order is needed.
 

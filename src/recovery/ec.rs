@@ -8,7 +8,7 @@
 //! data blocks and, on more than one core, ends with an order tag (P set: the transaction's
 //! global sequence number, [`crate::log::ec::BlkTag::order_tag`]); the first run that is not
 //! committed cuts the rest (in-order commit). With one core committed blocks are redone home in
-//! log order; with more, as for H-WAL ([`super::wal::redo_in_order`]): transactions below the
+//! log order; with more, as for H-WAL (`super::wal::redo_in_order`): transactions below the
 //! largest `home_below` of the heads skipped, the others in global sequence order. Each head is
 //! rewritten to the first group of its region not fully redone.
 

@@ -19,7 +19,7 @@
 //! window counts only once its order tag ([`loc::order_tag`]) is read: the tags between two
 //! order tags are one window, decided by steps 2-3 on their own, and a window without its order
 //! tag (not yet durable) has nothing committed. The windows of all regions are then redone as
-//! H-WAL's transactions are ([`super::wal::redo_in_order`]): those below the largest
+//! H-WAL's transactions are (`super::wal::redo_in_order`): those below the largest
 //! `home_below` of the heads skipped, the others in order-number order.
 
 use super::ec::region_head;

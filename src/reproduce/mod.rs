@@ -4,7 +4,7 @@
 //! Flow: load the specs ([`spec`]), expand each into points, identify each point by its text
 //! (kind, overrides, coordinates, seed, run lengths) so that a point shared by several specs
 //! (e.g. a baseline run) runs once, take what the [`cache`] has, run the rest in parallel, the
-//! longest first ([`schedule`]: `--jobs` threads, one [`kind::Executor`] call per point, the
+//! longest first (`schedule`: `--jobs` threads, one [`kind::Executor`] call per point, the
 //! points that must not share a process in [`worker`] processes, the simulator-speed
 //! measurement beside them), then write per spec a CSV, a JSON with
 //! provenance and an SVG ([`svg`]), and the report ([`report`]). With `--shard i/N` only the

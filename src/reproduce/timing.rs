@@ -4,7 +4,7 @@
 //! `--timings FILE`, to a CSV with one row per point.
 //!
 //! A point shared by several experiments is charged to the first that needs it (the order of
-//! [`super::distinct_points`]), so the experiments' seconds add up to the points' total.
+//! `super::distinct_points`), so the experiments' seconds add up to the points' total.
 //! Experiments run side by side on the worker threads: an experiment's point seconds are a
 //! share of the work, not of the wall time.
 

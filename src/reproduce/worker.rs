@@ -26,7 +26,7 @@ pub enum Request {
     /// One point: its kind (`sim`, `journal`), the spec's overrides, coordinates, seed and run
     /// lengths.
     Point { kind: String, set: Vec<String>, coords: Vec<(String, String)>, seed: u64, txs: u64, warmup_txs: u64 },
-    /// The report's simulator-speed measurement ([`super::measure_speed`]).
+    /// The report's simulator-speed measurement (`super::measure_speed`).
     Speed,
 }
 

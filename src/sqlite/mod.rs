@@ -1,6 +1,6 @@
 //! The SQLite bridge: real SQLite (compiled from the source `rusqlite` bundles) whose database
 //! file lives in the simulated persistent data area and is read and written only through
-//! [`Pm`].
+//! `Pm`.
 //!
 //! # The file in persistent memory
 //!
@@ -20,7 +20,7 @@
 //!
 //! # Which calls touch persistent memory
 //!
-//! `xRead`, `xWrite`, `xTruncate` and `xFileSize` become [`Pm`] loads and stores of the region.
+//! `xRead`, `xWrite`, `xTruncate` and `xFileSize` become `Pm` loads and stores of the region.
 //! `xSync` does nothing: durability comes from the protocol's commit, and the workload wraps each
 //! SQLite transaction in exactly one storage transaction. Locks are no-ops (one connection per
 //! file). Only the main database file can be opened: journals, statement journals and temporary

@@ -973,7 +973,7 @@ impl Walk<'_> {
 /// kept until a block of the node changes, and recomputed along the path from a changed node
 /// to the root (as [`crate::workload::rbtree::RbFollow`] does). An inner node on that path
 /// whose own blocks did not change folds in only its children whose summaries did (a
-/// [`Fold`]), so a point costs what changed, not the inner nodes' fan-out (hundreds of
+/// `Fold`), so a point costs what changed, not the inner nodes' fan-out (hundreds of
 /// children each).
 ///
 /// A summary holds what the whole walk derives from the subtree without knowing where it

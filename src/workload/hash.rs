@@ -385,7 +385,7 @@ impl HashTable {
 }
 
 /// The incremental form of [`HashTable::verify`] ([`Follow`]): the buckets are the roots of
-/// [`SlabLists`] (which keeps the slot and free-list checks); beside it, each chain's keys and
+/// `SlabLists` (which keeps the slot and free-list checks); beside it, each chain's keys and
 /// how many chains hold each key (`dups`, the excess: no key twice in the table when 0).
 pub struct HashFollow {
     table: HashTable,

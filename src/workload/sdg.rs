@@ -1,6 +1,6 @@
 //! SDG: insert and delete edges of a large undirected graph stored as adjacency lists (Table II
 //! of the LOC papers, "insert/delete edges in a large graph", after the Boost Graph Library's
-//! `adjacency_list` [4]).
+//! `adjacency_list`, reference \[4\]).
 //!
 //! # Persistent layout (data area, little-endian)
 //!
@@ -708,11 +708,11 @@ impl Sdg {
 }
 
 /// The incremental form of [`Sdg::verify`] ([`Follow`]): the vertices are the roots of
-/// [`SlabLists`] (which keeps the chunk and free-list checks); beside it, each vertex's
+/// `SlabLists` (which keeps the chunk and free-list checks); beside it, each vertex's
 /// neighbour set (sorted, without duplicates, self-loops or out-of-range ids), the directed
 /// edges whose reverse is missing (`asym`: the adjacency is symmetric when it is 0) and the ids
 /// listed in total (twice the header's edge count when sound). The neighbour sets are
-/// [`Lines`]: most are short, and a short one is a single cache line, since `set_adj` reads
+/// `Lines`: most are short, and a short one is a single cache line, since `set_adj` reads
 /// the sets of neighbours at random.
 pub struct SdgFollow {
     lists: SlabLists,
