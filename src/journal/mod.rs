@@ -2,12 +2,12 @@
 //! write-conscious software design on phase-change memory: an SQLite case study", sections 3
 //! and 5), run with real SQLite, and its evaluation (section 6).
 //!
-//! Reading order: [`policy`] (the configurations of Table IV and their names), [`format`](mod@format) (the
-//! byte layout in PCM, docs/journal-format.md), [`media`] (PCM area and database files, what a
-//! crash keeps), [`alloc`] (frames, portions, reuse, GC, rebuild), [`vfs`] (SQLite's journal
-//! byte stream to and from the structures), [`trace`] and [`apps`] (workloads; [`script`]: a
-//! user's SQL script as a trace), [`replay`], [`crash`] (the crash checker), and [`run`] here
-//! (one measured run).
+//! Reading order: [`policy`] (the configurations of Table IV and their names),
+//! [`format`](mod@format) (the byte layout in PCM, docs/journal-format.md), [`media`] (PCM area
+//! and database files, what a crash keeps), [`alloc`] (frames, portions, reuse, GC, rebuild),
+//! [`vfs`] (SQLite's journal byte stream to and from the structures), [`trace`] and [`apps`]
+//! (workloads; [`script`]: a user's SQL script as a trace), [`replay`], [`crash`] (the crash
+//! checker), and [`run`] here (one measured run).
 //!
 //! Modelled: the PCM area as bytes with per-cell wear through [`crate::pcm::Pcm`] (Flip-N-Write
 //! by default), uncached, through a 64-byte software write buffer; database files as page-cache

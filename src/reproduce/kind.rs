@@ -317,7 +317,7 @@ impl Executor for SimExec {
 
 /// Every input of a run, as text.
 fn run_identity(r: &RunSpec) -> String {
-    // `tape` changes host time only: runs with and without it are one identity.
+    // `tape` and `prefault` change host time only: runs with and without them are one identity.
     let RunSpec { cfg, workload, protocol, txs, warmup_txs, seed, abort_rate, bug, record, tape: _, prefault: _ } = r;
     format!(
         "workload={} protocol={} txs={txs} warmup_txs={warmup_txs} seed={seed} abort_rate={abort_rate} bug={bug:?} record={record}\n{}",
