@@ -206,6 +206,17 @@ macro_rules! workloads {
                 }
             }
 
+            /// The part of `cfg` that [`WorkloadKind::build`] reads (the workload's own section),
+            /// as JSON: runs whose configurations differ elsewhere (another workload's section,
+            /// the warm-up) build and populate the same workload. Empty for a trace or a user's
+            /// workload, which are not built from `cfg`.
+            pub fn build_key(self, cfg: &WorkloadConfig) -> String {
+                match self {
+                    $(WorkloadKind::$variant => serde_json::to_string(&cfg.$cfg).expect("serializable"),)*
+                    WorkloadKind::$tvariant | WorkloadKind::User => String::new(),
+                }
+            }
+
             /// Build the workload from its configuration. A trace or a user's workload is not
             /// built from one: this gives the empty trace, which serves as their structural
             /// verifier (it accepts every image; the oracle checks their bytes).
