@@ -38,6 +38,19 @@ pub fn commit_zeroed<T: Copy>(v: &mut [T], zero: T) {
     }
 }
 
+/// Commit every host page of `v` now, keeping its contents: a page not yet provided (fresh
+/// memory, read as zero) is provided at this write, so not at a later one.
+pub fn commit(v: &mut [u8]) {
+    for i in (0..v.len()).step_by(4096) {
+        // SAFETY: `i < v.len()`: inside the slice. Volatile, so that the compiler keeps the
+        // write of the value just read.
+        unsafe {
+            let p = v.as_mut_ptr().add(i);
+            std::ptr::write_volatile(p, std::ptr::read_volatile(p));
+        }
+    }
+}
+
 /// A copy of `src` in storage advised as [`zeroed`].
 pub fn copy_of<T: Plain>(src: &[T]) -> Vec<T> {
     let mut v = zeroed(src.len());
@@ -157,5 +170,8 @@ mod tests {
         assert!(sparse.copy(&src) == src);
         assert!(sparse.copy(&src[..(3 << 20) + 1]) == src[..(3 << 20) + 1]);
         assert!(sparse.copy(&src[..4096 * 8]) == src[..4096 * 8]);
+        let mut c = sparse.copy(&src);
+        super::commit(&mut c);
+        assert!(c == src);
     }
 }

@@ -277,7 +277,9 @@ impl Machine {
         let nvm = match (&sg, keep_bytes) {
             (_, false) => Vec::new(),
             (Some(sg), true) => crate::startgap::physical_initial(&sg.geom, &initial),
-            (None, true) => crate::hostmem::copy_of(&initial),
+            // Only the pages holding a non-zero byte are written: the rest (most of a log) is
+            // provided by the host where the run writes it (`bench` commits it first).
+            (None, true) => crate::hostmem::Sparse::of(&initial).copy(&initial),
         };
         Machine {
             plain: !keep_bytes && sg.is_none() && pcm.is_none(),

@@ -41,12 +41,13 @@ pub struct RunSpec {
     /// same figures, less host time for a sweep (`reproduce` sets it). Its host seconds then
     /// leave out SQLite's own work. No effect on the other workloads.
     pub tape: bool,
-    /// Under the PCM device, commit the host memory of a region's cell counters whole at the
-    /// region's first write (a region of up to 64 MiB of device), so that the measured region's
-    /// host time leaves out the host's first touch of that memory (`bench` sets it); otherwise
-    /// the counters are committed a host huge page at a time as the run reaches them, which is
-    /// less host work for a run that writes part of the device
-    /// ([`crate::pcm::Wear::commit_regions_whole`]). The same figures either way.
+    /// Commit the host memory of the device's byte image before the run, and under the PCM
+    /// device that of a region's cell counters whole at the region's first write (a region of
+    /// up to 64 MiB of device), so that the measured region's host time leaves out the host's
+    /// first touch of that memory (`bench` sets it); otherwise both are committed as the run
+    /// reaches them (the counters a host huge page at a time), which is less host work for a
+    /// run that writes part of the device ([`crate::pcm::Wear::commit_regions_whole`]). The
+    /// same figures either way.
     pub prefault: bool,
 }
 
@@ -411,14 +412,17 @@ fn drive<P: Protocol>(
         crate::log::ec::format_checked(&layout, &mut image);
     }
     let mut m = Machine::new(&spec.cfg, layout, image, spec.record);
-    if let Some(pcm) = m.pcm.as_mut().filter(|_| spec.prefault) {
-        pcm.wear.commit_regions_whole();
+    if spec.prefault {
+        if let Some(pcm) = m.pcm.as_mut() {
+            pcm.wear.commit_regions_whole();
+        }
+        crate::hostmem::commit(&mut m.nvm);
     }
     if spec.protocol.stores_persist() {
         m.persist_stores();
     }
     // The device's initial content (physical: Start-Gap places the log lines).
-    let initial = spec.record.then(|| m.nvm.clone());
+    let initial = spec.record.then(|| crate::hostmem::Sparse::of(&m.nvm).copy(&m.nvm));
     if spec.bug == Some(Bug::StartGapRegsBeforeCopy) {
         m.sg.as_mut()
             .ok_or("--inject-bug startgap-regs-before-copy: needs startgap.enabled = true")?
