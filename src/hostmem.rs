@@ -145,6 +145,219 @@ fn advise_huge(p: *const u8, bytes: usize) {
 #[cfg(not(target_os = "linux"))]
 fn advise_huge(_p: *const u8, _bytes: usize) {}
 
+/// The host allocator of locsim's programs (installed with `#[global_allocator]` by the binary
+/// and the Python module): a zeroed allocation of at least [`LARGE`] bytes is a fresh mapping
+/// of its own at an address aligned to [`HUGE`]; every other allocation is the system
+/// allocator's, as before.
+///
+/// Why: the simulator's large arrays (the program and device byte images, the caches' tag
+/// arrays, the PCM cell counters) are allocated zeroed, indexed by simulated block, 64 bytes
+/// each, and read cold. The system allocator places a large block 16 bytes past a page
+/// boundary (glibc's chunk header), so every simulated block straddled two host cache lines:
+/// two host memory misses per cold block instead of one, and a prefetch of the block's first
+/// byte fetched half of it. Aligned to a huge page, a block is one host line, and transparent
+/// huge pages can back the whole array, not only the huge pages wholly inside it. Fresh
+/// mappings are what the system allocator gives such sizes too (its threshold for mapping
+/// directly is at most 32 MiB); allocations that are not zeroed (copies, growing vectors)
+/// stay with it, so that it reuses their memory.
+pub struct HostAlloc;
+
+/// Zeroed allocations of at least this many bytes are mapped by [`HostAlloc`] itself.
+pub const LARGE: usize = 1 << 20;
+
+#[cfg(target_os = "linux")]
+mod map {
+    use super::{HUGE, PAGE};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The live mappings of [`HostAlloc`](super::HostAlloc), by address (0: a free entry): a
+    /// block given back is unmapped only if it is here, and given to the system allocator
+    /// otherwise. A zeroed allocation finding no free entry is the system allocator's.
+    static LIVE: [AtomicUsize; 1024] = [const { AtomicUsize::new(0) }; 1024];
+
+    fn pages(bytes: usize) -> usize {
+        bytes.next_multiple_of(PAGE)
+    }
+
+    fn entry(p: usize) -> Option<&'static AtomicUsize> {
+        if !p.is_multiple_of(PAGE) {
+            return None; // every mapping is page aligned; most other blocks are not
+        }
+        LIVE.iter().find(|e| e.load(Ordering::Relaxed) == p)
+    }
+
+    /// Is `p` a live mapping of [`map`]?
+    pub(super) fn is_live(p: *mut u8) -> bool {
+        entry(p as usize).is_some()
+    }
+
+    /// Fresh zeroed memory of `bytes` bytes, aligned to `HUGE` and registered (null on failure,
+    /// or when every entry is taken).
+    pub(super) fn map(bytes: usize) -> *mut u8 {
+        let len = pages(bytes);
+        if let Some(p) = reuse(len) {
+            // SAFETY: a whole mapping of `len` bytes taken out of the cache: the caller's alone.
+            unsafe { std::ptr::write_bytes(p, 0, bytes) };
+            return p;
+        }
+        // SAFETY: an anonymous private mapping of fresh memory; the parts outside the aligned
+        // range are unmapped again, and the rest belongs to the caller.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len + HUGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                return std::ptr::null_mut();
+            }
+            let start = p as usize;
+            let aligned = start.next_multiple_of(HUGE);
+            if aligned > start {
+                libc::munmap(p, aligned - start);
+            }
+            let tail = start + len + HUGE - (aligned + len);
+            if tail > 0 {
+                libc::munmap((aligned + len) as *mut libc::c_void, tail);
+            }
+            let free =
+                LIVE.iter().find(|e| e.compare_exchange(0, aligned, Ordering::Relaxed, Ordering::Relaxed).is_ok());
+            if free.is_none() {
+                libc::munmap(aligned as *mut libc::c_void, len);
+                return std::ptr::null_mut();
+            }
+            aligned as *mut u8
+        }
+    }
+
+    /// Give back `p` of `bytes` bytes if it is a live mapping of [`map`]; `false` otherwise.
+    ///
+    /// # Safety
+    /// `p` and `bytes` are those of a live allocation of [`HostAlloc`](super::HostAlloc).
+    pub(super) unsafe fn unmap(p: *mut u8, bytes: usize) -> bool {
+        let Some(e) = entry(p as usize) else { return false };
+        if !keep(p, pages(bytes)) {
+            libc::munmap(p as *mut libc::c_void, pages(bytes));
+            e.store(0, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Mappings of at most this many bytes given back are kept for reuse (as the system
+    /// allocator reuses blocks up to its own mapping threshold, 32 MiB at most): a run's
+    /// arrays of a few MiB built again by the next point of an experiment are cleared
+    /// instead of mapped afresh, which would fault in every page they touch again.
+    const REUSE_MAX: usize = 32 << 20;
+
+    /// Mappings given back and kept, `(address, bytes)` (0: none); they stay in `LIVE`.
+    static KEPT: std::sync::Mutex<[(usize, usize); 16]> = std::sync::Mutex::new([(0, 0); 16]);
+
+    /// Keep the mapping `p` of `len` bytes for reuse; `false` if it is not kept.
+    fn keep(p: *mut u8, len: usize) -> bool {
+        if len > REUSE_MAX {
+            return false;
+        }
+        let Ok(mut kept) = KEPT.lock() else { return false };
+        match kept.iter_mut().find(|k| k.0 == 0) {
+            Some(k) => {
+                *k = (p as usize, len);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A kept mapping of exactly `len` bytes, taken out of the cache.
+    fn reuse(len: usize) -> Option<*mut u8> {
+        if len > REUSE_MAX {
+            return None;
+        }
+        let mut kept = KEPT.lock().ok()?;
+        let k = kept.iter_mut().find(|k| k.0 != 0 && k.1 == len)?;
+        let p = std::mem::take(k).0;
+        Some(p as *mut u8)
+    }
+
+    /// Resize `p` of `old` bytes to `new` if it is a live mapping of [`map`] (`None`
+    /// otherwise): a mapping holding its first bytes (page aligned; null on failure, `p` then
+    /// unchanged).
+    ///
+    /// # Safety
+    /// `p` and `old` are those of a live allocation of [`HostAlloc`](super::HostAlloc).
+    pub(super) unsafe fn remap(p: *mut u8, old: usize, new: usize) -> Option<*mut u8> {
+        let e = entry(p as usize)?;
+        let q = libc::mremap(p as *mut libc::c_void, pages(old), pages(new.max(1)), libc::MREMAP_MAYMOVE);
+        if q == libc::MAP_FAILED {
+            return Some(std::ptr::null_mut());
+        }
+        e.store(q as usize, Ordering::Relaxed);
+        Some(q as *mut u8)
+    }
+}
+
+#[cfg(target_os = "linux")]
+// SAFETY: a mapped block is a whole mapping of its own (zeroed, aligned to `HUGE`, which every
+// alignment up to it divides), registered in `map::LIVE` while live and given back with
+// `munmap`; every other block is the system allocator's and goes back to it.
+unsafe impl std::alloc::GlobalAlloc for HostAlloc {
+    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+        std::alloc::System.alloc(l)
+    }
+
+    unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
+        if l.size() >= LARGE && l.align() <= HUGE {
+            let p = map::map(l.size());
+            if !p.is_null() {
+                return p;
+            }
+        }
+        std::alloc::System.alloc_zeroed(l)
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
+        if !(l.size() >= LARGE && map::unmap(p, l.size())) {
+            std::alloc::System.dealloc(p, l)
+        }
+    }
+
+    unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
+        if l.size() >= LARGE && new >= LARGE {
+            if let Some(q) = map::remap(p, l.size(), new) {
+                return q;
+            }
+        } else if l.size() >= LARGE && map::is_live(p) {
+            // Shrunk below `LARGE`: to the system allocator, which every block of that size is.
+            let q = std::alloc::System.alloc(std::alloc::Layout::from_size_align_unchecked(new, l.align()));
+            if !q.is_null() {
+                std::ptr::copy_nonoverlapping(p, q, new);
+                map::unmap(p, l.size());
+            }
+            return q;
+        }
+        std::alloc::System.realloc(p, l, new)
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+// SAFETY: the system allocator's.
+unsafe impl std::alloc::GlobalAlloc for HostAlloc {
+    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+        std::alloc::System.alloc(l)
+    }
+    unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
+        std::alloc::System.alloc_zeroed(l)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
+        std::alloc::System.dealloc(p, l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
+        std::alloc::System.realloc(p, l, new)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -173,5 +386,65 @@ mod tests {
         let mut c = sparse.copy(&src);
         super::commit(&mut c);
         assert!(c == src);
+    }
+
+    /// [`super::HostAlloc`] against what it promises, over every path: a zeroed large block
+    /// is zero (fresh, and when reusing one given back dirty) and aligned to a huge page;
+    /// blocks keep their bytes when they grow or shrink across `LARGE` and within it; blocks
+    /// of every kind go back without fault; past the registry's entries, zeroed blocks still
+    /// come (from the system allocator) and are zero.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn host_allocator_keeps_its_promises() {
+        use super::{HostAlloc, HUGE, LARGE};
+        use std::alloc::{GlobalAlloc, Layout};
+        let a = HostAlloc;
+        let fill = |p: *mut u8, n: usize, seed: u8| {
+            for i in (0..n).step_by(4093) {
+                unsafe { *p.add(i) = seed ^ (i as u8) | 1 };
+            }
+        };
+        let holds =
+            |p: *mut u8, n: usize, seed: u8| (0..n).step_by(4093).all(|i| unsafe { *p.add(i) } == seed ^ (i as u8) | 1);
+        let zero = |p: *mut u8, n: usize| unsafe { std::slice::from_raw_parts(p, n) }.iter().all(|&x| x == 0);
+        unsafe {
+            for (round, &n) in [LARGE, 3 * LARGE + 5, 40 << 20, LARGE - 1, 100].iter().enumerate() {
+                let l = Layout::from_size_align(n, 8).unwrap();
+                for _ in 0..3 {
+                    // Zeroed, written, given back: the next zeroed block of the size is zero again.
+                    let p = a.alloc_zeroed(l);
+                    assert!(!p.is_null() && zero(p, n), "size {n}");
+                    if n >= LARGE {
+                        assert_eq!(p as usize % HUGE, 0, "size {n}");
+                    }
+                    fill(p, n, round as u8);
+                    a.dealloc(p, l);
+                }
+                // Grow, shrink across LARGE and within it: the bytes stay.
+                let p = a.alloc_zeroed(l);
+                fill(p, n, 7);
+                let q = a.realloc(p, l, 2 * n + LARGE);
+                assert!(holds(q, n, 7), "grown from {n}");
+                let r = a.realloc(q, Layout::from_size_align(2 * n + LARGE, 8).unwrap(), LARGE / 2);
+                assert!(holds(r, n.min(LARGE / 2), 7), "shrunk from {n}");
+                let s = a.realloc(r, Layout::from_size_align(LARGE / 2, 8).unwrap(), LARGE + 1);
+                assert!(holds(s, n.min(LARGE / 2), 7), "grown again from {n}");
+                a.dealloc(s, Layout::from_size_align(LARGE + 1, 8).unwrap());
+                // Not zeroed: the system allocator's.
+                let p = a.alloc(l);
+                fill(p, n, 9);
+                assert!(holds(p, n, 9));
+                a.dealloc(p, l);
+            }
+            // More live zeroed blocks than the registry has entries (untouched: address space only).
+            let l = Layout::from_size_align(LARGE, 8).unwrap();
+            let many: Vec<*mut u8> = (0..1100).map(|_| a.alloc_zeroed(l)).collect();
+            assert!(many.iter().all(|&p| !p.is_null()));
+            assert!(many.iter().filter(|&&p| !(p as usize).is_multiple_of(HUGE)).count() >= 1100 - 1024);
+            assert!(zero(many[1099], LARGE));
+            for p in many {
+                a.dealloc(p, l);
+            }
+        }
     }
 }

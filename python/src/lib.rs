@@ -12,6 +12,11 @@
 //! input becomes a `ValueError` (`FileNotFoundError` for a missing file) whose message is the
 //! exact line the command line prints on standard error.
 
+/// The simulator's host allocator (`locsim::hostmem::HostAlloc`: its large arrays aligned to
+/// host huge pages), as in the `locsim` binary.
+#[global_allocator]
+static HOST_ALLOC: locsim::hostmem::HostAlloc = locsim::hostmem::HostAlloc;
+
 use locsim::api::{command_help, command_json, format as tf, UserVerify};
 use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
