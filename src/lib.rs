@@ -50,6 +50,8 @@ pub mod sched;
 pub mod sim;
 pub mod sqlite;
 pub mod startgap;
+#[cfg(test)]
+mod testdir;
 pub mod trace;
 pub mod types;
 pub mod workload;

@@ -78,11 +78,8 @@ pub fn write(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn dir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("locsim-outfile-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("temp dir");
-        d
+    fn dir(tag: &str) -> crate::testdir::TempDir {
+        crate::testdir::TempDir::new(&format!("outfile-{tag}"))
     }
 
     fn names(d: &Path) -> Vec<String> {

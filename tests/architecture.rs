@@ -5,6 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+#[path = "../src/testdir.rs"]
+mod testdir;
+use testdir::TempDir;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -212,9 +216,7 @@ fn no_tracked_file_refers_outside_the_repository() {
 
 #[test]
 fn the_outside_reference_check_finds_one() {
-    let d = std::env::temp_dir().join(format!("locsim-outside-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let d = TempDir::new("outside");
     let git = |args: &[&str]| {
         std::process::Command::new("git").args(args).current_dir(&d).output().expect("git runs");
     };

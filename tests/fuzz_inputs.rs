@@ -267,23 +267,24 @@ fn trace_files_malformed_anyhow_give_one_line_errors() {
     fuzz("trace_file", &corpus, iters(2000), decode_all);
 }
 
-fn tmp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("locsim-fuzz-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+#[path = "../src/testdir.rs"]
+mod testdir;
+use testdir::TempDir;
+
+fn tmp_dir(tag: &str) -> TempDir {
+    TempDir::new(&format!("fuzz-{tag}"))
 }
 
-/// A shard file of the tiny test specs (one shard of one).
-fn shard_file(tag: &str) -> (PathBuf, Vec<u8>) {
+/// A shard file of the tiny test specs (one shard of one), with the directory holding it.
+fn shard_file(tag: &str) -> (TempDir, PathBuf, Vec<u8>) {
     let exp = tmp_dir(&format!("{tag}-exp"));
     for f in ["tiny-bar.toml", "tiny-line.toml"] {
         std::fs::copy(root().join("tests/data/reproduce").join(f), exp.join(f)).unwrap();
     }
     let out = tmp_dir(&format!("{tag}-shard"));
     let o = locsim::reproduce::Options {
-        experiments: exp,
-        out: out.clone(),
+        experiments: exp.to_path_buf(),
+        out: out.to_path_buf(),
         quick: true,
         only: vec![],
         jobs: 1,
@@ -296,12 +297,12 @@ fn shard_file(tag: &str) -> (PathBuf, Vec<u8>) {
     locsim::reproduce::reproduce(&o).unwrap();
     let path = out.join("shard-0-of-1.json");
     let bytes = std::fs::read(&path).unwrap();
-    (path, bytes)
+    (out, path, bytes)
 }
 
 #[test]
 fn shard_files_malformed_anyhow_give_one_line_errors_and_no_partial_output() {
-    let (path, bytes) = shard_file("merge");
+    let (_shard, path, bytes) = shard_file("merge");
     let out = tmp_dir("merge-out");
     let dir = path.parent().unwrap().to_path_buf();
     fuzz("merge", &[bytes], iters(300), |b| {
@@ -331,7 +332,7 @@ fn assert_one_line_status_2(o: &std::process::Output, what: &str) {
 
 #[test]
 fn merge_and_run_inputs_fail_with_one_line_and_status_2() {
-    let (path, bytes) = shard_file("cli");
+    let (_shard, path, bytes) = shard_file("cli");
     let dir = path.parent().unwrap();
     let out = tmp_dir("cli-out");
     std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
@@ -363,7 +364,7 @@ fn earlier_findings_stay_fixed() {
     let e = locsim::reproduce::spec::parse("fig", &tiny.replace("kind = \"bound\"", "kind = \"bo\\nd\""), true)
         .unwrap_err();
     assert!(e.contains("claim kind `bo\\nd`") && !e.contains('\n'), "{e}");
-    let (path, bytes) = shard_file("findings");
+    let (_shard, path, bytes) = shard_file("findings");
     let dir = vec![path.parent().unwrap().to_path_buf()];
     let out = tmp_dir("findings-out");
     let shard: serde_json::Value = serde_json::from_slice(&bytes).unwrap();

@@ -2,6 +2,10 @@
 
 use std::process::Command;
 
+#[path = "../src/testdir.rs"]
+mod testdir;
+use testdir::TempDir;
+
 fn locsim(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_locsim")).args(args).output().expect("runs");
     (
@@ -108,8 +112,7 @@ fn unknown_configuration_names_fail_with_one_line_and_exit_2() {
 
 #[test]
 fn a_trace_file_replays_and_a_bad_one_names_its_line() {
-    let dir = std::env::temp_dir().join(format!("locsim-journal-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("journal");
     let (code, text, err) = locsim(&["journal", "--app", "kt", "--txs", "10", "--emit-trace"]);
     assert_eq!(code, 0, "{err}");
     let good = dir.join("kt.trace");
@@ -172,8 +175,7 @@ fn a_sql_script_reports_the_built_in_fields_and_its_errors_by_line() {
     let (_, again, _) = locsim(&args);
     assert_eq!(again, out_sql, "same script, config and seed: byte-identical");
 
-    let dir = std::env::temp_dir().join(format!("locsim-journal-sql-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("journal-sql");
     let script = dir.join("e.sql");
     std::fs::write(
         &script,

@@ -9,18 +9,19 @@ fn locsim(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_locsim")).args(args).output().expect("runs")
 }
 
-fn tmp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("locsim-cli-reproduce-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+#[path = "../src/testdir.rs"]
+mod testdir;
+use testdir::TempDir;
+
+fn tmp_dir(tag: &str) -> TempDir {
+    TempDir::new(&format!("cli-reproduce-{tag}"))
 }
 
 /// Small SPS specs (4096 entries, 60 transactions): a bar chart and a line chart.
 const TINY: &str = include_str!("data/reproduce/tiny-bar.toml");
 const TINY_LINE: &str = include_str!("data/reproduce/tiny-line.toml");
 
-fn experiments(tag: &str, specs: &[(&str, &str)]) -> PathBuf {
+fn experiments(tag: &str, specs: &[(&str, &str)]) -> TempDir {
     let d = tmp_dir(tag);
     for (name, text) in specs {
         std::fs::write(d.join(format!("{name}.toml")), text).expect("write spec");

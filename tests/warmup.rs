@@ -8,6 +8,10 @@ use locsim::protocol::ProtocolKind;
 use locsim::runner::{execute, RunResult, RunSpec};
 use locsim::workload::WorkloadKind;
 
+#[path = "../src/testdir.rs"]
+mod testdir;
+use testdir::TempDir;
+
 fn run(w: WorkloadKind, p: ProtocolKind, sets: &[&str], warmup_txs: u64, txs: u64) -> RunResult {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let spec = RunSpec {
@@ -101,8 +105,7 @@ fn the_steady_warmup_is_deterministic() {
 /// generating one, is a one-line error with exit 2.
 #[test]
 fn a_trace_with_the_steady_warmup_is_refused() {
-    let dir = std::env::temp_dir().join(format!("locsim-warmup-trace-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("warmup-trace");
     let trace = dir.join("t.trace");
     let bin = env!("CARGO_BIN_EXE_locsim");
     let gen = std::process::Command::new(bin)

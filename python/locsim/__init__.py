@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import tempfile
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
@@ -291,6 +292,14 @@ def crash_check(workload: Optional[str] = None, protocol: Optional[str] = None, 
     return CrashReport(_call(args, verify), lambda cycle: crash_check(crash_at=cycle, **kw))
 
 
+def _remove_file(path: str) -> None:
+    """Remove ``path`` if it is still there (a temporary trace, when its ``Trace`` is gone)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def _call_with_sql(args: List[str], sql: Optional[str]) -> Any:
     """``_call(args)``, with ``sql`` (SQL text) written to a temporary file ``--sql`` names."""
     if sql is None:
@@ -422,7 +431,8 @@ class Trace:
 
     ``Trace(size, path=None, base=0, warmup=0, text=False)``: a region of ``size`` bytes from
     address ``base`` (the data area a crash check compares and ``verify`` sees), the first
-    ``warmup`` transactions left out of the figures; ``path`` None writes a temporary file.
+    ``warmup`` transactions left out of the figures; ``path`` None writes a temporary file,
+    removed when the ``Trace`` object is garbage collected.
     Then ``init`` (initial content), ``begin``, ``load``/``load_u64`` (return the bytes the
     program's stores left), ``store``/``store_u64``, ``compute``, ``commit``, ``abort``
     (undoes the transaction's stores), ``close`` (also done by ``run``/``crash_check`` and at
@@ -441,6 +451,7 @@ class Trace:
             fd, tmp = tempfile.mkstemp(prefix="locsim-", suffix=".trace")
             os.close(fd)
             path = tmp
+            weakref.finalize(self, _remove_file, tmp)
         self._t = _native.Trace(os.fspath(path), size, base, warmup, text)
         self.base = base
         self.size = size

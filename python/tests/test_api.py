@@ -279,3 +279,18 @@ def test_a_single_core_python_trace_has_no_core_record_and_runs(tmp_path):
     assert "core" not in path.read_text()
     df = locsim.run(protocols="h-wal", trace=path)
     assert int(df["txs_committed"][0]) == 1
+
+
+def test_a_temporary_trace_file_goes_with_its_trace():
+    import gc
+
+    t = locsim.Trace(64)
+    t.begin()
+    t.store_u64(0, 7)
+    t.commit()
+    t.close()
+    path = t.path
+    assert os.path.exists(path)
+    del t
+    gc.collect()
+    assert not os.path.exists(path)

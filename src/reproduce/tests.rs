@@ -5,20 +5,18 @@ use super::claim::Claim;
 use super::spec::{self, Point};
 use super::table::{Grid, Table};
 use super::*;
+use crate::testdir::TempDir;
 
 /// The test specs (also used by `tests/reproduce.rs`).
 pub const TINY_BAR: &str = include_str!("../../tests/data/reproduce/tiny-bar.toml");
 
 pub const TINY_LINE: &str = include_str!("../../tests/data/reproduce/tiny-line.toml");
 
-fn tmp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("locsim-reproduce-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+fn tmp_dir(tag: &str) -> TempDir {
+    TempDir::new(&format!("reproduce-{tag}"))
 }
 
-fn tiny_experiments(tag: &str) -> PathBuf {
+fn tiny_experiments(tag: &str) -> TempDir {
     let d = tmp_dir(tag);
     std::fs::write(d.join("tiny-bar.toml"), TINY_BAR).expect("write");
     std::fs::write(d.join("tiny-line.toml"), TINY_LINE).expect("write");
@@ -297,9 +295,9 @@ fn two_shards_merged_write_the_same_files_as_one_run() {
     let b = reproduce(&opts(&exp, &s1, 1, Some((1, 2)))).unwrap();
     assert_eq!(a.executed + b.executed, 12);
     assert!(a.executed > 0 && b.executed > 0);
-    let err = merge(std::slice::from_ref(&s0), &merged).unwrap_err();
+    let err = merge(&[s0.to_path_buf()], &merged).unwrap_err();
     assert_eq!(err, "merge: shard 1 of 2 is missing");
-    merge(&[s0, s1], &merged).unwrap();
+    merge(&[s0.to_path_buf(), s1.to_path_buf()], &merged).unwrap();
     for f in
         ["tiny-bar.csv", "tiny-line.csv", "tiny-bar.json", "tiny-line.json", "tiny-bar.svg", "REPORT.md", "report.html"]
     {
@@ -336,7 +334,7 @@ fn a_spec_with_machines_runs_once_per_machine_and_the_report_sets_their_claims_s
 }
 
 /// `dir/shard-1-of-2.json` rewritten by `edit` (on its JSON) into a fresh directory.
-fn edited_shard(tag: &str, from: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+fn edited_shard(tag: &str, from: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> TempDir {
     let mut j: serde_json::Value = serde_json::from_str(&read(from, "shard-1-of-2.json")).unwrap();
     edit(&mut j);
     let d = tmp_dir(tag);
@@ -350,7 +348,7 @@ fn merge_refuses_a_duplicated_truncated_edited_or_foreign_shard_naming_the_file(
     let (s0, s1, out) = (tmp_dir("refuse-0"), tmp_dir("refuse-1"), tmp_dir("refuse-out"));
     reproduce(&opts(&exp, &s0, 1, Some((0, 2)))).unwrap();
     reproduce(&opts(&exp, &s1, 1, Some((1, 2)))).unwrap();
-    let fails = |dirs: &[&PathBuf], needles: &[&str]| {
+    let fails = |dirs: &[&Path], needles: &[&str]| {
         let dirs: Vec<PathBuf> = dirs.iter().map(|d| d.to_path_buf()).collect();
         let e = merge(&dirs, &out).unwrap_err();
         assert!(!e.contains('\n'), "{e}");
@@ -385,7 +383,7 @@ fn merge_refuses_a_duplicated_truncated_edited_or_foreign_shard_naming_the_file(
     fails(&[&s0, &beyond], &["shard 7 of 2: allowed 0 <= I < N"]);
     let zero = edited_shard("refuse-zero", &s1, |j| j["shards"] = 0.into());
     fails(&[&zero], &["shard 1 of 0: allowed 0 <= I < N"]);
-    merge(&[s0, s1], &out).expect("the untouched shards merge");
+    merge(&[s0.to_path_buf(), s1.to_path_buf()], &out).expect("the untouched shards merge");
 }
 
 #[test]
