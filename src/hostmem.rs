@@ -146,9 +146,9 @@ fn advise_huge(p: *const u8, bytes: usize) {
 fn advise_huge(_p: *const u8, _bytes: usize) {}
 
 /// The host allocator of locsim's programs (installed with `#[global_allocator]` by the binary
-/// and the Python module): a zeroed allocation of at least [`LARGE`] bytes is a fresh mapping
-/// of its own at an address aligned to [`HUGE`]; every other allocation is the system
-/// allocator's, as before.
+/// and the Python module): a zeroed allocation of at least [`LARGE`] bytes is a mapping of its
+/// own at an address aligned to [`HUGE`] (fresh, or one of its size given back and cleared);
+/// every other allocation is the system allocator's, as before.
 ///
 /// Why: the simulator's large arrays (the program and device byte images, the caches' tag
 /// arrays, the PCM cell counters) are allocated zeroed, indexed by simulated block, 64 bytes
@@ -156,10 +156,10 @@ fn advise_huge(_p: *const u8, _bytes: usize) {}
 /// boundary (glibc's chunk header), so every simulated block straddled two host cache lines:
 /// two host memory misses per cold block instead of one, and a prefetch of the block's first
 /// byte fetched half of it. Aligned to a huge page, a block is one host line, and transparent
-/// huge pages can back the whole array, not only the huge pages wholly inside it. Fresh
-/// mappings are what the system allocator gives such sizes too (its threshold for mapping
-/// directly is at most 32 MiB); allocations that are not zeroed (copies, growing vectors)
-/// stay with it, so that it reuses their memory.
+/// huge pages can back the whole array, not only the huge pages wholly inside it. The reuse
+/// follows the system allocator's, which maps afresh only above a threshold of at most 32 MiB
+/// and reuses freed memory below it; allocations that are not zeroed (copies, growing vectors)
+/// stay with it.
 pub struct HostAlloc;
 
 /// Zeroed allocations of at least this many bytes are mapped by [`HostAlloc`] itself.
@@ -252,7 +252,8 @@ mod map {
     /// instead of mapped afresh, which would fault in every page they touch again.
     const REUSE_MAX: usize = 32 << 20;
 
-    /// Mappings given back and kept, `(address, bytes)` (0: none); they stay in `LIVE`.
+    /// Mappings given back and kept, `(address, bytes)` (0: none; at most 16 x 32 MiB); they
+    /// stay in `LIVE`.
     static KEPT: std::sync::Mutex<[(usize, usize); 16]> = std::sync::Mutex::new([(0, 0); 16]);
 
     /// Keep the mapping `p` of `len` bytes for reuse; `false` if it is not kept.
