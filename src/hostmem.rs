@@ -6,8 +6,9 @@
 /// A zeroed vector of `len` elements whose storage the kernel is asked to back with huge pages.
 /// `T` must be a plain integer type (all-zero bytes are its zero).
 pub fn zeroed<T: Plain>(len: usize) -> Vec<T> {
-    // A large zeroed allocation is fresh, untouched memory: advising it before the first touch
-    // lets the first page faults allocate huge pages.
+    // A large zeroed allocation is fresh, untouched memory, or (at most 32 MiB) memory given
+    // back and cleared ([`HostAlloc`]): advising fresh memory before the first touch lets the
+    // first page faults allocate huge pages.
     let v = vec![T::default(); len];
     advise_huge(v.as_ptr() as *const u8, len * std::mem::size_of::<T>());
     v
