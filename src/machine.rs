@@ -604,8 +604,27 @@ impl Machine {
     /// results). Only with the PCM device: the plain device reads none of them.
     #[inline(never)]
     fn prefetch_next_victim(&self, s3: Slot) {
-        let (Some(p), Some((v, true))) = (&self.pcm, self.hier.llc.next_victim(s3)) else { return };
-        if let Some(x) = self.arch.get(v.range().start) {
+        if let Some((v, true)) = self.hier.llc.next_victim(s3) {
+            self.prefetch_write_back(v);
+        }
+    }
+
+    /// The program announced an access to block `b` ([`Machine::will_access`]): if that access
+    /// will miss the LLC and push out a line that may be dirty, have the host fetch the bytes
+    /// that line's write-back will read (as [`Machine::prefetch_next_victim`]), now, a few
+    /// simulated accesses before they are needed rather than a thousand LLC misses.
+    #[inline(never)]
+    fn prefetch_victim_for(&self, b: BlockId) {
+        if let Some((v, true)) = self.hier.llc.victim_for(b) {
+            self.prefetch_write_back(v);
+        }
+    }
+
+    /// Have the host fetch what a write-back of block `v` to the PCM device reads: the
+    /// program's bytes, the device's old bytes and flip states.
+    #[inline(always)]
+    fn prefetch_write_back(&self, v: BlockId) {
+        if let (Some(p), Some(x)) = (&self.pcm, self.arch.get(v.range().start)) {
             crate::hostmem::prefetch(x);
             crate::hostmem::prefetch(&self.nvm[v.range().start]);
             p.prefetch_block(v.addr().0, false);
@@ -614,13 +633,15 @@ impl Machine {
 
     /// The program announces that it will access `addr` soon (a hint; no effect on results): the
     /// host fetches the program's bytes there and, with the PCM device, the device state a
-    /// later write of that block reads.
+    /// later write of that block reads and what the write-back of the line its LLC fill pushes
+    /// out reads.
     #[inline]
     pub fn will_access(&self, addr: Addr) {
         if let Some(x) = self.arch.get(addr.0 as usize) {
             crate::hostmem::prefetch(x);
             if self.pcm.is_some() {
                 self.prefetch_for_store(addr.block());
+                self.prefetch_victim_for(addr.block());
             }
         }
     }

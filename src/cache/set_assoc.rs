@@ -437,13 +437,30 @@ impl SetAssoc {
         (s, old)
     }
 
+    /// The line a fill of block `b` would push out now, if `b` is not cached and its set is
+    /// full: its block and whether it may be dirty. A look only, nothing changes (the PCM
+    /// device's host hint at an announced access, [`crate::machine::Machine::will_access`]).
+    #[inline]
+    pub fn victim_for(&self, b: BlockId) -> Option<(BlockId, bool)> {
+        if self.find_way(b).is_some() {
+            return None;
+        }
+        self.lru_line(self.set_of(b))
+    }
+
     /// The line the next fill of the set holding slot `s` pushes out, if the set is full: its
     /// block (an older version's included) and whether it may be dirty (dirty here, or with a
     /// copy in the next level in). A look only, nothing changes: the PCM device's host hint
     /// ([`crate::machine::Machine`] prefetches the bytes that line's write-back will read).
     #[inline]
     pub fn next_victim(&self, s: Slot) -> Option<(BlockId, bool)> {
-        let (set, _) = self.set_of_slot(s.0);
+        self.lru_line(self.set_of_slot(s.0).0)
+    }
+
+    /// The least recently used line of `set`, if the set is full: its block and whether it may
+    /// be dirty (dirty here, or with a copy in the next level in).
+    #[inline(always)]
+    fn lru_line(&self, set: usize) -> Option<(BlockId, bool)> {
         let o = self.order.as_slice()[set & self.set_mask as usize];
         let slot = set * self.ways + ((o >> self.last_shift) & 0xF) as usize;
         let t = self.tag(slot);

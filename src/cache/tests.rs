@@ -336,6 +336,9 @@ fn set_assoc_matches_a_reference_lru_model() {
             let b = BlockId(rng.below(56));
             let set = &mut model[(b.0 % 8) as usize];
             let pos = set.iter().position(|l| l.block == b);
+            // The line a fill of `b` would push out: none if `b` is cached or its set has room.
+            let lru = set.back().filter(|_| pos.is_none() && set.len() == 4);
+            assert_eq!(c.victim_for(b), lru.map(|l| (l.block, l.dirty)), "{ctx}: victim_for");
             match (rng.below(5), pos) {
                 (0, _) => {
                     let got = c.lookup(b).map(|s| c.block_at(s));
