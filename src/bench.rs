@@ -34,7 +34,10 @@ pub struct BenchRow {
     /// plain ones, so that the host's load moves both alike).
     #[serde(default)]
     pub pcm_sim_mem_accesses_per_second: Option<f64>,
-    /// `pcm_sim_mem_accesses_per_second` / `sim_mem_accesses_per_second`.
+    /// PCM mode's speed over the plain device's: the median over the repeats of each PCM run's
+    /// speed over that of the plain run just before it (a pair of runs back to back shares the
+    /// host's state, which on a shared host can move the speed of whole runs by more than the
+    /// ratio measured).
     #[serde(default)]
     pub pcm_vs_plain: Option<f64>,
     /// The PCM block path's instructions (`avx512`, `avx2` or `portable`; `LOCSIM_PCM_SIMD`).
@@ -42,7 +45,8 @@ pub struct BenchRow {
     pub pcm_simd: Option<String>,
     /// With `--cores N` (N > 1): the same point on one core, simulated core accesses per host
     /// second (median; its runs alternate with the N-core ones), and the N-core host time per
-    /// simulated access over the one-core one (docs/multicore.md).
+    /// simulated access over the one-core one (docs/multicore.md; the median over the repeats
+    /// of each pair of runs back to back, as `pcm_vs_plain`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub one_core_sim_mem_accesses_per_second: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,6 +58,12 @@ pub struct BenchRow {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
+}
+
+/// The median over the repeats of `other[i] / base[i]`: each pair of runs made back to back, so
+/// that a change of the host's speed between repeats cancels within each ratio.
+fn paired_ratio(base: &[f64], other: &[f64]) -> f64 {
+    median(base.iter().zip(other).map(|(b, o)| o / b).collect())
 }
 
 /// One crash-checking point of `locsim bench --crash` (median of `repeat` checks).
@@ -206,6 +216,11 @@ pub fn measure_devices(
                     one_rates.push(r.sim_mem_accesses_per_second);
                 }
             }
+            // Each repeat's plain speed, the reference of the PCM and one-core runs beside it.
+            let plain_rates: Vec<f64> = secs.iter().map(|&t| accesses.max(1) as f64 / t).collect();
+            let pcm_vs_plain = pcm.then(|| paired_ratio(&plain_rates, &pcm_rates));
+            // Host time per access at N cores over one core: the one-core speed over the N-core one.
+            let vs_one_core = multi.then(|| paired_ratio(&plain_rates, &one_rates));
             let s = median(secs);
             let pcm_rate = pcm.then(|| median(pcm_rates));
             let one_rate = multi.then(|| median(one_rates));
@@ -226,11 +241,11 @@ pub fn measure_devices(
                 host_clock_ghz: clock,
                 host_cycles_per_access: clock.map(|ghz| s * ghz * 1e9 / accesses.max(1) as f64),
                 pcm_sim_mem_accesses_per_second: pcm_rate,
-                pcm_vs_plain: pcm_rate.map(|r| r * s / accesses.max(1) as f64),
+                pcm_vs_plain,
                 pcm_simd: pcm
                     .then(|| crate::pcm::Simd::from_env().unwrap_or_else(|_| crate::pcm::Simd::detect()).name().into()),
                 one_core_sim_mem_accesses_per_second: one_rate,
-                time_per_access_vs_one_core: one_rate.map(|r| r * s / accesses.max(1) as f64),
+                time_per_access_vs_one_core: vs_one_core,
                 version: runner::VERSION.into(),
                 git_rev: runner::GIT_REV.into(),
             });
@@ -334,7 +349,17 @@ fn multiply_clock_ghz() -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::host_clock_ghz;
+    use super::{host_clock_ghz, median, paired_ratio};
+
+    #[test]
+    fn a_ratio_pairs_the_runs_made_back_to_back() {
+        // The host's speed doubles between repeats; the device under test is 0.5x the plain one
+        // in every pair but one (0.6x). The ratio of medians (9 / 20) reads 0.45, below every pair.
+        let (plain, pcm) = ([10.0, 20.0, 30.0], [6.0, 9.0, 15.0]);
+        assert_eq!(paired_ratio(&plain, &pcm), 0.5);
+        assert_eq!(median(pcm.to_vec()) / median(plain.to_vec()), 0.45);
+        assert_eq!(paired_ratio(&[8.0], &[2.0]), 0.25);
+    }
 
     #[test]
     #[cfg(target_arch = "x86_64")]

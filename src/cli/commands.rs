@@ -454,8 +454,10 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
     }
     let simd =
         rows.first().and_then(|r| r.pcm_simd.as_deref()).map(|s| format!("; PCM block path {s}")).unwrap_or_default();
+    let paired = rows.first().is_some_and(|r| r.pcm_vs_plain.is_some() || r.time_per_access_vs_one_core.is_some());
+    let paired = if paired { "; ratios: median over the repeats of two runs back to back" } else { "" };
     outln!(
-        "median of {} runs of {} transactions; cyc/acc: host cycles per access at the host clock (GHz) measured around each point{simd} | {} | locsim {} ({})",
+        "median of {} runs of {} transactions; cyc/acc: host cycles per access at the host clock (GHz) measured around each point{simd}{paired} | {} | locsim {} ({})",
         a.repeat,
         a.txs.unwrap_or(300_000),
         crate::bench::cpu_model(),
