@@ -275,7 +275,7 @@ type Slot = Arc<Mutex<Option<Option<Kept>>>>;
 /// configuration, whatever the protocol, machine, latency or seed: a sweep (`reproduce`, `run`
 /// with several protocols, the crash checker) populates each configuration once and copies it.
 static POPULATED: Recent<String, Slot> = Recent::new();
-const POPULATED_KEPT: usize = 8;
+const POPULATED_KEPT: usize = 16;
 
 /// The name of the workload configuration that a run of `kind` with `cfg` populates (or takes
 /// populated) in `POPULATED`: runs with equal names share one populating.

@@ -376,9 +376,10 @@ impl BTree {
         self.inner_max / 2
     }
 
-    /// Build the initial tree: an empty root leaf, then the populate keys in their order.
+    /// Build the initial tree in `data`, in place: an empty root leaf, then the populate keys in
+    /// their order.
     pub fn populate(&mut self, data: &mut [u8]) {
-        let mut pm = Native::new(data.to_vec());
+        let mut pm = Native::new(data);
         let parts = self.parts;
         pm.begin();
         for t in 0..parts.n {
@@ -398,7 +399,6 @@ impl BTree {
             }
             pm.commit();
         }
-        data.copy_from_slice(&pm.mem);
     }
 
     /// Draw one operation: the key, the kind, then the value (drawn for deletes too, so every

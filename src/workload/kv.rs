@@ -141,9 +141,10 @@ pub fn populated(mix: &Mix) -> impl Iterator<Item = (u64, u64)> {
     populate_keys(mix).into_iter().map(move |k| (k, k ^ seed))
 }
 
-/// Fill `insert_percent`% of the key space (the steady state of the mix) into `data[..n]`.
+/// Fill `insert_percent`% of the key space (the steady state of the mix) into `data[..n]`, in
+/// place.
 pub fn populate<S: KvStore>(s: &S, mix: &Mix, data: &mut [u8], n: usize) {
-    let mut pm = Native::new(data[..n].to_vec());
+    let mut pm = Native::new(&mut data[..n]);
     let keys = populate_keys(mix);
     for batch in keys.chunks(POPULATE_BATCH) {
         pm.begin();
@@ -152,7 +153,6 @@ pub fn populate<S: KvStore>(s: &S, mix: &Mix, data: &mut [u8], n: usize) {
         }
         pm.commit();
     }
-    data[..n].copy_from_slice(&pm.mem);
 }
 
 /// `insert_percent`% of `0..key_space`, chosen and ordered at random from the populate seed.

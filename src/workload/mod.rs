@@ -255,7 +255,8 @@ macro_rules! workloads {
                 }
             }
 
-            /// Write the initial data set straight into the data area (the populate phase).
+            /// Write the initial data set straight into the data area (the populate phase);
+            /// `data` is all zero bytes on entry (a fresh image).
             pub fn populate(&mut self, data: &mut [u8]) {
                 match self {
                     $(Workload::$variant(w) => w.populate(data),)*

@@ -266,11 +266,11 @@ impl Sqlite {
     }
 
     /// Create the table and insert rows `0..rows` in key order, in transactions of
-    /// `POPULATE_BATCH_ROWS`, through a `Native` back end over a copy of `data`.
+    /// `POPULATE_BATCH_ROWS`, through a `Native` back end over `data` (in place).
     pub fn populate(&mut self, data: &mut [u8]) {
         let region = self.region();
         assert!(data.len() as u64 >= region.end(), "sqlite: data area too small");
-        let mut pm = Native::new(data.to_vec());
+        let mut pm = Native::new(data);
         pm.begin();
         pm.store(crate::types::Addr(region.base), &[0u8; 8]); // an empty file
         pm.commit();
@@ -288,7 +288,6 @@ impl Sqlite {
             next = end;
         }
         drop(conn);
-        data.copy_from_slice(&pm.mem);
     }
 
     /// One SQLite transaction of `rows_per_tx` `REPLACE` statements = one storage transaction.

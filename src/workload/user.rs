@@ -20,7 +20,8 @@ use crate::rng::Rng;
 pub trait UserWorkload: Send {
     /// Bytes of persistent memory (the data area) the program uses, from address 0.
     fn data_bytes(&self) -> u64;
-    /// Write the initial data set straight into the data area (no protocol sees it).
+    /// Write the initial data set straight into the data area, all zero bytes on entry (no
+    /// protocol sees it).
     fn populate(&mut self, data: &mut [u8]);
     /// Run one transaction: `pm.begin()`, loads and stores, `pm.commit()` (or `pm.abort()`
     /// when `abort` asks for it). `rng` is the run's operation stream (seeded by `--seed`).
