@@ -275,6 +275,9 @@ type Slot = Arc<Mutex<Option<Option<Kept>>>>;
 /// configuration, whatever the protocol, machine, latency or seed: a sweep (`reproduce`, `run`
 /// with several protocols, the crash checker) populates each configuration once and copies it.
 static POPULATED: Recent<String, Slot> = Recent::new();
+/// A quick `reproduce` populates 18 configurations, some visited again late in its order: with
+/// eight kept it populated eight of them twice. Each kept one holds its pages written by the
+/// populate (tens of MiB).
 const POPULATED_KEPT: usize = 16;
 
 /// The name of the workload configuration that a run of `kind` with `cfg` populates (or takes
