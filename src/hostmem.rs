@@ -78,6 +78,21 @@ pub fn prefetch<T>(x: &T) {
     let _ = x;
 }
 
+/// Whether the host CPU is Intel's (CPUID vendor "GenuineIntel"): for host hints fitted per
+/// vendor (no effect on results).
+pub fn host_is_intel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: CPUID leaf 0 exists on every x86-64 CPU.
+        #[allow(unused_unsafe)]
+        let id = unsafe { std::arch::x86_64::__cpuid(0) };
+        // The vendor string is EBX, EDX, ECX: "Genu", "ineI", "ntel" in little-endian bytes.
+        (id.ebx, id.edx, id.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Host cache hint: start loading every line of `bytes` (no effect on results).
 #[inline]
 pub fn prefetch_bytes(bytes: &[u8]) {
@@ -362,6 +377,15 @@ unsafe impl std::alloc::GlobalAlloc for HostAlloc {
 
 #[cfg(test)]
 mod tests {
+    /// The vendor read from CPUID is the one the kernel reports.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    #[test]
+    fn host_vendor_matches_the_kernels() {
+        let info = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
+        let vendor = info.lines().find_map(|l| l.strip_prefix("vendor_id")).expect("a vendor_id line");
+        assert_eq!(super::host_is_intel(), vendor.trim_start_matches([' ', '\t', ':']).trim() == "GenuineIntel");
+    }
+
     #[test]
     fn zeroed_and_copies_are_exact() {
         let v: Vec<u64> = super::zeroed(5 << 20);

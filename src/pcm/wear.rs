@@ -99,6 +99,8 @@ pub struct Wear {
     /// `MIXED_PAGE` where regions start or end inside it (then they are searched).
     page_region: Vec<u8>,
     pub total_bit_updates: u64,
+    /// Counter planes of each waiting update requested ahead ([`batch_planes`]).
+    batch_planes: usize,
     /// Block updates not yet applied to the planes, in write order (see [`Wear::program_block`]);
     /// at most `BATCH`.
     pending: Vec<PendingBlock>,
@@ -160,9 +162,19 @@ const PREFETCH_RANDOM: usize = 2;
 /// prefetcher follows the stream of plane-1 lines (7.2 M with 1; baseline, whose writes are all
 /// random, loses 15 % with 1).
 const PREFETCH_IN_ORDER: usize = 1;
-/// Planes requested for each update of the batch, `BATCH_AHEAD` updates before it is applied:
-/// 3 (SPS with the device 5 - 8 % faster than with 2 on a Zen 5 EPYC, 4 no better).
-const PREFETCH_BATCH: usize = 3;
+/// Planes requested for each update of the batch, `BATCH_AHEAD` updates before it is applied,
+/// a fit to the hosts measured (docs/performance.md, PCM mode): 2 on Intel hosts, whose single
+/// core is bound by host memory bandwidth there (an Emerald Rapids Xeon: SPS with the device
+/// 9 - 11 % faster than with 3 on every block path, B+tree the same; a third plane is read by
+/// about one write in ten), 3 elsewhere (a Zen 5 EPYC: SPS 5 - 8 % faster than with 2, 4 no
+/// better).
+fn batch_planes() -> usize {
+    if crate::hostmem::host_is_intel() {
+        2
+    } else {
+        3
+    }
+}
 
 /// Ask the host for the first `planes` planes (host lines) of one block's low half.
 #[inline(always)]
@@ -253,6 +265,7 @@ impl Wear {
             wraps: BTreeMap::new(),
             regions: regions.iter().map(|&(n, s, l)| (n, s, l, 0)).collect(),
             whole_region_pages: 0,
+            batch_planes: batch_planes(),
             page_region: (0..pages as u64)
                 .map(|p| {
                     // The first region touching the page counts its bytes (as the search does)
@@ -357,7 +370,7 @@ impl Wear {
         for i in 0..n {
             if let Some(q) = self.pending.get(i + BATCH_AHEAD) {
                 let a = q.addr as usize;
-                prefetch_planes(&self.low[a..a + BLOCK_WORDS], PREFETCH_BATCH);
+                prefetch_planes(&self.low[a..a + BLOCK_WORDS], self.batch_planes);
                 if q.flips != 0 {
                     crate::hostmem::prefetch(&self.flip_low[a / 8 / 64 * HALF]);
                 }
