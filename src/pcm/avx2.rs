@@ -65,18 +65,19 @@ pub(super) fn choose_block(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: b
     ch
 }
 
-/// Add the 8 lane masks `carry` to one block's half of counter planes, plane by plane;
-/// `carry` is left with what carried out of the top plane, returned OR-ed.
+/// Add the 8 lane masks `carry` to `W / 8` counter planes of one block (plane k at words
+/// `8k .. 8k + 8`), plane by plane; `carry` is left with what carried out of the top plane,
+/// returned OR-ed.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn add_block(planes: &mut [u64; 64], carry: &mut [u64; 8]) -> u64 {
+pub(super) fn add_block<const W: usize>(planes: &mut [u64; W], carry: &mut [u64; 8]) -> u64 {
     let p = planes.as_mut_ptr() as *mut __m256i;
     let c = carry.as_mut_ptr() as *mut __m256i;
-    // SAFETY: every load and store covers 32 bytes inside `planes` (plane k at bytes 64k) or
-    // inside `carry` (64 bytes).
+    // SAFETY: every load and store covers 32 bytes inside `planes` (plane k < W / 8 at
+    // bytes 64k) or inside `carry` (64 bytes).
     unsafe {
         let (mut c0, mut c1) = (_mm256_loadu_si256(c), _mm256_loadu_si256(c.add(1)));
-        for k in 0..8 {
+        for k in 0..W / 8 {
             let (x0, x1) = (_mm256_loadu_si256(p.add(2 * k)), _mm256_loadu_si256(p.add(2 * k + 1)));
             _mm256_storeu_si256(p.add(2 * k), _mm256_xor_si256(x0, c0));
             _mm256_storeu_si256(p.add(2 * k + 1), _mm256_xor_si256(x1, c1));

@@ -64,18 +64,18 @@ fn load_by_16(b: &[u8; 64]) -> __m512i {
     }
 }
 
-/// Add the 8 lane masks `carry` to one block's half of counter planes (plane k at words
+/// Add the 8 lane masks `carry` to `W / 8` counter planes of one block (plane k at words
 /// `8k .. 8k + 8`, one register), plane by plane; `carry` is left with what carried out of the
 /// top plane, returned OR-ed.
 #[inline]
 #[target_feature(enable = "avx512f")]
-pub(super) fn add_block(planes: &mut [u64; 64], carry: &mut [u64; 8]) -> u64 {
+pub(super) fn add_block<const W: usize>(planes: &mut [u64; W], carry: &mut [u64; 8]) -> u64 {
     let p = planes.as_mut_ptr() as *mut __m512i;
-    // SAFETY: every load and store covers 64 bytes inside `planes` (plane k at bytes 64k) or
-    // the 64 bytes of `carry`.
+    // SAFETY: every load and store covers 64 bytes inside `planes` (plane k < W / 8 at
+    // bytes 64k) or the 64 bytes of `carry`.
     unsafe {
         let mut c = _mm512_loadu_si512(carry.as_ptr() as *const __m512i);
-        for k in 0..8 {
+        for k in 0..W / 8 {
             let x = _mm512_loadu_si512(p.add(k));
             _mm512_storeu_si512(p.add(k), _mm512_xor_si512(x, c));
             c = _mm512_and_si512(c, x);

@@ -172,14 +172,17 @@ fn counters_of_a_large_region_are_committed_a_host_huge_page_at_a_time() {
     let regions = [("big", 0u64, big * 4096), ("small", big * 4096, small * 4096)];
     let mut p = Pcm::new(&PcmConfig { write_mode: WriteMode::Diff, ..PcmConfig::default() }, pages * 4096, &regions);
     p.wear.commit_regions_whole();
-    // The first write to the large region commits the pages of one huge page of counters
-    // (64 pages of 32 KiB, and the written page itself if its counters cross into the next).
+    // The first write to the large region commits planes 0-1 of the pages of one huge page of
+    // counters (256 pages of 8 KiB, and the written page itself if its counters cross into the
+    // next), and no page's planes 2-7: no cell was programmed four times.
     p.write(4096 * 1000, &word_bytes(0), &word_bytes(1));
     p.write_block_at(4096 * 1000 + 64, &[0; 64], &[0xFF; 64]);
     p.wear.flush();
     let got = p.wear.committed_pages();
-    assert!(got.contains(&1000) && (63..=65).contains(&got.len()), "{} pages committed", got.len());
+    let huge = Wear::PAGES_PER_HUGE;
+    assert!(got.contains(&1000) && (huge - 1..=huge + 1).contains(&got.len()), "{} pages committed", got.len());
     assert!(got.windows(2).all(|w| w[1] == w[0] + 1), "contiguous: {got:?}");
+    assert_eq!(p.wear.committed_mid_pages(), Vec::<usize>::new());
     let mut rng = crate::rng::Rng::new(seed);
     let mut want = vec![0u64; pages as usize];
     want[1000] = 1;
@@ -227,8 +230,12 @@ fn a_region_is_committed_whole_only_when_asked_and_counts_the_same_either_way() 
         p.wear.flush();
     }
     let (l, w) = (lazy.wear.committed_pages(), whole.wear.committed_pages());
-    assert!(l.contains(&500) && (63..=65).contains(&l.len()), "by default {} pages committed", l.len());
+    let huge = Wear::PAGES_PER_HUGE;
+    assert!(l.contains(&500) && (huge - 1..=huge + 1).contains(&l.len()), "by default {} pages committed", l.len());
     assert_eq!(w, (0..a as usize).collect::<Vec<_>>(), "asked: region a whole, nothing else");
+    // Planes 2-7: with the region when it is committed whole, otherwise not before a carry.
+    assert_eq!(whole.wear.committed_mid_pages(), w, "asked: planes 2-7 of region a too");
+    assert_eq!(lazy.wear.committed_mid_pages(), Vec::<usize>::new(), "by default: no planes 2-7");
     let mut rng = crate::rng::Rng::new(seed);
     for _ in 0..3000 {
         let at = rng.below(pages) * 4096 + rng.below(64) * 64;
@@ -555,6 +562,29 @@ fn vector_block_steps_equal_the_portable_ones() {
         assert_eq!((v, p1), (s, p2), "planes {k}");
         if v != 0 {
             assert_eq!(c1, c2, "carries out of planes {k}");
+        }
+        // Planes 0-1 and 2-7 as the counters keep them (two and six planes).
+        let (mut lo, mut mid) =
+            (<[u64; 16]>::try_from(&planes[..16]).unwrap(), <[u64; 48]>::try_from(&planes[16..]).unwrap());
+        let (mut lo2, mut mid2, mut c4, mut c5) = (lo, mid, carry, carry);
+        // SAFETY: the host has AVX2 (checked above).
+        let (a, b) = unsafe { (avx2::add_block(&mut lo, &mut c4), wear::add_block(&mut lo2, &mut c5)) };
+        assert_eq!((a, lo), (b, lo2), "planes 0-1, {k}");
+        if a != 0 {
+            assert_eq!(c4, c5, "carries out of planes 0-1, {k}");
+            // SAFETY: as above.
+            let (a, b) = unsafe { (avx2::add_block(&mut mid, &mut c4), wear::add_block(&mut mid2, &mut c5)) };
+            assert_eq!((a, mid), (b, mid2), "planes 2-7, {k}");
+            let joined: Vec<u64> = lo.iter().chain(&mid).copied().collect();
+            assert_eq!((a, &joined[..]), (v, &p1[..]), "planes 0-1 then 2-7 as all eight, {k}");
+        } else {
+            assert_eq!(&lo[..], &p1[..16], "planes 0-1 as all eight, {k}");
+        }
+        if avx512 {
+            let (mut lo3, mut c6) = (<[u64; 16]>::try_from(&planes[..16]).unwrap(), carry);
+            // SAFETY: the host has AVX-512F (checked above).
+            let w = unsafe { avx512::add_block(&mut lo3, &mut c6) };
+            assert_eq!((w, lo3), (a, lo), "AVX-512, planes 0-1, {k}");
         }
     }
 }

@@ -3,23 +3,30 @@
 //! (`plane[p] ^= carry; carry &= old plane[p]`), a few word operations instead of one increment
 //! per programmed cell.
 //!
-//! Layout: two halves of 8 planes each (bits 0-7 and 8-15 of every count).
-//! - The low half is one dense array over the whole device, 8 bytes of counters per data byte,
-//!   allocated zeroed, advised for huge host pages and committed at the first write to a
-//!   region, the whole region or, in a large one, the host huge page around the written page
-//!   ([`Wear::first_write`]: the host's first touch of fresh memory is paid where a run writes
-//!   only, and not page by page inside the simulation), and a write finds its counters by
-//!   address alone (no pointer to chase, few host TLB misses). The block at byte `a` has its
-//!   planes at words `a .. a + 64`, plane-major: plane `p` of its 8 u64 lanes at `a + 8p`, one
-//!   64-byte host line per plane, and most writes carry into planes 0 to 2 only. Flip cells
-//!   (one per FNW word) in a second dense array: lane `L` (flip cells `64L .. 64L + 63`) has
-//!   its 8 planes at words `8L .. 8L + 8`, one host line.
+//! Layout: two halves of 8 planes each (bits 0-7 and 8-15 of every count); the low half's data
+//! planes in two dense arrays over the whole device, planes 0-1 (`low`) and planes 2-7 (`mid`).
+//! - Planes 0-1 are 2 bytes of counters per data byte, allocated zeroed, advised for huge host
+//!   pages and committed at the first write to a region, the whole region or, in a large one,
+//!   the host huge page around the written page ([`Wear::first_write`]: the host's first touch
+//!   of fresh memory is paid where a run writes only, and not page by page inside the
+//!   simulation), and a write finds its counters by address alone (no pointer to chase, few
+//!   host TLB misses). Block `k` (at byte `64k`) has its planes at words `16k .. 16k + 16`,
+//!   plane-major: plane `p` of its 8 u64 lanes at `16k + 8p`, one 64-byte host line per plane.
+//!   Flip cells (one per FNW word) in a second dense array: lane `L` (flip cells `64L .. 64L +
+//!   63`) has its 8 planes at words `8L .. 8L + 8`, one host line.
+//! - Planes 2-7 (6 bytes per data byte; block `k` at words `48k .. 48k + 48`, plane `p` at
+//!   word `48k + 8(p - 2)`) are committed in the same way but only at the first carry out of
+//!   plane 1 in a page (a cell's fourth program, [`Wear::mid_first_write`]), so that a short
+//!   run, whose cells are programmed a few times, never has them zeroed by the host (three
+//!   quarters of the low half's bytes).
 //! - The high half is allocated per 4 KiB device page on the first carry out of its plane 7 (a
-//!   cell past 255 programs, such as the log head's): the same layout restricted to the page
-//!   (data planes at the byte offset in the page, then the page's flip lanes).
+//!   cell past 255 programs, such as the log head's): the block-plane-major layout of 64 words
+//!   per block restricted to the page (data planes at the byte offset in the page, then the
+//!   page's flip lanes).
 //!
 //! A byte per device page says whether the page was written since the counters were last zeroed,
-//! so that zeroing and the end-of-run figures visit only those pages.
+//! and one whether its planes 2-7 were, so that zeroing and the end-of-run figures visit only
+//! those pages.
 //!
 //! Exact past 65 535: a carry out of the top plane wraps the cell to 0 and adds one to the cell's
 //! entry in a side map of wraps (rare: hot metadata such as a log head). Totals per region are
@@ -34,6 +41,15 @@ const PLANES: usize = 16;
 const HALF: usize = 8;
 /// u64 lanes of one block's plane.
 const LANES: usize = 8;
+/// Planes of the `low` array (planes 0-1) and of the `mid` array (planes 2-7).
+const LOW: usize = 2;
+const MID: usize = HALF - LOW;
+/// u64 words of one block's planes in `low` and in `mid`.
+const LOW_WORDS: usize = LOW * LANES;
+const MID_WORDS: usize = MID * LANES;
+/// u64 words of one page's planes in `low` and in `mid` (64 blocks).
+const PAGE_LOW_WORDS: usize = 64 * LOW_WORDS;
+const PAGE_MID_WORDS: usize = 64 * MID_WORDS;
 /// u64 words of one block's half: 8 planes x 8 lanes.
 const BLOCK_WORDS: usize = HALF * LANES;
 /// u64 words of data planes per page and half: 64 blocks x 8 planes x 8 lanes.
@@ -81,14 +97,18 @@ pub struct Wear {
     word_bits: u64,
     /// Flip lanes (64 flip cells each) per page: `512 / word_bits`.
     flip_words: usize,
-    /// Planes 0-7 of every data cell (see the module comment).
+    /// Planes 0-1 of every data cell (see the module comment).
     low: Vec<u64>,
+    /// Planes 2-7 of every data cell.
+    mid: Vec<u64>,
     /// Planes 0-7 of every flip cell.
     flip_low: Vec<u64>,
     /// Per page: planes 8-15 of its data and flip cells, once needed.
     high: Vec<Option<Box<[u64]>>>,
-    /// Per page: `CLEAN` or `DIRTY`.
+    /// Per page: `FRESH`, `CLEAN` or `DIRTY` (planes 0-1 and the flip cells).
     pages: Vec<u8>,
+    /// Per page: the same for planes 2-7 of its data cells (`DIRTY` only in a `DIRTY` page).
+    mid_pages: Vec<u8>,
     /// Cell id (data bit index, or `FLIP_ID | word index`) -> times its count wrapped 65 536.
     wraps: BTreeMap<u64, u64>,
     regions: Vec<(&'static str, u64, u64, u64)>,
@@ -114,11 +134,11 @@ struct PendingBlock {
     flips: u8,
 }
 
-/// Add `carry` (a mask of cells) to the bit-sliced counters `planes[first + p * stride]` of one
-/// half; returns the cells that carried out of its top plane.
+/// Add `carry` (a mask of cells) to the bit-sliced counters `planes[first + p * stride]`, `p` in
+/// `0 .. n`; returns the cells that carried out of the top plane.
 #[inline]
-fn add(planes: &mut [u64], first: usize, stride: usize, mut carry: u64) -> u64 {
-    for p in 0..HALF {
+fn add(planes: &mut [u64], first: usize, stride: usize, n: usize, mut carry: u64) -> u64 {
+    for p in 0..n {
         let x = &mut planes[first + p * stride];
         let old = *x;
         *x = old ^ carry;
@@ -130,11 +150,11 @@ fn add(planes: &mut [u64], first: usize, stride: usize, mut carry: u64) -> u64 {
     carry
 }
 
-/// Add the 8 lane masks `carry` to one block's half (8 planes of 8 lanes), plane by plane (one
-/// host line per plane); `carry` is left with what carried out of the half's top plane, returned
+/// Add the 8 lane masks `carry` to one block's planes (`W / 8` planes of 8 lanes), plane by plane
+/// (one host line per plane); `carry` is left with what carried out of the top plane, returned
 /// OR-ed.
 #[inline(always)]
-pub(super) fn add_block(planes: &mut [u64; BLOCK_WORDS], carry: &mut [u64; LANES]) -> u64 {
+pub(super) fn add_block<const W: usize>(planes: &mut [u64; W], carry: &mut [u64; LANES]) -> u64 {
     let mut any = 0;
     for plane in planes.chunks_exact_mut(LANES) {
         any = 0;
@@ -176,12 +196,31 @@ fn batch_planes() -> usize {
     }
 }
 
-/// Ask the host for the first `planes` planes (host lines) of one block's low half.
+/// Ask the host for the first `planes` planes (host lines) of block `k`'s low half.
 #[inline(always)]
-fn prefetch_planes(block: &[u64], planes: usize) {
+fn prefetch_planes(low: &[u64], mid: &[u64], k: usize, planes: usize) {
     for p in 0..planes {
-        crate::hostmem::prefetch(&block[p * LANES]);
+        if p < LOW {
+            crate::hostmem::prefetch(&low[k * LOW_WORDS + p * LANES]);
+        } else {
+            crate::hostmem::prefetch(&mid[k * MID_WORDS + (p - LOW) * LANES]);
+        }
     }
+}
+
+/// [`add_block`] on the block path `V` (the vector bodies where the caller runs on them).
+#[inline(always)]
+fn add_planes<const V: u8, const W: usize>(planes: &mut [u64; W], carry: &mut [u64; LANES]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `V` names vectors only on the paths of `Pcm::write_block_avx2` and
+    // `Pcm::write_block_avx512`, whose callers checked that the host has them.
+    return match V {
+        super::AVX512 => unsafe { super::avx512::add_block(planes, carry) },
+        super::AVX2 => unsafe { super::avx2::add_block(planes, carry) },
+        _ => add_block(planes, carry),
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    add_block(planes, carry)
 }
 
 /// Histogram (by highest set plane) and maximum of the cells seen so far.
@@ -258,10 +297,12 @@ impl Wear {
         Wear {
             word_bits,
             flip_words,
-            low: crate::hostmem::zeroed(pages * DATA_WORDS),
+            low: crate::hostmem::zeroed(pages * PAGE_LOW_WORDS),
+            mid: crate::hostmem::zeroed(pages * PAGE_MID_WORDS),
             flip_low: crate::hostmem::zeroed(pages * flip_words * HALF),
             high: (0..pages).map(|_| None).collect(),
             pages: vec![FRESH; pages],
+            mid_pages: vec![FRESH; pages],
             wraps: BTreeMap::new(),
             regions: regions.iter().map(|&(n, s, l)| (n, s, l, 0)).collect(),
             whole_region_pages: 0,
@@ -337,10 +378,10 @@ impl Wear {
     /// no effect on results); `in_order`: the block is one of a run written in order.
     #[inline]
     pub fn prefetch(&self, addr: u64, in_order: bool) {
-        let a = addr as usize & !63;
-        if a + BLOCK_WORDS <= self.low.len() {
+        let k = addr as usize / 64;
+        if (k + 1) * LOW_WORDS <= self.low.len() {
             let planes = if in_order { PREFETCH_IN_ORDER } else { PREFETCH_RANDOM };
-            prefetch_planes(&self.low[a..a + BLOCK_WORDS], planes);
+            prefetch_planes(&self.low, &self.mid, k, planes);
         }
     }
 
@@ -370,7 +411,7 @@ impl Wear {
         for i in 0..n {
             if let Some(q) = self.pending.get(i + BATCH_AHEAD) {
                 let a = q.addr as usize;
-                prefetch_planes(&self.low[a..a + BLOCK_WORDS], self.batch_planes);
+                prefetch_planes(&self.low, &self.mid, a / 64, self.batch_planes);
                 if q.flips != 0 {
                     crate::hostmem::prefetch(&self.flip_low[a / 8 / 64 * HALF]);
                 }
@@ -393,27 +434,35 @@ impl Wear {
         let a = addr as usize;
         self.written(a / PAGE_BYTES as usize);
         let mut carry = *changed;
-        let planes: &mut [u64; BLOCK_WORDS] = (&mut self.low[a..a + BLOCK_WORDS]).try_into().expect("one block");
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `V` names vectors only on the paths of `Pcm::write_block_avx2` and
-        // `Pcm::write_block_avx512`, whose callers checked that the host has them.
-        let out = match V {
-            super::AVX512 => unsafe { super::avx512::add_block(planes, &mut carry) },
-            super::AVX2 => unsafe { super::avx2::add_block(planes, &mut carry) },
-            _ => add_block(planes, &mut carry),
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let out = add_block(planes, &mut carry);
-        if out != 0 {
-            self.carry_block_high(addr, &mut carry);
+        let k = a / 64;
+        let planes: &mut [u64; LOW_WORDS] =
+            (&mut self.low[k * LOW_WORDS..(k + 1) * LOW_WORDS]).try_into().expect("one block");
+        if add_planes::<V, LOW_WORDS>(planes, &mut carry) != 0 {
+            self.carry_block_mid::<V>(addr, &mut carry);
         }
         if flips != 0 {
             let f = a / 8;
             let lane = f / 64;
-            let out = add(&mut self.flip_low, lane * HALF, 1, (flips as u64) << (f % 64));
+            let out = add(&mut self.flip_low, lane * HALF, 1, HALF, (flips as u64) << (f % 64));
             if out != 0 {
                 self.carry_flips_high(lane, out);
             }
+        }
+    }
+
+    /// Carries of a block's data cells out of plane 1: into planes 2-7 (committed at the page's
+    /// first such carry), and past them into the high half.
+    #[inline(never)]
+    fn carry_block_mid<const V: u8>(&mut self, addr: u64, carry: &mut [u64; 8]) {
+        let (a, page) = (addr as usize, (addr / PAGE_BYTES) as usize);
+        if self.mid_pages[page] != DIRTY {
+            self.mid_first_write(page);
+        }
+        let k = a / 64;
+        let planes: &mut [u64; MID_WORDS] =
+            (&mut self.mid[k * MID_WORDS..(k + 1) * MID_WORDS]).try_into().expect("one block");
+        if add_planes::<V, MID_WORDS>(planes, carry) != 0 {
+            self.carry_block_high(addr, carry);
         }
     }
 
@@ -438,7 +487,7 @@ impl Wear {
     #[cold]
     fn carry_flips_high(&mut self, lane: usize, out: u64) {
         let (page, fw) = (lane / self.flip_words, lane % self.flip_words);
-        let wrapped = add(self.high_half(page), DATA_WORDS + fw * HALF, 1, out);
+        let wrapped = add(self.high_half(page), DATA_WORDS + fw * HALF, 1, HALF, out);
         for i in BitIter(wrapped) {
             *self.wraps.entry(FLIP_ID | (lane as u64 * 64 + i as u64)).or_default() += 1;
         }
@@ -453,68 +502,112 @@ impl Wear {
     }
 
     /// The first write to a page since the counters were zeroed. If the page was never written,
-    /// commit the low half of the pages around it first: the pages whose counters lie in the
-    /// same host huge page as the page's (64 pages: [`Wear::host_page_span`]) within each region
-    /// holding it, or every page of a region of at most `whole_region_pages` pages
-    /// ([`Wear::commit_regions_whole`]); the page alone outside every region. The host's first
-    /// touch of fresh memory (page faults, zeroing, and under a hypervisor its own first touch)
-    /// is paid only where the run writes, a host huge page at a time, which is what the kernel
-    /// zeroes at the first touch of any byte of it anyway: a short run writes a small part of a
-    /// large data area (a few per cent of the 8-core hash table's 130 MiB). A region committed
-    /// whole pays it at once, so not inside a measured region that merely sweeps on through a
-    /// log the warm-up already wrote. A page not yet committed was never written: its counters
-    /// are zero, and committing writes zeros.
+    /// commit planes 0-1 and the flip cells of the pages around it first: the pages whose
+    /// counters lie in the same host huge page as the page's ([`Wear::host_page_span`]) within
+    /// each region holding it, or every page of a region of at most `whole_region_pages` pages
+    /// ([`Wear::commit_regions_whole`], which commits that region's planes 2-7 too); the page
+    /// alone outside every region. The host's first touch of fresh memory (page faults, zeroing,
+    /// and under a hypervisor its own first touch) is paid only where the run writes, a host huge
+    /// page at a time, which is what the kernel zeroes at the first touch of any byte of it
+    /// anyway: a short run writes a small part of a large data area (a few per cent of the
+    /// 8-core hash table's 130 MiB). A region committed whole pays it at once, so not inside a
+    /// measured region that merely sweeps on through a log the warm-up already wrote. A page not
+    /// yet committed was never written: its counters are zero, and committing writes zeros.
     #[cold]
     #[inline(never)]
     fn first_write(&mut self, page: usize) {
         if self.pages[page] == FRESH {
-            let (first, end) = (page as u64 * PAGE_BYTES, (page as u64 + 1) * PAGE_BYTES);
-            let n = self.pages.len();
-            let near = self.host_page_span(page);
-            let mut spans: Vec<std::ops::Range<usize>> = (self.regions.iter())
-                .filter(|r| r.1 < end && first < r.1 + r.2)
-                .map(|r| {
-                    let whole = (r.1 / PAGE_BYTES) as usize..((r.1 + r.2).div_ceil(PAGE_BYTES) as usize).min(n);
-                    if whole.len() <= self.whole_region_pages {
-                        whole
-                    } else {
-                        whole.start.max(near.start)..whole.end.min(near.end)
-                    }
-                })
-                .collect();
-            if spans.is_empty() {
-                spans.push(page..page + 1);
-            }
             let flips = self.flip_words * HALF;
-            for q in spans.into_iter().flatten() {
-                if self.pages[q] == FRESH {
-                    self.pages[q] = CLEAN;
-                    crate::hostmem::commit_zeroed(&mut self.low[q * DATA_WORDS..(q + 1) * DATA_WORDS], 0);
-                    crate::hostmem::commit_zeroed(&mut self.flip_low[q * flips..(q + 1) * flips], 0);
+            for (span, whole) in self.spans(page, self.host_page_span(page, &self.low, PAGE_LOW_WORDS)) {
+                for q in span {
+                    if self.pages[q] == FRESH {
+                        self.pages[q] = CLEAN;
+                        let (l, f) = (q * PAGE_LOW_WORDS, q * flips);
+                        crate::hostmem::commit_zeroed(&mut self.low[l..l + PAGE_LOW_WORDS], 0);
+                        crate::hostmem::commit_zeroed(&mut self.flip_low[f..f + flips], 0);
+                    }
+                    if whole && self.mid_pages[q] == FRESH {
+                        self.mid_pages[q] = CLEAN;
+                        let m = q * PAGE_MID_WORDS;
+                        crate::hostmem::commit_zeroed(&mut self.mid[m..m + PAGE_MID_WORDS], 0);
+                    }
                 }
             }
         }
         self.pages[page] = DIRTY;
     }
 
-    /// The pages whose low-half counters lie wholly in the host huge page
+    /// The first carry out of plane 1 in a page since the counters were zeroed: as
+    /// [`Wear::first_write`], for planes 2-7 (a page whose planes 0-1 were committed whole with
+    /// its region had these committed with them).
+    #[cold]
+    #[inline(never)]
+    fn mid_first_write(&mut self, page: usize) {
+        if self.mid_pages[page] == FRESH {
+            for (span, _) in self.spans(page, self.host_page_span(page, &self.mid, PAGE_MID_WORDS)) {
+                for q in span {
+                    if self.mid_pages[q] == FRESH {
+                        self.mid_pages[q] = CLEAN;
+                        let m = q * PAGE_MID_WORDS;
+                        crate::hostmem::commit_zeroed(&mut self.mid[m..m + PAGE_MID_WORDS], 0);
+                    }
+                }
+            }
+        }
+        self.mid_pages[page] = DIRTY;
+    }
+
+    /// The pages to commit with `page`: in each region holding it, the whole region if it has at
+    /// most `whole_region_pages` pages (`true`), else its pages within `near` (`false`); the
+    /// page alone if no region holds it.
+    fn spans(&self, page: usize, near: std::ops::Range<usize>) -> Vec<(std::ops::Range<usize>, bool)> {
+        let (first, end) = (page as u64 * PAGE_BYTES, (page as u64 + 1) * PAGE_BYTES);
+        let n = self.pages.len();
+        let mut spans: Vec<_> = (self.regions.iter())
+            .filter(|r| r.1 < end && first < r.1 + r.2)
+            .map(|r| {
+                let whole = (r.1 / PAGE_BYTES) as usize..((r.1 + r.2).div_ceil(PAGE_BYTES) as usize).min(n);
+                if whole.len() <= self.whole_region_pages {
+                    (whole, true)
+                } else {
+                    (whole.start.max(near.start)..whole.end.min(near.end), false)
+                }
+            })
+            .collect();
+        if spans.is_empty() {
+            spans.push((page..page + 1, false));
+        }
+        spans
+    }
+
+    /// The pages whose counters in `array` (`words` per page) lie wholly in the host huge page
     /// ([`crate::hostmem::HUGE`]) holding the first counter of `page`, and `page` itself (whose
     /// counters may end in the next huge page): committing them faults in that one huge page
     /// (where the kernel backs the counters with huge pages: [`crate::hostmem::zeroed`]).
-    fn host_page_span(&self, page: usize) -> std::ops::Range<usize> {
-        let (bytes, huge) = (DATA_WORDS * 8, crate::hostmem::HUGE);
-        let base = self.low.as_ptr() as usize;
+    fn host_page_span(&self, page: usize, array: &[u64], words: usize) -> std::ops::Range<usize> {
+        let (bytes, huge) = (words * 8, crate::hostmem::HUGE);
+        let base = array.as_ptr() as usize;
         let window = (base + page * bytes) / huge * huge;
         let first = (window.max(base) - base).div_ceil(bytes);
         let end = ((window + huge - base) / bytes).clamp(page + 1, self.pages.len());
         first.min(page)..end
     }
 
-    /// Pages whose low half is committed (written, or committed with one that was).
+    /// Pages whose planes 0-1 are committed (written, or committed with one that was).
     #[cfg(test)]
     pub(super) fn committed_pages(&self) -> Vec<usize> {
         (0..self.pages.len()).filter(|&p| self.pages[p] != FRESH).collect()
     }
+
+    /// Pages whose planes 2-7 are committed.
+    #[cfg(test)]
+    pub(super) fn committed_mid_pages(&self) -> Vec<usize> {
+        (0..self.pages.len()).filter(|&p| self.mid_pages[p] != FRESH).collect()
+    }
+
+    /// Device pages whose planes 0-1 fill one host huge page.
+    #[cfg(test)]
+    pub(super) const PAGES_PER_HUGE: usize = crate::hostmem::HUGE / (PAGE_LOW_WORDS * 8);
 
     /// [`WHOLE_REGION_PAGES`], for the tests.
     #[cfg(test)]
@@ -536,18 +629,24 @@ impl Wear {
         let page = (byte / PAGE_BYTES) as usize;
         self.written(page);
         if changed != 0 {
-            let first = (byte & !63) as usize + (byte % 64 / 8) as usize;
-            let out = add(&mut self.low, first, LANES, changed << (byte % 8 * 8));
+            let (k, lane) = ((byte / 64) as usize, (byte % 64 / 8) as usize);
+            let out = add(&mut self.low, k * LOW_WORDS + lane, LANES, LOW, changed << (byte % 8 * 8));
             if out != 0 {
-                let in_page = first % DATA_WORDS;
-                for i in BitIter(add(self.high_half(page), in_page, LANES, out)) {
-                    *self.wraps.entry((byte & !7) * 8 + i as u64).or_default() += 1;
+                if self.mid_pages[page] != DIRTY {
+                    self.mid_first_write(page);
+                }
+                let out = add(&mut self.mid, k * MID_WORDS + lane, LANES, MID, out);
+                if out != 0 {
+                    let in_page = (byte % PAGE_BYTES) as usize / 64 * BLOCK_WORDS + lane;
+                    for i in BitIter(add(self.high_half(page), in_page, LANES, HALF, out)) {
+                        *self.wraps.entry((byte & !7) * 8 + i as u64).or_default() += 1;
+                    }
                 }
             }
         }
         if flip {
             let lane = (w / 64) as usize;
-            let out = add(&mut self.flip_low, lane * HALF, 1, 1 << (w % 64));
+            let out = add(&mut self.flip_low, lane * HALF, 1, HALF, 1 << (w % 64));
             if out != 0 {
                 self.carry_flips_high(lane, out);
             }
@@ -564,17 +663,27 @@ impl Wear {
 
     /// The planes' part (count modulo 65 536) of cell `id`.
     fn count_planes(&self, id: u64) -> u64 {
-        let (low, low_first, page, high_first, stride, i) = if id & FLIP_ID != 0 {
-            let w = (id & !FLIP_ID) as usize;
-            let (lane, page) = (w / 64, w / 64 / self.flip_words);
-            (&self.flip_low, lane * HALF, page, DATA_WORDS + lane % self.flip_words * HALF, 1, w % 64)
-        } else {
-            let byte = (id / 8) as usize;
-            let first = (byte & !63) + byte % 64 / 8;
-            (&self.low, first, byte / PAGE_BYTES as usize, first % DATA_WORDS, LANES, (id % 64) as usize)
+        // Bits `0 .. n` of the count from `h[first + p * stride]`, bit `i`.
+        let planes = |h: &[u64], first: usize, stride: usize, n: usize, i: usize| {
+            (0..n).fold(0u64, |v, p| v | (h[first + p * stride] >> i & 1) << p)
         };
-        let planes = |h: &[u64], first: usize| (0..HALF).fold(0u64, |v, p| v | (h[first + p * stride] >> i & 1) << p);
-        planes(low, low_first) | self.high[page].as_ref().map_or(0, |h| planes(h, high_first)) << HALF
+        if id & FLIP_ID != 0 {
+            let w = (id & !FLIP_ID) as usize;
+            let (lane, page, i) = (w / 64, w / 64 / self.flip_words, w % 64);
+            let high_first = DATA_WORDS + lane % self.flip_words * HALF;
+            return planes(&self.flip_low, lane * HALF, 1, HALF, i)
+                | self.high[page].as_ref().map_or(0, |h| planes(h, high_first, 1, HALF, i)) << HALF;
+        }
+        let (byte, i) = ((id / 8) as usize, (id % 64) as usize);
+        let (k, lane, page) = (byte / 64, byte % 64 / 8, byte / PAGE_BYTES as usize);
+        let mut v = planes(&self.low, k * LOW_WORDS + lane, LANES, LOW, i);
+        // Planes 2-7 of a page never carried into are zero (and not read: reading would map
+        // the host's zero page there).
+        if self.mid_pages[page] != FRESH {
+            v |= planes(&self.mid, k * MID_WORDS + lane, LANES, MID, i) << LOW;
+        }
+        let high_first = byte % PAGE_BYTES as usize / 64 * BLOCK_WORDS + lane;
+        v | self.high[page].as_ref().map_or(0, |h| planes(h, high_first, LANES, HALF, i)) << HALF
     }
 
     /// Wear of each region: totals, maximum, histogram.
@@ -636,16 +745,24 @@ impl Wear {
                 continue;
             }
             let high = self.high[page].as_deref();
+            let mid_written = self.mid_pages[page] == DIRTY;
             let page_byte = page * PAGE_BYTES as usize;
             for block in 0..64 {
-                let base = page_byte + block * BLOCK_WORDS;
-                let low = &self.low[base..base + BLOCK_WORDS];
-                if high.is_none() && low.iter().all(|&v| v == 0) {
+                let base = page_byte + block * 64;
+                let k = base / 64;
+                let low = &self.low[k * LOW_WORDS..(k + 1) * LOW_WORDS];
+                let mid = mid_written.then(|| &self.mid[k * MID_WORDS..(k + 1) * MID_WORDS]);
+                if high.is_none() && low.iter().all(|&v| v == 0) && mid.is_none_or(|m| m.iter().all(|&v| v == 0)) {
                     continue;
                 }
                 let mut x = [[0u64; LANES]; PLANES];
-                for (p, plane) in x[..HALF].iter_mut().enumerate() {
+                for (p, plane) in x[..LOW].iter_mut().enumerate() {
                     plane.copy_from_slice(&low[p * LANES..p * LANES + LANES]);
+                }
+                if let Some(m) = mid {
+                    for (p, plane) in x[LOW..HALF].iter_mut().enumerate() {
+                        plane.copy_from_slice(&m[p * LANES..p * LANES + LANES]);
+                    }
                 }
                 if let Some(h) = high {
                     let h = &h[block * BLOCK_WORDS..(block + 1) * BLOCK_WORDS];
@@ -653,7 +770,7 @@ impl Wear {
                         plane.copy_from_slice(&h[p * LANES..p * LANES + LANES]);
                     }
                 }
-                if ids.get(data_at).is_some_and(|&id| id < (base as u64 + BLOCK_WORDS as u64) * 8) {
+                if ids.get(data_at).is_some_and(|&id| id < (base as u64 + 64) * 8) {
                     for lane in 0..LANES {
                         let keep = !wrapped_in(&ids, &mut data_at, (base + lane * LANES) as u64 * 8);
                         x.iter_mut().for_each(|plane| plane[lane] &= keep);
@@ -688,7 +805,11 @@ impl Wear {
                 continue;
             }
             self.pages[page] = CLEAN;
-            self.low[page * DATA_WORDS..(page + 1) * DATA_WORDS].fill(0);
+            self.low[page * PAGE_LOW_WORDS..(page + 1) * PAGE_LOW_WORDS].fill(0);
+            if self.mid_pages[page] == DIRTY {
+                self.mid_pages[page] = CLEAN;
+                self.mid[page * PAGE_MID_WORDS..(page + 1) * PAGE_MID_WORDS].fill(0);
+            }
             let flips = self.flip_words * HALF;
             self.flip_low[page * flips..(page + 1) * flips].fill(0);
             if let Some(h) = &mut self.high[page] {
