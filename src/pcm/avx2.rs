@@ -40,7 +40,7 @@ fn choose_half(old: __m256i, new: __m256i, old_flips: u8, half: i64, fnw: bool) 
 /// [`super::choose_block`] with vectors.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn choose_block(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: bool) -> Choice {
+pub(super) fn choose_block(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: bool, out: &mut [u64; 8]) -> Choice {
     // SAFETY: each load reads 32 bytes inside a 64-byte array (unaligned loads).
     let (o0, o1, n0, n1) = unsafe {
         let (o, n) = (old.as_ptr() as *const __m256i, new.as_ptr() as *const __m256i);
@@ -49,9 +49,9 @@ pub(super) fn choose_block(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: b
     let (c0, f0, p0) = choose_half(o0, n0, old_flips, 0, fnw);
     let (c1, f1, p1) = choose_half(o1, n1, old_flips, 1, fnw);
     let mut ch = Choice::default();
-    // SAFETY: each store writes 32 bytes inside the 64-byte array `changed`.
+    // SAFETY: each store writes 32 bytes inside the 64-byte array `out`.
     unsafe {
-        let c = ch.changed.as_mut_ptr() as *mut __m256i;
+        let c = out.as_mut_ptr() as *mut __m256i;
         _mm256_storeu_si256(c, c0);
         _mm256_storeu_si256(c.add(1), c1);
     }

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 /// [`super::choose_block`] with one 512-bit register per block.
 #[inline]
 #[target_feature(enable = "avx512f,avx512vpopcntdq")]
-pub(super) fn choose_block(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: bool) -> Choice {
+pub(super) fn choose_block(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: bool, out: &mut [u64; 8]) -> Choice {
     let (o, n) = (load_by_16(old), load_by_16(new));
     let ones = _mm512_set1_epi64(-1);
     let stored_old = _mm512_mask_xor_epi64(o, old_flips, o, ones);
@@ -21,15 +21,13 @@ pub(super) fn choose_block(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: b
     let new_flips = if fnw { _mm512_cmpgt_epi64_mask(with_flip, _mm512_set1_epi64(32)) } else { 0 };
     let changed = _mm512_mask_xor_epi64(differ, new_flips, differ, ones);
     let programmed = _mm512_mask_sub_epi64(count, new_flips, _mm512_set1_epi64(64), count);
-    let mut ch = Choice {
+    // SAFETY: the store writes the 64 bytes of `out`.
+    unsafe { _mm512_storeu_si512(out.as_mut_ptr() as *mut __m512i, changed) };
+    Choice {
         new_flips,
         dirty: _mm512_test_epi64_mask(changed, changed),
         data_bits: _mm512_reduce_add_epi64(programmed) as u64,
-        ..Choice::default()
-    };
-    // SAFETY: the store writes the 64 bytes of `changed`.
-    unsafe { _mm512_storeu_si512(ch.changed.as_mut_ptr() as *mut __m512i, changed) };
-    ch
+    }
 }
 
 /// The 64 bytes of `b` as one register, read 16 bytes at a time. The new contents of a write

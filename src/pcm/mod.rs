@@ -368,37 +368,58 @@ impl Pcm {
         let (fi, fs) = ((w0 / 64) as usize, w0 % 64);
         let old_flips = (self.flips[fi] >> fs) as u8;
         let fnw = self.cfg.write_mode == WriteMode::Fnw;
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: with `V` naming vectors this runs inside `write_block_avx2` or
-        // `write_block_avx512`, whose callers checked that the host has the features.
-        let ch = if V == AVX512 {
-            unsafe { avx512::choose_block(old, new, old_flips, fnw) }
-        } else if V == AVX2 {
-            unsafe { avx2::choose_block(old, new, old_flips, fnw) }
-        } else {
-            choose_block(old, new, old_flips, fnw)
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let ch = choose_block(old, new, old_flips, fnw);
-        let Choice { mut changed, new_flips, mut dirty, mut data_bits } = ch;
-        let mut flips_changed = old_flips ^ new_flips;
-        // The cells whose value changes (all cells are programmed under write-all).
-        let diff = (changed, flips_changed);
-        if self.cfg.write_mode == WriteMode::WriteAll {
-            (changed, data_bits, dirty, flips_changed) = ([u64::MAX; 8], 512, 0xFF, 0);
+        if self.retire.is_some() || self.cfg.write_mode == WriteMode::WriteAll {
+            let mut changed = [0u64; 8];
+            let ch = choose::<V>(old, new, old_flips, fnw, &mut changed);
+            self.flips[fi] = self.flips[fi] & !(0xFF << fs) | (ch.new_flips as u64) << fs;
+            return self.program_block_other::<V>(addr, ch, changed, old_flips ^ ch.new_flips);
         }
-        let chunks = self.chunks_of_words[(dirty | flips_changed) as usize] as u64;
-        let cost = WriteCost {
+        // The choice writes the masks straight into the counters' batch: the common path makes
+        // no copy of them (on the portable path a copy is eight 8-byte stores read back 16 bytes
+        // at a time, which the host cannot forward from its store buffer).
+        let ch = choose::<V>(old, new, old_flips, fnw, self.wear.queue(addr));
+        self.wear.queued::<V>(old_flips ^ ch.new_flips);
+        self.flips[fi] = self.flips[fi] & !(0xFF << fs) | (ch.new_flips as u64) << fs;
+        let cost = self.block_cost(ch.data_bits, ch.dirty, old_flips ^ ch.new_flips);
+        self.totals(addr, 64, &cost);
+        cost
+    }
+
+    /// The programmed chunks and the latency of a block write that programs `data_bits` data
+    /// cells in the words of `dirty` (bit i: word i) and changes the flip cells of `flips`.
+    #[inline(always)]
+    fn block_cost(&self, data_bits: u64, dirty: u8, flips: u8) -> WriteCost {
+        let chunks = self.chunks_of_words[(dirty | flips) as usize] as u64;
+        WriteCost {
             data_bits,
-            flip_bits: flips_changed.count_ones() as u64,
+            flip_bits: flips.count_ones() as u64,
             chunks,
             latency_ns: self.block_latency_ns[chunks as usize],
+        }
+    }
+
+    /// [`Pcm::write_block`] under write-all (every cell is programmed) or `retire_worn_cells`:
+    /// the cost and the counter update from the choice `ch` with its masks `changed`, whose flip
+    /// cells `flips_changed` change.
+    #[inline(never)]
+    fn program_block_other<const V: u8>(
+        &mut self,
+        addr: u64,
+        ch: Choice,
+        changed: [u64; 8],
+        flips_changed: u8,
+    ) -> WriteCost {
+        // The cells whose value changes, and those programmed (all of them under write-all).
+        let diff = (changed, flips_changed);
+        let (prog, data_bits, dirty, prog_flips) = match self.cfg.write_mode {
+            WriteMode::WriteAll => ([u64::MAX; 8], 512, 0xFF, 0),
+            _ => (changed, ch.data_bits, ch.dirty, flips_changed),
         };
-        self.flips[fi] = self.flips[fi] & !(0xFF << fs) | (new_flips as u64) << fs;
+        let cost = self.block_cost(data_bits, dirty, prog_flips);
         if self.retire.is_some() {
-            self.program_block_retiring::<V>(addr, diff, changed, flips_changed);
+            self.program_block_retiring::<V>(addr, diff, prog, prog_flips);
         } else {
-            self.wear.program_block::<V>(addr, &changed, flips_changed);
+            self.wear.program_block::<V>(addr, &prog, prog_flips);
         }
         self.totals(addr, 64, &cost);
         cost
@@ -558,11 +579,10 @@ impl Pcm {
     }
 }
 
-/// The Flip-N-Write (or differential) choice for one 64-byte block of 64-bit words.
+/// The Flip-N-Write (or differential) choice for one 64-byte block of 64-bit words, besides its
+/// masks of programmed cells (written where the caller says: [`Pcm::write_block`]).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 struct Choice {
-    /// Cells programmed, per word (stored old contents XOR stored new contents).
-    changed: [u64; 8],
     /// Bit i: word i is stored inverted.
     new_flips: u8,
     /// Bit i: word i has a programmed data cell.
@@ -571,25 +591,46 @@ struct Choice {
     data_bits: u64,
 }
 
-/// The choice of each word of a block whose flip states are `old_flips` (bit i: word i), with
-/// Flip-N-Write (`fnw`) or without (differential write).
+/// [`choose_block`] with the instructions `V` names.
 #[inline(always)]
-fn choose_block(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: bool) -> Choice {
+fn choose<const V: u8>(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: bool, changed: &mut [u64; 8]) -> Choice {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: with `V` naming vectors this runs inside `write_block_avx2` or
+    // `write_block_avx512`, whose callers checked that the host has the features.
+    unsafe {
+        if V == AVX512 {
+            return avx512::choose_block(old, new, old_flips, fnw, changed);
+        } else if V == AVX2 {
+            return avx2::choose_block(old, new, old_flips, fnw, changed);
+        }
+    }
+    choose_block(old, new, old_flips, fnw, changed)
+}
+
+/// The choice of each word of a block whose flip states are `old_flips` (bit i: word i), with
+/// Flip-N-Write (`fnw`) or without (differential write); `changed` receives the cells programmed,
+/// per word (stored old contents XOR stored new contents).
+#[inline(always)]
+fn choose_block(old: &[u8; 64], new: &[u8; 64], old_flips: u8, fnw: bool, changed: &mut [u64; 8]) -> Choice {
     let mut ch = Choice::default();
-    for (i, c) in ch.changed.iter_mut().enumerate() {
+    for (i, c) in changed.iter_mut().enumerate() {
         let o = u64::from_le_bytes(old[8 * i..8 * i + 8].try_into().expect("8 bytes"));
         let n = u64::from_le_bytes(new[8 * i..8 * i + 8].try_into().expect("8 bytes"));
         let old_flip = (old_flips >> i & 1) as u64;
-        let stored_old = o ^ old_flip.wrapping_neg();
-        // Plain storage programs `differ` cells plus the flip cell if it was set; inverted
-        // storage 64 - differ plus the flip cell if it was clear (as in `choose`): inverted is
-        // cheaper exactly when differ + old_flip >= 33.
-        let differ = (stored_old ^ n).count_ones() as u64;
-        let new_flip = (fnw && differ + old_flip >= 33) as u64;
-        *c = stored_old ^ n ^ new_flip.wrapping_neg();
-        ch.data_bits += if new_flip == 1 { 64 - differ } else { differ };
+        // The cells that differ from the stored (possibly inverted) old word. Plain storage
+        // programs them plus the flip cell if it was set; inverted storage the other 64 plus
+        // the flip cell if it was clear (as in `choose`): inverted is cheaper exactly when
+        // differ + old_flip >= 33.
+        let differ = o ^ old_flip.wrapping_neg() ^ n;
+        let new_flip = (fnw && differ.count_ones() as u64 + old_flip >= 33) as u64;
+        *c = differ ^ new_flip.wrapping_neg();
         ch.new_flips |= (new_flip as u8) << i;
-        ch.dirty |= ((*c != 0) as u8) << i;
+    }
+    // The programmed data cells are the changed ones (64 - differ under inversion), counted in
+    // a pass of their own so that no per-word count stays live across the first.
+    for (i, &c) in changed.iter().enumerate() {
+        ch.data_bits += c.count_ones() as u64;
+        ch.dirty |= ((c != 0) as u8) << i;
     }
     ch
 }

@@ -525,13 +525,15 @@ fn vector_block_steps_equal_the_portable_ones() {
         let (old, new) = (block(), block());
         let flips = (k % 256) as u8;
         for fnw in [true, false] {
+            let (mut vc, mut pc) = ([0u64; 8], [0u64; 8]);
             // SAFETY: the host has AVX2 and popcnt (checked above).
-            let v = unsafe { avx2::choose_block(&old, &new, flips, fnw) };
-            assert_eq!(v, choose_block(&old, &new, flips, fnw), "block {k} fnw {fnw}");
+            let v = unsafe { avx2::choose_block(&old, &new, flips, fnw, &mut vc) };
+            assert_eq!((v, vc), (choose_block(&old, &new, flips, fnw, &mut pc), pc), "block {k} fnw {fnw}");
             if avx512 {
+                let mut wc = [0u64; 8];
                 // SAFETY: the host has AVX-512F and its population count (checked above).
-                let w = unsafe { avx512::choose_block(&old, &new, flips, fnw) };
-                assert_eq!(w, v, "AVX-512, block {k} fnw {fnw}");
+                let w = unsafe { avx512::choose_block(&old, &new, flips, fnw, &mut wc) };
+                assert_eq!((w, wc), (v, vc), "AVX-512, block {k} fnw {fnw}");
             }
         }
     }

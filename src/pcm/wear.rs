@@ -397,8 +397,24 @@ impl Wear {
     /// applies the waiting updates first ([`Wear::flush`]).
     #[inline]
     pub fn program_block<const V: u8>(&mut self, addr: u64, changed: &[u64; 8], flips: u8) {
+        *self.queue(addr) = *changed;
+        self.queued::<V>(flips);
+    }
+
+    /// [`Wear::program_block`] in two steps, so that the caller writes the masks in place (no
+    /// copy): the batch's next entry, for block `addr`, whose changed cells the caller writes
+    /// before it calls [`Wear::queued`].
+    #[inline(always)]
+    pub fn queue(&mut self, addr: u64) -> &mut [u64; 8] {
         debug_assert!(addr.is_multiple_of(64) && self.word_bits == 64);
-        self.pending.push(PendingBlock { addr, changed: *changed, flips });
+        self.pending.push(PendingBlock { addr, changed: [0; 8], flips: 0 });
+        &mut self.pending.last_mut().expect("just pushed").changed
+    }
+
+    /// The entry [`Wear::queue`] gave is written; its changed flip cells are `flips`.
+    #[inline(always)]
+    pub fn queued<const V: u8>(&mut self, flips: u8) {
+        self.pending.last_mut().expect("an entry from `queue`").flips = flips;
         if self.pending.len() == BATCH {
             self.apply_pending::<V>();
         }
