@@ -378,9 +378,10 @@ impl Pcm {
         // no copy of them (on the portable path a copy is eight 8-byte stores read back 16 bytes
         // at a time, which the host cannot forward from its store buffer).
         let ch = choose::<V>(old, new, old_flips, fnw, self.wear.queue(addr));
-        self.wear.queued::<V>(old_flips ^ ch.new_flips);
+        let flips_changed = old_flips ^ ch.new_flips;
+        self.wear.queued::<V>(flips_changed);
         self.flips[fi] = self.flips[fi] & !(0xFF << fs) | (ch.new_flips as u64) << fs;
-        let cost = self.block_cost(ch.data_bits, ch.dirty, old_flips ^ ch.new_flips);
+        let cost = self.block_cost(ch.data_bits, ch.dirty, flips_changed);
         self.totals(addr, 64, &cost);
         cost
     }

@@ -63,8 +63,9 @@ const BATCH_AHEAD: usize = 16;
 /// were requested `BATCH_AHEAD` updates before and have arrived by then) requests its planes 2
 /// to `1 + MID_AHEAD_PLANES` this many updates before it is applied (a hint; no effect on
 /// results). Long runs of B+tree, whose hot blocks' counts grow, carry past plane 1 often, and
-/// the host waited on each of those planes: with the hint, B+tree h-wal with the device ran 5 -
-/// 8 % faster on an Emerald Rapids Xeon, SPS the same (docs/performance.md, PCM mode).
+/// the host waited on each of those planes: with the hint, B+tree with the device ran 8 - 14 %
+/// faster at 100 000 transactions and 2 - 5 % at 300 000 on an Emerald Rapids Xeon, SPS the same
+/// (docs/performance.md, PCM mode).
 const MID_AHEAD: usize = 8;
 /// Planes requested past plane 1 by that hint: 4 gave B+tree baseline 5 % more than 2, 6 no more
 /// than 4.
