@@ -280,9 +280,9 @@ fn energy_counts_programmed_cells_reads_and_background() {
 fn counters_hold_every_page_low_half_and_a_high_half_per_page_past_255_programs() {
     let mut p = pcm(WriteMode::Diff);
     // 16 device pages of 4 KiB: the low halves (one byte per data and flip cell) are all held
-    // from the start; the bookkeeping is 1 byte and one pointer per page.
+    // from the start; the bookkeeping is a byte, a word and a pointer per page.
     let low = 16 * (4096 * 8 + 4096 * 8 / 64);
-    let bookkeeping = 16 * (1 + std::mem::size_of::<Option<Box<[u64]>>>() as u64);
+    let bookkeeping = 16 * (1 + 8 + std::mem::size_of::<Option<Box<[u64]>>>() as u64);
     assert_eq!(p.wear.host_bytes(), low + bookkeeping);
     // One cell programmed 255 times stays in the low half; the 256th program carries into the
     // page's high half, which is then allocated (as large as the low half).

@@ -26,7 +26,9 @@
 //!
 //! A byte per device page says whether the page was written since the counters were last zeroed,
 //! and one whether its planes 2-7 were, so that zeroing and the end-of-run figures visit only
-//! those pages.
+//! those pages; a word per page says which of its blocks' planes 2-7 a carry reached, so that the
+//! end-of-run figures read only those (planes 2-7 are three quarters of the low half's bytes, and
+//! reading them was most of a long run's end-of-run scan).
 //!
 //! Exact past 65 535: a carry out of the top plane wraps the cell to 0 and adds one to the cell's
 //! entry in a side map of wraps (rare: hot metadata such as a log head). Totals per region are
@@ -120,6 +122,10 @@ pub struct Wear {
     pages: Vec<u8>,
     /// Per page: the same for planes 2-7 of its data cells (`DIRTY` only in a `DIRTY` page).
     mid_pages: Vec<u8>,
+    /// Per page: bit `b` set when a carry has reached planes 2-7 of the page's block `b` since
+    /// the counters were zeroed (a block whose bit is clear has those planes zero), so that the
+    /// end-of-run figures read planes 2-7 of those blocks only ([`Wear::scan`]).
+    mid_blocks: Vec<u64>,
     /// Cell id (data bit index, or `FLIP_ID | word index`) -> times its count wrapped 65 536.
     wraps: BTreeMap<u64, u64>,
     regions: Vec<(&'static str, u64, u64, u64)>,
@@ -241,13 +247,14 @@ struct LaneAcc {
     max: u64,
 }
 
-/// Add `N` lanes of cells (`x[p][l]`: bit `i` is bit `p` of the count of cell `i` of lane `l`)
+/// Add `N` lanes of cells (`x[p][l]`: bit `i` is bit `p` of the count of cell `i` of lane `l`;
+/// planes from `x.len()` up are zero)
 /// to a histogram by highest set plane and to a maximum, plane-wise: a cell falls in bucket `p`
 /// when `p` is its highest set plane; the maximum is found by narrowing the candidates from the
 /// highest nonzero plane down, and only when it could exceed the maximum so far.
 #[inline(always)]
-fn group_figures<const N: usize>(x: &[[u64; N]; PLANES], acc: &mut LaneAcc) {
-    let Some(top) = (0..PLANES).rev().find(|&p| x[p].iter().any(|&v| v != 0)) else { return };
+fn group_figures<const N: usize>(x: &[[u64; N]], acc: &mut LaneAcc) {
+    let Some(top) = (0..x.len()).rev().find(|&p| x[p].iter().any(|&v| v != 0)) else { return };
     let mut higher = [0u64; N];
     for p in (0..=top).rev() {
         let mut n = 0;
@@ -314,6 +321,7 @@ impl Wear {
             high: (0..pages).map(|_| None).collect(),
             pages: vec![FRESH; pages],
             mid_pages: vec![FRESH; pages],
+            mid_blocks: vec![0; pages],
             wraps: BTreeMap::new(),
             regions: regions.iter().map(|&(n, s, l)| (n, s, l, 0)).collect(),
             whole_region_pages: 0,
@@ -501,6 +509,7 @@ impl Wear {
             self.mid_first_write(page);
         }
         let k = a / 64;
+        self.mid_blocks[page] |= 1 << (k % 64);
         let planes: &mut [u64; MID_WORDS] =
             (&mut self.mid[k * MID_WORDS..(k + 1) * MID_WORDS]).try_into().expect("one block");
         if add_planes::<V, MID_WORDS>(planes, carry) != 0 {
@@ -677,6 +686,7 @@ impl Wear {
                 if self.mid_pages[page] != DIRTY {
                     self.mid_first_write(page);
                 }
+                self.mid_blocks[page] |= 1 << (k % 64);
                 let out = add(&mut self.mid, k * MID_WORDS + lane, LANES, MID, out);
                 if out != 0 {
                     let in_page = (byte % PAGE_BYTES) as usize / 64 * BLOCK_WORDS + lane;
@@ -775,35 +785,43 @@ impl Wear {
         self.scan_pages(pages)
     }
 
-    /// [`Wear::scan`]: only pages written since the counters were zeroed; a cell in bucket `p`
-    /// when `p` is its highest set plane.
+    /// [`Wear::scan`]: only pages written since the counters were zeroed, and of their blocks
+    /// only the planes that can be nonzero (planes 2-7 of a block a carry reached, the high half
+    /// of a page that has one); a cell in bucket `p` when `p` is its highest set plane.
     #[inline(always)]
     fn scan_pages(&self, pages: std::ops::Range<usize>) -> LaneAcc {
         let ids: Vec<u64> = self.wraps.keys().copied().collect();
         let (mut data_at, mut flip_at) = (0, ids.partition_point(|&id| id & FLIP_ID == 0));
         let mut acc = LaneAcc::default();
+        // The planes of one block; each block fills those it passes on.
+        let mut x = [[0u64; LANES]; PLANES];
         for page in pages {
             if self.pages[page] != DIRTY {
                 continue;
             }
             let high = self.high[page].as_deref();
-            let mid_written = self.mid_pages[page] == DIRTY;
+            let mid_blocks = if self.mid_pages[page] == DIRTY { self.mid_blocks[page] } else { 0 };
             let page_byte = page * PAGE_BYTES as usize;
             for block in 0..64 {
                 let base = page_byte + block * 64;
                 let k = base / 64;
                 let low = &self.low[k * LOW_WORDS..(k + 1) * LOW_WORDS];
-                let mid = mid_written.then(|| &self.mid[k * MID_WORDS..(k + 1) * MID_WORDS]);
-                if high.is_none() && low.iter().all(|&v| v == 0) && mid.is_none_or(|m| m.iter().all(|&v| v == 0)) {
-                    continue;
-                }
-                let mut x = [[0u64; LANES]; PLANES];
+                let mid = (mid_blocks >> block & 1 != 0).then(|| &self.mid[k * MID_WORDS..(k + 1) * MID_WORDS]);
+                let planes = match (high, mid) {
+                    (Some(_), _) => PLANES,
+                    (None, Some(_)) => HALF,
+                    (None, None) if low.iter().any(|&v| v != 0) => LOW,
+                    (None, None) => continue,
+                };
                 for (p, plane) in x[..LOW].iter_mut().enumerate() {
                     plane.copy_from_slice(&low[p * LANES..p * LANES + LANES]);
                 }
-                if let Some(m) = mid {
+                if planes > LOW {
                     for (p, plane) in x[LOW..HALF].iter_mut().enumerate() {
-                        plane.copy_from_slice(&m[p * LANES..p * LANES + LANES]);
+                        match mid {
+                            Some(m) => plane.copy_from_slice(&m[p * LANES..p * LANES + LANES]),
+                            None => *plane = [0; LANES],
+                        }
                     }
                 }
                 if let Some(h) = high {
@@ -812,13 +830,14 @@ impl Wear {
                         plane.copy_from_slice(&h[p * LANES..p * LANES + LANES]);
                     }
                 }
+                let x = &mut x[..planes];
                 if ids.get(data_at).is_some_and(|&id| id < (base as u64 + 64) * 8) {
                     for lane in 0..LANES {
                         let keep = !wrapped_in(&ids, &mut data_at, (base + lane * LANES) as u64 * 8);
                         x.iter_mut().for_each(|plane| plane[lane] &= keep);
                     }
                 }
-                group_figures(&x, &mut acc);
+                group_figures(x, &mut acc);
             }
             for fw in 0..self.flip_words {
                 let lane = page * self.flip_words + fw;
@@ -850,6 +869,7 @@ impl Wear {
             self.low[page * PAGE_LOW_WORDS..(page + 1) * PAGE_LOW_WORDS].fill(0);
             if self.mid_pages[page] == DIRTY {
                 self.mid_pages[page] = CLEAN;
+                self.mid_blocks[page] = 0;
                 self.mid[page * PAGE_MID_WORDS..(page + 1) * PAGE_MID_WORDS].fill(0);
             }
             let flips = self.flip_words * HALF;
@@ -872,7 +892,7 @@ impl Wear {
         self.flush();
         let per_page = (self.page_words() * 8) as u64;
         let high = self.high.iter().filter(|p| p.is_some()).count() as u64;
-        let bookkeeping = self.pages.len() * (1 + std::mem::size_of::<Option<Box<[u64]>>>());
+        let bookkeeping = self.pages.len() * (1 + 8 + std::mem::size_of::<Option<Box<[u64]>>>());
         (self.pages.len() as u64 + high) * per_page + bookkeeping as u64
     }
 }
