@@ -800,7 +800,8 @@ impl Wear {
                 continue;
             }
             let high = self.high[page].as_deref();
-            let mid_blocks = if self.mid_pages[page] == DIRTY { self.mid_blocks[page] } else { 0 };
+            // Nonzero only in a page whose planes 2-7 are `DIRTY` (set after, cleared with, that).
+            let mid_blocks = self.mid_blocks[page];
             let page_byte = page * PAGE_BYTES as usize;
             for block in 0..64 {
                 let base = page_byte + block * 64;
