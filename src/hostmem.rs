@@ -10,8 +10,25 @@ pub fn zeroed<T: Plain>(len: usize) -> Vec<T> {
     // back and cleared ([`HostAlloc`]): advising fresh memory before the first touch lets the
     // first page faults allocate huge pages.
     let v = vec![T::default(); len];
-    advise_huge(v.as_ptr() as *const u8, len * std::mem::size_of::<T>());
+    advise(v.as_ptr() as *const u8, len * std::mem::size_of::<T>(), true);
     v
+}
+
+/// A zeroed vector of `len` elements whose storage the kernel is asked to back with small
+/// (4 KiB) pages even where it backs every large mapping with huge pages: for an array that a
+/// run touches sparsely and commits a piece at a time, where a huge page would zero 2 MiB for
+/// each piece. [`advise_huge_slice`] asks for huge pages again over a part of it not yet
+/// touched.
+pub fn zeroed_small_pages<T: Plain>(len: usize) -> Vec<T> {
+    let v = vec![T::default(); len];
+    advise(v.as_ptr() as *const u8, len * std::mem::size_of::<T>(), false);
+    v
+}
+
+/// Ask the kernel to back the host huge pages lying wholly inside `v` with huge pages (as
+/// [`zeroed`] does for a whole array); pages of `v` already touched keep their backing.
+pub fn advise_huge_slice<T>(v: &[T]) {
+    advise(v.as_ptr() as *const u8, std::mem::size_of_val(v), true);
 }
 
 /// [`zeroed`], with every host page committed now: each 4 KiB is written once, so the host's
@@ -145,21 +162,24 @@ impl Sparse {
 /// Bytes of a host huge page (x86-64 transparent huge pages), the unit [`zeroed`] advises.
 pub const HUGE: usize = 2 << 20;
 
+/// Advise the host huge pages lying wholly inside `bytes` bytes at `p`: back them with huge
+/// pages (`huge`) or with small pages only.
 #[cfg(target_os = "linux")]
-fn advise_huge(p: *const u8, bytes: usize) {
+fn advise(p: *const u8, bytes: usize, huge: bool) {
     let start = (p as usize).next_multiple_of(HUGE);
     let end = (p as usize + bytes) / HUGE * HUGE;
     if end > start {
+        let advice = if huge { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE };
         // SAFETY: madvise only changes how the kernel backs pages of this range, which lies
         // inside one live allocation; it never changes their contents. Failure is harmless.
         unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            libc::madvise(start as *mut libc::c_void, end - start, advice);
         }
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn advise_huge(_p: *const u8, _bytes: usize) {}
+fn advise(_p: *const u8, _bytes: usize, _huge: bool) {}
 
 /// The host allocator of locsim's programs (installed with `#[global_allocator]` by the binary
 /// and the Python module): a zeroed allocation of at least [`LARGE`] bytes is a mapping of its

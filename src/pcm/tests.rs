@@ -211,6 +211,27 @@ fn counters_of_a_large_region_are_committed_a_host_huge_page_at_a_time() {
     }
 }
 
+/// Planes 2-7 of a region not committed whole are committed a device page at a time, at the
+/// first carry out of plane 1 in that page: a cell's fourth program commits its own page's
+/// planes and no other page's (a host huge page at a time would be 85 pages).
+#[test]
+fn planes_2_to_7_are_committed_for_the_page_a_carry_reaches_only() {
+    let pages = 1000u64;
+    let regions = [("a", 0u64, pages * 4096)];
+    let mut p = Pcm::new(&PcmConfig { write_mode: WriteMode::Diff, ..PcmConfig::default() }, pages * 4096, &regions);
+    let at = 4096 * 500 + 64 * 3;
+    let fill = |k: u8| [if k.is_multiple_of(2) { 0 } else { 0xFF }; 64];
+    for k in 0..3 {
+        p.write_block_at(at, &fill(k), &fill(k + 1));
+    }
+    p.wear.flush();
+    assert_eq!(p.wear.committed_mid_pages(), Vec::<usize>::new(), "three programs carry into plane 1 only");
+    p.write_block_at(at, &fill(3), &fill(4));
+    p.wear.flush();
+    assert_eq!(p.wear.committed_mid_pages(), vec![500], "the fourth program carries into plane 2");
+    assert_eq!(p.wear.count((at + 5) * 8, false), 4);
+}
+
 /// A region of at most `Wear::WHOLE_REGION_PAGES` pages is committed a host huge page of
 /// counters at a time by default and whole at its first write with
 /// [`Wear::commit_regions_whole`] (what `bench` asks for); the same seeded random writes
