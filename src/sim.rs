@@ -135,9 +135,9 @@ pub(crate) struct TxState {
     /// written. A linear scan is cheaper than any host-memory structure for the few blocks most
     /// transactions write; past `PSET_SCAN` blocks they are marked in `tx_marks`.
     pub(crate) tx_blocks: Vec<u64>,
-    /// A bit per block of the data area, set for the blocks of `tx_blocks` once it has more than
-    /// `PSET_SCAN` (allocated at the first such transaction; cleared through `tx_blocks` at the
-    /// next `begin`). A transaction of B+tree writes about 90 blocks, and a sorted list searched
+    /// A bit per block of the data area, set for the blocks of `tx_blocks` from the first store
+    /// made when it already holds `PSET_SCAN` (allocated at the first such transaction; cleared
+    /// through `tx_blocks` at the next `begin`). A transaction of B+tree writes about 90 blocks, and a sorted list searched
     /// in halves and re-sorted every `PSET_SCAN` new blocks had taken a tenth of its host time.
     tx_marks: Vec<u64>,
 }
