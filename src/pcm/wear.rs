@@ -570,7 +570,7 @@ impl Wear {
     fn first_write(&mut self, page: usize) {
         if self.pages[page] == FRESH {
             let flips = self.flip_words * HALF;
-            for (span, whole) in self.spans(page, self.host_page_span(page, &self.low, PAGE_LOW_WORDS)) {
+            for (span, whole) in self.spans(page, self.host_page_span(page)) {
                 if whole {
                     crate::hostmem::advise_huge_slice(
                         &self.mid[span.start * PAGE_MID_WORDS..span.end * PAGE_MID_WORDS],
@@ -642,13 +642,13 @@ impl Wear {
         spans
     }
 
-    /// The pages whose counters in `array` (`words` per page) lie wholly in the host huge page
-    /// ([`crate::hostmem::HUGE`]) holding the first counter of `page`, and `page` itself (whose
-    /// counters may end in the next huge page): committing them faults in that one huge page
-    /// (where the kernel backs the counters with huge pages: [`crate::hostmem::zeroed`]).
-    fn host_page_span(&self, page: usize, array: &[u64], words: usize) -> std::ops::Range<usize> {
-        let (bytes, huge) = (words * 8, crate::hostmem::HUGE);
-        let base = array.as_ptr() as usize;
+    /// The pages whose planes 0-1 lie wholly in the host huge page ([`crate::hostmem::HUGE`])
+    /// holding the first of `page`'s, and `page` itself (whose planes may end in the next huge
+    /// page): committing them faults in that one huge page (where the kernel backs the counters
+    /// with huge pages: [`crate::hostmem::zeroed`]).
+    fn host_page_span(&self, page: usize) -> std::ops::Range<usize> {
+        let (bytes, huge) = (PAGE_LOW_WORDS * 8, crate::hostmem::HUGE);
+        let base = self.low.as_ptr() as usize;
         let window = (base + page * bytes) / huge * huge;
         let first = (window.max(base) - base).div_ceil(bytes);
         let end = ((window + huge - base) / bytes).clamp(page + 1, self.pages.len());
