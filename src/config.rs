@@ -410,12 +410,6 @@ impl Config {
                 .to_lowercase(),
             ));
         }
-        if self.loc.two_slot_head && self.machine.cores > 1 {
-            return Err(ConfigError(format!(
-                "loc.two_slot_head with machine.cores = {}: not built (on N cores the head block carries home_below); allowed with machine.cores = 1",
-                self.machine.cores
-            )));
-        }
         self.workload.validate().map_err(ConfigError)?;
         Ok(())
     }

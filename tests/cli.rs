@@ -159,6 +159,10 @@ fn each_torn_write_fix_removes_its_violation() {
             "--set log.meta_checksum=true --set loc.two_slot_head=true",
         ),
         (
+            "--workload hash --protocol loc-wal --seed 1 --txs 2000 --cores 4 --atomicity 8 --set log.meta_checksum=true --crash-at 1126099",
+            "--set loc.two_slot_head=true",
+        ),
+        (
             "--workload hash --protocol s-wal --seed 1 --txs 300 --atomicity 8 --exhaustive --set log.size_bytes=65536 --crash-at 1658328",
             "--set swal.packed_headers=true",
         ),

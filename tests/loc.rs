@@ -212,3 +212,27 @@ fn recovering_twice_gives_the_same_image() {
     recovery::apply(&mut img, &plan.writes);
     assert_eq!(redone(&img), Vec::<u64>::new(), "the head moved past the recovered groups");
 }
+
+/// The torn-write fix `loc.two_slot_head` on four cores (docs/faults.md, "LOC-WAL on more than
+/// one core"): each region's head moves `start`, `start_seq` and `home_below` at a truncation,
+/// so with 8-byte atomicity a torn plain head makes a window's TxIDs fall outside the 128 it
+/// allows; in the two-slot form with `home_below` every torn head reads as the old or the new.
+#[test]
+fn a_torn_region_head_on_four_cores_is_survived_with_two_slots() {
+    for (w, txs) in [(WorkloadKind::Sps, 1500), (WorkloadKind::Hash, 800)] {
+        let mut found = 0;
+        for head in ["loc.two_slot_head=false", "loc.two_slot_head=true"] {
+            let sets = ["machine.cores=4", "workload.sps.entries=4096", "log.meta_checksum=true", head];
+            let mut cs = crash_spec(LocWal, w, &sets, txs, 0.0, None, 600);
+            cs.atomicity = 8;
+            let r = check(&cs).unwrap();
+            assert!(r.torn_states > 0, "{w:?} {head}: torn states checked");
+            if head.ends_with("true") {
+                assert_eq!(r.violations, 0, "{w:?} {head}: {:?}", r.first_violation);
+            } else {
+                found = r.violations;
+            }
+        }
+        assert!(found > 0, "{w:?}: the plain head tears (else this test shows nothing)");
+    }
+}

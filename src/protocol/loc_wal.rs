@@ -163,11 +163,15 @@ struct Win {
 }
 
 impl LocWal {
-    /// The log head in the two-slot form (`loc.two_slot_head`, docs/formats/wal-log.md).
+    /// The log head in the two-slot form (`loc.two_slot_head`, docs/formats/wal-log.md): on one
+    /// core the form without `home_below`, on N cores each region's head in the form with it.
     pub fn with_two_slot_head(mut self, on: bool) -> LocWal {
         if on {
-            assert!(!self.multi, "loc.two_slot_head is one-core only (checked by Config::validate)");
-            self.w[0].head_block = LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 }.encode_two_slot();
+            let head = LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 };
+            let first = if self.multi { head.encode_two_slot_home(0) } else { head.encode_two_slot() };
+            for w in &mut self.w {
+                w.head_block = first;
+            }
         }
         self
     }
@@ -626,14 +630,13 @@ impl Win {
         // A transaction carried over (running) stays in the log: the head starts at it.
         let start_seq = if self.in_tx { self.next_seq - 1 } else { self.next_seq };
         let head = LogHead { format: LogFormat::Loc, start: self.ring.next_sid, start_seq };
-        if self.multi {
-            let at = in_commit_order(&mut ord.trunc_at, trunc_at, true);
-            m.defer_encoded(at, self.ring.log0, WriteKind::LogHead, || head.encode_home(order + 1));
-        } else {
-            let block = head.encode_next(&self.head_block);
-            self.head_block = block;
-            m.defer_encoded(trunc_at, self.ring.log0, WriteKind::LogHead, || block);
-        }
+        // On N cores the head carries `home_below`: every window below the next order number is
+        // at home once this write is durable, as the head writes are in window order.
+        let (at, home_below) =
+            if self.multi { (in_commit_order(&mut ord.trunc_at, trunc_at, true), order + 1) } else { (trunc_at, 0) };
+        let block = head.encode_next_home(&self.head_block, home_below);
+        self.head_block = block;
+        m.defer_encoded(at, self.ring.log0, WriteKind::LogHead, || block);
         self.barrier.arm(m);
         super::assert_head_advances((self.trunc_sid, self.trunc_seq), (self.ring.next_sid, start_seq));
         (self.trunc_sid, self.trunc_seq) = (self.ring.next_sid, start_seq);
@@ -709,11 +712,8 @@ impl Win {
 
 impl Protocol for LocWal {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
-        let head = LogHead { format: LogFormat::Loc, start: 0, start_seq: 0 };
-        if self.multi {
-            head.write_regions(layout, image);
-        } else {
-            image[layout.log_block0().range()].copy_from_slice(&self.w[0].head_block);
+        for (c, w) in self.w.iter().enumerate() {
+            image[layout.log_region(c).0.range()].copy_from_slice(&w.head_block);
         }
     }
 

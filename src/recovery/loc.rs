@@ -213,7 +213,8 @@ pub fn recover_regions(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     // `redo_in_order` counts windows; the plan reports transactions.
     plan.redone_txs = committed_txs.iter().filter(|&&(o, _)| o >= skip_below).map(|&(_, n)| n).sum();
     for (log0, next, _) in heads {
-        plan.writes.push((log0, next.encode_home(home_below)));
+        // In the head's own form (`loc.two_slot_head`: the slot not holding the newest head).
+        plan.writes.push((log0, next.encode_next_home(&image[log0.range()], home_below)));
     }
     Ok(plan)
 }
