@@ -110,6 +110,39 @@ fn a_core_acknowledges_no_window_before_the_one_forced_closed_for_another_core()
     }
 }
 
+/// LOC-Kiln with transactions that overflow a small NV-LLC on four cores: placing one victim can
+/// register another core's window (a forced close), which drops the registered versions that
+/// window's transactions superseded, one of them a victim of the same access still waiting to
+/// be placed. Before the rule (such a victim's record is forgotten and nothing is written) the
+/// run panicked with "an evicted version is tracked".
+#[test]
+fn loc_kiln_survives_a_version_dropped_while_its_victim_waits_on_four_cores() {
+    let args = [
+        "-w",
+        "sps",
+        "-p",
+        "loc-kiln",
+        "--cores",
+        "4",
+        "--txs",
+        "300",
+        "--crashes",
+        "1000",
+        "--set",
+        "workload.sps.swaps_per_tx=64",
+        "--set",
+        "llc.size_bytes=131072",
+        "--set",
+        "l2.size_bytes=16384",
+        "--set",
+        "l1.size_bytes=4096",
+    ];
+    let (r, code) = crashtest(&args);
+    assert_eq!(code, Some(0), "{r}");
+    assert_eq!(r["violations"], 0, "{r}");
+    assert!(r["crash_points"].as_u64().unwrap() >= 1000, "{r}");
+}
+
 /// `crashtest` with `bug` finds a violation of `kind`, and its replay line finds it again;
 /// returns the first violation.
 fn found(protocol: &str, bug: &str, kind: &str) -> Value {

@@ -300,18 +300,22 @@ impl Kiln {
         self.forget_line(m, x.slot, durable);
     }
 
-    /// The tracked version of `b` in slot `s` that the LLC pushed out (whichever core's).
-    fn take_version(&mut self, b: BlockId, s: Slot) -> Version {
+    /// The tracked version of `b` in slot `s` that the LLC pushed out (whichever core's), or
+    /// none if it is no longer needed: on N cores, a window registered while the version's
+    /// victim waited in the queue (a forced close placing an earlier victim of the same
+    /// access) drops the registered versions its transactions superseded, present or not.
+    fn take_version(&mut self, b: BlockId, s: Slot) -> Option<Version> {
         let at = |xs: &Vec<Version>| xs.iter().position(|x| x.block == b && x.slot == s);
         for k in &mut self.cores {
             if let Some(i) = at(&k.versions.kept) {
-                return k.versions.kept.swap_remove(i);
+                return Some(k.versions.kept.swap_remove(i));
             }
             if let Some(i) = at(&k.superseded) {
-                return k.superseded.swap_remove(i);
+                return Some(k.superseded.swap_remove(i));
             }
         }
-        panic!("an evicted version is tracked");
+        assert!(self.multi, "an evicted version is tracked");
+        None
     }
 
     /// Tagged lines pushed out of the LLC (each names the slot it left), by the protocol's
@@ -322,7 +326,13 @@ impl Kiln {
             let s = v.slot;
             if v.version {
                 self.c.version_overflows += 1;
-                let mut x = self.take_version(v.block, s);
+                let Some(mut x) = self.take_version(v.block, s) else {
+                    // Superseded by a registered transaction: nothing to keep; its record
+                    // goes now, before the slot's new line is recorded.
+                    let now = m.now;
+                    self.forget_line(m, s, now);
+                    continue;
+                };
                 if self.multi && x.aux != REGISTERED {
                     // A committed window transaction's version: its window is registered
                     // first, so that no region holds a committed transaction's lines but the
