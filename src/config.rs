@@ -373,6 +373,16 @@ impl Config {
         if !(1..=4096).contains(&m.write_queue_entries) {
             return err("memory.write_queue_entries", m.write_queue_entries, "1..=4096");
         }
+        let s = &self.swal;
+        for (key, v) in [
+            ("swal.append_instructions", s.append_instructions),
+            ("swal.lookup_instructions", s.lookup_instructions),
+            ("swal.apply_instructions", s.apply_instructions),
+        ] {
+            if v > 1_000_000 {
+                return err(key, v, "0..=1000000");
+            }
+        }
         if self.log.size_bytes < 64 * 1024
             || !self.log.size_bytes.is_multiple_of(4096)
             || self.log.size_bytes > (1 << 36)
@@ -483,7 +493,13 @@ fn coerce(old: &toml::Value, new: toml::Value, key: &str) -> Result<toml::Value,
     use toml::Value::*;
     match (old, new) {
         (Integer(_), Integer(v)) => Ok(Integer(v)),
-        (Integer(_), Float(f)) if f.fract() == 0.0 && f >= 0.0 => Ok(Integer(f as i64)),
+        // Below 2^63: `as` would saturate a larger float to i64::MAX without a word.
+        (Integer(_), Float(f)) if f.fract() == 0.0 && (0.0..(1u64 << 63) as f64).contains(&f) => {
+            Ok(Integer(f as i64))
+        }
+        (Integer(_), Float(f)) if f.fract() == 0.0 && f > 0.0 => {
+            Err(ConfigError(format!("`{key}` = {f:e}: expected an integer, at most {}", i64::MAX)))
+        }
         (Float(_), Integer(v)) => Ok(Float(v as f64)),
         (Float(_), Float(v)) => Ok(Float(v)),
         (Boolean(_), Boolean(v)) => Ok(Boolean(v)),
@@ -586,6 +602,35 @@ mod tests {
         // A cache of more than 2^30 lines: its slots would not fit a link.
         let e = Config::build(None, &["llc.size_bytes=137438953472".into()]).unwrap_err();
         assert!(e.0.starts_with("llc.size_bytes = 137438953472: allowed") && e.0.ends_with("at most 2^36"), "{e}");
+    }
+
+    /// Every numeric key has a range: a value the simulator would overflow on, or a NaN, is
+    /// refused with the allowed values (found by a sweep of each key over extreme values).
+    #[test]
+    fn extreme_values_of_every_kind_of_key_are_refused_with_the_range() {
+        for (set, want) in [
+            ("pcm.write_overhead_ns=1000001", "pcm.write_overhead_ns = 1000001: allowed 0..=1000000"),
+            ("pcm.chunk_program_ns=1e7", "pcm.chunk_program_ns = 10000000: allowed 0..=1000000"),
+            ("pcm.program_energy_pj_per_bit=nan", "pcm.program_energy_pj_per_bit = NaN: allowed 0 to 1e6"),
+            ("pcm.read_energy_pj_per_bit=-0.5", "pcm.read_energy_pj_per_bit = -0.5: allowed 0 to 1e6"),
+            ("pcm.background_power_mw=inf", "pcm.background_power_mw = inf: allowed 0 to 1e6"),
+            ("pcm.cell_endurance_writes=inf", "pcm.cell_endurance_writes = inf: allowed 1 to 1e18"),
+            ("swal.lookup_instructions=1000001", "swal.lookup_instructions = 1000001: allowed 0..=1000000"),
+            (
+                "workload.sps.compute_cycles_per_swap=1000001",
+                "workload.sps.compute_cycles_per_swap = 1000001: allowed 0..=1000000",
+            ),
+            (
+                "workload.btree.compute_cycles_per_moved_block=1000001",
+                "workload.btree.compute_cycles_per_moved_block = 1000001: allowed 0..=1000000",
+            ),
+            // A float too large for an integer is not saturated to i64::MAX.
+            ("memory.banks=1e19", "`memory.banks` = 1e19: expected an integer, at most 9223372036854775807"),
+        ] {
+            assert_eq!(Config::build(None, &[set.into()]).unwrap_err().0, want, "{set}");
+        }
+        let c = Config::build(None, &["pcm.write_overhead_ns=1e6".into(), "pcm.background_power_mw=0".into()]).unwrap();
+        assert_eq!((c.pcm.write_overhead_ns, c.pcm.background_power_mw), (1_000_000, 0.0));
     }
 
     #[test]

@@ -6,23 +6,59 @@
 /// A zeroed vector of `len` elements whose storage the kernel is asked to back with huge pages.
 /// `T` must be a plain integer type (all-zero bytes are its zero).
 pub fn zeroed<T: Plain>(len: usize) -> Vec<T> {
+    try_zeroed(len).unwrap_or_else(|r| panic!("{r}"))
+}
+
+/// [`zeroed`], or [`Refused`] if the host does not give the memory (a simulated memory larger
+/// than the host allows: the caller says which setting asked for it).
+pub fn try_zeroed<T: Plain>(len: usize) -> Result<Vec<T>, Refused> {
     // A large zeroed allocation is fresh, untouched memory, or (at most 32 MiB) memory given
     // back and cleared ([`HostAlloc`]): advising fresh memory before the first touch lets the
     // first page faults allocate huge pages.
-    let v = vec![T::default(); len];
+    let v = alloc_zeroed::<T>(len)?;
     advise(v.as_ptr() as *const u8, len * std::mem::size_of::<T>(), true);
-    v
+    Ok(v)
 }
 
 /// A zeroed vector of `len` elements whose storage the kernel is asked to back with small
 /// (4 KiB) pages even where it backs every large mapping with huge pages: for an array that a
 /// run touches sparsely and commits a piece at a time, where a huge page would zero 2 MiB for
 /// each piece. [`advise_huge_slice`] asks for huge pages again over a part of it not yet
-/// touched.
-pub fn zeroed_small_pages<T: Plain>(len: usize) -> Vec<T> {
-    let v = vec![T::default(); len];
+/// touched. [`Refused`] as [`try_zeroed`].
+pub fn try_zeroed_small_pages<T: Plain>(len: usize) -> Result<Vec<T>, Refused> {
+    let v = alloc_zeroed::<T>(len)?;
     advise(v.as_ptr() as *const u8, len * std::mem::size_of::<T>(), false);
-    v
+    Ok(v)
+}
+
+/// The host refused an allocation of this many bytes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Refused(pub u64);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the host refused {} bytes of memory", self.0)
+    }
+}
+
+/// `len` zeroed elements from the global allocator, or [`Refused`] (where `vec!` would abort
+/// the process).
+fn alloc_zeroed<T: Plain>(len: usize) -> Result<Vec<T>, Refused> {
+    let refused = Refused((len as u64).saturating_mul(std::mem::size_of::<T>() as u64));
+    let layout = std::alloc::Layout::array::<T>(len).map_err(|_| refused)?;
+    if layout.size() == 0 {
+        return Ok(vec![T::default(); len]);
+    }
+    // SAFETY: a layout of non-zero size. The block, if any, is `len` zeroed `T`s (a `Plain` type
+    // is valid as zero bytes) allocated by the global allocator with the layout `Vec<T>` of
+    // capacity `len` frees it with.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut T;
+        if p.is_null() {
+            return Err(refused);
+        }
+        Ok(Vec::from_raw_parts(p, len, len))
+    }
 }
 
 /// Ask the kernel to back the host huge pages lying wholly inside `v` with huge pages (as
@@ -140,9 +176,14 @@ impl Sparse {
 
     /// A copy of `src` (the array this was made of, or its first bytes).
     pub fn copy(&self, src: &[u8]) -> Vec<u8> {
-        let mut v = zeroed::<u8>(src.len());
+        self.try_copy(src).unwrap_or_else(|r| panic!("{r}"))
+    }
+
+    /// [`Sparse::copy`], or [`Refused`] if the host does not give the memory.
+    pub fn try_copy(&self, src: &[u8]) -> Result<Vec<u8>, Refused> {
+        let mut v = try_zeroed::<u8>(src.len())?;
         self.copy_into(src, &mut v);
-        v
+        Ok(v)
     }
 
     /// Copy `src` (the array this was made of, or its first bytes) to the start of `dst`,
@@ -397,6 +438,22 @@ unsafe impl std::alloc::GlobalAlloc for HostAlloc {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// A request no host gives (2^62 bytes, beyond any x86-64 address space) is an error that
+    /// names its size, not an abort; a small one is zeroed memory.
+    #[test]
+    fn a_refused_allocation_is_an_error_and_a_given_one_is_zeroed() {
+        assert_eq!(try_zeroed::<u8>(1 << 62).unwrap_err(), Refused(1 << 62));
+        assert_eq!(try_zeroed::<u64>(1 << 60).unwrap_err(), Refused(1 << 63));
+        assert_eq!(try_zeroed_small_pages::<u32>(1 << 61).unwrap_err(), Refused(1 << 63));
+        assert_eq!(try_zeroed::<u64>(usize::MAX).unwrap_err(), Refused(u64::MAX));
+        let v = try_zeroed::<u32>(3 * LARGE).unwrap();
+        assert!(v.len() == 3 * LARGE && v.iter().all(|&x| x == 0));
+        assert!(try_zeroed::<u8>(0).unwrap().is_empty());
+        assert_eq!(Sparse::of(&[0, 1, 0]).try_copy(&[0, 1, 0]).unwrap(), vec![0, 1, 0]);
+    }
+
     /// The vendor read from CPUID is the one the kernel reports.
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     #[test]

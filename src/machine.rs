@@ -260,17 +260,41 @@ impl Machine {
         Machine::with_bytes(cfg, layout, initial, record, record)
     }
 
+    /// [`Machine::new`], or [`Refused`](crate::hostmem::Refused) if the host does not give the
+    /// memory of the device's byte image or of the PCM device's state.
+    pub fn try_new(
+        cfg: &Config,
+        layout: Layout,
+        initial: Vec<u8>,
+        record: bool,
+    ) -> Result<Machine, crate::hostmem::Refused> {
+        Machine::try_with_bytes(cfg, layout, initial, record, record)
+    }
+
     /// Like [`Machine::new`], choosing separately whether device bytes are kept.
     pub fn with_bytes(cfg: &Config, layout: Layout, initial: Vec<u8>, record: bool, keep_bytes: bool) -> Machine {
+        Machine::try_with_bytes(cfg, layout, initial, record, keep_bytes).unwrap_or_else(|r| panic!("{r}"))
+    }
+
+    fn try_with_bytes(
+        cfg: &Config,
+        layout: Layout,
+        initial: Vec<u8>,
+        record: bool,
+        keep_bytes: bool,
+    ) -> Result<Machine, crate::hostmem::Refused> {
         assert_eq!(initial.len() as u64, layout.total_bytes());
         assert!(keep_bytes || !record, "recording needs the payloads");
         let sg = Geometry::of(&cfg.startgap, &layout).map(|g| StartGap::new(g, cfg.startgap.psi_writes));
-        let pcm = (cfg.memory.device == crate::config::Device::Pcm).then(|| {
-            // The log region includes Start-Gap's spare line and register block, if reserved.
-            let log = layout.log_bytes + layout.startgap_bytes;
-            let regions = [("data", 0, layout.data_bytes), ("log", layout.log_base, log)];
-            crate::pcm::Pcm::new(&cfg.pcm, layout.total_bytes(), &regions)
-        });
+        let pcm = match cfg.memory.device {
+            crate::config::Device::Pcm => {
+                // The log region includes Start-Gap's spare line and register block, if reserved.
+                let log = layout.log_bytes + layout.startgap_bytes;
+                let regions = [("data", 0, layout.data_bytes), ("log", layout.log_base, log)];
+                Some(crate::pcm::Pcm::try_new(&cfg.pcm, layout.total_bytes(), &regions)?)
+            }
+            _ => None,
+        };
         let keep_bytes = keep_bytes || pcm.is_some();
         let pcm_write_cycles =
             pcm.as_ref().map_or([Cycle::ZERO; 9], |p| p.block_latency_ns().map(|ns| cfg.ns_to_cycles(ns)));
@@ -279,9 +303,9 @@ impl Machine {
             (Some(sg), true) => crate::startgap::physical_initial(&sg.geom, &initial),
             // Only the pages holding a non-zero byte are written: the rest (most of a log) is
             // provided by the host where the run writes it (`bench` commits it first).
-            (None, true) => crate::hostmem::Sparse::of(&initial).copy(&initial),
+            (None, true) => crate::hostmem::Sparse::of(&initial).try_copy(&initial)?,
         };
-        Machine {
+        Ok(Machine {
             plain: !keep_bytes && sg.is_none() && pcm.is_none(),
             special: pcm.is_some() || cfg.machine.cores > 1,
             pcm,
@@ -318,7 +342,7 @@ impl Machine {
             domain_read: 0,
             bbpb_entries: cfg.machine.bbpb_entries as usize,
             stores: None,
-        }
+        })
     }
 
     /// Number of cores (`machine.cores`).

@@ -374,6 +374,16 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<Populated<'_>>) -> Result<R
             }
             let slots = (spec.cfg.llc.size_bytes / 64) as usize;
             let layout = layout.with_nvllc(crate::log::nvllc::bytes(slots, layout.cores));
+            if layout.total_bytes() / 64 >= (1 << 31) - 1 {
+                return Err(format!(
+                    "the simulated memory of {} bytes with {}'s NV-LLC records (llc.size_bytes = {}, log.size_bytes = \
+                     {}): the NV-LLC's tags hold 31-bit block numbers, allowed below 2^37 bytes",
+                    layout.total_bytes(),
+                    spec.protocol.name(),
+                    spec.cfg.llc.size_bytes,
+                    spec.cfg.log.size_bytes
+                ));
+            }
             loc_read[0] = loose; // plain Kiln's window is one transaction, whatever the degree
             let (sd, w) = (spec.cfg.loc.speculation_degree, spec.cfg.min_write_cycles());
             drive(spec, wl, data, layout, Kiln::new(&layout, loose, sd, w, slots, spec.bug))
@@ -398,6 +408,22 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<Populated<'_>>) -> Result<R
     Ok(out)
 }
 
+/// The one-line error of a run whose simulated memory the host does not give.
+fn host_refused(r: crate::hostmem::Refused, spec: &RunSpec, layout: &Layout) -> String {
+    let pcm = match spec.cfg.memory.device {
+        crate::config::Device::Pcm => "; memory.device = pcm adds 8 bytes of cell counters per device byte",
+        _ => "",
+    };
+    format!(
+        "the simulated memory of {} bytes (the workload's data {}, log.size_bytes = {}{}) needs more host memory \
+         than this host gives ({r}{pcm}): lower log.size_bytes or the workload's size",
+        layout.total_bytes(),
+        layout.data_bytes,
+        layout.log_bytes,
+        if layout.nvllc_bytes > 0 { format!(", the NV-LLC's records {}", layout.nvllc_bytes) } else { String::new() },
+    )
+}
+
 fn drive<P: Protocol>(
     spec: &RunSpec,
     mut wl: Workload,
@@ -405,7 +431,8 @@ fn drive<P: Protocol>(
     layout: Layout,
     p: P,
 ) -> Result<RunOutput, String> {
-    let mut image = crate::hostmem::zeroed::<u8>(layout.total_bytes() as usize);
+    let refused = |r| host_refused(r, spec, &layout);
+    let mut image = crate::hostmem::try_zeroed::<u8>(layout.total_bytes() as usize).map_err(refused)?;
     match data {
         Some(Populated { data: d, .. }) => d.pages.copy_into(&d.bytes, &mut image),
         None => wl.populate(&mut image[..layout.data_bytes as usize]),
@@ -414,7 +441,7 @@ fn drive<P: Protocol>(
     if spec.cfg.log.meta_checksum && spec.protocol.log_format().is_some_and(crate::log::ec::in_groups) {
         crate::log::ec::format_checked(&layout, &mut image);
     }
-    let mut m = Machine::new(&spec.cfg, layout, image, spec.record);
+    let mut m = Machine::try_new(&spec.cfg, layout, image, spec.record).map_err(refused)?;
     if spec.prefault {
         if let Some(pcm) = m.pcm.as_mut() {
             pcm.wear.commit_regions_whole();
@@ -425,7 +452,10 @@ fn drive<P: Protocol>(
         m.persist_stores();
     }
     // The device's initial content (physical: Start-Gap places the log lines).
-    let initial = spec.record.then(|| crate::hostmem::Sparse::of(&m.nvm).copy(&m.nvm));
+    let initial = match spec.record {
+        true => Some(crate::hostmem::Sparse::of(&m.nvm).try_copy(&m.nvm).map_err(refused)?),
+        false => None,
+    };
     if spec.bug == Some(Bug::StartGapRegsBeforeCopy) {
         m.sg.as_mut()
             .ok_or("--inject-bug startgap-regs-before-copy: needs startgap.enabled = true")?

@@ -186,8 +186,25 @@ impl PcmConfig {
         if !(1..=64).contains(&self.chips) {
             return Err(format!("pcm.chips = {}: allowed 1..=64", self.chips));
         }
-        if self.cell_endurance_writes.is_nan() || self.cell_endurance_writes < 1.0 {
-            return Err(format!("pcm.cell_endurance_writes = {}: allowed >= 1", self.cell_endurance_writes));
+        for (key, v) in
+            [("pcm.write_overhead_ns", self.write_overhead_ns), ("pcm.chunk_program_ns", self.chunk_program_ns)]
+        {
+            if v > 1_000_000 {
+                return Err(format!("{key} = {v}: allowed 0..=1000000"));
+            }
+        }
+        for (key, v) in [
+            ("pcm.program_energy_pj_per_bit", self.program_energy_pj_per_bit),
+            ("pcm.read_energy_pj_per_bit", self.read_energy_pj_per_bit),
+            ("pcm.background_power_mw", self.background_power_mw),
+        ] {
+            // `contains` is false for NaN.
+            if !(0.0..=1e6).contains(&v) {
+                return Err(format!("{key} = {v}: allowed 0 to 1e6"));
+            }
+        }
+        if !(1.0..=1e18).contains(&self.cell_endurance_writes) {
+            return Err(format!("pcm.cell_endurance_writes = {}: allowed 1 to 1e18", self.cell_endurance_writes));
         }
         if !(0.0..=0.25).contains(&self.cell_endurance_cov) {
             return Err(format!("pcm.cell_endurance_cov = {}: allowed 0 to 0.25", self.cell_endurance_cov));
@@ -236,6 +253,16 @@ pub struct Pcm {
 impl Pcm {
     /// A device of `bytes` bytes whose regions (name, first byte, bytes) are reported apart.
     pub fn new(cfg: &PcmConfig, bytes: u64, regions: &[(&'static str, u64, u64)]) -> Pcm {
+        Pcm::try_new(cfg, bytes, regions).unwrap_or_else(|r| panic!("{r}"))
+    }
+
+    /// [`Pcm::new`], or [`Refused`](crate::hostmem::Refused) if the host does not give the
+    /// memory of the device's flip states and cell counters.
+    pub fn try_new(
+        cfg: &PcmConfig,
+        bytes: u64,
+        regions: &[(&'static str, u64, u64)],
+    ) -> Result<Pcm, crate::hostmem::Refused> {
         let words = bytes * 8 / cfg.fnw_word_bits;
         let per_chunk = (cfg.chunk_bytes / 8).max(1) as u32;
         let group = (1u32 << per_chunk) - 1;
@@ -251,10 +278,10 @@ impl Pcm {
         let popcnt = std::arch::is_x86_feature_detected!("popcnt");
         #[cfg(not(target_arch = "x86_64"))]
         let popcnt = false;
-        Pcm {
+        Ok(Pcm {
             cfg: cfg.clone(),
-            flips: crate::hostmem::zeroed(words.div_ceil(64) as usize),
-            wear: Wear::new(bytes, cfg.fnw_word_bits, regions),
+            flips: crate::hostmem::try_zeroed(words.div_ceil(64) as usize)?,
+            wear: Wear::try_new(bytes, cfg.fnw_word_bits, regions)?,
             programmed_cells: 0,
             read_cells: 0,
             chunks_of_words,
@@ -265,7 +292,7 @@ impl Pcm {
                 let names: Vec<&'static str> = regions.iter().map(|r| r.0).collect();
                 Box::new(retire::Retire::new(cfg, bytes, words, &names))
             }),
-        }
+        })
     }
 
     /// Forget wear and energy so far (start of the measured region); the cells keep their

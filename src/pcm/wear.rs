@@ -311,14 +311,25 @@ impl Iterator for BitIter {
 
 impl Wear {
     pub fn new(bytes: u64, word_bits: u64, regions: &[(&'static str, u64, u64)]) -> Wear {
+        Wear::try_new(bytes, word_bits, regions).unwrap_or_else(|r| panic!("{r}"))
+    }
+
+    /// [`Wear::new`], or [`Refused`](crate::hostmem::Refused) if the host does not give the
+    /// counters' memory (8 bytes of host address space per device byte and more for the flip
+    /// cells, provided as the run writes).
+    pub fn try_new(
+        bytes: u64,
+        word_bits: u64,
+        regions: &[(&'static str, u64, u64)],
+    ) -> Result<Wear, crate::hostmem::Refused> {
         let pages = bytes.div_ceil(PAGE_BYTES) as usize;
         let flip_words = (512 / word_bits) as usize;
-        Wear {
+        Ok(Wear {
             word_bits,
             flip_words,
-            low: crate::hostmem::zeroed(pages * PAGE_LOW_WORDS),
-            mid: crate::hostmem::zeroed_small_pages(pages * PAGE_MID_WORDS),
-            flip_low: crate::hostmem::zeroed(pages * flip_words * HALF),
+            low: crate::hostmem::try_zeroed(pages * PAGE_LOW_WORDS)?,
+            mid: crate::hostmem::try_zeroed_small_pages(pages * PAGE_MID_WORDS)?,
+            flip_low: crate::hostmem::try_zeroed(pages * flip_words * HALF)?,
             high: (0..pages).map(|_| None).collect(),
             pages: vec![FRESH; pages],
             mid_pages: vec![FRESH; pages],
@@ -347,7 +358,7 @@ impl Wear {
                 .collect(),
             total_bit_updates: 0,
             pending: Vec::with_capacity(BATCH),
-        }
+        })
     }
 
     /// Commit each region of at most `WHOLE_REGION_PAGES` pages whole at its first write

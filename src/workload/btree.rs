@@ -212,6 +212,10 @@ impl BTreeConfig {
         check("insert_percent", self.insert_percent, 0, 100)?;
         check("key_space", self.key_space, 16, 1 << 32)?;
         check("trees", self.trees, 1, 16)?;
+        check("compute_cycles_per_op", self.compute_cycles_per_op, 0, 1_000_000)?;
+        check("compute_cycles_per_node", self.compute_cycles_per_node, 0, 1_000_000)?;
+        check("compute_cycles_per_search_step", self.compute_cycles_per_search_step, 0, 1_000_000)?;
+        check("compute_cycles_per_moved_block", self.compute_cycles_per_moved_block, 0, 1_000_000)?;
         let bytes = data_bytes_for(self);
         if bytes > MAX_DATA_BYTES {
             return Err(format!(

@@ -40,6 +40,10 @@ impl SpsConfig {
         if !(1..=4096).contains(&self.swaps_per_tx) {
             return Err(format!("workload.sps.swaps_per_tx = {}: allowed 1..=4096", self.swaps_per_tx));
         }
+        if self.compute_cycles_per_swap > 1_000_000 {
+            let v = self.compute_cycles_per_swap;
+            return Err(format!("workload.sps.compute_cycles_per_swap = {v}: allowed 0..=1000000"));
+        }
         Ok(())
     }
 }
