@@ -494,9 +494,7 @@ fn coerce(old: &toml::Value, new: toml::Value, key: &str) -> Result<toml::Value,
     match (old, new) {
         (Integer(_), Integer(v)) => Ok(Integer(v)),
         // Below 2^63: `as` would saturate a larger float to i64::MAX without a word.
-        (Integer(_), Float(f)) if f.fract() == 0.0 && (0.0..(1u64 << 63) as f64).contains(&f) => {
-            Ok(Integer(f as i64))
-        }
+        (Integer(_), Float(f)) if f.fract() == 0.0 && (0.0..(1u64 << 63) as f64).contains(&f) => Ok(Integer(f as i64)),
         (Integer(_), Float(f)) if f.fract() == 0.0 && f > 0.0 => {
             Err(ConfigError(format!("`{key}` = {f:e}: expected an integer, at most {}", i64::MAX)))
         }

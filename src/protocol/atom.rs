@@ -62,6 +62,17 @@ pub struct Atom {
     n: Counters,
 }
 
+impl CoreLog {
+    /// `ws[i]` is tagged in LLC slot `s`.
+    #[inline]
+    fn note_slot(&mut self, s: Slot, i: usize) {
+        if s.0 >= self.at_slot.len() {
+            self.at_slot.resize(s.0 + 1, u32::MAX);
+        }
+        self.at_slot[s.0] = i as u32;
+    }
+}
+
 /// One core's log region and running transaction.
 struct CoreLog {
     log0: BlockId,
@@ -80,6 +91,12 @@ struct CoreLog {
     /// `ws[i]` has left the cache during the transaction (it was written home).
     evicted: Vec<bool>,
     n_evicted: usize,
+    /// The index in `ws` of each evicted block: a transaction larger than the cache finds a
+    /// block it stores to again here, not by a search of `ws`.
+    evicted_index: std::collections::BTreeMap<BlockId, usize>,
+    /// By LLC slot: the index in `ws` of the tagged line there (when it was tagged; checked
+    /// against `ws`), so that a tagged victim is found without a search of `ws`.
+    at_slot: Vec<u32>,
     /// Entries covered by the latest metadata line written.
     covered: usize,
     /// The open group (the one the next entry goes to) and the index in `ws` of its first
@@ -115,6 +132,8 @@ impl Atom {
                     ready: Vec::new(),
                     evicted: Vec::new(),
                     n_evicted: 0,
+                    evicted_index: std::collections::BTreeMap::new(),
+                    at_slot: Vec::new(),
                     covered: 0,
                     open_g: 0,
                     open_first: 0,
@@ -147,6 +166,7 @@ impl Atom {
         r.group_durable = if j == 0 { t.durable } else { r.group_durable.max(t.durable) };
         r.ws.push(b);
         r.slots.push(s);
+        r.note_slot(s, r.ws.len() - 1);
         r.ready.push(Cycle::MAX);
         r.evicted.push(false);
         self.n.undo_entries += 1;
@@ -212,10 +232,14 @@ impl Atom {
         while let Some(v) = m.tx_victims.pop() {
             let c = owner(v.tag);
             let r = &mut self.cores[c];
-            let i = r.ws.iter().rposition(|&b| b == v.block).expect("a tagged line is in its owner's write set");
+            let i = match r.at_slot.get(v.slot.0).map(|&i| i as usize) {
+                Some(i) if r.ws.get(i) == Some(&v.block) => i,
+                _ => r.ws.iter().rposition(|&b| b == v.block).expect("a tagged line is in its owner's write set"),
+            };
             if !r.evicted[i] {
                 r.evicted[i] = true;
                 r.n_evicted += 1;
+                r.evicted_index.insert(v.block, i);
             }
             self.write_home(m, c, i);
             self.n.evicted_home += 1;
@@ -253,6 +277,7 @@ impl Atom {
         r.ready.clear();
         r.evicted.clear();
         r.n_evicted = 0;
+        r.evicted_index.clear();
         r.covered = 0;
         r.open_g = 0;
         r.open_first = 0;
@@ -298,9 +323,11 @@ impl Protocol for Atom {
             }
             m.hier.llc.set_aux(s, r.tag);
             if r.n_evicted > 0 {
-                if let Some(i) = r.ws.iter().rposition(|&x| x == b) {
+                // Within a transaction a line of `ws` loses its tag only by eviction.
+                if let Some(&i) = r.evicted_index.get(&b) {
                     // Back in the cache after an eviction: its entry is logged already.
                     r.slots[i] = s;
+                    r.note_slot(s, i);
                     self.n.relogged_avoided += 1;
                     continue;
                 }

@@ -133,6 +133,22 @@ pub fn in_commit_order(shared: &mut Cycle, own: Cycle, in_order: bool) -> Cycle 
     at
 }
 
+/// `out` = the newest (last) entry of each block of `entries`, sorted by block.
+fn last_per_home(entries: &[(BlockId, BlockId)], out: &mut Vec<(BlockId, BlockId)>) {
+    out.clear();
+    out.extend_from_slice(entries);
+    // Stable: entries of one block stay in their order, newest last.
+    out.sort_by_key(|e| e.0 .0);
+    let mut n = 0;
+    for i in 0..out.len() {
+        if i + 1 == out.len() || out[i + 1].0 != out[i].0 {
+            out[n] = out[i];
+            n += 1;
+        }
+    }
+    out.truncate(n);
+}
+
 /// The running transaction's blocks, and the checkpoint/truncation bookkeeping.
 pub struct RedoSet {
     /// The LLC tag of this set's lines ([`tag`] of its core).
@@ -144,6 +160,8 @@ pub struct RedoSet {
     slots: Vec<Slot>,
     /// Log positions of its lines evicted before commit (newest last).
     pub evicted: Vec<(BlockId, BlockId)>,
+    /// The checkpoint's index of `evicted`: the newest entry of each block, by block.
+    newest: Vec<(BlockId, BlockId)>,
     /// Cycle at which the latest truncation was issued: truncations are issued in order.
     trunc_at: Cycle,
     evicted_to_log: u64,
@@ -166,6 +184,7 @@ impl RedoSet {
             ws: Vec::new(),
             slots: Vec::new(),
             evicted: Vec::new(),
+            newest: Vec::new(),
             trunc_at: Cycle::ZERO,
             evicted_to_log: 0,
             forced_to_log: 0,
@@ -231,12 +250,19 @@ impl RedoSet {
     /// earlier transactions is durable (or at once, with `truncate_early`, the injected bug).
     pub fn checkpoint(&mut self, m: &mut Machine, truncate_early: bool) -> Cycle {
         let mut home_done = m.now;
+        let mut indexed = false;
         for i in 0..self.ws.len() {
             let b = self.ws[i];
             let cached = self.cached(m, i);
-            if cached.is_none() {
-                if let Some(&(_, at)) = self.evicted.iter().rev().find(|(x, _)| *x == b) {
-                    m.background_read(at);
+            if cached.is_none() && !self.evicted.is_empty() {
+                // The newest log copy of `b`. A window of LOC-WAL logs every block it writes,
+                // so a search per block would be quadratic in a large write set.
+                if !indexed {
+                    last_per_home(&self.evicted, &mut self.newest);
+                    indexed = true;
+                }
+                if let Ok(k) = self.newest.binary_search_by_key(&b, |e| e.0) {
+                    m.background_read(self.newest[k].1);
                     self.checkpoint_log_reads += 1;
                 }
             }
@@ -289,5 +315,31 @@ impl RedoSet {
             }
         }
         sum
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checkpoint's index gives, for every block, what a search from the newest entry
+    /// finds: over random logs with repeated blocks, against that search.
+    #[test]
+    fn the_index_of_evicted_lines_finds_each_blocks_newest_copy() {
+        let mut rng = crate::rng::Rng::new(7);
+        let mut out = Vec::new();
+        for round in 0..200 {
+            let n = rng.below(60) as usize;
+            let homes = 1 + rng.below(20);
+            let entries: Vec<(BlockId, BlockId)> =
+                (0..n).map(|i| (BlockId(rng.below(homes)), BlockId(1000 + i as u64))).collect();
+            last_per_home(&entries, &mut out);
+            assert!(out.windows(2).all(|w| w[0].0 < w[1].0), "round {round}: sorted, one per block");
+            for b in (0..homes + 1).map(BlockId) {
+                let want = entries.iter().rev().find(|e| e.0 == b).map(|e| e.1);
+                let got = out.binary_search_by_key(&b, |e| e.0).ok().map(|k| out[k].1);
+                assert_eq!(got, want, "round {round}, block {}", b.0);
+            }
+        }
     }
 }
