@@ -98,6 +98,9 @@ fn unknown_configuration_names_fail_with_one_line_and_exit_2() {
         vec!["journal", "--app", "tw", "--set", "memory.device=pcm"],
         vec!["journal", "--app", "tw", "--set", "pcm.chunk_bytes=7"],
         vec!["journal", "--app", "tw", "--cpu-ns-per-command", "100000001"],
+        // The whole generated trace is held in memory: this one had the process killed.
+        vec!["journal", "--app", "fb", "--txs", "18446744073709551615"],
+        vec!["journal-crashtest", "--app", "fb", "--config", "RU", "--txs", "1000001"],
     ] {
         let (code, out, err) = locsim(&bad);
         assert_eq!(code, 2, "{bad:?}: {err}");

@@ -34,7 +34,7 @@ pub struct JournalArgs {
     /// Frames (64 KiB) of the PCM journal area, 3..=64 (the paper: 32 = 2 MB).
     #[arg(long, default_value_t = journal::DEFAULT_FRAMES)]
     pub frames: u64,
-    /// Override the application trace's transaction count.
+    /// Override the application trace's transaction count, 0..=1000000.
     #[arg(long, conflicts_with = "sql")]
     pub txs: Option<u64>,
     /// Print the generated trace in the trace file format and exit.
@@ -88,7 +88,7 @@ pub struct JournalCrashArgs {
     /// Frames (64 KiB) of the PCM journal area, 3..=64.
     #[arg(long, default_value_t = journal::DEFAULT_FRAMES)]
     pub frames: u64,
-    /// Override the application trace's transaction count.
+    /// Override the application trace's transaction count, 0..=1000000.
     #[arg(long, conflicts_with = "sql")]
     pub txs: Option<u64>,
     #[command(flatten)]
@@ -105,6 +105,9 @@ struct Source<'a> {
     file: &'a Option<String>,
     sql: &'a Option<String>,
 }
+
+/// Largest `--txs` of a generated application trace (the longest of Table III has 3 500).
+const MAX_TXS: u64 = 1_000_000;
 
 fn load_trace(src: Source, seed: u64, txs: Option<u64>) -> Result<(String, String, Trace), String> {
     let Source { app, trace, file, sql } = src;
@@ -130,6 +133,10 @@ fn load_trace(src: Source, seed: u64, txs: Option<u64>) -> Result<(String, Strin
     }
     if !(1..=4).contains(&trace) {
         return Err(format!("--trace {trace}: allowed 1..=4"));
+    }
+    // The generated trace is held whole (a few KB per transaction).
+    if let Some(n) = txs.filter(|&n| n > MAX_TXS) {
+        return Err(format!("--txs {n}: allowed 0..={MAX_TXS}"));
     }
     let app = App::parse(app.as_deref().expect("clap requires --app or --trace-file"))?;
     Ok((app.code().into(), trace.to_string(), apps::generate(app, trace, seed, txs)))
