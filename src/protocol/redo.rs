@@ -133,6 +133,9 @@ pub fn in_commit_order(shared: &mut Cycle, own: Cycle, in_order: bool) -> Cycle 
     at
 }
 
+/// Uncached blocks of a checkpoint looked up in `evicted` by a search before it is indexed.
+const SEARCHES_BEFORE_INDEX: usize = 8;
+
 /// `out` = the newest (last) entry of each block of `entries`, sorted by block.
 fn last_per_home(entries: &[(BlockId, BlockId)], out: &mut Vec<(BlockId, BlockId)>) {
     out.clear();
@@ -250,19 +253,25 @@ impl RedoSet {
     /// earlier transactions is durable (or at once, with `truncate_early`, the injected bug).
     pub fn checkpoint(&mut self, m: &mut Machine, truncate_early: bool) -> Cycle {
         let mut home_done = m.now;
-        let mut indexed = false;
+        let mut searches = 0;
         for i in 0..self.ws.len() {
             let b = self.ws[i];
             let cached = self.cached(m, i);
             if cached.is_none() && !self.evicted.is_empty() {
-                // The newest log copy of `b`. A window of LOC-WAL logs every block it writes,
-                // so a search per block would be quadratic in a large write set.
-                if !indexed {
-                    last_per_home(&self.evicted, &mut self.newest);
-                    indexed = true;
-                }
-                if let Ok(k) = self.newest.binary_search_by_key(&b, |e| e.0) {
-                    m.background_read(self.newest[k].1);
+                // The newest log copy of `b`: searched for the first few blocks, then from an
+                // index (a window of LOC-WAL logs every block it writes, so a search for each
+                // would be quadratic in a large write set).
+                searches += 1;
+                let at = if searches <= SEARCHES_BEFORE_INDEX {
+                    self.evicted.iter().rev().find(|(x, _)| *x == b).map(|e| e.1)
+                } else {
+                    if searches == SEARCHES_BEFORE_INDEX + 1 {
+                        last_per_home(&self.evicted, &mut self.newest);
+                    }
+                    self.newest.binary_search_by_key(&b, |e| e.0).ok().map(|k| self.newest[k].1)
+                };
+                if let Some(at) = at {
+                    m.background_read(at);
                     self.checkpoint_log_reads += 1;
                 }
             }
