@@ -62,10 +62,18 @@ pub struct Atom {
     n: Counters,
 }
 
+/// Entries of `ws` from which `at_slot` is kept.
+const SLOT_INDEX_FROM: usize = 64;
+
 impl CoreLog {
-    /// `ws[i]` is tagged in LLC slot `s`.
+    /// `ws[i]` is tagged in LLC slot `s`. Noted only past the first entries: a victim among
+    /// those is found by a search (bounded by their number), so a small transaction touches
+    /// no extra host line.
     #[inline]
     fn note_slot(&mut self, s: Slot, i: usize) {
+        if i < SLOT_INDEX_FROM {
+            return;
+        }
         if s.0 >= self.at_slot.len() {
             self.at_slot.resize(s.0 + 1, u32::MAX);
         }
@@ -94,8 +102,9 @@ struct CoreLog {
     /// The index in `ws` of each evicted block: a transaction larger than the cache finds a
     /// block it stores to again here, not by a search of `ws`.
     evicted_index: std::collections::BTreeMap<BlockId, usize>,
-    /// By LLC slot: the index in `ws` of the tagged line there (when it was tagged; checked
-    /// against `ws`), so that a tagged victim is found without a search of `ws`.
+    /// By LLC slot: the index in `ws` of the tagged line there (when it was tagged, from entry
+    /// [`SLOT_INDEX_FROM`] on; checked against `ws`), so that a tagged victim of a large
+    /// transaction is found without a search of `ws`.
     at_slot: Vec<u32>,
     /// Entries covered by the latest metadata line written.
     covered: usize,
