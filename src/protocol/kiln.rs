@@ -116,6 +116,8 @@ struct CoreTx {
     trunc_sid: u64,
     /// `start_seq` of the region's durable log head (core-local).
     head_seq: u64,
+    /// Cycle at which the region's last head write is durable.
+    head_at: Cycle,
     /// Fallback log entries since the last truncation: (home, log block, local seq).
     fallback: Vec<(BlockId, BlockId, u64)>,
     fallback_durable: Cycle,
@@ -182,6 +184,7 @@ impl Kiln {
             group: None,
             trunc_sid: 0,
             head_seq: 1,
+            head_at: Cycle::ZERO,
             fallback: Vec::new(),
             fallback_durable: Cycle::ZERO,
             versions: Versions::default(),
@@ -256,7 +259,14 @@ impl Kiln {
         let k = &mut self.cores[c];
         let mut g = match k.group.take() {
             Some(g) if !g.is_full() => g,
-            _ => k.ring.open(m, k.trunc_sid, false),
+            _ => {
+                if k.ring.full() {
+                    // A group is reused only behind the region's last truncation, durable by
+                    // `head_at` (on N cores the placing core's clock may be behind it).
+                    m.wait_until(k.head_at);
+                }
+                k.ring.open(m, k.trunc_sid, false)
+            }
         };
         let tag = BlkTag { addr: home.0 as u32, tx_id: seq as u8, cid: c as u8, ..Default::default() };
         let (_, at) = g.push(tag);
@@ -281,6 +291,7 @@ impl Kiln {
         let head = LogHead { format: LogFormat::Kiln, start: k.ring.next_sid, start_seq };
         let t = m.write_encoded(k.ring.log0, WriteKind::LogHead, || head.encode());
         m.wait_until(t.durable);
+        k.head_at = t.durable;
         self.trunc_at = self.trunc_at.max(t.durable);
     }
 
