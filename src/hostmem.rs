@@ -31,6 +31,19 @@ pub fn try_zeroed_small_pages<T: Plain>(len: usize) -> Result<Vec<T>, Refused> {
     Ok(v)
 }
 
+/// Memory the host can still give this process, if known (Linux: `MemAvailable` of
+/// /proc/meminfo, and no more than the cgroup's `memory.max` less its `memory.current`).
+pub fn available_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = info.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?.trim().strip_suffix("kB")?;
+    let avail = kib.trim().parse::<u64>().ok()?.checked_mul(1024)?;
+    let cgroup = |f: &str| std::fs::read_to_string(format!("/sys/fs/cgroup/{f}")).ok()?.trim().parse::<u64>().ok();
+    Some(match (cgroup("memory.max"), cgroup("memory.current")) {
+        (Some(max), Some(cur)) => avail.min(max.saturating_sub(cur)),
+        _ => avail,
+    })
+}
+
 /// The host refused an allocation of this many bytes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Refused(pub u64);

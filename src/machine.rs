@@ -148,6 +148,14 @@ pub struct Recorder {
     pub ack_cores: Vec<u8>,
 }
 
+impl Recorder {
+    /// Host bytes the record holds (its vectors' capacities).
+    pub fn heap_bytes(&self) -> u64 {
+        let w = self.durable.writes.capacity() * std::mem::size_of::<crate::pmem::DurableWrite>();
+        (w + self.commit_called.capacity() * 8 + self.acks.capacity() * 16 + self.ack_cores.capacity()) as u64
+    }
+}
+
 /// The bytes of the private copies under the injected bug `lost-invalidation`, per (core,
 /// block number).
 type StaleCopies = std::collections::HashMap<(usize, u64), BlockData>;

@@ -465,6 +465,9 @@ fn drive<P: Protocol>(
         m.inject_lost_invalidation();
     }
     let mut sim = Sim::new(m, p, spec.record);
+    if spec.record {
+        sim.record_budget = crate::sim::RecordBudget::of_host(spec.warmup_txs.saturating_add(spec.txs))?;
+    }
     let cores = sim.m.cores();
     if cores > 1 {
         return drive_cores(spec, wl, sim, layout, initial);

@@ -65,11 +65,91 @@ impl OracleLog {
         self.tx_stores(k).flat_map(|(a, bytes)| blocks_of(Addr(a), bytes.len()).map(|b| b.0 as usize))
     }
 
+    /// Host bytes the record holds (its vectors' capacities).
+    pub fn heap_bytes(&self) -> u64 {
+        fn of<T>(v: &Vec<T>) -> u64 {
+            (v.capacity() * std::mem::size_of::<T>()) as u64
+        }
+        of(&self.stores)
+            + of(&self.bytes)
+            + of(&self.tx_end)
+            + of(&self.tx_core)
+            + of(&self.reads)
+            + of(&self.tx_read_end)
+    }
+
     /// Apply transaction `k` to a data area.
     pub fn apply_tx(&self, k: usize, data: &mut [u8]) {
         for (a, bytes) in self.tx_stores(k) {
             data[a as usize..a as usize + bytes.len()].copy_from_slice(bytes);
         }
+    }
+}
+
+/// How much host memory a recorded run (`crashtest`) may hold in its record for the crash
+/// checker: the whole run is kept (every durable write, every committed transaction's stores),
+/// about a kilobyte to tens of kilobytes per transaction, so a long enough run would exhaust the
+/// host and be killed without a word. Checked every [`RecordBudget::EVERY_TXS`] commits: the
+/// record so far, and its projection to the planned length at the rate so far.
+#[derive(Copy, Clone, Debug)]
+pub struct RecordBudget {
+    /// Bytes the record may hold.
+    pub limit: u64,
+    /// Transactions the run will attempt (warm-up included; `u64::MAX` if unknown).
+    pub planned_txs: u64,
+}
+
+impl RecordBudget {
+    pub const EVERY_TXS: u64 = 4096;
+
+    /// Environment variable that sets [`RecordBudget::limit`] in bytes (by default half of the
+    /// memory the host has available when the run starts: the checker needs room of its own).
+    pub const ENV: &'static str = "LOCSIM_RECORD_MEMORY";
+
+    /// The budget of a run of `planned_txs` transactions on this host; `None` if the host does
+    /// not say how much memory it has and no limit is set.
+    pub fn of_host(planned_txs: u64) -> Result<Option<RecordBudget>, String> {
+        let limit = match std::env::var(Self::ENV) {
+            Ok(v) => Some(
+                v.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("{}={v}: expected a number of bytes, 1 to {}", Self::ENV, u64::MAX))?,
+            ),
+            Err(_) => crate::hostmem::available_bytes().map(|a| a / 2),
+        };
+        Ok(limit.map(|limit| RecordBudget { limit, planned_txs }))
+    }
+
+    /// The error that stops a run whose record holds `held` bytes after `done` committed
+    /// transactions, if it is over the limit now or would be by the planned end.
+    pub fn check(&self, held: u64, done: u64) -> Option<String> {
+        let per_tx = held / done.max(1);
+        let projected = per_tx.saturating_mul(self.planned_txs);
+        if held <= self.limit && (self.planned_txs == u64::MAX || projected <= self.limit) {
+            return None;
+        }
+        let need = match self.planned_txs {
+            u64::MAX => format!("holds {} after {done} transactions", gb(held)),
+            n => format!("would hold about {} for {n} transactions", gb(projected)),
+        };
+        Some(format!(
+            "the crash checker's record of this run {need} ({per_tx} bytes per transaction), more than the {} \
+             this host allows it ({} = bytes; default: half the host's available memory): lower --txs to about \
+             {} transactions in all, warm-up included",
+            gb(self.limit),
+            Self::ENV,
+            self.limit / per_tx.max(1)
+        ))
+    }
+}
+
+/// `bytes` in MB below a gigabyte, else in GB.
+fn gb(bytes: u64) -> String {
+    match bytes < 1_000_000_000 {
+        true => format!("{:.1} MB", bytes as f64 / 1e6),
+        false => format!("{:.1} GB", bytes as f64 / 1e9),
     }
 }
 
@@ -104,6 +184,8 @@ pub struct Sim<P: Protocol> {
     /// While the warm-up looks for steady state: the count of the LLC's dirty lines taken
     /// partway through it ([`DirtyProbe`]; `crate::runner`).
     pub probe: Option<DirtyProbe>,
+    /// A recorded run's host-memory guard ([`RecordBudget`]), if the runner set one.
+    pub record_budget: Option<RecordBudget>,
 }
 
 /// Counts the transactions that end (on every core) and, when the `at`-th ends, takes the dirty
@@ -170,6 +252,7 @@ impl<P: Protocol> Sim<P> {
             tx: Box::new(TxState::new()),
             cores,
             probe: None,
+            record_budget: None,
         }
     }
 
@@ -178,6 +261,21 @@ impl<P: Protocol> Sim<P> {
         match &mut self.cores {
             Some(c) => c.oracle.take(),
             None => self.oracle.take(),
+        }
+    }
+
+    /// Stop the run (`m.fatal`) if its record for the crash checker holds, or at its present
+    /// rate per transaction will hold, more host memory than the budget allows.
+    #[cold]
+    fn check_record_budget(&mut self) {
+        let Some(b) = self.record_budget else { return };
+        let mut held = self.m.record.as_ref().map_or(0, |r| r.heap_bytes());
+        held += self.oracle.as_ref().map_or(0, |o| o.heap_bytes());
+        if let Some(cs) = &self.cores {
+            held += cs.oracle_heap_bytes();
+        }
+        if let Some(e) = b.check(held, self.stats.txs_committed) {
+            self.m.fatal.get_or_insert(e);
         }
     }
 
@@ -293,6 +391,9 @@ impl<P: Protocol> Pm for Sim<P> {
             (None, _) => {}
         }
         self.stats.txs_committed += 1;
+        if self.record_budget.is_some() && self.stats.txs_committed.is_multiple_of(RecordBudget::EVERY_TXS) {
+            self.check_record_budget();
+        }
         self.stats.pset_blocks += self.tx.tx_blocks.len() as u64;
         self.p.commit(&mut self.m);
         self.tx_ended();
@@ -408,6 +509,22 @@ mod tests {
     use crate::protocol::baseline::Baseline;
     use crate::rng::Rng;
     use std::collections::HashSet;
+
+    #[test]
+    fn the_record_budget_stops_a_run_over_it_now_or_by_its_planned_end() {
+        let b = RecordBudget { limit: 1_000_000, planned_txs: 10_000 };
+        // 100 bytes per transaction: 1 MB at the end, exactly the limit.
+        assert_eq!(b.check(409_600, 4096), None);
+        // 101 bytes per transaction: over by the end, stopped now, with the length that fits.
+        let e = b.check(413_696, 4096).expect("projected over");
+        assert!(e.contains("would hold about 1.0 MB for 10000 transactions (101 bytes per transaction)"), "{e}");
+        assert!(e.ends_with("lower --txs to about 9900 transactions in all, warm-up included"), "{e}");
+        // A run of unknown length: only what the record holds now.
+        let open = RecordBudget { limit: 1_000_000, planned_txs: u64::MAX };
+        assert_eq!(open.check(1_000_000, 4096), None);
+        let e = open.check(1_000_001, 8192).expect("over now");
+        assert!(e.contains("holds 1.0 MB after 8192 transactions (122 bytes per transaction)"), "{e}");
+    }
 
     #[test]
     fn pset_counts_distinct_blocks_like_a_hash_set_for_small_and_large_transactions() {

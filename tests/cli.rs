@@ -497,3 +497,31 @@ fn every_loc_protocol_runs_and_reports_its_speculation_degree_and_counters() {
     }
     assert_eq!(loc["protocol_counters"]["windows"], 2000 / 8);
 }
+
+/// A crash test whose record would outgrow the host memory it may use stops early with one line
+/// that says how long a run fits (here the limit is set small with `LOCSIM_RECORD_MEMORY`),
+/// on one core and on four; a run that fits is not affected.
+#[test]
+fn a_crashtest_whose_record_outgrows_host_memory_stops_with_one_line() {
+    let with_limit = |limit: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_locsim")).args(args).env("LOCSIM_RECORD_MEMORY", limit).output().expect("runs")
+    };
+    for cores in ["1", "4"] {
+        let args = ["crashtest", "-w", "sps", "-p", "h-wal", "--cores", cores, "--txs", "1000000", "--crashes", "10"];
+        let out = with_limit("4000000", &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        for n in
+            ["would hold about", "for 1000000 transactions", "4.0 MB", "LOCSIM_RECORD_MEMORY", "lower --txs to about"]
+        {
+            assert!(err.contains(n), "`{n}` missing from: {err}");
+        }
+        let fits = with_limit("4000000", &["crashtest", "-w", "sps", "-p", "h-wal", "--cores", cores, "--txs", "1000"]);
+        assert_eq!(fits.status.code(), Some(0), "{}", String::from_utf8_lossy(&fits.stderr));
+    }
+    let bad = with_limit("4 GB", &["crashtest", "-w", "sps", "-p", "h-wal", "--txs", "10"]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(err.contains("LOCSIM_RECORD_MEMORY=4 GB: expected a number of bytes"), "{err}");
+}

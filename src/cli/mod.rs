@@ -183,7 +183,10 @@ pub struct CrashArgs {
     /// a write in flight at a crash may be durable in part (docs/faults.md).
     #[arg(long, default_value_t = 64, value_name = "BYTES")]
     pub atomicity: u32,
-    /// Transactions to run (a trace: at most this many after its warm-up, default all).
+    /// Transactions to run (a trace: at most this many after its warm-up, default all). The
+    /// whole run is kept in host memory for the checker; a run whose record would exceed half
+    /// the host's available memory (or LOCSIM_RECORD_MEMORY bytes) stops early, saying how
+    /// many transactions fit.
     #[arg(long)]
     pub txs: Option<u64>,
     /// Transactions before them (also checked; default 0; a trace declares its own).

@@ -99,6 +99,12 @@ impl Cores {
         }
     }
 
+    /// Host bytes of the oracle's record kept here (the committed transactions, and the parked
+    /// cores' transactions in progress).
+    pub(crate) fn oracle_heap_bytes(&self) -> u64 {
+        self.oracle.iter().chain(self.parked_oracle.iter().flatten()).map(|o| o.heap_bytes()).sum()
+    }
+
     /// Core `c` began a transaction.
     pub(crate) fn begun(&mut self, c: usize) {
         if let Some(r) = self.reads.get_mut(c) {
