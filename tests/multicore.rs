@@ -121,17 +121,27 @@ fn loc_kiln_survives_a_version_dropped_while_its_victim_waits_on_four_cores() {
     no_violation_over_a_small_llc(&args, 1000);
 }
 
-/// Kiln on eight cores under `adr`, transactions larger than the NV-LLC: a core places another
-/// core's evicted line into that core's fallback-log region while its clock is behind the
-/// region's last META write. Before the rule that a META rewrite waits for the group's previous
-/// one (`Group::write_meta`), the earlier-accepted META, naming the line, was overwritten in
-/// the durable image by the later-accepted one naming fewer blocks, and an acknowledged
-/// transaction lost the line (9 violations at these 3 000 points).
+/// Under `adr` (a write durable once accepted) a core whose clock is behind can issue a write
+/// at a cycle before another core's write to the same bank issued first: before the controller
+/// accepted a bank's writes in issue order (`memctl`), the older bytes of a block could land
+/// last in the durable image. Kiln on eight cores: a core logging another core's evicted line
+/// into its fallback-log region rewrote a block group's META from behind, the META naming fewer
+/// blocks landed last, and an acknowledged transaction lost the line (9 violations at these
+/// 3 000 points). ATOM on four cores: a line evicted by a core ahead was written home, then its
+/// owner's commit wrote the line's final bytes home from behind, and the evicted, intermediate
+/// bytes landed last (234 violations).
 #[test]
 fn kiln_keeps_a_line_logged_by_a_core_whose_clock_is_behind_on_eight_cores() {
     let args = ["-w", "sps", "-p", "kiln", "--cores", "8", "--seed", "2", "--txs", "300", "--abort-rate", "0.2"];
     let more = ["--set", "workload.sps.swaps_per_tx=200", "--set", "machine.persist_domain=adr"];
     no_violation_over_a_small_llc(&[&args[..], &more].concat(), 3000);
+}
+
+#[test]
+fn atom_keeps_a_commits_home_write_issued_from_behind_an_eviction_on_four_cores() {
+    let args = ["-w", "sps", "-p", "atom", "--cores", "4", "--seed", "3", "--txs", "400", "--abort-rate", "0.1"];
+    let more = ["--set", "workload.sps.swaps_per_tx=200", "--set", "machine.persist_domain=adr"];
+    no_violation_over_a_small_llc(&[&args[..], &more].concat(), 1500);
 }
 
 /// `crashtest ARGS` at `crashes` points over a 128 KiB LLC (16 KiB L2, 4 KiB L1), so that large

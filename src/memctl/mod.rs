@@ -19,6 +19,15 @@
 //! Left out: row buffers, read-over-write priority, refresh. Reads and writes to one bank are
 //! served in issue order, which is what lets the model say that two writes to the same block
 //! become durable in the order they were issued.
+//!
+//! When the domain covers the queue a write is durable once accepted, so the same promise needs
+//! acceptance in issue order per bank: with several cores a core whose clock is behind can
+//! issue a write at a cycle before another core's write to the same bank, issued earlier (in
+//! the order the simulator runs them, the order of the cores' operations). That write is
+//! accepted no earlier than the bank's last acceptance (`bank_accepted`): without it the later
+//! write of a block, carrying its newer bytes, could become durable first and be overwritten in
+//! the durable image by the older one. With one core writes reach a bank in cycle order, and
+//! the rule changes nothing.
 
 use crate::config::Config;
 use crate::types::{BlockId, Cycle};
@@ -53,6 +62,8 @@ pub struct MemCtl {
     len: usize,
     queue_cap: usize,
     adr: bool,
+    /// Under `adr`: per bank, the cycle of its last acceptance.
+    bank_accepted: Vec<Cycle>,
     /// Reads served.
     pub reads: u64,
     /// Writes served.
@@ -76,6 +87,7 @@ impl MemCtl {
             len: 0,
             queue_cap: cap,
             adr: cfg.machine.persist_domain.covers_queue(),
+            bank_accepted: vec![Cycle::ZERO; cfg.memory.banks as usize],
             reads: 0,
             writes: 0,
             queue_full_stall_cycles: Cycle::ZERO,
@@ -136,6 +148,11 @@ impl MemCtl {
                 self.queue_full_stall_cycles += accepted - now;
             }
             (self.head, self.len) = (head, len);
+        }
+        if self.adr {
+            let i = self.bank_of(b);
+            accepted = accepted.max(self.bank_accepted[i]);
+            self.bank_accepted[i] = accepted;
         }
         let bank = self.bank_mut(b);
         let start = accepted.max(*bank).max(min_start);

@@ -90,6 +90,25 @@ fn adr_makes_a_write_durable_when_accepted() {
     assert_eq!((t.durable, t.done), (Cycle(11), LAT * 2 + Cycle(10)), "durable before its bank is free");
 }
 
+/// Under `adr` a write issued at a cycle before the last acceptance of its bank (another core's
+/// write, issued first by a core whose clock is ahead) is accepted at that acceptance, so that
+/// two writes of one block become durable in issue order; another bank is not held.
+#[test]
+fn adr_accepts_a_banks_writes_in_issue_order_when_a_clock_is_behind() {
+    let mut c = ctl_with(&["machine.persist_domain=adr"]);
+    let ahead = c.write(Cycle(500), BlockId(5));
+    assert_eq!(ahead.durable, Cycle(500));
+    let behind = c.write(Cycle(300), BlockId(5));
+    assert_eq!((behind.accepted, behind.durable, behind.done), (Cycle(500), Cycle(500), Cycle(500) + LAT * 2));
+    let other = c.write(Cycle(300), BlockId(6));
+    assert_eq!((other.accepted, other.durable), (Cycle(300), Cycle(300)));
+    // Under `memory` the bank orders completion, and acceptance stays the issue cycle.
+    let mut c = ctl();
+    c.write(Cycle(500), BlockId(5));
+    let behind = c.write(Cycle(300), BlockId(5));
+    assert_eq!((behind.accepted, behind.durable), (Cycle(300), Cycle(500) + LAT * 2));
+}
+
 #[test]
 fn full_write_queue_delays_acceptance_until_the_earliest_write_completes() {
     let mut c = ctl_with(&["memory.write_queue_entries=2"]);

@@ -30,8 +30,6 @@ pub struct Group {
     pub data_done: Cycle,
     /// Tags changed since the META was last written.
     pub stale: bool,
-    /// When the controller accepted the group's last META write.
-    meta_accepted: Cycle,
 }
 
 impl Group {
@@ -58,12 +56,6 @@ impl Group {
     /// after `also_after`: a write started later than another's completion minus the shortest
     /// write latency (`min_write_cycles`) completes after it. Under the injected
     /// `meta-before-data` it starts at once. Waits until the controller accepts it.
-    ///
-    /// On N cores a core may append to another core's group (a victim placed for its owner)
-    /// while its clock is behind the cycle of the group's last META write: it first waits for
-    /// that cycle, so that each META write of a group becomes durable after the previous one
-    /// (under `adr` a write is durable once accepted, and a META accepted earlier, naming
-    /// fewer blocks, would otherwise land last). With one core the clock is never behind it.
     pub fn write_meta(
         &mut self,
         m: &mut Machine,
@@ -75,7 +67,6 @@ impl Group {
             Some(Bug::MetaBeforeData) => Cycle::ZERO,
             _ => (self.data_done.max(also_after) + Cycle(1)).saturating_sub(min_write_cycles),
         };
-        m.wait_until(self.meta_accepted);
         let meta = Meta { sid: self.sid, tags: self.tags };
         let checked = m.meta_checksum;
         let encode = || if checked { meta.encode_checked() } else { meta.encode() };
@@ -89,7 +80,6 @@ impl Group {
             self.data_done.max(also_after)
         );
         m.wait_until(t.accepted);
-        self.meta_accepted = t.accepted;
         self.stale = false;
         t
     }
@@ -158,15 +148,7 @@ impl GroupRing {
         let sid = self.next_sid;
         self.next_sid += 1;
         let at = BlockId(self.log0.0 + 1 + GROUP_BLOCKS * (sid % self.groups));
-        Group {
-            sid,
-            at,
-            tags: [None; DATA_SLOTS],
-            n: 0,
-            data_done: Cycle::ZERO,
-            stale: false,
-            meta_accepted: Cycle::ZERO,
-        }
+        Group { sid, at, tags: [None; DATA_SLOTS], n: 0, data_done: Cycle::ZERO, stale: false }
     }
 }
 
@@ -198,29 +180,6 @@ mod tests {
     fn the_meta_completes_after_its_data() {
         let t = meta_after_busy_data(Cycle(168));
         assert_eq!(t.done, Cycle(168) * 3 + Cycle(1), "started one cycle after the data's start");
-    }
-
-    /// Under `adr` a write is durable once accepted. A core whose clock is behind the group's
-    /// last META write (on N cores, placing a victim for the group's owner) rewrites the META
-    /// no earlier than that write was accepted: the META naming more blocks lands last.
-    #[test]
-    fn a_meta_rewritten_from_a_clock_behind_lands_after_the_last_one() {
-        let mut cfg = Config::default();
-        cfg.machine.persist_domain = crate::config::PersistDomain::Adr;
-        let layout = Layout::new(64 * 1024, 64 * 1024);
-        let mut m = Machine::new(&cfg, layout, vec![0; layout.total_bytes() as usize], false);
-        let mut ring = GroupRing::new(&m.layout, "a test");
-        let mut g = ring.open(&mut m, 0, true);
-        m.now = Cycle(1000);
-        g.push(BlkTag::default());
-        let first = g.write_meta(&mut m, Cycle::ZERO, Cycle(168), None);
-        assert_eq!(first.durable, Cycle(1000));
-        // The clock of a core 400 cycles behind.
-        m.now = Cycle(600);
-        g.push(BlkTag::default());
-        let second = g.write_meta(&mut m, Cycle::ZERO, Cycle(168), None);
-        assert_eq!(second.durable, Cycle(1000), "accepted at the last META's cycle, issued after it");
-        assert_eq!(m.now, Cycle(1000));
     }
 
     #[test]
