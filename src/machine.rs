@@ -491,6 +491,18 @@ impl Machine {
         self.now = self.now.max(t);
     }
 
+    /// Before a write that must become durable after a write the controller accepted at `t` (a
+    /// log's metadata after the entry data it names): under a domain that covers the write
+    /// queue, where a write is durable once accepted, wait until `t`; under `memory` the write's
+    /// start (`min_start`) orders the completions. Binding only on N cores, for a core whose
+    /// clock is behind the one that wrote the data.
+    #[inline]
+    pub fn durable_after_accepted(&mut self, t: Cycle) {
+        if self.domain.covers_queue() {
+            self.wait_until(t);
+        }
+    }
+
     /// One core access to block `b`; stalls for its latency. A dirty victim without a
     /// transaction tag is written back home (or to its log address) here; tagged victims are
     /// left in `tx_victims` for the protocol.

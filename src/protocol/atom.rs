@@ -115,6 +115,8 @@ struct CoreLog {
     open_first: usize,
     /// Latest durability of the entries of the last group.
     group_durable: Cycle,
+    /// Latest acceptance of the entries of the last group.
+    group_accepted: Cycle,
     /// Latest durability of the metadata lines of the full groups: recovery reads a group only
     /// past full groups, so an entry is undoable once its own metadata line and those are
     /// durable.
@@ -147,6 +149,7 @@ impl Atom {
                     open_g: 0,
                     open_first: 0,
                     group_durable: Cycle::ZERO,
+                    group_accepted: Cycle::ZERO,
                     full_durable: Cycle::ZERO,
                     home_done: Cycle::ZERO,
                     barrier: Barrier::default(),
@@ -173,6 +176,7 @@ impl Atom {
         let t = m.write_encoded(entry_block(r.log0, g, j), WriteKind::LogData, || old.expect("payloads kept"));
         m.wait_until(t.accepted);
         r.group_durable = if j == 0 { t.durable } else { r.group_durable.max(t.durable) };
+        r.group_accepted = if j == 0 { t.accepted } else { r.group_accepted.max(t.accepted) };
         r.ws.push(b);
         r.slots.push(s);
         r.note_slot(s, r.ws.len() - 1);
@@ -193,6 +197,8 @@ impl Atom {
         debug_assert!(len > r.covered, "a metadata line names a new entry");
         let (g, first) = (r.open_g as usize, r.open_first);
         let (seq, ws) = (r.seq, &r.ws[first..]);
+        // Durable after the entries it names, also when written from behind their writer.
+        m.durable_after_accepted(r.group_accepted);
         let t = m.write_encoded_after(meta_block(r.log0, g as u64), WriteKind::LogMeta, r.group_durable, || {
             let mut homes = [0u32; ENTRIES];
             for (h, b) in homes.iter_mut().zip(ws) {
@@ -230,6 +236,8 @@ impl Atom {
         let hold = if self.bug == Some(Bug::InPlaceBeforeUndo) { Cycle::ZERO } else { r.ready[i] };
         self.n.held_back_cycles += hold.saturating_sub(m.now).0;
         let data = m.keep_bytes.then(|| m.arch_block(b));
+        // Held back also when written from behind the metadata line's writer.
+        m.durable_after_accepted(hold);
         let t = m.write_encoded_after(b, WriteKind::Home, hold, || data.expect("payloads kept"));
         m.wait_until(t.accepted);
         r.home_done = r.home_done.max(t.durable);
