@@ -171,14 +171,17 @@ struct Deferred {
     kind: WriteKind,
 }
 
-/// A core's part of the machine while another core runs: its clock and the transaction
-/// counters of [`Machine`] (`now`, `txs_committed`, `acked`, `unacked`). The running core's entry
+/// A core's part of the machine while another core runs: its clock, its pending flushes and the
+/// transaction counters of [`Machine`] (`now`, `flush_pending`, `txs_committed`, `acked`,
+/// `unacked`). The running core's entry
 /// holds a stale clock and count and an empty queue: [`Machine::switch_core`] moves the queue
 /// with two swaps through it (no allocation, no drop), about a dozen host instructions, when
 /// either queue is not empty.
 #[derive(Default)]
 struct Parked {
     clock: Cycle,
+    /// When the core's flushed writes are durable (what its next fence waits for).
+    flush_pending: Cycle,
     txs_committed: u64,
     acked: u64,
     unacked: std::collections::VecDeque<Cycle>,
@@ -234,6 +237,7 @@ pub struct Machine {
     /// The cycle of the first deferred write (`Cycle::MAX` when there is none): checked before
     /// every controller request.
     deferred_next: Cycle,
+    /// The running core's flushed writes are durable at this cycle (its next fence waits).
     flush_pending: Cycle,
     /// The ordering mechanisms enforced (`[ordering]`, resolved; each read recorded).
     pub ord: Knobs,
@@ -245,6 +249,20 @@ pub struct Machine {
     /// An ordered sequence of writes under way ([`Machine::begin_ordered`]): the acceptance
     /// and durability of its latest write.
     chain: Option<(Cycle, Cycle)>,
+    /// With more than one core, per LLC slot: the cycle of the latest store to the line it holds
+    /// (reset when a line is filled from memory; empty with one core). A write-back of the line
+    /// carries the bytes of that store, so it starts no earlier ([`Machine::write_back`]), also
+    /// when a core whose clock is behind pushes it out. Per slot, not per block, so that it
+    /// stays as small as the LLC's tags and hot in the host's caches; a line's earlier
+    /// write-back, which the slot no longer remembers, is ordered before a later one by its
+    /// bank ([`crate::memctl`]).
+    stored_at: Vec<Cycle>,
+    /// With more than one core, per block of the layout: when the latest write-back of it
+    /// ([`Machine::write_back`]) is durable (empty with one core). A `clflush` that finds the
+    /// line clean waits for it at the next fence: the write-back may have been issued by a core
+    /// whose clock is ahead, so after the flush in simulated time, where the flush would have
+    /// found the line dirty and written it itself.
+    written_back: Vec<Cycle>,
     /// First block of the volatile lock words (`u64::MAX` with one core: there are none), after
     /// the whole persistent layout ([`crate::sched`]): cached like any line, but a miss reads
     /// volatile DRAM and a dirty eviction writes it back there, never to the NVM device.
@@ -313,6 +331,11 @@ impl Machine {
             // provided by the host where the run writes it (`bench` commits it first).
             (None, true) => crate::hostmem::Sparse::of(&initial).try_copy(&initial)?,
         };
+        let hier = Hierarchy::new(cfg);
+        let multi = cfg.machine.cores > 1;
+        let stored_at = if multi { vec![Cycle::ZERO; hier.llc.slots()] } else { Vec::new() };
+        let written_back =
+            if multi { vec![Cycle::ZERO; layout.total_bytes().div_ceil(64) as usize] } else { Vec::new() };
         Ok(Machine {
             plain: !keep_bytes && sg.is_none() && pcm.is_none(),
             special: pcm.is_some() || cfg.machine.cores > 1,
@@ -323,7 +346,7 @@ impl Machine {
             core: 0,
             parked: (0..cfg.machine.cores).map(|_| Parked::default()).collect(),
             layout,
-            hier: Hierarchy::new(cfg),
+            hier,
             ctl: MemCtl::new(cfg),
             nvm,
             keep_bytes,
@@ -344,6 +367,8 @@ impl Machine {
             chain: None,
             meta_checksum: cfg.log.meta_checksum,
             stale: None,
+            stored_at,
+            written_back,
             volatile_block0: if cfg.machine.cores > 1 { layout.total_bytes().div_ceil(64) } else { u64::MAX },
             volatile_read_cycles: cfg.ns_to_cycles(cfg.memory.read_latency_ns),
             domain: cfg.machine.persist_domain,
@@ -382,6 +407,7 @@ impl Machine {
         if c != cur {
             let out = &mut self.parked[cur];
             out.clock = self.now;
+            out.flush_pending = self.flush_pending;
             out.txs_committed = self.txs_committed;
             out.acked = self.acked;
             // Two empty queues are interchangeable, and most switches find both empty (a
@@ -394,6 +420,7 @@ impl Machine {
             }
             let inn = &mut self.parked[c];
             self.now = inn.clock;
+            self.flush_pending = inn.flush_pending;
             self.txs_committed = inn.txs_committed;
             self.acked = inn.acked;
             if moves {
@@ -525,6 +552,15 @@ impl Machine {
     #[inline(never)]
     fn access_block_special(&mut self, b: BlockId, write: bool) -> Access {
         let a = self.access_cached(b, write);
+        if let Some(t) = self.stored_at.get_mut(a.llc_slot.0) {
+            // After the victim's write-back (in `access_cached`), which read the slot's old value.
+            if a.level == HitLevel::Memory {
+                *t = Cycle::ZERO;
+            }
+            if write {
+                *t = (*t).max(self.now);
+            }
+        }
         if write && self.stores.is_some() {
             self.store_persisted(b);
         }
@@ -605,7 +641,7 @@ impl Machine {
                 return; // `bbb`: the line reaches NVM through the persist buffer (persist.rs)
             }
             let kind = self.kind_of(v.block);
-            let t = self.write_from_arch(v.block, kind, v.block);
+            let t = self.write_back(v.block, v.slot, kind);
             self.now = self.now.max(t.accepted);
         } else {
             self.tx_victims.push(v);
@@ -757,6 +793,46 @@ impl Machine {
         } else {
             self.issue_write(self.now, dst, kind, None)
         }
+    }
+
+    /// Write a dirty line's program bytes back home (an eviction, a flush) from LLC slot `s3`.
+    /// With more than one core the write starts no earlier than the line's latest store, and
+    /// under a domain that covers the write queue it is not accepted before it: a core whose
+    /// clock is behind the storing core's would otherwise make bytes durable before they were
+    /// stored (before the undo entry a log-flush put ahead of the store, under Proteus).
+    #[inline]
+    fn write_back(&mut self, b: BlockId, s3: Slot, kind: WriteKind) -> WriteTiming {
+        let t = match self.stored_at.get(s3.0).copied() {
+            Some(stored) if stored > self.now => {
+                self.durable_after_accepted(stored);
+                let data = self.keep_bytes.then(|| self.arch_block(b));
+                self.issue_deferred(self.now);
+                self.issue(self.now, b, kind, data.as_ref(), stored)
+            }
+            _ => self.write_from_arch(b, kind, b),
+        };
+        if let Some(d) = self.written_back.get_mut(b.0 as usize) {
+            *d = (*d).max(t.durable);
+        }
+        t
+    }
+
+    /// A write that must become durable after another write durable at `after` (a log's
+    /// metadata after the entries it names, a spilled header after its data, a home write held
+    /// back behind its undo entry): the controller starts it no earlier than `after`, so under
+    /// `memory` it completes later, and under a domain that covers the write queue (durable once
+    /// accepted) the core first waits until `after` ([`Machine::durable_after_accepted`]). With
+    /// one core that wait never binds: its writes are accepted in cycle order.
+    #[inline]
+    pub fn write_encoded_durable_after(
+        &mut self,
+        b: BlockId,
+        kind: WriteKind,
+        after: Cycle,
+        encode: impl FnOnce() -> BlockData,
+    ) -> WriteTiming {
+        self.durable_after_accepted(after);
+        self.write_encoded_after(b, kind, after, encode)
     }
 
     #[inline]
@@ -1092,11 +1168,15 @@ impl Machine {
                 self.stats.commit_flush_cycles += c;
             }
         }
+        let s3 = if self.stored_at.is_empty() { Slot::NONE } else { self.hier.llc.find(b).unwrap_or(Slot::NONE) };
         let (_, dirty) = self.hier.invalidate(b);
         if dirty {
-            let t = self.write_from_arch(b, kind, b);
+            let t = self.write_back(b, s3, kind);
             self.now = self.now.max(t.accepted);
             self.flush_pending = self.flush_pending.max(t.durable);
+        } else if let Some(&d) = self.written_back.get(b.0 as usize) {
+            // Clean here: another core may have written it back, from a clock ahead of this one.
+            self.flush_pending = self.flush_pending.max(d);
         }
     }
 

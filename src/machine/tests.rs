@@ -567,3 +567,86 @@ fn host_time_per_access_of_random_streams_on_one_and_four_cores() {
         four / one
     );
 }
+
+/// A write-back carries the bytes of the line's latest store, so it starts no earlier than that
+/// store, also when a core whose clock is behind the storing core's flushes or evicts the line;
+/// under `adr` (durable once accepted) that core waits for it. Without the rule, an undo
+/// protocol's home write could be durable before the undo entry logged ahead of the store
+/// (Proteus on 6 cores, `protocol::multicore_tests`).
+#[test]
+fn a_write_back_from_a_core_behind_starts_no_earlier_than_the_lines_latest_store() {
+    for (domain, waits) in [("memory", false), ("adr", true)] {
+        let mut m = machine_with(&config(&["machine.cores=2", &format!("machine.persist_domain={domain}")]));
+        let b = BlockId(5);
+        m.switch_core(1);
+        // The read that fetches the line leaves its bank at MISS; the store hits L1 later.
+        m.access_block(b, false);
+        m.now = Cycle(5000);
+        m.access_block(b, true);
+        let stored = Cycle(5001);
+        assert_eq!(m.now, stored);
+        m.switch_core(0);
+        m.now = Cycle(100);
+        m.clflush(b, WriteKind::Home);
+        let w = writes(&m);
+        assert_eq!(w.len(), 1, "{domain}");
+        assert_eq!(w[0].started, stored, "{domain}: the write starts at the store");
+        // clflush costs core 0 an L1 look-up (the dirty copy is core 1's).
+        let issued = Cycle(100) + Cycle(1);
+        if waits {
+            assert_eq!((w[0].durable, m.now), (stored, stored), "adr: accepted (durable) at the store");
+        } else {
+            assert_eq!((w[0].durable, m.now), (stored + Cycle(168), issued), "memory: the core does not wait");
+        }
+    }
+}
+
+/// A `clflush` that finds its line clean because a core whose clock is ahead already wrote it
+/// back waits, at the next fence, until that write-back is durable: in simulated time the
+/// write-back comes after the flush, which would have found the line dirty and written it.
+/// Without the rule an undo protocol acknowledged a transaction whose line was not yet home
+/// (Proteus on 8 cores, `protocol::multicore_tests`).
+#[test]
+fn a_fence_waits_for_a_write_back_of_its_flushed_line_by_a_core_ahead() {
+    let mut m = two_cores();
+    let b = BlockId(5);
+    m.switch_core(1);
+    m.access_block(b, true);
+    m.switch_core(0);
+    m.now = Cycle(5000);
+    m.clflush(b, WriteKind::Home);
+    let durable = writes(&m)[0].durable;
+    assert!(durable > Cycle(5000), "core 0's write-back: {durable}");
+    m.switch_core(1);
+    let before = m.now;
+    m.clflush(b, WriteKind::Home);
+    assert_eq!(writes(&m).len(), 1, "the line is clean: no second write");
+    m.fence();
+    eprintln!("now {} durable {} before {}", m.now.0, durable.0, before.0);
+    assert_eq!(m.now, durable, "from {before}: the fence waits for core 0 write-back");
+    // With one core a clean line's flush waits for nothing.
+    let mut m = machine();
+    m.access_block(b, true);
+    m.clflush(b, WriteKind::Home);
+    m.fence();
+    let t = m.now;
+    m.clflush(b, WriteKind::Home);
+    m.fence();
+    assert_eq!(m.now, t + Cycle(1), "an L1 look-up only");
+}
+
+/// `mfence` is per core: it waits for the running core's flushes, not for another core's.
+#[test]
+fn a_fence_waits_only_for_its_own_cores_flushes() {
+    let mut m = two_cores();
+    m.access_block(BlockId(5), true);
+    m.now = Cycle(5000);
+    m.clflush(BlockId(5), WriteKind::Home);
+    let durable = writes(&m)[0].durable;
+    m.switch_core(1);
+    m.fence();
+    assert_eq!(m.now, Cycle::ZERO, "core 1 flushed nothing");
+    m.switch_core(0);
+    m.fence();
+    assert_eq!(m.now, durable);
+}

@@ -115,8 +115,6 @@ struct CoreLog {
     open_first: usize,
     /// Latest durability of the entries of the last group.
     group_durable: Cycle,
-    /// Latest acceptance of the entries of the last group.
-    group_accepted: Cycle,
     /// Latest durability of the metadata lines of the full groups: recovery reads a group only
     /// past full groups, so an entry is undoable once its own metadata line and those are
     /// durable.
@@ -149,7 +147,6 @@ impl Atom {
                     open_g: 0,
                     open_first: 0,
                     group_durable: Cycle::ZERO,
-                    group_accepted: Cycle::ZERO,
                     full_durable: Cycle::ZERO,
                     home_done: Cycle::ZERO,
                     barrier: Barrier::default(),
@@ -176,7 +173,6 @@ impl Atom {
         let t = m.write_encoded(entry_block(r.log0, g, j), WriteKind::LogData, || old.expect("payloads kept"));
         m.wait_until(t.accepted);
         r.group_durable = if j == 0 { t.durable } else { r.group_durable.max(t.durable) };
-        r.group_accepted = if j == 0 { t.accepted } else { r.group_accepted.max(t.accepted) };
         r.ws.push(b);
         r.slots.push(s);
         r.note_slot(s, r.ws.len() - 1);
@@ -198,18 +194,18 @@ impl Atom {
         let (g, first) = (r.open_g as usize, r.open_first);
         let (seq, ws) = (r.seq, &r.ws[first..]);
         // Durable after the entries it names, also when written from behind their writer.
-        m.durable_after_accepted(r.group_accepted);
-        let t = m.write_encoded_after(meta_block(r.log0, g as u64), WriteKind::LogMeta, r.group_durable, || {
-            let mut homes = [0u32; ENTRIES];
-            for (h, b) in homes.iter_mut().zip(ws) {
-                *h = b.0 as u32;
-            }
-            if checked {
-                Meta::encode_checked(seq, g as u32, &homes[..ws.len()])
-            } else {
-                Meta::encode_parts(seq, g as u32, &homes[..ws.len()])
-            }
-        });
+        let t =
+            m.write_encoded_durable_after(meta_block(r.log0, g as u64), WriteKind::LogMeta, r.group_durable, || {
+                let mut homes = [0u32; ENTRIES];
+                for (h, b) in homes.iter_mut().zip(ws) {
+                    *h = b.0 as u32;
+                }
+                if checked {
+                    Meta::encode_checked(seq, g as u32, &homes[..ws.len()])
+                } else {
+                    Meta::encode_parts(seq, g as u32, &homes[..ws.len()])
+                }
+            });
         m.wait_until(t.accepted);
         let ready = t.durable.max(r.full_durable);
         for x in &mut r.ready[first..] {
@@ -237,8 +233,7 @@ impl Atom {
         self.n.held_back_cycles += hold.saturating_sub(m.now).0;
         let data = m.keep_bytes.then(|| m.arch_block(b));
         // Held back also when written from behind the metadata line's writer.
-        m.durable_after_accepted(hold);
-        let t = m.write_encoded_after(b, WriteKind::Home, hold, || data.expect("payloads kept"));
+        let t = m.write_encoded_durable_after(b, WriteKind::Home, hold, || data.expect("payloads kept"));
         m.wait_until(t.accepted);
         r.home_done = r.home_done.max(t.durable);
     }

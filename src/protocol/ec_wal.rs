@@ -106,7 +106,7 @@ impl EcWal {
             let t = group::write_data(m, at, b, None);
             let k = &mut self.cores[c];
             k.tx_log_done = k.tx_log_done.max(t.durable);
-            g.note_data(t.done);
+            g.note_data(t.done, t.durable);
         }
         if g.is_full() {
             self.write_meta(m, c, &mut g);
@@ -131,7 +131,7 @@ impl EcWal {
     }
 
     fn write_meta(&mut self, m: &mut Machine, c: usize, g: &mut Group) {
-        let t = g.write_meta(m, Cycle::ZERO, self.write_cycles, self.bug);
+        let t = g.write_meta(m, self.write_cycles, self.bug);
         let k = &mut self.cores[c];
         k.tx_log_done = k.tx_log_done.max(t.durable);
     }

@@ -8,8 +8,10 @@
 //!
 //! The ordering rule every user keeps: a group's META is started so late that it completes
 //! after every data write of the group (and after whatever else the caller names), whatever
-//! the device's latencies ([`Group::write_meta`]). Recovery trusts a slot only if the META
-//! names it, so a durable META always vouches for durable data.
+//! the device's latencies, and under a persistence domain that covers the write queue it is
+//! not accepted before they are durable, whichever core writes it ([`Group::write_meta`]).
+//! Recovery trusts a slot only if the META names it, so a durable META always vouches for
+//! durable data.
 
 use super::Bug;
 use crate::log::ec::{BlkTag, Meta, DATA_SLOTS, GROUP_BLOCKS};
@@ -28,6 +30,9 @@ pub struct Group {
     pub n: usize,
     /// Latest completion cycle of the group's data writes: its META completes after it.
     pub data_done: Cycle,
+    /// Latest cycle at which a data write of the group became durable: under a domain that
+    /// covers the write queue (durable once accepted) its META is not accepted before it.
+    pub data_durable: Cycle,
     /// Tags changed since the META was last written.
     pub stale: bool,
 }
@@ -47,37 +52,40 @@ impl Group {
         (slot, BlockId(self.at.0 + slot as u64))
     }
 
-    /// A data write of the group completes at `done`.
-    pub fn note_data(&mut self, done: Cycle) {
+    /// The group's META must follow a write that completes at `done` and is durable at
+    /// `durable`: one of its data writes, or (LOC-WAL's pair groups) every log write of the
+    /// window.
+    pub fn note_data(&mut self, done: Cycle, durable: Cycle) {
         self.data_done = self.data_done.max(done);
+        self.data_durable = self.data_durable.max(durable);
     }
 
-    /// Write the group's META, started so that it completes after the group's data writes and
-    /// after `also_after`: a write started later than another's completion minus the shortest
+    /// Write the group's META, started so that it completes after every write noted with
+    /// [`Group::note_data`]: a write started later than another's completion minus the shortest
     /// write latency (`min_write_cycles`) completes after it. Under the injected
-    /// `meta-before-data` it starts at once. Waits until the controller accepts it.
-    pub fn write_meta(
-        &mut self,
-        m: &mut Machine,
-        also_after: Cycle,
-        min_write_cycles: Cycle,
-        bug: Option<Bug>,
-    ) -> WriteTiming {
+    /// `meta-before-data` it starts at once. Under a domain that covers the write queue it is
+    /// also accepted no earlier than the data became durable: a core whose clock is behind the
+    /// data's writer (logging another core's evicted line into that core's group) would
+    /// otherwise make the META durable first. Waits until the controller accepts it.
+    pub fn write_meta(&mut self, m: &mut Machine, min_write_cycles: Cycle, bug: Option<Bug>) -> WriteTiming {
         let after = match bug {
             Some(Bug::MetaBeforeData) => Cycle::ZERO,
-            _ => (self.data_done.max(also_after) + Cycle(1)).saturating_sub(min_write_cycles),
+            _ => (self.data_done + Cycle(1)).saturating_sub(min_write_cycles),
         };
+        if bug != Some(Bug::MetaBeforeData) {
+            m.durable_after_accepted(self.data_durable);
+        }
         let meta = Meta { sid: self.sid, tags: self.tags };
         let checked = m.meta_checksum;
         let encode = || if checked { meta.encode_checked() } else { meta.encode() };
         let t = m.write_encoded_after(BlockId(self.at.0 + DATA_SLOTS as u64), WriteKind::LogMeta, after, encode);
         // The rule every user relies on: the META completes after every data write it names.
         assert!(
-            t.done > self.data_done.max(also_after) || bug == Some(Bug::MetaBeforeData),
+            t.done > self.data_done || bug == Some(Bug::MetaBeforeData),
             "META of group {} done at {} before its data ({})",
             self.sid,
             t.done,
-            self.data_done.max(also_after)
+            self.data_done
         );
         m.wait_until(t.accepted);
         self.stale = false;
@@ -148,7 +156,15 @@ impl GroupRing {
         let sid = self.next_sid;
         self.next_sid += 1;
         let at = BlockId(self.log0.0 + 1 + GROUP_BLOCKS * (sid % self.groups));
-        Group { sid, at, tags: [None; DATA_SLOTS], n: 0, data_done: Cycle::ZERO, stale: false }
+        Group {
+            sid,
+            at,
+            tags: [None; DATA_SLOTS],
+            n: 0,
+            data_done: Cycle::ZERO,
+            data_durable: Cycle::ZERO,
+            stale: false,
+        }
     }
 }
 
@@ -172,8 +188,8 @@ mod tests {
             m.write_block(at, WriteKind::LogData, [0; 64]);
         }
         let t = write_data(&mut m, at, BlockId(0), None);
-        g.note_data(t.done);
-        g.write_meta(&mut m, Cycle::ZERO, min_write_cycles, None)
+        g.note_data(t.done, t.durable);
+        g.write_meta(&mut m, min_write_cycles, None)
     }
 
     #[test]

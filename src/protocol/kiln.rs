@@ -271,11 +271,11 @@ impl Kiln {
         let tag = BlkTag { addr: home.0 as u32, tx_id: seq as u8, cid: c as u8, ..Default::default() };
         let (_, at) = g.push(tag);
         let t = group::write_data(m, at, home, data);
-        g.note_data(t.done);
+        g.note_data(t.done, t.durable);
         self.c.fallback_log_blocks += 1;
         k.fallback.push((home, at, seq));
         // The META (rewritten as the group fills) completes after the group's data.
-        let mt = g.write_meta(m, Cycle::ZERO, self.write_cycles, None);
+        let mt = g.write_meta(m, self.write_cycles, None);
         k.fallback_durable = k.fallback_durable.max(mt.durable);
         k.group = Some(g);
         mt.durable

@@ -370,12 +370,12 @@ impl Win {
             self.logged_sig[h / 64] |= 1 << (h % 64);
         }
         if slot + 1 == DATA_SLOTS {
-            self.write_meta(m, gi, Cycle::ZERO);
+            self.write_meta(m, gi);
         }
     }
 
     fn note_write(&mut self, gi: usize, done: Cycle, durable: Cycle) {
-        self.wgroups[gi].note_data(done);
+        self.wgroups[gi].note_data(done, durable);
         self.log_done = self.log_done.max(done);
         self.log_durable = self.log_durable.max(durable);
     }
@@ -391,9 +391,9 @@ impl Win {
         }
     }
 
-    /// Write group `gi`'s META, completing after the group's data writes and `also_after`.
-    fn write_meta(&mut self, m: &mut Machine, gi: usize, also_after: Cycle) {
-        let t = self.wgroups[gi].write_meta(m, also_after, self.write_cycles, self.bug);
+    /// Write group `gi`'s META, completing after the writes noted in the group.
+    fn write_meta(&mut self, m: &mut Machine, gi: usize) {
+        let t = self.wgroups[gi].write_meta(m, self.write_cycles, self.bug);
         self.log_done = self.log_done.max(t.done);
         self.log_durable = self.log_durable.max(t.durable);
     }
@@ -567,12 +567,14 @@ impl Win {
     fn write_metas(&mut self, m: &mut Machine, first_pair_group: usize) {
         for gi in 0..self.wgroups.len().min(first_pair_group) {
             if self.wgroups[gi].stale {
-                self.write_meta(m, gi, Cycle::ZERO);
+                self.write_meta(m, gi);
             }
         }
         for gi in first_pair_group..self.wgroups.len() {
-            let after = self.log_done;
-            self.write_meta(m, gi, after);
+            // After every other log write of the window (each META written so far included).
+            let (done, durable) = (self.log_done, self.log_durable);
+            self.wgroups[gi].note_data(done, durable);
+            self.write_meta(m, gi);
         }
     }
 

@@ -532,20 +532,25 @@ fn atom_undoes_every_crash_point_on_two_to_four_cores_and_its_hold_back_bug_is_c
     }
 }
 
-/// Under `adr` a write is durable once accepted. S-WAL, H-WAL, LOC-WAL, ATOM, Proteus and HOOP
-/// recover every crash point of this bench on 4 cores, and LOC-WAL on one (Kiln's bench under
-/// `adr` is in `multicore_tests/kiln.rs`). ATOM failed every seed before its metadata line and
-/// its held-back home writes waited for the acceptance of what they follow
-/// (`Machine::durable_after_accepted`): written from behind by another core, they were accepted,
-/// so durable, first. EC-WAL on 4 cores is not asserted here: this bench reports it at seed 0
-/// (docs/multicore.md, "Open finding: the hand-driven bench under adr").
+/// Under `adr` a write is durable once accepted. S-WAL, H-WAL, EC-WAL, LOC-WAL, ATOM, Proteus
+/// and HOOP recover every crash point of this bench on 4 cores, and LOC-WAL on one (Kiln's bench
+/// under `adr` is in `multicore_tests/kiln.rs`). ATOM failed every seed, and EC-WAL seed 0,
+/// before what follows a write waited for its acceptance (`Machine::durable_after_accepted`):
+/// an undo metadata line, a held-back home write, a block group's META, written from behind by
+/// another core, were accepted, so durable, before what they follow.
 #[test]
 fn logging_protocols_recover_every_crash_point_on_four_cores_under_adr() {
     let mut cfg = config(4);
     cfg.machine.persist_domain = crate::config::PersistDomain::Adr;
-    for kind in
-        [ProtocolKind::SWal, ProtocolKind::HWal, ProtocolKind::LocWal, ProtocolKind::Proteus, ProtocolKind::Hoop]
-    {
+    for kind in [
+        ProtocolKind::SWal,
+        ProtocolKind::HWal,
+        ProtocolKind::EcWal,
+        ProtocolKind::LocWal,
+        ProtocolKind::Atom,
+        ProtocolKind::Proteus,
+        ProtocolKind::Hoop,
+    ] {
         let points = crash_check_on(kind, &cfg, 0..3, None).unwrap();
         assert!(points > 1000, "{} under adr: {points} points", kind.name());
     }
@@ -553,6 +558,25 @@ fn logging_protocols_recover_every_crash_point_on_four_cores_under_adr() {
     // window in commit and not the next (a prefix, which `compare` accepts).
     cfg.machine.cores = 1;
     crash_check_on(ProtocolKind::LocWal, &cfg, 0..3, None).unwrap();
+}
+
+/// Proteus on 6 to 16 cores, where a core acts on lines and LPQ slots of a core whose clock is
+/// ahead or behind. Each case failed before one rule (docs/protocols/proteus.md, "Multi-core"):
+/// 6 cores under `memory`, an evicted line written home before the log-flush ahead of its store
+/// (a write-back starts no earlier than the line's latest store, `Machine::write_back`); 8
+/// cores, a spill of an entry not yet inserted, whose slot then took this core's entry and lost
+/// it (a spill waits for its entry's insertion); 8 cores under `adr`, seed 3, a commit whose
+/// `clflush` found a line clean because a core ahead had written it back, acknowledged before
+/// that write-back was durable (a fence waits for it); 16 cores under `adr`, a spilled header
+/// accepted before its data (`Machine::write_encoded_durable_after`).
+#[test]
+fn proteus_recovers_every_crash_point_on_six_to_sixteen_cores() {
+    use crate::config::PersistDomain::{Adr, Memory};
+    for (cores, domain, seeds) in [(6, Memory, 0..2), (8, Memory, 0..2), (8, Adr, 0..4), (16, Adr, 5..6)] {
+        let mut cfg = config(cores);
+        cfg.machine.persist_domain = domain;
+        crash_check_on(ProtocolKind::Proteus, &cfg, seeds, None).unwrap();
+    }
 }
 
 #[test]

@@ -48,6 +48,8 @@ struct Slot {
     owner: Option<usize>,
     /// The slot may take a new entry from this cycle (its old entry is dead or in memory).
     free_at: Cycle,
+    /// When the entry it holds was inserted.
+    inserted: Cycle,
     header: EntryHeader,
     data: BlockData,
 }
@@ -113,7 +115,10 @@ impl Proteus {
             llt_entries: cfg.llt_entries as usize,
             trip,
             cores,
-            slots: vec![Slot { owner: None, free_at: Cycle::ZERO, header: empty, data: [0; 64] }; lpq],
+            slots: vec![
+                Slot { owner: None, free_at: Cycle::ZERO, inserted: Cycle::ZERO, header: empty, data: [0; 64] };
+                lpq
+            ],
             unowned: lpq,
             cursor: 0,
             c: Counters::default(),
@@ -157,11 +162,11 @@ impl Proteus {
                 }
             }
         }
+        let before = m.now;
         let i = match best {
             Some(i) => i,
             None => self.spill_oldest(m),
         };
-        let before = m.now;
         m.wait_until(self.slots[i].free_at);
         self.c.lpq_stall_cycles += (m.now - before).0;
         i
@@ -185,13 +190,22 @@ impl Proteus {
         }
         let (log0, _) = cl.region;
         let s = &self.slots[i];
+        // On N cores the entry may have been inserted by a core whose clock is ahead: the LPQ
+        // is full, and the spill can happen, only from its insertion on. Spilled earlier, the
+        // slot would take this core's entry before the spilled one was inserted, and the
+        // spilled one, recorded later, would overwrite it in the persistent LPQ.
+        m.wait_until(s.inserted);
         debug_assert!(s.header.index == p || self.bug.is_some(), "spills are in entry order");
         let (header, data) = (s.header, s.data);
         let d = m.write_block(BlockId(log0.0 + fmt::spill_data_block(p)), WriteKind::LogData, data);
-        let h =
-            m.write_encoded_after(BlockId(log0.0 + fmt::spill_header_block(p)), WriteKind::LogMeta, d.durable, || {
-                header.encode(&data)
-            });
+        // The header is durable after the data, also when the data's bank holds it behind another
+        // core's writes (this core's clock behind theirs).
+        let h = m.write_encoded_durable_after(
+            BlockId(log0.0 + fmt::spill_header_block(p)),
+            WriteKind::LogMeta,
+            d.durable,
+            || header.encode(&data),
+        );
         cl.spilled += 1;
         cl.spill_durable = cl.spill_durable.max(h.durable);
         let s = &mut self.slots[i];
@@ -210,9 +224,9 @@ impl Proteus {
         cl.next_index += 1;
         cl.live.push_back(i);
         debug_assert!(self.slots[i].owner.is_none());
-        self.slots[i] = Slot { owner: Some(c), free_at: Cycle::ZERO, header, data };
-        self.unowned -= 1;
         let now = m.now;
+        self.slots[i] = Slot { owner: Some(c), free_at: Cycle::ZERO, inserted: now, header, data };
+        self.unowned -= 1;
         m.nv_record(self.nv(fmt::slot_data_block(i)), |_| data, now);
         m.nv_record(self.nv(fmt::slot_header_block(i)), |_| header.encode(&data), now);
         self.c.log_entries += 1;
