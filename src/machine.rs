@@ -171,6 +171,9 @@ struct Deferred {
     kind: WriteKind,
 }
 
+/// Entries of [`Machine`]'s table of write-back durability (a power of two: 128 KiB).
+const WRITTEN_BACK_ENTRIES: usize = 1 << 14;
+
 /// A core's part of the machine while another core runs: its clock, its pending flushes and the
 /// transaction counters of [`Machine`] (`now`, `flush_pending`, `txs_committed`, `acked`,
 /// `unacked`). The running core's entry
@@ -257,11 +260,15 @@ pub struct Machine {
     /// write-back, which the slot no longer remembers, is ordered before a later one by its
     /// bank ([`crate::memctl`]).
     stored_at: Vec<Cycle>,
-    /// With more than one core, per block of the layout: when the latest write-back of it
-    /// ([`Machine::write_back`]) is durable (empty with one core). A `clflush` that finds the
-    /// line clean waits for it at the next fence: the write-back may have been issued by a core
+    /// With more than one core, [`WRITTEN_BACK_ENTRIES`] cycles indexed by the low bits of a
+    /// block number: the latest durability of the write-backs ([`Machine::write_back`]) of the
+    /// blocks that share the entry (empty with one core). A `clflush` that finds its line clean
+    /// waits for its entry at the next fence: the write-back may have been issued by a core
     /// whose clock is ahead, so after the flush in simulated time, where the flush would have
-    /// found the line dirty and written it itself.
+    /// found the line dirty and written it itself. Shared entries make the wait conservative
+    /// (never shorter than the line's own write-back, rarely longer: a write-back is in flight
+    /// for a few hundred cycles) and keep the table in the host's caches: a table per block
+    /// cost about 10 % of the 4-core simulation speed.
     written_back: Vec<Cycle>,
     /// First block of the volatile lock words (`u64::MAX` with one core: there are none), after
     /// the whole persistent layout ([`crate::sched`]): cached like any line, but a miss reads
@@ -334,8 +341,7 @@ impl Machine {
         let hier = Hierarchy::new(cfg);
         let multi = cfg.machine.cores > 1;
         let stored_at = if multi { vec![Cycle::ZERO; hier.llc.slots()] } else { Vec::new() };
-        let written_back =
-            if multi { vec![Cycle::ZERO; layout.total_bytes().div_ceil(64) as usize] } else { Vec::new() };
+        let written_back = if multi { vec![Cycle::ZERO; WRITTEN_BACK_ENTRIES] } else { Vec::new() };
         Ok(Machine {
             plain: !keep_bytes && sg.is_none() && pcm.is_none(),
             special: pcm.is_some() || cfg.machine.cores > 1,
@@ -811,7 +817,8 @@ impl Machine {
             }
             _ => self.write_from_arch(b, kind, b),
         };
-        if let Some(d) = self.written_back.get_mut(b.0 as usize) {
+        if !self.written_back.is_empty() {
+            let d = &mut self.written_back[b.0 as usize % WRITTEN_BACK_ENTRIES];
             *d = (*d).max(t.durable);
         }
         t
@@ -1174,7 +1181,7 @@ impl Machine {
             let t = self.write_back(b, s3, kind);
             self.now = self.now.max(t.accepted);
             self.flush_pending = self.flush_pending.max(t.durable);
-        } else if let Some(&d) = self.written_back.get(b.0 as usize) {
+        } else if let Some(&d) = self.written_back.get(b.0 as usize % WRITTEN_BACK_ENTRIES) {
             // Clean here: another core may have written it back, from a clock ahead of this one.
             self.flush_pending = self.flush_pending.max(d);
         }
