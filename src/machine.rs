@@ -176,10 +176,9 @@ const WRITTEN_BACK_ENTRIES: usize = 1 << 14;
 
 /// A core's part of the machine while another core runs: its clock, its pending flushes and the
 /// transaction counters of [`Machine`] (`now`, `flush_pending`, `txs_committed`, `acked`,
-/// `unacked`). The running core's entry
-/// holds a stale clock and count and an empty queue: [`Machine::switch_core`] moves the queue
-/// with two swaps through it (no allocation, no drop), about a dozen host instructions, when
-/// either queue is not empty.
+/// `unacked`). The running core's entry holds stale values and an empty queue:
+/// [`Machine::switch_core`] moves the queue with two swaps through it (no allocation, no drop),
+/// about a dozen host instructions, when either queue is not empty.
 #[derive(Default)]
 struct Parked {
     clock: Cycle,
@@ -344,7 +343,7 @@ impl Machine {
         let written_back = if multi { vec![Cycle::ZERO; WRITTEN_BACK_ENTRIES] } else { Vec::new() };
         Ok(Machine {
             plain: !keep_bytes && sg.is_none() && pcm.is_none(),
-            special: pcm.is_some() || cfg.machine.cores > 1,
+            special: pcm.is_some() || multi,
             pcm,
             sg,
             pcm_write_cycles,
@@ -375,7 +374,7 @@ impl Machine {
             stale: None,
             stored_at,
             written_back,
-            volatile_block0: if cfg.machine.cores > 1 { layout.total_bytes().div_ceil(64) } else { u64::MAX },
+            volatile_block0: if multi { layout.total_bytes().div_ceil(64) } else { u64::MAX },
             volatile_read_cycles: cfg.ns_to_cycles(cfg.memory.read_latency_ns),
             domain: cfg.machine.persist_domain,
             domain_read: 0,
