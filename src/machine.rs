@@ -807,15 +807,11 @@ impl Machine {
     /// stored (before the undo entry a log-flush put ahead of the store, under Proteus).
     #[inline]
     fn write_back(&mut self, b: BlockId, s3: Slot, kind: WriteKind) -> WriteTiming {
-        let t = match self.stored_at.get(s3.0).copied() {
-            Some(stored) if stored > self.now => {
-                self.durable_after_accepted(stored);
-                let data = self.keep_bytes.then(|| self.arch_block(b));
-                self.issue_deferred(self.now);
-                self.issue(self.now, b, kind, data.as_ref(), stored)
-            }
-            _ => self.write_from_arch(b, kind, b),
-        };
+        // One core: no entry, and the write is `write_from_arch`'s (a start bound at or before
+        // `now` binds nothing).
+        let stored = self.stored_at.get(s3.0).copied().unwrap_or(Cycle::ZERO);
+        let data = self.keep_bytes.then(|| self.arch_block(b));
+        let t = self.write_encoded_durable_after(b, kind, stored, || data.expect("payloads kept"));
         if !self.written_back.is_empty() {
             let d = &mut self.written_back[b.0 as usize % WRITTEN_BACK_ENTRIES];
             *d = (*d).max(t.durable);
