@@ -22,11 +22,12 @@
 //! head is rewritten at the end.
 
 use super::Plan;
-use crate::log::ec::{valid_groups, GROUP_BLOCKS};
+use crate::log::ec::{valid_groups, Meta, DATA_SLOTS, GROUP_BLOCKS};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::nvllc::{self, Binding, Register};
 use crate::pmem::{read_block, Layout};
 use crate::types::BlockId;
+use std::collections::BTreeSet;
 
 pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let nv0 = layout.nvllc_block0();
@@ -128,8 +129,11 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
 /// `src/crash/sweep.rs`): between two crash points a few hundred NV-LLC blocks land, while
 /// [`recover`] reads every slot and writes every committed line home (thousands of blocks), so
 /// the checker keeps the per-home outcome of [`recover`] here and re-derives only the homes a
-/// landed block affects (a write to the fallback log reads its valid groups again: they are few,
-/// the log is written when a transaction overflows its LLC set). A log recovery rejects, a
+/// landed block affects. A fallback-log block re-derives what it can change
+/// ([`Tracker::land_log`]): a logged block, the home its tag names; a META of the last valid
+/// group (rewritten as the group fills) or of the next, that group's candidates (a transaction
+/// whose write set overflows the NV-LLC logs thousands of blocks, and reading every valid group
+/// at each of them made its check quadratic); the head, the whole log. A log recovery rejects, a
 /// register that does not decode or whose `applied` changes, or a `committed` that falls drops
 /// it ([`Tracker::land`] returns false), and the checker recovers whole. The
 /// checker compares it with [`recover`] on the 1st, 8th, 64th, ... use.
@@ -151,8 +155,17 @@ pub struct Tracker {
     next: Vec<u32>,
     pending: Vec<u32>,
     is_pending: Vec<bool>,
-    /// The fallback log's candidates (home, seq, position in the log, block), by home.
-    log_cands: Vec<(u64, u64, u64, u64)>,
+    /// The fallback log's candidates, by home.
+    log_cands: BTreeSet<LogCand>,
+    /// The fallback log's groups, its head's `start` and `start_seq` as last read, and the SID
+    /// of the first group past its valid ones.
+    groups: u64,
+    start: u64,
+    start_seq: u64,
+    end_sid: u64,
+    /// The candidates of the last valid group (SID `end_sid - 1`), when known: what a rewrite
+    /// of its META replaces.
+    tail: Option<Vec<LogCand>>,
     admitted: usize,
     dirty: Vec<u32>,
     is_dirty: Vec<bool>,
@@ -185,7 +198,12 @@ impl Tracker {
             next: crate::hostmem::committed(slots),
             pending: Vec::new(),
             is_pending: crate::hostmem::committed(slots),
-            log_cands: Vec::new(),
+            log_cands: BTreeSet::new(),
+            groups: (layout.log_blocks() - 1) / GROUP_BLOCKS,
+            start: 0,
+            start_seq: 0,
+            end_sid: 0,
+            tail: None,
             admitted: 0,
             dirty: Vec::new(),
             is_dirty: crate::hostmem::committed(data_blocks as usize),
@@ -205,36 +223,123 @@ impl Tracker {
     /// before and after are re-derived.
     fn scan_log(&mut self, image: &[u8]) -> bool {
         let log0 = BlockId(self.log.start);
-        let groups = (self.log.end - self.log.start - 1) / GROUP_BLOCKS;
+        let groups = self.groups;
         let head = match LogHead::decode(&image[log0.range()]) {
             Some(h) if h.format == LogFormat::Kiln && super::head_in_range(&h, log0, groups * GROUP_BLOCKS).is_ok() => {
                 h
             }
             _ => return false,
         };
+        (self.start, self.start_seq, self.end_sid) = (head.start, head.start_seq, head.start);
         let mut cands = Vec::new();
         for (sid, g0, meta) in valid_groups(image, log0.0, groups, head.start) {
-            for (slot, t) in meta.tags.iter().enumerate() {
-                let Some(t) = t else { continue };
-                let d = t.tx_id.wrapping_sub(head.start_seq as u8) as u64;
-                if d >= 128 {
-                    return false;
-                }
-                if (t.addr as u64) < self.data_blocks {
-                    let pos = (sid - head.start) * 8 + slot as u64;
-                    cands.push((t.addr as u64, head.start_seq + d, pos, g0 + slot as u64));
-                }
+            self.end_sid = sid + 1;
+            if !self.read_group(sid, g0, &meta, &mut cands) {
+                return false;
             }
         }
-        cands.sort_unstable();
-        for (home, seq, _, _) in std::mem::replace(&mut self.log_cands, cands) {
+        let last = (self.end_sid.max(self.start + 1) - 1 - self.start) * 8;
+        self.tail = (self.end_sid > self.start).then(|| cands.iter().filter(|c| c.2 >= last).copied().collect());
+        for (home, seq, _, _) in std::mem::replace(&mut self.log_cands, cands.into_iter().collect()) {
             self.admitted -= usize::from(self.wanted(seq));
             self.mark(home);
         }
-        for i in 0..self.log_cands.len() {
-            let (home, seq, _, _) = self.log_cands[i];
-            self.admitted += usize::from(self.wanted(seq));
-            self.mark(home);
+        let (applied, committed) = (self.applied, self.committed);
+        for &(home, seq, _, _) in &self.log_cands {
+            self.admitted += usize::from(applied < seq && seq <= committed);
+            mark(&mut self.is_dirty, &mut self.dirty, home);
+        }
+        true
+    }
+
+    /// Add the candidates of valid group `sid` (first block `g0`, its `meta`) to `cands`, as
+    /// [`recover`] reads them; false where it would fail on them.
+    fn read_group(&self, sid: u64, g0: u64, meta: &Meta, cands: &mut Vec<LogCand>) -> bool {
+        for (slot, t) in meta.tags.iter().enumerate() {
+            let Some(t) = t else { continue };
+            let d = t.tx_id.wrapping_sub(self.start_seq as u8) as u64;
+            if d >= 128 {
+                return false;
+            }
+            if (t.addr as u64) < self.data_blocks {
+                let pos = (sid - self.start) * 8 + slot as u64;
+                cands.push((t.addr as u64, self.start_seq + d, pos, g0 + slot as u64));
+            }
+        }
+        true
+    }
+
+    /// Block `b` of the fallback-log area was written. The head: the whole log is read again.
+    /// A data slot of a valid group: the home its tag names is marked (the plan may write it
+    /// this block's new content). A META past the group after the valid ones changes nothing
+    /// (the valid groups end before it); of the last valid group (rewritten as the group
+    /// fills) or the one after it (a new group): the log is read again from that group on;
+    /// further inside: the whole log. False where [`recover`] would fail on it.
+    fn land_log(&mut self, b: u64, image: &[u8]) -> bool {
+        let off = b - self.log.start;
+        if off == 0 {
+            return self.scan_log(image);
+        }
+        let g = (off - 1) / GROUP_BLOCKS;
+        if g >= self.groups {
+            return true; // past the last group: never read
+        }
+        // The SID the valid groups would give group `g`: the one in start..start + groups.
+        let sid = self.start + (g + self.groups - self.start % self.groups) % self.groups;
+        let slot = ((off - 1) % GROUP_BLOCKS) as usize;
+        if slot < DATA_SLOTS {
+            if sid < self.end_sid {
+                let meta = self.log.start + 1 + g * GROUP_BLOCKS + DATA_SLOTS as u64;
+                if let Some(t) = Meta::decode(&image[BlockId(meta).range()]).tags[slot] {
+                    if (t.addr as u64) < self.data_blocks {
+                        self.mark(t.addr as u64);
+                    }
+                }
+            }
+            return true;
+        }
+        if sid > self.end_sid {
+            return true;
+        }
+        if sid + 1 < self.end_sid || (sid + 1 == self.end_sid && self.tail.is_none()) {
+            return self.scan_log(image);
+        }
+        self.read_log_from(sid, image)
+    }
+
+    /// Read the fallback log's valid groups again from SID `from` (the last valid group,
+    /// whose candidates `tail` holds, or the one after it) on, as [`Tracker::scan_log`] reads
+    /// them, with the head it last read; the candidates of the groups before stay.
+    fn read_log_from(&mut self, from: u64, image: &[u8]) -> bool {
+        let rewrite = from + 1 == self.end_sid;
+        if rewrite {
+            for c in self.tail.take().expect("the caller checked") {
+                self.log_cands.remove(&c);
+                self.admitted -= usize::from(self.wanted(c.1));
+                self.mark(c.0);
+            }
+        }
+        self.end_sid = from;
+        let left = (self.start + self.groups - from) as usize;
+        let mut last = Vec::new();
+        for (sid, g0, meta) in valid_groups(image, self.log.start, self.groups, from).take(left) {
+            self.end_sid = sid + 1;
+            last.clear();
+            if !self.read_group(sid, g0, &meta, &mut last) {
+                return false;
+            }
+            for &c in &last {
+                self.log_cands.insert(c);
+                self.admitted += usize::from(self.wanted(c.1));
+                self.mark(c.0);
+            }
+        }
+        // The last valid group's candidates: unknown when the rewritten group is no longer
+        // valid; the same as before when the group after the valid ones is still not valid.
+        if self.end_sid > from {
+            self.tail = Some(last);
+        } else if rewrite {
+            self.tail = None;
         }
         true
     }
@@ -244,9 +349,7 @@ impl Tracker {
     }
 
     fn mark(&mut self, home: u64) {
-        if !std::mem::replace(&mut self.is_dirty[home as usize], true) {
-            self.dirty.push(home as u32);
-        }
+        mark(&mut self.is_dirty, &mut self.dirty, home);
     }
 
     /// Slot `s`'s tag is now `tag`.
@@ -308,7 +411,7 @@ impl Tracker {
     /// cannot follow this image (see [`Tracker`]); drop it.
     pub fn land(&mut self, b: BlockId, image: &[u8]) -> bool {
         if self.log.contains(&b.0) {
-            return self.scan_log(image);
+            return self.land_log(b.0, image);
         }
         let Some(off) = b.0.checked_sub(self.nv0) else { return true }; // the data area
         if off == 0 {
@@ -340,11 +443,11 @@ impl Tracker {
                     keep
                 });
                 self.pending = pending;
-                for i in 0..self.log_cands.len() {
-                    let (home, seq, _, _) = self.log_cands[i];
-                    if seq > before && self.wanted(seq) {
+                let (applied, committed) = (self.applied, self.committed);
+                for &(home, seq, _, _) in &self.log_cands {
+                    if seq > before && applied < seq && seq <= committed {
                         self.admitted += 1;
-                        self.mark(home);
+                        mark(&mut self.is_dirty, &mut self.dirty, home);
                     }
                 }
             }
@@ -381,8 +484,8 @@ impl Tracker {
                     best = Some((key, block));
                 }
             };
-            let from = self.log_cands.partition_point(|c| c.0 < home as u64);
-            for &(_, seq, pos, block) in self.log_cands[from..].iter().take_while(|c| c.0 == home as u64) {
+            let h = home as u64;
+            for &(_, seq, pos, block) in self.log_cands.range((h, 0, 0, 0)..(h + 1, 0, 0, 0)) {
                 if self.wanted(seq) {
                     consider((seq, 0, pos), block);
                 }
@@ -398,6 +501,16 @@ impl Tracker {
             }
             f(BlockId(home as u64), best.map(|(_, b)| BlockId(b)));
         }
+    }
+}
+
+/// A fallback-log candidate: (home, seq, position in the log, block).
+type LogCand = (u64, u64, u64, u64);
+
+/// Mark `home` as one whose outcome may have changed (see [`Tracker::take_dirty`]).
+fn mark(is_dirty: &mut [bool], dirty: &mut Vec<u32>, home: u64) {
+    if !std::mem::replace(&mut is_dirty[home as usize], true) {
+        dirty.push(home as u32);
     }
 }
 
@@ -432,7 +545,7 @@ fn sort_candidates<T: Copy>(cands: &mut Vec<(u64, u8, u64, u64, T)>, seqs: std::
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::ec::{BlkTag, Meta, DATA_SLOTS};
+    use crate::log::ec::BlkTag;
     use crate::rng::Rng;
     use crate::types::BlockData;
 
@@ -460,12 +573,12 @@ mod tests {
             let mut laid = vec![None; 64];
             let log0 = layout.log_block0().0;
             for step in 0..400 {
-                let b = match rng.below(13) {
-                    // The fallback log: a META of one of the first three groups (valid ones
-                    // from the head's start on), tags of few homes and transactions near the
-                    // register's; or a logged data block.
+                let b = match rng.below(14) {
+                    // The fallback log: a META of one of its four groups (valid ones from the
+                    // head's start on, this lap's SID or the next's), tags of few homes and
+                    // transactions near the register's; or a logged data block.
                     10 => {
-                        let g = rng.below(3);
+                        let g = rng.below(4);
                         let mut tags = [None; DATA_SLOTS];
                         for tag in tags.iter_mut() {
                             if rng.chance(0.5) {
@@ -483,11 +596,18 @@ mod tests {
                         log0 + 1 + 8 * g + DATA_SLOTS as u64
                     }
                     11 => {
-                        let at = log0 + 1 + 8 * rng.below(3) + rng.below(DATA_SLOTS as u64);
+                        let at = log0 + 1 + 8 * rng.below(4) + rng.below(DATA_SLOTS as u64);
                         let mut d = [0u8; 64];
                         d[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
                         write(&mut image, at, d);
                         at
+                    }
+                    // The head, its `start` moved (the valid groups then begin elsewhere, and
+                    // a META of the next lap's SID may be one of them).
+                    12 => {
+                        let start = rng.below(6);
+                        write(&mut image, log0, LogHead { format: LogFormat::Kiln, start, start_seq: 1 }.encode());
+                        log0
                     }
                     0..=4 => {
                         let s = rng.below(slots as u64) as usize;
