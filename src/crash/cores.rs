@@ -81,6 +81,10 @@ pub(super) struct CoreSweep<'a> {
     prefixes: u64,
     /// What the plan overwrote, to put back after the point.
     undo: Vec<(BlockId, BlockData)>,
+    /// Recovery, through HOOP's scan cache where it applies ([`super::Recoverer`]): told of
+    /// every durable write; the second recoveries (of the recovered image, and of one with a
+    /// prefix of the plan laid) run on images the cache has not heard of.
+    recoverer: super::Recoverer,
     /// The longest time a write of the run spent in service (for torn writes).
     max_service: Cycle,
     pub(super) part: Part,
@@ -98,6 +102,8 @@ impl<'a> CoreSweep<'a> {
     ) -> Self {
         let data_len = rec.layout.data_bytes as usize;
         let lines = data_len / 64;
+        let phys = GapView::new(&spec.run.cfg.startgap, &rec.layout, || sparse.copy(&rec.initial));
+        let recoverer = super::Recoverer::new(spec.run.protocol.log_format(), &rec.layout, phys.is_some());
         CoreSweep {
             spec,
             rec,
@@ -106,7 +112,7 @@ impl<'a> CoreSweep<'a> {
             closure: Closure::new(h),
             img: sparse.copy(&rec.initial),
             next_write: 0,
-            phys: GapView::new(&spec.run.cfg.startgap, &rec.layout, || sparse.copy(&rec.initial)),
+            phys,
             base: sparse.copy(&rec.initial[..data_len]),
             data_len,
             diff: Vec::new(),
@@ -124,6 +130,7 @@ impl<'a> CoreSweep<'a> {
             skipped: 0,
             prefixes: 0,
             undo: Vec::new(),
+            recoverer,
             max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { Cycle::ZERO },
             part: Part::default(),
         }
@@ -261,6 +268,7 @@ impl<'a> CoreSweep<'a> {
             Some(view) if view.holds(b) => view.land(b, data),
             _ => self.set_img(b, data),
         }
+        self.recoverer.land(&self.rec.layout, b);
     }
 
     /// A block of the durable image (physical with Start-Gap).
@@ -343,7 +351,7 @@ impl<'a> CoreSweep<'a> {
         {
             return Ok(plan);
         }
-        let plan = recovery::recover(format, &self.rec.layout, &self.img);
+        let plan = self.recoverer.recover(&self.rec.layout, &self.img, false);
         self.outside_written = plan.is_err();
         plan
     }
@@ -402,7 +410,9 @@ impl<'a> CoreSweep<'a> {
             undo.push((*b, self.img[b.range()].try_into().expect("a block")));
             self.set_img(*b, d);
         }
-        let result = recovery::recover(format, layout, &self.img)
+        let result = self
+            .recoverer
+            .recover(layout, &self.img, true)
             .map_err(|e| format!("second recovery after a crash at recovery write {cut} of {n} failed: {e}"));
         let mut verdict = result.as_ref().map(|_| ()).map_err(|e| e.clone());
         if let Ok(again) = &result {
@@ -446,7 +456,7 @@ impl<'a> CoreSweep<'a> {
             !guard_due(self.skipped, 3)
         };
         if !same_again {
-            match recovery::recover(format, layout, &self.img) {
+            match self.recoverer.recover(layout, &self.img, true) {
                 Err(e) => return Err(("idempotence", format!("a second recovery of the recovered image fails: {e}"))),
                 Ok(again) => {
                     if let Some((b, _)) = again.writes.iter().find(|(b, d)| self.img[b.range()] != d[..]) {

@@ -64,6 +64,70 @@ pub(crate) fn reuse_plan(
     Some(plan)
 }
 
+/// Recovery of a sweep's durable image, through HOOP's scan cache ([`crate::recovery::hoop::Cache`])
+/// where the format is HOOP's and no Start-Gap view rewrites the log area behind the cache's
+/// back: the cache is told of every durable write ([`Recoverer::land`]), and a recovery of an
+/// image the cache has not heard of (the recovered image, or one with a prefix of a plan laid)
+/// goes through a copy of it. On the 1st, 8th, 64th, ... cached recovery a whole recovery runs
+/// beside it and must agree. Other formats recover whole.
+pub(crate) struct Recoverer {
+    format: Option<crate::log::head::LogFormat>,
+    hoop: Option<crate::recovery::hoop::Cache>,
+    copy: crate::recovery::hoop::Cache,
+    uses: u64,
+}
+
+impl Recoverer {
+    /// For `format` over `layout`; `gap`: a Start-Gap view refreshes the log area.
+    pub(crate) fn new(
+        format: Option<crate::log::head::LogFormat>,
+        layout: &crate::pmem::Layout,
+        gap: bool,
+    ) -> Recoverer {
+        let hoop = (format == Some(crate::log::head::LogFormat::Hoop) && !gap)
+            .then(|| crate::recovery::hoop::Cache::new(layout));
+        Recoverer { format, hoop, copy: crate::recovery::hoop::Cache::default(), uses: 0 }
+    }
+
+    /// Block `b` of the durable image changed.
+    #[inline]
+    pub(crate) fn land(&mut self, layout: &crate::pmem::Layout, b: crate::types::BlockId) {
+        if let Some(cache) = &mut self.hoop {
+            cache.land(layout, b);
+        }
+    }
+
+    /// The durable image changed in ways [`Recoverer::land`] did not hear of: scan afresh.
+    pub(crate) fn forget(&mut self, layout: &crate::pmem::Layout) {
+        if let Some(cache) = &mut self.hoop {
+            *cache = crate::recovery::hoop::Cache::new(layout);
+        }
+    }
+
+    /// Recovery of `img`: the durable image (`second` false), or an image the cache has not
+    /// heard of (`second`).
+    pub(crate) fn recover(
+        &mut self,
+        layout: &crate::pmem::Layout,
+        img: &[u8],
+        second: bool,
+    ) -> Result<crate::recovery::Plan, String> {
+        let Some(cache) = &mut self.hoop else { return crate::recovery::recover(self.format, layout, img) };
+        let plan = if second {
+            self.copy.clone_from(cache);
+            crate::recovery::hoop::recover_cached(layout, img, &mut self.copy)
+        } else {
+            crate::recovery::hoop::recover_cached(layout, img, cache)
+        };
+        self.uses += 1;
+        if guard_due(self.uses, 3) {
+            let whole = crate::recovery::recover(self.format, layout, img);
+            assert!(whole == plan, "crash checker: HOOP's scan cache disagrees with a whole recovery");
+        }
+        plan
+    }
+}
+
 /// A progress bar on standard error (states checked, states per second, the message set by the
 /// caller, time left) when standard error is a terminal; `None` otherwise. Shared by
 /// `crashtest` and `journal-crashtest`.

@@ -511,14 +511,11 @@ struct Sweep<'a> {
     /// Whether this check uses a tracker at all (Kiln's log format, no Start-Gap).
     trackable: bool,
     tracker_retry: bool,
-    /// HOOP's scan cache ([`recovery::hoop::Cache`]; not with Start-Gap), told of every durable
-    /// write; a copy of it for the second recovery of the idempotence check, which runs on an
-    /// image the cache has not heard of (the plan's writes reach no slice, only homes and
-    /// heads, which the cache compares); and the recoveries made with them, whose 1st, 8th,
-    /// 64th, ... a whole recovery must match.
-    hoop: Option<recovery::hoop::Cache>,
-    hoop_copy: recovery::hoop::Cache,
-    hoop_uses: u64,
+    /// Recovery, through HOOP's scan cache where it applies ([`super::Recoverer`]): told of
+    /// every durable write; the idempotence check's second recovery runs on an image the cache
+    /// has not heard of (the plan's writes reach no slice, only homes and heads, which the
+    /// cache compares).
+    recoverer: super::Recoverer,
     tracked: u64,
     retrack: Vec<(BlockId, Option<BlockId>)>,
     /// The overlay (see [`Sweep::plan`]): D's content under each redo write laid over `img`,
@@ -574,8 +571,7 @@ impl<'a> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
         let phys = GapView::new(&spec.run.cfg.startgap, &rec.layout, || sparse.copy(&rec.initial));
         let trackable = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && phys.is_none();
-        let hoop = (spec.run.protocol.log_format() == Some(LogFormat::Hoop) && phys.is_none())
-            .then(|| recovery::hoop::Cache::new(&rec.layout));
+        let recoverer = super::Recoverer::new(spec.run.protocol.log_format(), &rec.layout, phys.is_some());
         let logical_len = rec.layout.total_bytes() as usize;
         // Arrays read at random places before they are written there: committed when other
         // workers run. Otherwise a page read first maps the kernel's shared zero page, and the
@@ -610,9 +606,7 @@ impl<'a> Sweep<'a> {
             tracker: None,
             trackable,
             tracker_retry: trackable,
-            hoop,
-            hoop_copy: recovery::hoop::Cache::default(),
-            hoop_uses: 0,
+            recoverer,
             tracked: 0,
             retrack: Vec::new(),
             overlay: Vec::new(),
@@ -737,9 +731,7 @@ impl<'a> Sweep<'a> {
         for b in changed {
             self.refresh(b);
         }
-        if let Some(cache) = &mut self.hoop {
-            *cache = recovery::hoop::Cache::new(&rec.layout);
-        }
+        self.recoverer.forget(&rec.layout);
         self.outside_written |= end > 0;
         self.next_write = end;
     }
@@ -793,9 +785,7 @@ impl<'a> Sweep<'a> {
                 _ => self.set_img(b, data),
             },
         }
-        if let Some(cache) = &mut self.hoop {
-            cache.land(&self.rec.layout, b);
-        }
+        self.recoverer.land(&self.rec.layout, b);
         if let Some(tracker) = &mut self.tracker {
             if !tracker.land(b, &self.img) {
                 self.tracker = None;
@@ -901,23 +891,10 @@ impl<'a> Sweep<'a> {
         }
     }
 
-    /// Recovery of `img` as it stands, with HOOP's scan cache (`second`: its copy, for an image
-    /// the cache has not heard of, see [`Sweep::hoop`]).
+    /// Recovery of `img` as it stands (`second`: an image the scan cache has not heard of,
+    /// see [`super::Recoverer`]).
     fn recover(&mut self, second: bool) -> Result<Plan, String> {
-        let (format, layout) = (self.spec.run.protocol.log_format(), &self.rec.layout);
-        let Some(cache) = &mut self.hoop else { return recovery::recover(format, layout, &self.img) };
-        let plan = if second {
-            self.hoop_copy.clone_from(cache);
-            recovery::hoop::recover_cached(layout, &self.img, &mut self.hoop_copy)
-        } else {
-            recovery::hoop::recover_cached(layout, &self.img, cache)
-        };
-        self.hoop_uses += 1;
-        if guard_due(self.hoop_uses, 3) {
-            let whole = recovery::recover(format, layout, &self.img);
-            assert!(whole == plan, "crash checker: HOOP's scan cache disagrees with a whole recovery");
-        }
-        plan
+        self.recoverer.recover(&self.rec.layout, &self.img, second)
     }
 
     /// Lay the redo writes of `plan` (those before its first write outside the data area) over
