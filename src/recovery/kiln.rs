@@ -130,7 +130,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
 /// [`recover`] reads every slot and writes every committed line home (thousands of blocks), so
 /// the checker keeps the per-home outcome of [`recover`] here and re-derives only the homes a
 /// landed block affects. A fallback-log block re-derives what it can change
-/// ([`Tracker::land_log`]): a logged block, the home its tag names; a META of the last valid
+/// (`Tracker::land_log`): a logged block, the home its tag names; a META of the last valid
 /// group (rewritten as the group fills) or of the next, that group's candidates (a transaction
 /// whose write set overflows the NV-LLC logs thousands of blocks, and reading every valid group
 /// at each of them made its check quadratic); the head, the whole log. A log recovery rejects, a
