@@ -26,6 +26,15 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let slots = (layout.nvllc_bytes / 64).saturating_sub(proteus::REGISTERS) / 2;
     let mut plan = Plan::default();
     let mut registers = Vec::new();
+    // Every LPQ slot's entry, decoded once (its header names its core), in slot order.
+    let mut entries: Vec<(EntryHeader, BlockData)> = Vec::new();
+    for i in 0..slots as usize {
+        let hb = BlockId(lpq0.0 + proteus::slot_header_block(i));
+        let data = read_block(image, BlockId(lpq0.0 + proteus::slot_data_block(i)));
+        if let Some(h) = EntryHeader::decode(&image[hb.range()], &data) {
+            entries.push((h, data));
+        }
+    }
     // (home, index, data) of the live entries of the core being recovered.
     let mut undo: Vec<(u64, u64, BlockData)> = Vec::new();
     for c in 0..layout.cores as usize {
@@ -47,13 +56,7 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
             .ok_or_else(|| format!("corrupt log at block {}: finished {finished} at 2^64", reg.0))?;
         let live = |h: &EntryHeader| h.core as usize == c && h.seq == s && h.home < layout.data_bytes / 64;
         undo.clear();
-        for i in 0..slots as usize {
-            let hb = BlockId(lpq0.0 + proteus::slot_header_block(i));
-            let data = read_block(image, BlockId(lpq0.0 + proteus::slot_data_block(i)));
-            if let Some(h) = EntryHeader::decode(&image[hb.range()], &data).filter(live) {
-                undo.push((h.home, h.index, data));
-            }
-        }
+        undo.extend(entries.iter().filter(|(h, _)| live(h)).map(|&(h, data)| (h.home, h.index, data)));
         for p in 0..proteus::spill_capacity(blocks) {
             let hb = BlockId(log0.0 + proteus::spill_header_block(p));
             let data = read_block(image, BlockId(log0.0 + proteus::spill_data_block(p)));
