@@ -18,15 +18,21 @@
 //!   64th, ... reuse a whole recovery runs anyway and must agree;
 //! - the second recovery is skipped when the plan writes only data blocks under such a
 //!   format: it reads the same log area, so it makes the same plan, and laying it again changes
-//!   nothing (it still runs on the 1st, 8th, 64th, ... such point).
+//!   nothing (it still runs on the 1st, 8th, 64th, ... such point);
+//! - under Kiln and LOC-Kiln, whose every point's durable writes reach the NV-LLC and whose
+//!   plan writes every committed line home, the plan is kept up to date block by block
+//!   ([`recovery::kiln::Tracker`]) and its redo writes stay laid over the data area from point
+//!   to point ([`Overlay`]); only the homes whose outcome changed are laid again
+//!   ([`CoreSweep::judge_tracked`]).
 //!
-//! The plan is applied to the running image and undone after the point. Torn writes
+//! Otherwise the plan is applied to the running image and undone after the point. Torn writes
 //! (`--atomicity` below 64) are the one-core sweep's states ([`super::torn`]): each is landed in
 //! the running image, checked like the clean state, and landed back.
 
 use super::concurrent::{Closure, History};
 use super::gapview::GapView;
 use super::guard_due;
+use super::overlay::{Overlaid, Overlay};
 use super::sweep::{CrashSpec, Part};
 use super::torn;
 use crate::hostmem::Sparse;
@@ -81,6 +87,19 @@ pub(super) struct CoreSweep<'a> {
     prefixes: u64,
     /// What the plan overwrote, to put back after the point.
     undo: Vec<(BlockId, BlockData)>,
+    /// Kiln's recovery kept up to date block by block ([`recovery::kiln::Tracker`]), where the
+    /// format is Kiln's and no Start-Gap view rewrites the log area (`trackable`): while it
+    /// follows the image, the plan's redo writes stay laid over `img`'s data area (`overlay`)
+    /// from point to point, and a point lays only the homes whose outcome changed
+    /// ([`CoreSweep::track`]). Whether building one may succeed now (not after a failed try
+    /// until a block outside the data area lands); its uses (the 1st, 8th, 64th, ... compared with a whole
+    /// recovery); the homes it re-derives.
+    tracker: Option<recovery::kiln::Tracker>,
+    trackable: bool,
+    tracker_retry: bool,
+    tracked: u64,
+    retrack: Vec<(BlockId, Option<BlockId>)>,
+    overlay: Overlay,
     /// Recovery, through HOOP's scan cache where it applies ([`super::Recoverer`]): told of
     /// every durable write; the second recoveries (of the recovered image, and of one with a
     /// prefix of the plan laid) run on images the cache has not heard of.
@@ -104,6 +123,10 @@ impl<'a> CoreSweep<'a> {
         let lines = data_len / 64;
         let phys = GapView::new(&spec.run.cfg.startgap, &rec.layout, || sparse.copy(&rec.initial));
         let recoverer = super::Recoverer::new(spec.run.protocol.log_format(), &rec.layout, phys.is_some());
+        let trackable = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && phys.is_none();
+        let mut over_at = vec![(0, 0); if trackable { lines } else { 0 }];
+        // Read at random before written there: committed now (see `Sweep::new`).
+        crate::hostmem::commit_zeroed(&mut over_at, (0, 0));
         CoreSweep {
             spec,
             rec,
@@ -130,6 +153,12 @@ impl<'a> CoreSweep<'a> {
             skipped: 0,
             prefixes: 0,
             undo: Vec::new(),
+            tracker: None,
+            trackable,
+            tracker_retry: trackable,
+            tracked: 0,
+            retrack: Vec::new(),
+            overlay: Overlay::new(over_at),
             recoverer,
             max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { Cycle::ZERO },
             part: Part::default(),
@@ -261,21 +290,39 @@ impl<'a> CoreSweep<'a> {
         self.part.at_points += start.elapsed();
     }
 
-    /// A block write becomes durable: in the physical image with Start-Gap, else in `img`.
+    /// A block write becomes durable: in the physical image with Start-Gap; for a block under
+    /// the overlay, in the overlay's record of the durable content; else in `img`.
     fn land(&mut self, b: BlockId, data: &BlockData) {
         self.outside_written |= !self.rec.layout.is_data(b);
         match &mut self.phys {
             Some(view) if view.holds(b) => view.land(b, data),
-            _ => self.set_img(b, data),
+            _ => match self.overlay.durable_mut(b) {
+                Some(d) => *d = *data,
+                None => self.set_img(b, data),
+            },
         }
         self.recoverer.land(&self.rec.layout, b);
+        if let Some(tracker) = &mut self.tracker {
+            if !tracker.land(b, &self.img) {
+                self.tracker = None;
+                self.tracker_retry = true;
+                self.overlay_off();
+            }
+        } else if self.trackable {
+            // A tracker may follow the image again once its log or NV-LLC state has changed
+            // (a build fails only where recovery would).
+            self.tracker_retry |= !self.rec.layout.is_data(b);
+        }
     }
 
-    /// A block of the durable image (physical with Start-Gap).
+    /// A block of the durable image (physical with Start-Gap; under the overlay, its record).
     fn durable_block(&self, b: BlockId) -> BlockData {
         match &self.phys {
             Some(view) if view.holds(b) => view.block(b),
-            _ => self.img[b.range()].try_into().expect("a block"),
+            _ => match self.overlay.durable(b) {
+                Some(d) => *d,
+                None => self.img[b.range()].try_into().expect("a block"),
+            },
         }
     }
 
@@ -362,6 +409,11 @@ impl<'a> CoreSweep<'a> {
         if let Some(view) = &mut self.phys {
             view.refresh(&self.rec.layout, &mut self.img).map_err(|e| ("recovery-error", e))?;
         }
+        if self.trackable {
+            if let Some(verdict) = self.judge_tracked(t, format) {
+                return verdict;
+            }
+        }
         let plan = self.plan(format).map_err(|e| ("recovery-error", e))?;
         let mut undo = std::mem::take(&mut self.undo);
         undo.clear();
@@ -401,6 +453,16 @@ impl<'a> CoreSweep<'a> {
         if decided {
             return Ok(());
         }
+        self.recover_after(cut, plan)
+    }
+
+    /// `img` (the durable image D) with the first `cut` writes of `plan` laid, recovered
+    /// again, must end where the whole plan did: each block the plan writes holds its last
+    /// write there, every other block the second recovery writes D's content. `img` is D again
+    /// on return.
+    fn recover_after(&mut self, cut: usize, plan: &Plan) -> Result<(), String> {
+        let layout = &self.rec.layout;
+        let n = plan.writes.len();
         // What the whole recovery leaves in each block it writes (its last write there).
         let mut want: Vec<(BlockId, BlockData)> = plan.writes.iter().rev().copied().collect();
         want.sort_by_key(|(b, _)| b.0);
@@ -465,6 +527,12 @@ impl<'a> CoreSweep<'a> {
                 }
             }
         }
+        self.check_data(t)
+    }
+
+    /// The checks on the recovered data area (`img[..data_len]`): the image of a valid set,
+    /// well formed.
+    fn check_data(&mut self, t: Cycle) -> Result<(), (&'static str, String)> {
         self.settle();
         self.closure
             .settle(self.h, t, &self.img[..self.data_len], &self.sorted)
@@ -474,5 +542,107 @@ impl<'a> CoreSweep<'a> {
             (v.0)(&self.img[..self.data_len]).map_err(|e| ("structure", e))?;
         }
         Ok(())
+    }
+
+    /// Judge the durable image through the Kiln tracker: `None` where no tracker follows it
+    /// (the caller recovers whole). On a point where one is built, the whole plan is laid as
+    /// the overlay; after, the homes whose outcome changed since the last point. The data area
+    /// of `img` is then the recovered one, and is checked as it stands. The crash during
+    /// recovery is drawn as the one-core sweep draws it (a random cut of the plan's writes):
+    /// a cut inside the redo writes leaves the log and the NV-LLC state as they were, so
+    /// recovering again makes the same plan and ends where the first did (it still runs on the
+    /// 1st, 8th, 64th, ... such cut); a cut past them, the whole plan included (the second
+    /// recovery of the recovered image), is recovered again from the durable image.
+    fn judge_tracked(&mut self, t: Cycle, format: Option<LogFormat>) -> Option<Result<(), (&'static str, String)>> {
+        let mut plan = None;
+        if self.tracker.is_none() {
+            if !std::mem::take(&mut self.tracker_retry) {
+                return None;
+            }
+            self.tracker = recovery::kiln::Tracker::new(&self.rec.layout, &self.img);
+            self.tracker.as_ref()?;
+            let Ok(whole) = self.recoverer.recover(&self.rec.layout, &self.img, false) else {
+                self.tracker = None;
+                return None;
+            };
+            self.overlay_on(&whole);
+            // The plans of the untracked path are not followed from here on.
+            self.last_plan = None;
+            plan = Some(whole);
+        }
+        let redo = self.track();
+        let n = self.tracker.as_ref().expect("tracking").plan_writes();
+        if let Err(e) = self.check_data(t) {
+            return Some(Err(e));
+        }
+        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t.0).below(n as u64 + 1) as usize;
+        let decided = cut <= redo && {
+            self.prefixes += 1;
+            !guard_due(self.prefixes, 3)
+        };
+        if decided {
+            return Some(Ok(()));
+        }
+        let plan = plan.unwrap_or_else(|| {
+            recovery::recover(format, &self.rec.layout, &self.img)
+                .expect("crash checker: the Kiln tracker follows an image recovery rejects")
+        });
+        self.overlay_off();
+        let verdict = self.recover_after(cut, &plan).map_err(|e| ("idempotence", e));
+        self.overlay_on(&plan);
+        Some(verdict)
+    }
+
+    /// Lay the homes whose outcome changed since the last point over the data area (or take
+    /// them away), and return the plan's redo count. On the 1st, 8th, 64th, ... use a whole
+    /// recovery must make as many redo writes, its last write to each block being what the
+    /// overlay holds there, and lay nothing else.
+    fn track(&mut self) -> usize {
+        let tracker = self.tracker.as_mut().expect("tracking");
+        let mut retrack = std::mem::take(&mut self.retrack);
+        tracker.take_dirty(|home, from| retrack.push((home, from)));
+        let redo = tracker.redo_writes();
+        for &(home, from) in &retrack {
+            let data = from.map(|f| <BlockData>::try_from(&self.img[f.range()]).expect("a block"));
+            self.overlay_set(home, data);
+        }
+        retrack.clear();
+        self.retrack = retrack;
+        self.tracked += 1;
+        if guard_due(self.tracked, 3) {
+            let layout = &self.rec.layout;
+            let whole = recovery::recover(self.spec.run.protocol.log_format(), layout, &self.img)
+                .expect("crash checker: the Kiln tracker follows an image recovery rejects");
+            let n = whole.writes.iter().position(|(b, _)| !layout.is_data(*b)).unwrap_or(whole.writes.len());
+            assert_eq!(n, redo, "crash checker: the Kiln tracker's count of redo writes");
+            let mut last: Vec<(BlockId, BlockData)> = whole.writes[..n].iter().rev().copied().collect();
+            last.sort_by_key(|(b, _)| b.0);
+            last.dedup_by_key(|(b, _)| b.0);
+            for (b, d) in &last {
+                let laid = self.overlay.covers(*b);
+                assert!(laid && self.img[b.range()] == d[..], "crash checker: the Kiln tracker's block {}", b.0);
+            }
+            assert_eq!(
+                last.len(),
+                self.overlay.len(),
+                "crash checker: the Kiln tracker lays blocks recovery does not write"
+            );
+        }
+        redo
+    }
+}
+
+impl Overlaid for CoreSweep<'_> {
+    fn overlay_mut(&mut self) -> &mut Overlay {
+        &mut self.overlay
+    }
+    fn img_block(&self, b: BlockId) -> BlockData {
+        self.img[b.range()].try_into().expect("a block")
+    }
+    fn set_img(&mut self, b: BlockId, data: &BlockData) {
+        CoreSweep::set_img(self, b, data)
+    }
+    fn layout(&self) -> &crate::pmem::Layout {
+        &self.rec.layout
     }
 }

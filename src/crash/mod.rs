@@ -27,6 +27,7 @@
 pub mod concurrent;
 mod cores;
 mod gapview;
+mod overlay;
 mod sweep;
 pub mod torn;
 

@@ -1,6 +1,7 @@
 //! The sweep over crash points; see the module documentation of [`crate::crash`].
 
 use super::gapview::GapView;
+use super::overlay::{Overlaid, Overlay};
 use super::{guard_due, torn};
 use crate::hostmem::Sparse;
 use crate::log::head::LogFormat;
@@ -518,12 +519,8 @@ struct Sweep<'a> {
     recoverer: super::Recoverer,
     tracked: u64,
     retrack: Vec<(BlockId, Option<BlockId>)>,
-    /// The overlay (see [`Sweep::plan`]): D's content under each redo write laid over `img`,
-    /// in order, and per data block the overlay's first entry for it (valid when stamped
-    /// `over_gen`).
-    overlay: Vec<(BlockId, BlockData)>,
-    over_at: Vec<(u32, u32)>,
-    over_gen: u32,
+    /// The overlay (see [`Sweep::plan`]): D's content under each redo write laid over `img`.
+    overlay: Overlay,
     reuses: u64,
     redo_prefixes: u64,
     /// The structural verdict on S_k, per k, once computed. When the prefix rule holds the
@@ -609,9 +606,7 @@ impl<'a> Sweep<'a> {
             recoverer,
             tracked: 0,
             retrack: Vec::new(),
-            overlay: Vec::new(),
-            over_at: commit(vec![(0, 0); data_len / 64], (0, 0), shared),
-            over_gen: 1,
+            overlay: Overlay::new(commit(vec![(0, 0); data_len / 64], (0, 0), shared)),
             reuses: 0,
             redo_prefixes: 0,
             verdicts: vec![None; rec.oracle.txs() + 1],
@@ -766,9 +761,9 @@ impl<'a> Sweep<'a> {
     fn durable_block(&self, b: BlockId) -> BlockData {
         match &self.phys {
             Some(view) if view.holds(b) => view.block(b),
-            _ => match self.over_at.get(b.0 as usize) {
-                Some(&(g, i)) if g == self.over_gen => self.overlay[i as usize].1,
-                _ => self.img[b.range()].try_into().unwrap(),
+            _ => match self.overlay.durable(b) {
+                Some(d) => *d,
+                None => self.img[b.range()].try_into().unwrap(),
             },
         }
     }
@@ -780,9 +775,9 @@ impl<'a> Sweep<'a> {
         self.outside_written |= !self.rec.layout.is_data(b);
         match &mut self.phys {
             Some(view) if view.holds(b) => view.land(b, data),
-            _ => match self.over_at.get(b.0 as usize) {
-                Some(&(g, i)) if g == self.over_gen => self.overlay[i as usize].1 = *data,
-                _ => self.set_img(b, data),
+            _ => match self.overlay.durable_mut(b) {
+                Some(d) => *d = *data,
+                None => self.set_img(b, data),
             },
         }
         self.recoverer.land(&self.rec.layout, b);
@@ -897,23 +892,6 @@ impl<'a> Sweep<'a> {
         self.recoverer.recover(&self.rec.layout, &self.img, second)
     }
 
-    /// Lay the redo writes of `plan` (those before its first write outside the data area) over
-    /// the data area of `img`, recording D's content under them.
-    fn overlay_on(&mut self, plan: &Plan) {
-        debug_assert!(self.overlay.is_empty());
-        for (b, d) in &plan.writes {
-            if !self.rec.layout.is_data(*b) {
-                break;
-            }
-            let i = b.0 as usize;
-            if self.over_at[i].0 != self.over_gen {
-                self.over_at[i] = (self.over_gen, self.overlay.len() as u32);
-                self.overlay.push((*b, self.img[b.range()].try_into().unwrap()));
-            }
-            self.set_img(*b, d);
-        }
-    }
-
     /// The Kiln tracker in use for this point: lay the homes whose outcome changed since the
     /// last point over the data area (or take them away), and return the plan's redo count.
     fn track(&mut self) -> Option<usize> {
@@ -949,29 +927,6 @@ impl<'a> Sweep<'a> {
         out
     }
 
-    /// Lay `data` over block `b` of the data area (`None`: take the overlay away from `b`).
-    fn overlay_set(&mut self, b: BlockId, data: Option<BlockData>) {
-        let i = b.0 as usize;
-        let under = (self.over_at[i].0 == self.over_gen).then_some(self.over_at[i].1 as usize);
-        match (under, data) {
-            (Some(_), Some(d)) => self.set_img(b, &d),
-            (None, Some(d)) => {
-                self.over_at[i] = (self.over_gen, self.overlay.len() as u32);
-                self.overlay.push((b, self.img[b.range()].try_into().unwrap()));
-                self.set_img(b, &d);
-            }
-            (Some(at), None) => {
-                let (_, d) = self.overlay.swap_remove(at);
-                self.over_at[i] = (0, 0);
-                if let Some(&(moved, _)) = self.overlay.get(at) {
-                    self.over_at[moved.0 as usize].1 = at as u32;
-                }
-                self.set_img(b, &d);
-            }
-            (None, None) => {}
-        }
-    }
-
     /// The guard of the Kiln tracker: a whole recovery of the durable image makes as many redo
     /// writes, and its last write to each block is what the overlay holds there.
     fn check_tracker(&mut self, redo: usize) {
@@ -992,23 +947,11 @@ impl<'a> Sweep<'a> {
         for (j, (b, d)) in full.writes[..n].iter().enumerate() {
             if self.plan_last[b.0 as usize].1 == j as u32 {
                 distinct += 1;
-                let laid = self.over_at[b.0 as usize].0 == self.over_gen;
+                let laid = self.overlay.covers(*b);
                 assert!(laid && same_block(&self.img[b.range()], d), "crash checker: the Kiln tracker's block {}", b.0);
             }
         }
         assert_eq!(distinct, self.overlay.len(), "crash checker: the Kiln tracker lays blocks recovery does not write");
-    }
-
-    /// Take the overlay away: `img` is the durable image again.
-    fn overlay_off(&mut self) {
-        while let Some((b, d)) = self.overlay.pop() {
-            self.set_img(b, &d);
-        }
-        self.over_gen = self.over_gen.wrapping_add(1);
-        if self.over_gen == 0 {
-            self.over_at.fill((0, 0));
-            self.over_gen = 1;
-        }
     }
 
     /// Write a block of `img`, keeping the running difference.
@@ -1048,13 +991,11 @@ impl<'a> Sweep<'a> {
         if let Some(x) = self.img.get(b * 64) {
             crate::hostmem::prefetch(x);
         }
-        if let (Some(d), Some(o), Some(m), Some(v)) =
-            (self.differs.get(b), self.oracle.get(b * 64), self.vmark.get(b), self.over_at.get(b))
-        {
+        if let (Some(d), Some(o), Some(m)) = (self.differs.get(b), self.oracle.get(b * 64), self.vmark.get(b)) {
             crate::hostmem::prefetch(d);
             crate::hostmem::prefetch(o);
             crate::hostmem::prefetch(m);
-            crate::hostmem::prefetch(v);
+            self.overlay.prefetch(b);
         }
     }
 
@@ -1331,6 +1272,21 @@ impl<'a> Sweep<'a> {
         }
         undo.rollback(&mut self.img);
         best
+    }
+}
+
+impl Overlaid for Sweep<'_> {
+    fn overlay_mut(&mut self) -> &mut Overlay {
+        &mut self.overlay
+    }
+    fn img_block(&self, b: BlockId) -> BlockData {
+        self.img[b.range()].try_into().unwrap()
+    }
+    fn set_img(&mut self, b: BlockId, data: &BlockData) {
+        Sweep::set_img(self, b, data)
+    }
+    fn layout(&self) -> &crate::pmem::Layout {
+        &self.rec.layout
     }
 }
 
