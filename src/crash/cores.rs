@@ -610,34 +610,21 @@ impl<'a> CoreSweep<'a> {
         self.retrack = retrack;
         self.tracked += 1;
         if guard_due(self.tracked, 3) {
-            let layout = &self.rec.layout;
-            let whole = recovery::recover(self.spec.run.protocol.log_format(), layout, &self.img)
-                .expect("crash checker: the Kiln tracker follows an image recovery rejects");
-            let n = whole.writes.iter().position(|(b, _)| !layout.is_data(*b)).unwrap_or(whole.writes.len());
-            assert_eq!(n, redo, "crash checker: the Kiln tracker's count of redo writes");
-            let mut last: Vec<(BlockId, BlockData)> = whole.writes[..n].iter().rev().copied().collect();
-            last.sort_by_key(|(b, _)| b.0);
-            last.dedup_by_key(|(b, _)| b.0);
-            for (b, d) in &last {
-                let laid = self.overlay.covers(*b);
-                assert!(laid && self.img[b.range()] == d[..], "crash checker: the Kiln tracker's block {}", b.0);
-            }
-            assert_eq!(
-                last.len(),
-                self.overlay.len(),
-                "crash checker: the Kiln tracker lays blocks recovery does not write"
-            );
+            self.check_tracker(redo);
         }
         redo
     }
 }
 
 impl Overlaid for CoreSweep<'_> {
+    fn overlay(&self) -> &Overlay {
+        &self.overlay
+    }
     fn overlay_mut(&mut self) -> &mut Overlay {
         &mut self.overlay
     }
-    fn img_block(&self, b: BlockId) -> BlockData {
-        self.img[b.range()].try_into().expect("a block")
+    fn img(&self) -> &[u8] {
+        &self.img
     }
     fn set_img(&mut self, b: BlockId, data: &BlockData) {
         CoreSweep::set_img(self, b, data)

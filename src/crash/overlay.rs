@@ -5,6 +5,7 @@
 //! changed in the plan since the last one, not the plan's length ([`super::sweep`]'s
 //! `Sweep::plan`, [`super::cores`]' `CoreSweep::track`).
 
+use crate::log::head::LogFormat;
 use crate::pmem::Layout;
 use crate::recovery::Plan;
 use crate::types::{BlockData, BlockId};
@@ -114,12 +115,39 @@ impl Overlay {
 /// sweep writes its image through its own bookkeeping (`set_img`: the running difference, the
 /// follower's marks).
 pub(super) trait Overlaid {
+    fn overlay(&self) -> &Overlay;
     fn overlay_mut(&mut self) -> &mut Overlay;
-    /// Block `b` of the image as it stands.
-    fn img_block(&self, b: BlockId) -> BlockData;
+    /// The image as it stands (logical, the overlay laid).
+    fn img(&self) -> &[u8];
     /// Write block `b` of the image.
     fn set_img(&mut self, b: BlockId, data: &BlockData);
     fn layout(&self) -> &Layout;
+
+    /// Block `b` of the image as it stands.
+    fn img_block(&self, b: BlockId) -> BlockData {
+        self.img()[b.range()].try_into().expect("a block")
+    }
+
+    /// The guard of the Kiln tracker ([`crate::recovery::kiln::Tracker`]), which keeps the
+    /// overlay up to date: a whole recovery of the image (Kiln's reads no data block, so the
+    /// overlay does not change it) makes `redo` redo writes, its last write to each block is
+    /// what the overlay lays there, and the overlay lays nothing else.
+    fn check_tracker(&self, redo: usize) {
+        let layout = self.layout();
+        let whole = crate::recovery::recover(Some(LogFormat::Kiln), layout, self.img())
+            .expect("crash checker: the Kiln tracker follows an image recovery rejects");
+        let n = whole.writes.iter().position(|(b, _)| !layout.is_data(*b)).unwrap_or(whole.writes.len());
+        assert_eq!(n, redo, "crash checker: the Kiln tracker's count of redo writes");
+        let mut last: Vec<(BlockId, BlockData)> = whole.writes[..n].iter().rev().copied().collect();
+        last.sort_by_key(|(b, _)| b.0);
+        last.dedup_by_key(|(b, _)| b.0);
+        for (b, d) in &last {
+            let laid = self.overlay().covers(*b);
+            assert!(laid && self.img()[b.range()] == d[..], "crash checker: the Kiln tracker's block {}", b.0);
+        }
+        let laid = self.overlay().len();
+        assert_eq!(last.len(), laid, "crash checker: the Kiln tracker lays blocks recovery does not write");
+    }
 
     /// Lay the redo writes of `plan` (those before its first write outside the data area) over
     /// the data area of the image, recording the durable content under them.

@@ -927,33 +927,6 @@ impl<'a> Sweep<'a> {
         out
     }
 
-    /// The guard of the Kiln tracker: a whole recovery of the durable image makes as many redo
-    /// writes, and its last write to each block is what the overlay holds there.
-    fn check_tracker(&mut self, redo: usize) {
-        let layout = &self.rec.layout;
-        let full = recovery::recover(self.spec.run.protocol.log_format(), layout, &self.img)
-            .expect("crash checker: the Kiln tracker follows an image recovery rejects");
-        let n = full.writes.iter().position(|(b, _)| !layout.is_data(*b)).unwrap_or(full.writes.len());
-        assert_eq!(n, redo, "crash checker: the Kiln tracker's count of redo writes");
-        self.plan_gen = self.plan_gen.wrapping_add(1);
-        if self.plan_gen == 0 {
-            self.plan_last.fill((0, 0));
-            self.plan_gen = 1;
-        }
-        for (j, (b, _)) in full.writes[..n].iter().enumerate() {
-            self.plan_last[b.0 as usize] = (self.plan_gen, j as u32);
-        }
-        let mut distinct = 0;
-        for (j, (b, d)) in full.writes[..n].iter().enumerate() {
-            if self.plan_last[b.0 as usize].1 == j as u32 {
-                distinct += 1;
-                let laid = self.overlay.covers(*b);
-                assert!(laid && same_block(&self.img[b.range()], d), "crash checker: the Kiln tracker's block {}", b.0);
-            }
-        }
-        assert_eq!(distinct, self.overlay.len(), "crash checker: the Kiln tracker lays blocks recovery does not write");
-    }
-
     /// Write a block of `img`, keeping the running difference.
     #[inline]
     fn set_img(&mut self, b: BlockId, data: &BlockData) {
@@ -1276,11 +1249,14 @@ impl<'a> Sweep<'a> {
 }
 
 impl Overlaid for Sweep<'_> {
+    fn overlay(&self) -> &Overlay {
+        &self.overlay
+    }
     fn overlay_mut(&mut self) -> &mut Overlay {
         &mut self.overlay
     }
-    fn img_block(&self, b: BlockId) -> BlockData {
-        self.img[b.range()].try_into().unwrap()
+    fn img(&self) -> &[u8] {
+        &self.img
     }
     fn set_img(&mut self, b: BlockId, data: &BlockData) {
         Sweep::set_img(self, b, data)
