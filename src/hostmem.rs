@@ -144,19 +144,26 @@ pub fn prefetch<T>(x: &T) {
     let _ = x;
 }
 
-/// Whether the host CPU is Intel's (CPUID vendor "GenuineIntel"): for host hints fitted per
-/// vendor (no effect on results).
-pub fn host_is_intel() -> bool {
+/// The host CPU's family when it is AMD's (CPUID vendor "AuthenticAMD"; 0x19 for Zen 3 and
+/// Zen 4, 0x1A for Zen 5), `None` on any other host: for host hints fitted per CPU (no effect on
+/// results).
+pub fn host_amd_family() -> Option<u32> {
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: CPUID leaf 0 exists on every x86-64 CPU.
+        // SAFETY: CPUID leaves 0 and 1 exist on every x86-64 CPU.
         #[allow(unused_unsafe)]
-        let id = unsafe { std::arch::x86_64::__cpuid(0) };
-        // The vendor string is EBX, EDX, ECX: "Genu", "ineI", "ntel" in little-endian bytes.
-        (id.ebx, id.edx, id.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e)
+        let (id, sig) = unsafe { (std::arch::x86_64::__cpuid(0), std::arch::x86_64::__cpuid(1)) };
+        // The vendor string is EBX, EDX, ECX: "Auth", "enti", "cAMD" in little-endian bytes.
+        if (id.ebx, id.edx, id.ecx) != (0x6874_7541, 0x6974_6e65, 0x444d_4163) {
+            return None;
+        }
+        // Leaf 1's EAX: base family in bits 8-11, extended family (added when the base is 0xF)
+        // in bits 20-27.
+        let base = (sig.eax >> 8) & 0xF;
+        Some(if base == 0xF { base + ((sig.eax >> 20) & 0xFF) } else { base })
     }
     #[cfg(not(target_arch = "x86_64"))]
-    false
+    None
 }
 
 /// Host cache hint: start loading every line of `bytes` (no effect on results).
@@ -467,13 +474,20 @@ mod tests {
         assert_eq!(Sparse::of(&[0, 1, 0]).try_copy(&[0, 1, 0]).unwrap(), vec![0, 1, 0]);
     }
 
-    /// The vendor read from CPUID is the one the kernel reports.
+    /// The vendor and family read from CPUID are the ones the kernel reports.
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     #[test]
-    fn host_vendor_matches_the_kernels() {
+    fn host_family_matches_the_kernels() {
         let info = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
-        let vendor = info.lines().find_map(|l| l.strip_prefix("vendor_id")).expect("a vendor_id line");
-        assert_eq!(super::host_is_intel(), vendor.trim_start_matches([' ', '\t', ':']).trim() == "GenuineIntel");
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name).filter(|rest| rest.trim_start().starts_with(':')))
+                .map(|rest| rest.trim_start_matches([' ', '\t', ':']).trim().to_string())
+                .unwrap_or_else(|| panic!("a {name} line"))
+        };
+        let family: u32 = field("cpu family").parse().expect("a decimal cpu family");
+        let amd = field("vendor_id") == "AuthenticAMD";
+        assert_eq!(super::host_amd_family(), amd.then_some(family));
     }
 
     #[test]

@@ -201,16 +201,16 @@ const PREFETCH_RANDOM: usize = 2;
 /// random, loses 15 % with 1).
 const PREFETCH_IN_ORDER: usize = 1;
 /// Planes requested for each update of the batch, `BATCH_AHEAD` updates before it is applied,
-/// a fit to the hosts measured (docs/performance.md, PCM mode): 2 on Intel hosts, whose single
-/// core is bound by host memory bandwidth there (an Emerald Rapids Xeon: SPS with the device
-/// 9 - 11 % faster than with 3 on every block path, B+tree the same; a third plane is read by
-/// about one write in ten), 3 elsewhere (a Zen 5 EPYC: SPS 5 - 8 % faster than with 2, 4 no
-/// better).
+/// a fit to the hosts measured (docs/performance.md, PCM mode): 3 on a Zen 5 EPYC (SPS with the
+/// device 5 - 8 % faster than with 2, 4 no better), 2 elsewhere: an Emerald Rapids Xeon (SPS 9 -
+/// 11 % faster than with 3 on every block path, B+tree the same; a third plane is read by about
+/// one write in ten) and a Zen 3 EPYC (SPS baseline 44 - 48 % of plain against 40 - 43 % with 3,
+/// h-wal 43 - 46 % against 39 - 41 %, B+tree the same), where `perf` put most of the batch's
+/// time on the third plane's prefetch instruction.
 fn batch_planes() -> usize {
-    if crate::hostmem::host_is_intel() {
-        2
-    } else {
-        3
+    match crate::hostmem::host_amd_family() {
+        Some(family) if family >= 0x1A => 3,
+        _ => 2,
     }
 }
 
