@@ -181,8 +181,8 @@ fn a_torn_head_loses_committed_transactions_unless_it_has_two_slots() {
 
 /// HOOP's scan cache (`recovery::hoop::Cache`, used by the crash checker): after every one of
 /// a seeded mix of slice writes (committed, open, torn or out-of-step transactions, overwrites
-/// of scanned slices, wraps) and head moves in two regions, recovery resuming from the cache
-/// makes the plan a whole recovery makes.
+/// of scanned slices, wraps), head moves in two regions and changes of home blocks, recovery
+/// resuming from the cache (its scans and its replay) makes the plan a whole recovery makes.
 #[test]
 fn recovery_from_the_scan_cache_equals_a_whole_recovery_after_every_write() {
     use locsim::recovery::hoop::{recover_cached, Cache};
@@ -212,6 +212,13 @@ fn recovery_from_the_scan_cache_equals_a_whole_recovery_after_every_write() {
                 let at = BlockId(log0.0 + 1 + rng.below(2 * cap));
                 img[at.range()][rng.below(64) as usize] ^= 1 + rng.below(255) as u8;
                 vec![at]
+            }
+            // A home block changes (garbage collection writing home, or a torn home write):
+            // recovery reads the home blocks it replays into.
+            4 | 5 => {
+                let b = BlockId(rng.below(16));
+                img[b.range()][rng.below(64) as usize] ^= 1 + rng.below(255) as u8;
+                vec![b]
             }
             // Start the region's log over from an earlier position.
             3 if pos > 0 => {

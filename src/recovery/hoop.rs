@@ -122,6 +122,36 @@ pub struct Cache {
     blocks: Vec<u64>,
     at: Vec<u64>,
     generation: u32,
+    /// The last recovery's replay, which the next one extends ([`Replay`]); `None` after a
+    /// failed recovery, a copy, or a change that undoes what was replayed.
+    replay: Option<Replay>,
+    /// Per entry of `homes`: the words (bit i: word i) the replay wrote into it.
+    masks: Vec<u8>,
+    /// Home blocks of `homes` that changed in the image since the last recovery.
+    stale: Vec<u64>,
+    /// Scratch: the home blocks first written by this recovery's replay.
+    fresh: Vec<u64>,
+}
+
+/// What the last recovery replayed: `homes` holds its home blocks (stamped with `generation`)
+/// and `blocks` their numbers in increasing order. The next recovery resumes it when the
+/// same head blocks were scanned, no replayed transaction was dropped from a scan, `home_below`
+/// did not move, and every transaction scanned since comes later in global order than all
+/// those replayed: then replaying only those transactions' words, over the replayed home blocks
+/// (those the image changed taken afresh, the replayed words kept), gives the same plan as
+/// replaying all of them over blocks read from the image. A crash sweep's consecutive images
+/// differ in a few slices, so a recovery replays a few transactions instead of every live one
+/// (docs/crash-checker.md, "Cost").
+#[derive(Debug)]
+struct Replay {
+    skip_below: u64,
+    /// Per region: the head block scanned from, and the number of its transactions replayed
+    /// or skipped (below `skip_below`).
+    hb: Vec<BlockData>,
+    counts: Vec<usize>,
+    /// The largest global order replayed (0: none).
+    top: u64,
+    redone: u64,
 }
 
 impl Clone for Cache {
@@ -129,9 +159,11 @@ impl Clone for Cache {
         Cache { regions: self.regions.clone(), ..Cache::default() }
     }
 
-    /// The scans only, into the vectors `self` has.
+    /// The scans only, into the vectors `self` has (a copy does not resume a replay: it hears
+    /// of no image change).
     fn clone_from(&mut self, o: &Cache) {
         self.regions.clone_from(&o.regions);
+        self.replay = None;
     }
 }
 
@@ -141,8 +173,15 @@ impl Cache {
     }
 
     /// Block `b` of the image is about to change: forget the transactions scanned from it on
-    /// in its region.
+    /// in its region (and the replay, if one of them was replayed); a home block the replay
+    /// wrote is taken afresh from the image by the next recovery.
     pub fn land(&mut self, layout: &Layout, b: BlockId) {
+        if self.replay.is_some() && b.0 < self.at.len() as u64 {
+            if self.at[b.0 as usize] >> 32 == self.generation as u64 {
+                self.stale.push(b.0);
+            }
+            return;
+        }
         for (c, r) in self.regions.iter_mut().enumerate() {
             let (log0, blocks) = layout.log_region(c);
             if b.0 <= log0.0 || b.0 >= log0.0 + blocks {
@@ -157,6 +196,9 @@ impl Cache {
             let pos = s.start + (slot + cap - s.start % cap) % cap;
             if pos < s.end() {
                 s.truncate(pos);
+                if self.replay.as_ref().is_some_and(|r| s.txs.len() < r.counts[c]) {
+                    self.replay = None;
+                }
             }
             return;
         }
@@ -167,6 +209,8 @@ impl Cache {
 /// scans. `cache` must have heard of every durable write to a slice since it was last used
 /// ([`Cache::land`]); the result is then [`recover`]'s.
 pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Result<Plan, String> {
+    // Put back only once this recovery has succeeded.
+    let prev = cache.replay.take();
     let mut skip_below = 0;
     let mut top = 0;
     for c in 0..layout.cores as usize {
@@ -188,32 +232,60 @@ pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Resul
         top = top.max(s.txs.iter().map(|t| t.order.saturating_add(1)).max().unwrap_or(0));
         cache.regions[c] = Some(s);
     }
-    // Every transaction to replay, by global order; stable: equal orders (only in a corrupt
-    // log) keep region order.
-    let Cache { regions, order: txs, homes, blocks, at, generation } = cache;
+    let Cache { regions, order: txs, homes, blocks, at, generation, masks, stale, fresh, .. } = cache;
     let scan_of = |c: usize| regions[c].as_ref().expect("scanned above");
+    // Resume the last replay where it still holds ([`Replay`]), else replay from nothing.
+    let resume = prev.filter(|r| {
+        r.skip_below == skip_below
+            && regions.iter().flatten().enumerate().all(|(c, s)| {
+                s.hb == r.hb[c]
+                    && s.txs.len() >= r.counts[c]
+                    && s.txs[r.counts[c]..].iter().all(|t| t.order < skip_below || t.order > r.top)
+            })
+    });
+    let n = layout.data_bytes.div_ceil(64) as usize;
+    if resume.is_none() {
+        if at.len() != n {
+            // Zeroed pages from the allocator: only the blocks written are touched.
+            *at = vec![0; n];
+        }
+        *generation = generation.wrapping_add(1);
+        if *generation == 0 {
+            at.fill(0);
+            *generation = 1;
+        }
+        homes.clear();
+        masks.clear();
+        blocks.clear();
+    }
+    let stamp = (*generation as u64) << 32;
+    // Home blocks the image changed under the replay: the image's block with the replayed
+    // words kept.
+    for b in stale.drain(..) {
+        if resume.is_some() && at[b as usize] >> 32 == stamp >> 32 {
+            let i = at[b as usize] as u32 as usize;
+            let mut d = read_block(image, BlockId(b));
+            for k in (0..8).filter(|k| masks[i] >> k & 1 != 0) {
+                d[k * 8..k * 8 + 8].copy_from_slice(&homes[i][k * 8..k * 8 + 8]);
+            }
+            homes[i] = d;
+        }
+    }
+    // The transactions to replay (those scanned since, when resuming), by global order;
+    // stable: equal orders (only in a corrupt log) keep region order.
     txs.clear();
     for (c, s) in regions.iter().flatten().enumerate() {
+        let from = resume.as_ref().map_or(0, |r| r.counts[c]);
         txs.extend(
-            s.txs.iter().enumerate().filter(|(_, t)| t.order >= skip_below).map(|(j, t)| (t.order, c as u32, j as u32)),
+            (s.txs.iter().enumerate().skip(from))
+                .filter(|(_, t)| t.order >= skip_below)
+                .map(|(j, t)| (t.order, c as u32, j as u32)),
         );
     }
     txs.sort_by_key(|t| t.0);
     // Their words in replay order into the home blocks, each read from the image once (at its
-    // first word) and found again through `at`, stamped with this recovery's generation.
-    let n = layout.data_bytes.div_ceil(64) as usize;
-    if at.len() != n {
-        // Zeroed pages from the allocator: only the blocks written are touched.
-        *at = vec![0; n];
-    }
-    *generation = generation.wrapping_add(1);
-    if *generation == 0 {
-        at.fill(0);
-        *generation = 1;
-    }
-    let stamp = (*generation as u64) << 32;
-    homes.clear();
-    blocks.clear();
+    // first word) and found again through `at`, stamped with the replay's generation.
+    fresh.clear();
     for &(_, c, j) in txs.iter() {
         let s = scan_of(c as usize);
         let from = (j as usize).checked_sub(1).map_or(0, |i| s.txs[i].words_end);
@@ -222,23 +294,49 @@ pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Resul
             if at[b] >> 32 != stamp >> 32 {
                 at[b] = stamp | homes.len() as u64;
                 homes.push(read_block(image, BlockId(b as u64)));
-                blocks.push(b as u64);
+                masks.push(0);
+                fresh.push(b as u64);
             }
-            let d = &mut homes[at[b] as u32 as usize];
+            let i = at[b] as u32 as usize;
             let o = (w as usize % 8) * 8;
-            d[o..o + 8].copy_from_slice(&v.to_le_bytes());
+            homes[i][o..o + 8].copy_from_slice(&v.to_le_bytes());
+            masks[i] |= 1 << (w % 8);
         }
     }
-    blocks.sort_unstable();
+    // `blocks` in increasing order: the fresh ones sorted and merged in.
+    fresh.sort_unstable();
+    if !fresh.is_empty() {
+        let old = std::mem::take(blocks);
+        blocks.reserve(old.len() + fresh.len());
+        let (mut i, mut k) = (0, 0);
+        while i < old.len() || k < fresh.len() {
+            if k == fresh.len() || (i < old.len() && old[i] < fresh[k]) {
+                blocks.push(old[i]);
+                i += 1;
+            } else {
+                blocks.push(fresh[k]);
+                k += 1;
+            }
+        }
+    }
     let mut writes = Vec::with_capacity(blocks.len() + regions.len());
     writes.extend(blocks.iter().map(|&b| (BlockId(b), homes[at[b as usize] as u32 as usize])));
-    let mut plan = Plan { writes, redone_txs: txs.len() as u64 };
+    let redone = resume.as_ref().map_or(0, |r| r.redone) + txs.len() as u64;
+    let top_replayed = txs.iter().map(|t| t.0).chain(resume.as_ref().map(|r| r.top)).max().unwrap_or(0);
+    let mut plan = Plan { writes, redone_txs: redone };
     let home_below = skip_below.max(top);
     for (c, s) in regions.iter().flatten().enumerate() {
         let next = LogHead { format: LogFormat::Hoop, start: s.end(), start_seq: s.start_seq + s.txs.len() as u64 };
         // In the head's own form (two slots: the slot not holding the newest head).
         plan.writes.push((layout.log_region(c).0, next.encode_next_home(&s.hb, home_below)));
     }
+    cache.replay = Some(Replay {
+        skip_below,
+        hb: regions.iter().flatten().map(|s| s.hb).collect(),
+        counts: regions.iter().flatten().map(|s| s.txs.len()).collect(),
+        top: top_replayed,
+        redone,
+    });
     Ok(plan)
 }
 
