@@ -134,8 +134,8 @@ pub struct Cache {
 }
 
 /// What the last recovery replayed: `homes` holds its home blocks (stamped with `generation`)
-/// and `blocks` their numbers in increasing order. The next recovery resumes it when the
-/// same head blocks were scanned, no replayed transaction was dropped from a scan, `home_below`
+/// and `blocks` their numbers in increasing order. The next recovery resumes it when no head
+/// block changed (a changed head restarts its region's scan), no replayed transaction was dropped from a scan, `home_below`
 /// did not move, and every transaction scanned since comes later in global order than all
 /// those replayed: then replaying only those transactions' words, over the replayed home blocks
 /// (those the image changed taken afresh, the replayed words kept), gives the same plan as
@@ -145,9 +145,7 @@ pub struct Cache {
 #[derive(Debug)]
 struct Replay {
     skip_below: u64,
-    /// Per region: the head block scanned from, and the number of its transactions replayed
-    /// or skipped (below `skip_below`).
-    hb: Vec<BlockData>,
+    /// Per region: the number of its transactions replayed or skipped (below `skip_below`).
     counts: Vec<usize>,
     /// The largest global order replayed (0: none).
     top: u64,
@@ -213,6 +211,7 @@ pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Resul
     let prev = cache.replay.take();
     let mut skip_below = 0;
     let mut top = 0;
+    let mut head_moved = false;
     for c in 0..layout.cores as usize {
         let (log0, blocks) = layout.log_region(c);
         let hb = read_block(image, log0);
@@ -225,6 +224,7 @@ pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Resul
         head_in_range(&head, log0, cap + 1)?;
         skip_below = skip_below.max(LogHead::home_below(&hb));
         let mut s = cache.regions[c].take().unwrap_or_default();
+        head_moved |= s.hb != hb;
         if s.txs.is_empty() || s.hb != hb {
             s.restart(&hb, &head);
         }
@@ -236,10 +236,10 @@ pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Resul
     let scan_of = |c: usize| regions[c].as_ref().expect("scanned above");
     // Resume the last replay where it still holds ([`Replay`]), else replay from nothing.
     let resume = prev.filter(|r| {
-        r.skip_below == skip_below
+        !head_moved
+            && r.skip_below == skip_below
             && regions.iter().flatten().enumerate().all(|(c, s)| {
-                s.hb == r.hb[c]
-                    && s.txs.len() >= r.counts[c]
+                s.txs.len() >= r.counts[c]
                     && s.txs[r.counts[c]..].iter().all(|t| t.order < skip_below || t.order > r.top)
             })
     });
@@ -303,20 +303,19 @@ pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Resul
             masks[i] |= 1 << (w % 8);
         }
     }
-    // `blocks` in increasing order: the fresh ones sorted and merged in.
+    // `blocks` in increasing order: the fresh ones sorted and merged in from the back, in
+    // place (the two lists have no block in common).
     fresh.sort_unstable();
-    if !fresh.is_empty() {
-        let old = std::mem::take(blocks);
-        blocks.reserve(old.len() + fresh.len());
-        let (mut i, mut k) = (0, 0);
-        while i < old.len() || k < fresh.len() {
-            if k == fresh.len() || (i < old.len() && old[i] < fresh[k]) {
-                blocks.push(old[i]);
-                i += 1;
-            } else {
-                blocks.push(fresh[k]);
-                k += 1;
-            }
+    let (mut i, mut k) = (blocks.len(), fresh.len());
+    blocks.resize(i + k, 0);
+    while k > 0 {
+        let at = i + k - 1;
+        if i > 0 && blocks[i - 1] > fresh[k - 1] {
+            blocks[at] = blocks[i - 1];
+            i -= 1;
+        } else {
+            blocks[at] = fresh[k - 1];
+            k -= 1;
         }
     }
     let mut writes = Vec::with_capacity(blocks.len() + regions.len());
@@ -330,13 +329,10 @@ pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Resul
         // In the head's own form (two slots: the slot not holding the newest head).
         plan.writes.push((layout.log_region(c).0, next.encode_next_home(&s.hb, home_below)));
     }
-    cache.replay = Some(Replay {
-        skip_below,
-        hb: regions.iter().flatten().map(|s| s.hb).collect(),
-        counts: regions.iter().flatten().map(|s| s.txs.len()).collect(),
-        top: top_replayed,
-        redone,
-    });
+    let mut counts = resume.map(|r| r.counts).unwrap_or_default();
+    counts.clear();
+    counts.extend(regions.iter().flatten().map(|s| s.txs.len()));
+    cache.replay = Some(Replay { skip_below, counts, top: top_replayed, redone });
     Ok(plan)
 }
 
