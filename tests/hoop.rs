@@ -183,13 +183,23 @@ fn a_torn_head_loses_committed_transactions_unless_it_has_two_slots() {
 /// a seeded mix of slice writes (committed, open, torn or out-of-step transactions, overwrites
 /// of scanned slices, wraps), head moves in two regions and changes of home blocks, recovery
 /// resuming from the cache (its scans and its replay) makes the plan a whole recovery makes.
+/// The same through a second cache the crash checker's way (`Sweep::recover_laid` and
+/// `Sweep::same_again_laid`, src/crash/sweep.rs): the image it is given has junk over its data
+/// area (the checker's overlay) and its home blocks are read through a view of the image; and
+/// after each recovery, with a prefix of the plan's home writes shown through the view, it
+/// makes what a whole recovery of the image with that prefix made makes, and the next
+/// recovery, told of those blocks again, reads them from the image.
 #[test]
 fn recovery_from_the_scan_cache_equals_a_whole_recovery_after_every_write() {
-    use locsim::recovery::hoop::{recover_cached, Cache};
+    use locsim::pmem::read_block;
+    use locsim::recovery::hoop::{recover_cached, recover_cached_with, Cache};
     use locsim::rng::Rng;
     let (layout, mut img) = two_regions();
     let cap = (layout.log_region(0).1 - 1) / 2;
     let mut cache = Cache::new(&layout);
+    let mut laid = Cache::new(&layout);
+    let data = layout.data_bytes as usize;
+    let mut prefixes = 0;
     let mut rng = Rng::new(7);
     // Per region: the next ring position, sequence number and slice index; the global order.
     let mut next = [(0u64, 1u64, 0u32); 2];
@@ -239,12 +249,37 @@ fn recovery_from_the_scan_cache_equals_a_whole_recovery_after_every_write() {
                 vec![at, BlockId(at.0 + 1)]
             }
         };
-        for b in written {
+        for &b in &written {
             cache.land(&layout, b);
+            laid.land(&layout, b);
         }
         let whole = recovery::recover(Some(LogFormat::Hoop), &layout, &img);
         assert_eq!(recover_cached(&layout, &img, &mut cache), whole, "step {step}");
+        let mut shown = img.clone();
+        shown[..data].iter_mut().for_each(|x| *x = rng.next_u64() as u8);
+        let plan = recover_cached_with(&layout, &shown, &mut laid, |b| read_block(&img, b));
+        assert_eq!(plan, whole, "step {step}, through a view");
+        if let Ok(plan) = plan {
+            let redo = plan.writes.iter().take_while(|(b, _)| layout.is_data(*b)).count();
+            let prefix = &plan.writes[..rng.below(redo as u64 + 1) as usize];
+            let mut cut = img.clone();
+            recovery::apply(&mut cut, prefix);
+            for (b, _) in prefix {
+                laid.land(&layout, *b);
+            }
+            let view = |b: BlockId| match prefix.iter().find(|(x, _)| *x == b) {
+                Some((_, d)) => *d,
+                None => read_block(&img, b),
+            };
+            let again = recover_cached_with(&layout, &shown, &mut laid, view);
+            assert_eq!(again, recovery::recover(Some(LogFormat::Hoop), &layout, &cut), "step {step}, after a prefix");
+            for (b, _) in prefix {
+                laid.land(&layout, *b);
+            }
+            prefixes += usize::from(!prefix.is_empty());
+        }
         checked_ok += whole.is_ok_and(|p| p.redone_txs > 0) as u32;
     }
     assert!(checked_ok > 1000, "most steps recover transactions ({checked_ok})");
+    assert!(prefixes > 1000, "most steps recover again after a prefix ({prefixes})");
 }

@@ -19,6 +19,11 @@
 //! - the second recovery is skipped when the plan writes only data blocks under such a
 //!   format: it reads the same log area, so it makes the same plan, and laying it again changes
 //!   nothing (it still runs on the 1st, 8th, 64th, ... such point);
+//! - under HOOP, whose recovery reads the home blocks it replays into, through the scan cache:
+//!   the plan's redo writes stay laid over the data area from point to point ([`Overlay`]),
+//!   recovery reads the home blocks from under them, and only the blocks where the new plan
+//!   differs from the last are laid again ([`CoreSweep::judge_laid`]); a crash after a prefix
+//!   of the redo writes is recovered again through the cache as well;
 //! - under Kiln and LOC-Kiln, whose every point's durable writes reach the NV-LLC and whose
 //!   plan writes every committed line home, the plan is kept up to date block by block
 //!   ([`recovery::kiln::Tracker`]) and its redo writes stay laid over the data area from point
@@ -124,7 +129,9 @@ impl<'a> CoreSweep<'a> {
         let phys = GapView::new(&spec.run.cfg.startgap, &rec.layout, || sparse.copy(&rec.initial));
         let recoverer = super::Recoverer::new(spec.run.protocol.log_format(), &rec.layout, phys.is_some());
         let trackable = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && phys.is_none();
-        let mut over_at = vec![(0, 0); if trackable { lines } else { 0 }];
+        // The overlay of the Kiln tracker and of HOOP's scan cache (`judge_laid`).
+        let laid = trackable || recoverer.caches();
+        let mut over_at = vec![(0, 0); if laid { lines } else { 0 }];
         // Read at random before written there: committed now (see `Sweep::new`).
         crate::hostmem::commit_zeroed(&mut over_at, (0, 0));
         CoreSweep {
@@ -403,11 +410,56 @@ impl<'a> CoreSweep<'a> {
         plan
     }
 
+    /// Judge the durable image through HOOP's scan cache: recovered with the last plan still
+    /// laid over the data area (the home blocks read from under it) and the new plan's redo
+    /// writes laid in its place ([`Overlaid::overlay_update`]), so that a point costs what
+    /// changed in the plan rather than twice its length; the data area of `img` is then the
+    /// recovered one, checked as it stands, and stays laid for the next point. Its writes
+    /// outside the data area (the heads) are made for the second recovery of the recovered
+    /// image and undone. On the 1st, 8th, 64th, ... use a whole recovery of the durable image,
+    /// the overlay taken away, must agree. An error leaves the overlay away.
+    fn judge_laid(&mut self, t: Cycle, format: Option<LogFormat>) -> Result<(), (&'static str, String)> {
+        let (layout, img, overlay) = (&self.rec.layout, &self.img, &self.overlay);
+        let durable = |b: BlockId| overlay.durable(b).copied().unwrap_or_else(|| crate::pmem::read_block(img, b));
+        let (plan, guard) = self.recoverer.recover_under(layout, img, durable);
+        if guard {
+            self.overlay_off();
+            let whole = recovery::recover(format, &self.rec.layout, &self.img);
+            assert!(whole == plan, "crash checker: HOOP's scan cache disagrees with a whole recovery");
+        }
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(e) => {
+                self.overlay_off();
+                return Err(("recovery-error", e));
+            }
+        };
+        self.overlay_update(&plan);
+        let mut outside = std::mem::take(&mut self.undo);
+        outside.clear();
+        for (b, d) in plan.writes.iter().skip_while(|(b, _)| self.rec.layout.is_data(*b)) {
+            outside.push((*b, self.img[b.range()].try_into().expect("a block")));
+            self.set_img(*b, d);
+        }
+        let mut verdict = self.check_recovered(t, format, &plan);
+        for (b, d) in outside.iter().rev() {
+            self.set_img(*b, d);
+        }
+        self.undo = outside;
+        if verdict.is_ok() {
+            verdict = self.interrupted(t, format, &plan).map_err(|e| ("idempotence", e));
+        }
+        verdict
+    }
+
     /// Recover the durable image, check it, and put the image back.
     fn judge(&mut self, t: Cycle) -> Result<(), (&'static str, String)> {
         let format = self.spec.run.protocol.log_format();
         if let Some(view) = &mut self.phys {
             view.refresh(&self.rec.layout, &mut self.img).map_err(|e| ("recovery-error", e))?;
+        }
+        if self.recoverer.caches() {
+            return self.judge_laid(t, format);
         }
         if self.trackable {
             if let Some(verdict) = self.judge_tracked(t, format) {
@@ -435,12 +487,15 @@ impl<'a> CoreSweep<'a> {
         verdict
     }
 
-    /// A crash during recovery: `img` (the durable image D) with a random prefix of `plan`'s
+    /// A crash during recovery: the durable image D (`img`, or under HOOP's scan cache `img`
+    /// with `plan` laid over it, [`CoreSweep::judge_laid`]) with a random prefix of `plan`'s
     /// writes, recovered again, must end where the whole plan did (the one-core sweep's check,
     /// same draw). A prefix of data writes alone under a format whose recovery reads no data
     /// line leaves the log as it was, so recovering again makes the same plan: that case, and
     /// the whole plan (the second recovery of `check_recovered`), run only on the 1st, 8th,
-    /// 64th, ... such point. `img` is D again on return.
+    /// 64th, ... such point. Under HOOP's scan cache a prefix of data writes is recovered
+    /// again through the cache, with nothing written ([`super::Recoverer::same_again`]).
+    /// `img` is as it was on return.
     fn interrupted(&mut self, t: Cycle, format: Option<LogFormat>, plan: &Plan) -> Result<(), String> {
         let layout = &self.rec.layout;
         let n = plan.writes.len();
@@ -453,7 +508,21 @@ impl<'a> CoreSweep<'a> {
         if decided {
             return Ok(());
         }
-        self.recover_after(cut, plan)
+        let (img, overlay) = (&self.img, &self.overlay);
+        let durable = |b: BlockId| overlay.durable(b).copied().unwrap_or_else(|| crate::pmem::read_block(img, b));
+        if self.recoverer.same_again(layout, img, plan, (cut, redo), durable) {
+            return Ok(());
+        }
+        // The whole way from D: the overlay of `judge_laid` taken away and laid again after.
+        let laid = !self.overlay.is_empty();
+        if laid {
+            self.overlay_off();
+        }
+        let verdict = self.recover_after(cut, plan);
+        if laid {
+            self.overlay_on(plan);
+        }
+        verdict
     }
 
     /// `img` (the durable image D) with the first `cut` writes of `plan` laid, recovered

@@ -105,6 +105,69 @@ impl Recoverer {
         }
     }
 
+    /// Is HOOP's scan cache in use ([`Recoverer::recover_under`])?
+    pub(crate) fn caches(&self) -> bool {
+        self.hoop.is_some()
+    }
+
+    /// Recovery of the durable image through HOOP's scan cache ([`Recoverer::caches`]), its
+    /// data blocks read through `home` (the durable content of block `b`) while `img`'s data
+    /// area may hold the last plan laid over it. The second value says whether this use is the
+    /// 1st, 8th, 64th, ...: the caller then runs a whole recovery of the durable image, which
+    /// must agree (it alone can take its overlay away).
+    pub(crate) fn recover_under(
+        &mut self,
+        layout: &crate::pmem::Layout,
+        img: &[u8],
+        home: impl Fn(crate::types::BlockId) -> crate::types::BlockData,
+    ) -> (Result<crate::recovery::Plan, String>, bool) {
+        let cache = self.hoop.as_mut().expect("recover_under: HOOP's scan cache in use");
+        let plan = crate::recovery::hoop::recover_cached_with(layout, img, cache, home);
+        self.uses += 1;
+        (plan, guard_due(self.uses, 3))
+    }
+
+    /// The check of a crash during recovery through HOOP's scan cache, for a crash after
+    /// `cut <= redo` of `plan`'s writes (all to the data area, in increasing block order, as
+    /// HOOP's plans are) over the durable image whose home block `b` is `durable(b)` and whose
+    /// log area is `img`'s: the second recovery, of that image with those writes made, runs
+    /// through the cache with the image's home blocks read as it has them (the prefix's from
+    /// `plan`, the others through `durable`) and its log area, which the prefix leaves as it
+    /// was, from `img`; nothing is written. True when it makes `plan` again: recovering from
+    /// there then ends where the first recovery did, which is what the whole check would find.
+    /// False, for the caller to check the whole way, when it makes another plan, when the cache
+    /// is not in use or the prefix has another shape, and on the 1st, 8th, 64th, ... use of the
+    /// cache (its guard). The prefix's blocks are reported to the cache as changed before this
+    /// recovery and again after it, so that the next one reads them from the durable image.
+    pub(crate) fn same_again(
+        &mut self,
+        layout: &crate::pmem::Layout,
+        img: &[u8],
+        plan: &crate::recovery::Plan,
+        (cut, redo): (usize, usize),
+        durable: impl Fn(crate::types::BlockId) -> crate::types::BlockData,
+    ) -> bool {
+        if !self.caches() || cut > redo {
+            return false;
+        }
+        let prefix = &plan.writes[..cut];
+        if !prefix.windows(2).all(|w| w[0].0 .0 < w[1].0 .0) {
+            return false;
+        }
+        for (b, _) in prefix {
+            self.land(layout, *b);
+        }
+        let home = |b: crate::types::BlockId| match prefix.binary_search_by_key(&b.0, |(x, _)| x.0) {
+            Ok(j) => prefix[j].1,
+            Err(_) => durable(b),
+        };
+        let (again, guard) = self.recover_under(layout, img, home);
+        for (b, _) in prefix {
+            self.land(layout, *b);
+        }
+        !guard && again.as_ref() == Ok(plan)
+    }
+
     /// Recovery of `img`: the durable image (`second` false), or an image the cache has not
     /// heard of (`second`).
     pub(crate) fn recover(

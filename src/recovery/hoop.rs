@@ -207,6 +207,19 @@ impl Cache {
 /// scans. `cache` must have heard of every durable write to a slice since it was last used
 /// ([`Cache::land`]); the result is then [`recover`]'s.
 pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Result<Plan, String> {
+    recover_cached_with(layout, image, cache, |b| read_block(image, b))
+}
+
+/// [`recover_cached`] with the image's home blocks read through `home` (the content of data
+/// block `b`), its log regions from `image`: for a caller whose `image` holds something else
+/// over the data area (the crash checker's overlay of the last plan, `crash::overlay`), so that
+/// it need not take it away to recover.
+pub fn recover_cached_with(
+    layout: &Layout,
+    image: &[u8],
+    cache: &mut Cache,
+    home: impl Fn(BlockId) -> BlockData,
+) -> Result<Plan, String> {
     // Put back only once this recovery has succeeded.
     let prev = cache.replay.take();
     let mut skip_below = 0;
@@ -264,7 +277,7 @@ pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Resul
     for b in stale.drain(..) {
         if resume.is_some() && at[b as usize] >> 32 == stamp >> 32 {
             let i = at[b as usize] as u32 as usize;
-            let mut d = read_block(image, BlockId(b));
+            let mut d = home(BlockId(b));
             for k in (0..8).filter(|k| masks[i] >> k & 1 != 0) {
                 d[k * 8..k * 8 + 8].copy_from_slice(&homes[i][k * 8..k * 8 + 8]);
             }
@@ -293,7 +306,7 @@ pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Resul
             let b = w as usize / 8;
             if at[b] >> 32 != stamp >> 32 {
                 at[b] = stamp | homes.len() as u64;
-                homes.push(read_block(image, BlockId(b as u64)));
+                homes.push(home(BlockId(b as u64)));
                 masks.push(0);
                 fresh.push(b as u64);
             }
