@@ -420,21 +420,8 @@ impl<'a> CoreSweep<'a> {
     /// the overlay taken away, must agree. An error leaves the overlay away.
     fn judge_laid(&mut self, t: Cycle, format: Option<LogFormat>) -> Result<(), (&'static str, String)> {
         let (layout, img, overlay) = (&self.rec.layout, &self.img, &self.overlay);
-        let durable = |b: BlockId| overlay.durable(b).copied().unwrap_or_else(|| crate::pmem::read_block(img, b));
-        let (plan, guard) = self.recoverer.recover_under(layout, img, durable);
-        if guard {
-            self.overlay_off();
-            let whole = recovery::recover(format, &self.rec.layout, &self.img);
-            assert!(whole == plan, "crash checker: HOOP's scan cache disagrees with a whole recovery");
-        }
-        let plan = match plan {
-            Ok(plan) => plan,
-            Err(e) => {
-                self.overlay_off();
-                return Err(("recovery-error", e));
-            }
-        };
-        self.overlay_update(&plan);
+        let (plan, guard) = self.recoverer.recover_under(layout, img, |b| overlay.durable_in(img, b));
+        let plan = self.lay_recovered(plan, guard, format).map_err(|e| ("recovery-error", e))?;
         let mut outside = std::mem::take(&mut self.undo);
         outside.clear();
         for (b, d) in plan.writes.iter().skip_while(|(b, _)| self.rec.layout.is_data(*b)) {
@@ -509,8 +496,7 @@ impl<'a> CoreSweep<'a> {
             return Ok(());
         }
         let (img, overlay) = (&self.img, &self.overlay);
-        let durable = |b: BlockId| overlay.durable(b).copied().unwrap_or_else(|| crate::pmem::read_block(img, b));
-        if self.recoverer.same_again(layout, img, plan, (cut, redo), durable) {
+        if self.recoverer.same_again(layout, img, plan, (cut, redo), |b| overlay.durable_in(img, b)) {
             return Ok(());
         }
         // The whole way from D: the overlay of `judge_laid` taken away and laid again after.

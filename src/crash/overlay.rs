@@ -64,6 +64,13 @@ impl Overlay {
         self.entry(b).map(|i| &self.under[i].1)
     }
 
+    /// The durable content of block `b` of `img` (the image this overlay is laid over): its
+    /// record if `b` is laid, else `img`'s block.
+    #[inline]
+    pub(super) fn durable_in(&self, img: &[u8], b: BlockId) -> BlockData {
+        self.durable(b).copied().unwrap_or_else(|| crate::pmem::read_block(img, b))
+    }
+
     /// The durable content under block `b` to write, if it is laid.
     #[inline]
     pub(super) fn durable_mut(&mut self, b: BlockId) -> Option<&mut BlockData> {
@@ -231,6 +238,29 @@ pub(super) trait Overlaid {
             }
         }
         self.overlay_mut().kept = kept;
+    }
+
+    /// After a recovery of the durable image made with the overlay still laid (HOOP's scan
+    /// cache reading the home blocks from under it, [`super::Recoverer::recover_under`]): on
+    /// the cache's guard use, a whole recovery of the durable image (the overlay taken away)
+    /// must agree; then `plan` is laid in the old one's place ([`Overlaid::overlay_update`]),
+    /// or on an error the overlay is taken away.
+    fn lay_recovered(
+        &mut self,
+        plan: Result<Plan, String>,
+        guard: bool,
+        format: Option<LogFormat>,
+    ) -> Result<Plan, String> {
+        if guard {
+            self.overlay_off();
+            let whole = crate::recovery::recover(format, self.layout(), self.img());
+            assert!(whole == plan, "crash checker: HOOP's scan cache disagrees with a whole recovery");
+        }
+        match &plan {
+            Ok(p) => self.overlay_update(p),
+            Err(_) => self.overlay_off(),
+        }
+        plan
     }
 
     /// Take the overlay away: the image is the durable image again.

@@ -904,18 +904,8 @@ impl<'a> Sweep<'a> {
     /// overlay taken away, must agree. An error leaves the overlay away.
     fn recover_laid(&mut self) -> Result<Plan, String> {
         let (layout, img, overlay) = (&self.rec.layout, &self.img, &self.overlay);
-        let home = |b: BlockId| overlay.durable(b).copied().unwrap_or_else(|| crate::pmem::read_block(img, b));
-        let (plan, guard) = self.recoverer.recover_under(layout, img, home);
-        if guard {
-            self.overlay_off();
-            let whole = recovery::recover(self.spec.run.protocol.log_format(), &self.rec.layout, &self.img);
-            assert!(whole == plan, "crash checker: HOOP's scan cache disagrees with a whole recovery");
-        }
-        match &plan {
-            Ok(p) => self.overlay_update(p),
-            Err(_) => self.overlay_off(),
-        }
-        plan
+        let (plan, guard) = self.recoverer.recover_under(layout, img, |b| overlay.durable_in(img, b));
+        self.lay_recovered(plan, guard, self.spec.run.protocol.log_format())
     }
 
     /// The check of a crash during recovery after `cut` of `plan`'s writes through HOOP's
@@ -923,8 +913,7 @@ impl<'a> Sweep<'a> {
     /// caller to check the whole way.
     fn same_again_laid(&mut self, plan: &Plan, cut: usize, redo: usize) -> bool {
         let (img, overlay) = (&self.img, &self.overlay);
-        let durable = |b: BlockId| overlay.durable(b).copied().unwrap_or_else(|| crate::pmem::read_block(img, b));
-        self.recoverer.same_again(&self.rec.layout, img, plan, (cut, redo), durable)
+        self.recoverer.same_again(&self.rec.layout, img, plan, (cut, redo), |b| overlay.durable_in(img, b))
     }
 
     /// Recovery of `img` as it stands (`second`: an image the scan cache has not heard of,
