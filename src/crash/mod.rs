@@ -157,9 +157,19 @@ impl Recoverer {
         for (b, _) in prefix {
             self.land(layout, *b);
         }
-        let home = |b: crate::types::BlockId| match prefix.binary_search_by_key(&b.0, |(x, _)| x.0) {
-            Ok(j) => prefix[j].1,
-            Err(_) => durable(b),
+        // The recovery reads the prefix's blocks first, in its (increasing) order, as the cache
+        // heard of them: the entry after the last one found is looked at before a search.
+        let next = std::cell::Cell::new(0);
+        let home = |b: crate::types::BlockId| {
+            let j = match prefix.get(next.get()) {
+                Some((x, _)) if *x == b => next.get(),
+                _ => match prefix.binary_search_by_key(&b.0, |(x, _)| x.0) {
+                    Ok(j) => j,
+                    Err(_) => return durable(b),
+                },
+            };
+            next.set(j + 1);
+            prefix[j].1
         };
         let (again, guard) = self.recover_under(layout, img, home);
         for (b, _) in prefix {
