@@ -187,12 +187,14 @@ fn a_torn_head_loses_committed_transactions_unless_it_has_two_slots() {
 /// `Sweep::same_again_laid`, src/crash/sweep.rs): the image it is given has junk over its data
 /// area (the checker's overlay) and its home blocks are read through a view of the image; and
 /// after each recovery, with a prefix of the plan's home writes shown through the view, it
-/// makes what a whole recovery of the image with that prefix made makes, and the next
-/// recovery, told of those blocks again, reads them from the image.
+/// makes what a whole recovery of the image with that prefix made makes (every other step
+/// through `recover_cached_again`, whose `None` stands for the last plan; one step in four with
+/// a prefix block that is not the plan's, which it must not take for the last plan), and the
+/// next recovery, told of those blocks again, reads them from the image.
 #[test]
 fn recovery_from_the_scan_cache_equals_a_whole_recovery_after_every_write() {
     use locsim::pmem::read_block;
-    use locsim::recovery::hoop::{recover_cached, recover_cached_with, Cache};
+    use locsim::recovery::hoop::{recover_cached, recover_cached_again, recover_cached_with, Cache};
     use locsim::rng::Rng;
     let (layout, mut img) = two_regions();
     let cap = (layout.log_region(0).1 - 1) / 2;
@@ -205,6 +207,8 @@ fn recovery_from_the_scan_cache_equals_a_whole_recovery_after_every_write() {
     let mut next = [(0u64, 1u64, 0u32); 2];
     let mut order = 1u64;
     let mut checked_ok = 0;
+    // Second recoveries that knew the plan was made again, and that made another one.
+    let (mut known_again, mut made_again) = (0, 0);
     for step in 0..4000 {
         let c = rng.below(2) as usize;
         let (log0, _) = layout.log_region(c);
@@ -261,19 +265,35 @@ fn recovery_from_the_scan_cache_equals_a_whole_recovery_after_every_write() {
         assert_eq!(plan, whole, "step {step}, through a view");
         if let Ok(plan) = plan {
             let redo = plan.writes.iter().take_while(|(b, _)| layout.is_data(*b)).count();
-            let prefix = &plan.writes[..rng.below(redo as u64 + 1) as usize];
+            let mut prefix = plan.writes[..rng.below(redo as u64 + 1) as usize].to_vec();
+            // One step in four, one of the prefix's blocks is not what the plan wrote (a torn
+            // redo write): the second recovery must see it.
+            if step % 4 == 1 && !prefix.is_empty() {
+                let j = rng.below(prefix.len() as u64) as usize;
+                prefix[j].1[rng.below(64) as usize] ^= 1 + rng.below(255) as u8;
+            }
             let mut cut = img.clone();
-            recovery::apply(&mut cut, prefix);
-            for (b, _) in prefix {
+            recovery::apply(&mut cut, &prefix);
+            for (b, _) in &prefix {
                 laid.land(&layout, *b);
             }
             let view = |b: BlockId| match prefix.iter().find(|(x, _)| *x == b) {
                 Some((_, d)) => *d,
                 None => read_block(&img, b),
             };
-            let again = recover_cached_with(&layout, &shown, &mut laid, view);
-            assert_eq!(again, recovery::recover(Some(LogFormat::Hoop), &layout, &cut), "step {step}, after a prefix");
-            for (b, _) in prefix {
+            let expect = recovery::recover(Some(LogFormat::Hoop), &layout, &cut);
+            // Every other step the checker's way (`crash::Recoverer::same_again`): `laid`'s
+            // last plan is `plan`, and `None` says it was made again.
+            let again = if step % 2 == 0 {
+                recover_cached_with(&layout, &shown, &mut laid, view)
+            } else {
+                let again = recover_cached_again(&layout, &shown, &mut laid, view);
+                known_again += usize::from(again == Ok(None));
+                made_again += usize::from(matches!(again, Ok(Some(_))) && expect.as_ref() != Ok(&plan));
+                again.map(|p| p.unwrap_or_else(|| plan.clone()))
+            };
+            assert_eq!(again, expect, "step {step}, after a prefix");
+            for (b, _) in &prefix {
                 laid.land(&layout, *b);
             }
             prefixes += usize::from(!prefix.is_empty());
@@ -282,4 +302,5 @@ fn recovery_from_the_scan_cache_equals_a_whole_recovery_after_every_write() {
     }
     assert!(checked_ok > 1000, "most steps recover transactions ({checked_ok})");
     assert!(prefixes > 1000, "most steps recover again after a prefix ({prefixes})");
+    assert!(known_again > 500 && made_again > 100, "both ways of the second recovery ({known_again}, {made_again})");
 }

@@ -76,6 +76,16 @@ pub(crate) struct Recoverer {
     hoop: Option<crate::recovery::hoop::Cache>,
     copy: crate::recovery::hoop::Cache,
     uses: u64,
+    /// The length, the redone transactions and the last write's block of the plan the cache's
+    /// last recovery made, if it made one: [`Recoverer::same_again`] relies on being given
+    /// that plan, and checks it by these.
+    last: Option<(usize, u64, u64)>,
+}
+
+/// What [`Recoverer`] remembers of a plan (`Recoverer::last`).
+fn mark(plan: Option<&crate::recovery::Plan>) -> Option<(usize, u64, u64)> {
+    let p = plan?;
+    Some((p.writes.len(), p.redone_txs, p.writes.last().map_or(u64::MAX, |(b, _)| b.0)))
 }
 
 impl Recoverer {
@@ -87,7 +97,7 @@ impl Recoverer {
     ) -> Recoverer {
         let hoop = (format == Some(crate::log::head::LogFormat::Hoop) && !gap)
             .then(|| crate::recovery::hoop::Cache::new(layout));
-        Recoverer { format, hoop, copy: crate::recovery::hoop::Cache::default(), uses: 0 }
+        Recoverer { format, hoop, copy: crate::recovery::hoop::Cache::default(), uses: 0, last: None }
     }
 
     /// Block `b` of the durable image changed.
@@ -103,6 +113,7 @@ impl Recoverer {
         if let Some(cache) = &mut self.hoop {
             *cache = crate::recovery::hoop::Cache::new(layout);
         }
+        self.last = None;
     }
 
     /// Is HOOP's scan cache in use ([`Recoverer::recover_under`])?
@@ -124,6 +135,7 @@ impl Recoverer {
         let cache = self.hoop.as_mut().expect("recover_under: HOOP's scan cache in use");
         let plan = crate::recovery::hoop::recover_cached_with(layout, img, cache, home);
         self.uses += 1;
+        self.last = mark(plan.as_ref().ok());
         (plan, guard_due(self.uses, 3))
     }
 
@@ -139,6 +151,10 @@ impl Recoverer {
     /// is not in use or the prefix has another shape, and on the 1st, 8th, 64th, ... use of the
     /// cache (its guard). The prefix's blocks are reported to the cache as changed before this
     /// recovery and again after it, so that the next one reads them from the durable image.
+    /// `plan` is the plan the cache's last recovery made (as the sweeps call it, right after
+    /// [`Recoverer::recover_under`]; checked by its length, redone transactions and last block,
+    /// false otherwise), so that a recovery that finds it again need not make it and compare
+    /// ([`crate::recovery::hoop::recover_cached_again`]).
     pub(crate) fn same_again(
         &mut self,
         layout: &crate::pmem::Layout,
@@ -147,7 +163,8 @@ impl Recoverer {
         (cut, redo): (usize, usize),
         durable: impl Fn(crate::types::BlockId) -> crate::types::BlockData,
     ) -> bool {
-        if !self.caches() || cut > redo {
+        // `plan` must be the cache's last plan: a recovery that finds it again says so.
+        if !self.caches() || cut > redo || self.last != mark(Some(plan)) {
             return false;
         }
         let prefix = &plan.writes[..cut];
@@ -171,11 +188,25 @@ impl Recoverer {
             next.set(j + 1);
             prefix[j].1
         };
-        let (again, guard) = self.recover_under(layout, img, home);
+        let cache = self.hoop.as_mut().expect("checked above");
+        let again = crate::recovery::hoop::recover_cached_again(layout, img, cache, home);
+        self.uses += 1;
+        let guard = guard_due(self.uses, 3);
         for (b, _) in prefix {
             self.land(layout, *b);
         }
-        !guard && again.as_ref() == Ok(plan)
+        match again {
+            // `plan` again, known without making it.
+            Ok(None) => !guard,
+            Ok(Some(p)) => {
+                self.last = mark(Some(&p));
+                !guard && p == *plan
+            }
+            Err(_) => {
+                self.last = None;
+                false
+            }
+        }
     }
 
     /// Recovery of `img`: the durable image (`second` false), or an image the cache has not
@@ -191,7 +222,9 @@ impl Recoverer {
             self.copy.clone_from(cache);
             crate::recovery::hoop::recover_cached(layout, img, &mut self.copy)
         } else {
-            crate::recovery::hoop::recover_cached(layout, img, cache)
+            let plan = crate::recovery::hoop::recover_cached(layout, img, cache);
+            self.last = mark(plan.as_ref().ok());
+            plan
         };
         self.uses += 1;
         if guard_due(self.uses, 3) {

@@ -220,6 +220,34 @@ pub fn recover_cached_with(
     cache: &mut Cache,
     home: impl Fn(BlockId) -> BlockData,
 ) -> Result<Plan, String> {
+    recover_from_cache(layout, image, cache, home, false).map(|p| p.expect("a plan is made when asked for"))
+}
+
+/// [`recover_cached_with`] for a caller that holds the plan of the cache's last recovery:
+/// `Ok(None)` when this recovery makes that plan again, which it then knows without making it.
+/// That is when it resumes the last replay with nothing to add (no head changed, every scan
+/// as long as it was, so no transaction to replay and the same home blocks and log heads) and
+/// every home block the image changed since reads back, with the replayed words kept, as the
+/// replay had it: the crash checker's second recovery after a crash during HOOP's redo, whose
+/// written prefix is the plan's own content (`crash::Recoverer::same_again`). Otherwise the
+/// plan, as [`recover_cached_with`] makes it.
+pub fn recover_cached_again(
+    layout: &Layout,
+    image: &[u8],
+    cache: &mut Cache,
+    home: impl Fn(BlockId) -> BlockData,
+) -> Result<Option<Plan>, String> {
+    recover_from_cache(layout, image, cache, home, true)
+}
+
+/// [`recover_cached_with`], or with `again` [`recover_cached_again`].
+fn recover_from_cache(
+    layout: &Layout,
+    image: &[u8],
+    cache: &mut Cache,
+    home: impl Fn(BlockId) -> BlockData,
+    again: bool,
+) -> Result<Option<Plan>, String> {
     // Put back only once this recovery has succeeded.
     let prev = cache.replay.take();
     let mut skip_below = 0;
@@ -273,7 +301,8 @@ pub fn recover_cached_with(
     }
     let stamp = (*generation as u64) << 32;
     // Home blocks the image changed under the replay: the image's block with the replayed
-    // words kept.
+    // words kept. `same`: each as the replay had it.
+    let mut same = true;
     for b in stale.drain(..) {
         if resume.is_some() && at[b as usize] >> 32 == stamp >> 32 {
             let i = at[b as usize] as u32 as usize;
@@ -281,6 +310,7 @@ pub fn recover_cached_with(
             for k in (0..8).filter(|k| masks[i] >> k & 1 != 0) {
                 d[k * 8..k * 8 + 8].copy_from_slice(&homes[i][k * 8..k * 8 + 8]);
             }
+            same &= homes[i] == d;
             homes[i] = d;
         }
     }
@@ -296,6 +326,15 @@ pub fn recover_cached_with(
         );
     }
     txs.sort_by_key(|t| t.0);
+    if let (true, true, Some(r)) = (again && same, txs.is_empty(), &resume) {
+        if regions.iter().flatten().enumerate().all(|(c, s)| s.txs.len() == r.counts[c]) {
+            // Every scan as the last recovery left it (a changed head or a shortened scan
+            // would have stopped the resume), the same home blocks with the same content: the
+            // last plan. The replay stays as it was.
+            cache.replay = resume;
+            return Ok(None);
+        }
+    }
     // Their words in replay order into the home blocks, each read from the image once (at its
     // first word) and found again through `at`, stamped with the replay's generation.
     fresh.clear();
@@ -346,7 +385,7 @@ pub fn recover_cached_with(
     counts.clear();
     counts.extend(regions.iter().flatten().map(|s| s.txs.len()));
     cache.replay = Some(Replay { skip_below, counts, top: top_replayed, redone });
-    Ok(plan)
+    Ok(Some(plan))
 }
 
 /// Scan one region on from the last committed transaction of `s`, adding the committed
