@@ -422,19 +422,32 @@ impl<'a> CoreSweep<'a> {
         let (layout, img, overlay) = (&self.rec.layout, &self.img, &self.overlay);
         let (plan, guard) = self.recoverer.recover_under(layout, img, |b| overlay.durable_in(img, b));
         let plan = self.lay_recovered(plan, guard, format).map_err(|e| ("recovery-error", e))?;
-        let mut outside = std::mem::take(&mut self.undo);
-        outside.clear();
-        for (b, d) in plan.writes.iter().skip_while(|(b, _)| self.rec.layout.is_data(*b)) {
-            outside.push((*b, self.img[b.range()].try_into().expect("a block")));
+        let laid = plan.writes.iter().take_while(|(b, _)| self.rec.layout.is_data(*b)).count();
+        self.check_plan(t, format, &plan, laid)
+    }
+
+    /// Lay `plan`'s writes past the first `laid` (which the image already holds), check the
+    /// recovered image, put those blocks back, and check a crash during recovery.
+    fn check_plan(
+        &mut self,
+        t: Cycle,
+        format: Option<LogFormat>,
+        plan: &Plan,
+        laid: usize,
+    ) -> Result<(), (&'static str, String)> {
+        let mut undo = std::mem::take(&mut self.undo);
+        undo.clear();
+        for (b, d) in &plan.writes[laid..] {
+            undo.push((*b, self.img[b.range()].try_into().expect("a block")));
             self.set_img(*b, d);
         }
-        let mut verdict = self.check_recovered(t, format, &plan);
-        for (b, d) in outside.iter().rev() {
+        let mut verdict = self.check_recovered(t, format, plan);
+        for (b, d) in undo.iter().rev() {
             self.set_img(*b, d);
         }
-        self.undo = outside;
+        self.undo = undo;
         if verdict.is_ok() {
-            verdict = self.interrupted(t, format, &plan).map_err(|e| ("idempotence", e));
+            verdict = self.interrupted(t, format, plan).map_err(|e| ("idempotence", e));
         }
         verdict
     }
@@ -454,20 +467,7 @@ impl<'a> CoreSweep<'a> {
             }
         }
         let plan = self.plan(format).map_err(|e| ("recovery-error", e))?;
-        let mut undo = std::mem::take(&mut self.undo);
-        undo.clear();
-        for (b, d) in &plan.writes {
-            undo.push((*b, self.img[b.range()].try_into().expect("a block")));
-            self.set_img(*b, d);
-        }
-        let mut verdict = self.check_recovered(t, format, &plan);
-        for (b, d) in undo.iter().rev() {
-            self.set_img(*b, d);
-        }
-        self.undo = undo;
-        if verdict.is_ok() {
-            verdict = self.interrupted(t, format, &plan).map_err(|e| ("idempotence", e));
-        }
+        let verdict = self.check_plan(t, format, &plan, 0);
         if !recovery::reads_data_area(format) {
             self.last_plan = Some(plan);
         }
