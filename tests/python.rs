@@ -25,7 +25,9 @@ fn run(cmd: &mut Command, what: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    eprintln!("{what}: {}", String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or(""));
+    if let Some(last) = String::from_utf8_lossy(&out.stdout).lines().rev().find(|l| !l.trim().is_empty()) {
+        eprintln!("{what}: {last}");
+    }
 }
 
 fn the_python_package_builds_installs_passes_its_tests_and_runs_the_notebook() -> testenv::Outcome {

@@ -251,9 +251,12 @@ fn ident(s: &str) -> String {
     }
 }
 
+/// A test binary's name and the tests it skipped: (test, what it needs, why it is missing).
+type Record = (String, Vec<(String, String, String)>);
+
 /// One module per binary, one per skipped test, holding one ignored doc-test named after what
 /// the test needs.
-fn skipped_rs(records: &[(String, Vec<(String, String, String)>)]) -> String {
+fn skipped_rs(records: &[Record]) -> String {
     let mut s = String::new();
     for (binary, tests) in records.iter().filter(|(_, t)| !t.is_empty()) {
         s += &format!("pub mod {} {{\n", ident(binary));
@@ -291,7 +294,7 @@ fn record(binary: &str, skipped: &[(&String, &Missing)]) {
         text += &format!("{}\t{}\t{}\n", clean(test), clean(&m.what), clean(&m.why));
     }
     let _ = std::fs::write(dir.join(format!("{binary}.txt")), text);
-    let mut records = Vec::new();
+    let mut records: Vec<Record> = Vec::new();
     let mut files: Vec<_> = std::fs::read_dir(&dir).into_iter().flatten().flatten().map(|e| e.path()).collect();
     files.sort();
     for f in files.iter().filter(|f| f.extension().is_some_and(|x| x == "txt")) {
