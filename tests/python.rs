@@ -2,9 +2,10 @@
 //! environment installs it, pytest runs python/tests against this build's `locsim` binary, and
 //! the notebook examples/notebooks/protocols.ipynb runs top to bottom.
 //!
-//! It needs python3 and the packages of python/requirements-dev.txt. Where one is missing it
-//! says so loudly on standard error and passes, on a developer's machine; in CI (`CI` set, as
-//! `.ci/run` runs), which installs them, a missing one fails the test.
+//! It needs python3 with venv and pip, and the packages of python/requirements-dev.txt: the
+//! test makes a virtual environment with them once and reuses it (`testenv::python_venv`, which
+//! says where); where that cannot be done it is reported ignored with the reason (failed in CI).
+//! Its own harness (crates/testenv).
 //!
 //! The wheel is built with the `wheel` profile (quick's settings: no LTO, incremental) in this
 //! target directory: the outer cargo holds the lock of the profile it tests while its tests
@@ -16,34 +17,6 @@ use std::process::Command;
 const BIN: &str = env!("CARGO_BIN_EXE_locsim");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// The importable name of each package of python/requirements-dev.txt.
-fn module_of(package: &str) -> &str {
-    match package {
-        "matplotlib" | "pandas" | "tqdm" | "pytest" | "nbclient" | "nbformat" | "ipykernel" | "maturin" => package,
-        other => panic!("python/requirements-dev.txt: {other}: no module name known for it"),
-    }
-}
-
-/// The pinned requirements, `name==version`.
-fn requirements() -> Vec<String> {
-    let text = std::fs::read_to_string(Path::new(ROOT).join("python/requirements-dev.txt")).expect("requirements");
-    text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect()
-}
-
-/// Missing python3 or packages: loud on a developer's machine, a failure in CI.
-fn missing(what: &str) -> bool {
-    let msg = format!(
-        "\n{bar}\nPYTHON PACKAGE TESTS NOT RUN: {what}.\nInstall: pip install -r python/requirements-dev.txt \
-         (python3 >= 3.9 with venv and pip)\n{bar}\n",
-        bar = "!".repeat(78)
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("{msg}");
-    true
-}
-
 fn run(cmd: &mut Command, what: &str) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
@@ -52,35 +25,14 @@ fn run(cmd: &mut Command, what: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or(""));
+    if let Some(last) = String::from_utf8_lossy(&out.stdout).lines().rev().find(|l| !l.trim().is_empty()) {
+        eprintln!("{what}: {last}");
+    }
 }
 
-#[test]
-fn the_python_package_builds_installs_passes_its_tests_and_runs_the_notebook() {
-    let python = std::env::var("LOCSIM_PYTHON").unwrap_or_else(|_| "python3".into());
-    let Ok(v) = Command::new(&python).args(["-c", "import sys, venv, pip; print(sys.version_info >= (3, 9))"]).output()
-    else {
-        missing(&format!("`{python}` not found"));
-        return;
-    };
-    if String::from_utf8_lossy(&v.stdout).trim() != "True" {
-        missing(&format!("`{python}` is not python >= 3.9 with venv and pip"));
-        return;
-    }
-    let reqs = requirements();
-    let absent: Vec<&String> = reqs
-        .iter()
-        .filter(|r| {
-            let name = r.split("==").next().unwrap_or(r);
-            let import = format!("import {}", module_of(name));
-            !Command::new(&python).args(["-c", &import]).status().is_ok_and(|s| s.success())
-        })
-        .collect();
-    if !absent.is_empty() {
-        let names: Vec<&str> = absent.iter().map(|s| s.as_str()).collect();
-        missing(&format!("{python} lacks {}", names.join(", ")));
-        return;
-    }
+fn the_python_package_builds_installs_passes_its_tests_and_runs_the_notebook() -> testenv::Outcome {
+    let tools = testenv::python_venv(&Path::new(ROOT).join("python/requirements-dev.txt"))?;
+    let python = tools.join("bin/python");
 
     let bin = Path::new(BIN);
     let target = bin.parent().and_then(Path::parent).expect("target/<profile>/locsim");
@@ -110,10 +62,16 @@ fn the_python_package_builds_installs_passes_its_tests_and_runs_the_notebook() {
         .expect("a wheel");
     assert!(wheel.to_string_lossy().contains("abi3"), "{}: not an abi3 wheel", wheel.display());
 
-    // A fresh environment: the wheel installed in it, the test tools from the interpreter's own.
+    // A fresh environment: the wheel installed in it, the test tools of the cached one on its
+    // path (a .pth file naming that one's site-packages).
     let venv = work.join("venv");
-    run(Command::new(&python).args(["-m", "venv", "--system-site-packages"]).arg(&venv), "python -m venv");
+    run(Command::new(&python).args(["-m", "venv"]).arg(&venv), "python -m venv");
     let py = venv.join("bin/python");
+    let site = |p: &Path| {
+        let out = Command::new(p).args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).output();
+        PathBuf::from(String::from_utf8_lossy(&out.expect("python runs").stdout).trim())
+    };
+    std::fs::write(site(&py).join("locsim-test-tools.pth"), format!("{}\n", site(&python).display())).unwrap();
     run(Command::new(&py).args(["-m", "pip", "install", "-q", "--no-deps", "--no-index"]).arg(&wheel), "pip install");
 
     // Outside the source tree, so `import locsim` is the installed package.
@@ -140,4 +98,7 @@ fn the_python_package_builds_installs_passes_its_tests_and_runs_the_notebook() {
     notebook.args(["-c", &script]);
     common(&mut notebook);
     run(&mut notebook, "the notebook");
+    Ok(())
 }
+
+testenv::tests![the_python_package_builds_installs_passes_its_tests_and_runs_the_notebook];

@@ -4,6 +4,10 @@
 //! compared with `locsim journal --sql` on the same script; a client killed mid-transaction
 //! leaves a database that SQLite reopens consistently with the journal recovered from the PCM
 //! image, and an injected journal bug is caught on the same path.
+//!
+//! The shell is Debian's `sqlite3`, the C client links `libsqlite3-dev`'s library: the tests
+//! that use them install them when missing (`testenv::require_packages`) or, where they cannot,
+//! are reported ignored with the reason (failed in CI). Their own harness (crates/testenv).
 
 use locsim::journal::replay::{self, OnError};
 use locsim::journal::trace::Op;
@@ -49,6 +53,23 @@ fn locsim_sql(config: &str) -> JournalResult {
     locsim::journal::measure(("sql", SCRIPT), &tr, &p, 1, DEFAULT_FRAMES, &Device::default(), OnError::Stop).unwrap()
 }
 
+/// The Debian packages `pkgs`, unless what they bring is already here (the `sqlite3` shell on
+/// `PATH`, the header of libsqlite3-dev), e.g. on another distribution.
+fn sqlite(pkgs: &[&str]) -> testenv::Outcome {
+    let shell = || Command::new("sqlite3").arg("--version").output().is_ok_and(|o| o.status.success());
+    let header = || Path::new("/usr/include/sqlite3.h").exists();
+    let here = pkgs.iter().all(|p| match *p {
+        "sqlite3" => shell(),
+        "libsqlite3-dev" => header(),
+        _ => false,
+    });
+    if here {
+        Ok(())
+    } else {
+        testenv::require_packages(pkgs)
+    }
+}
+
 /// The stats JSON of the stock shell after running `sql_lines` (the last line it prints).
 fn shell(dir: &Path, commands: &str) -> (bool, String, String) {
     let mut child = Command::new("sqlite3")
@@ -57,7 +78,7 @@ fn shell(dir: &Path, commands: &str) -> (bool, String, String) {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("the sqlite3 shell runs (.ci/run installs package sqlite3)");
+        .expect("the sqlite3 shell runs");
     use std::io::Write;
     child.stdin.take().unwrap().write_all(commands.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
@@ -124,7 +145,6 @@ fn run_in_bundled_sqlite(dir: &Path, config: &str) -> Value {
     serde_json::from_str(&s).unwrap()
 }
 
-#[test]
 fn in_locsims_own_sqlite_the_extension_gives_exactly_the_figures_of_locsim_journal_sql() {
     for config in ["RR-S2X", "RU20-S2X-WH64"] {
         let dir = fresh_dir(&format!("bundled-{config}"));
@@ -159,8 +179,8 @@ fn in_locsims_own_sqlite_the_extension_gives_exactly_the_figures_of_locsim_journ
 /// those bytes cause differ by well under 0.2 % (on examples/sql/notes.sql: 1 784 of 9.7
 /// million bits, 4 of 70 020 blocks). With the same version everything agrees exactly (the
 /// test above).
-#[test]
-fn the_stock_sqlite3_shell_and_a_c_client_agree_with_locsim_journal_sql() {
+fn the_stock_sqlite3_shell_and_a_c_client_agree_with_locsim_journal_sql() -> testenv::Outcome {
+    sqlite(&["sqlite3", "libsqlite3-dev"])?;
     let bundled_dir = fresh_dir("reference-RR-S2X");
     run_in_bundled_sqlite(&bundled_dir, "RR-S2X");
     let reference = std::fs::read(bundled_dir.join("app.db")).unwrap();
@@ -216,6 +236,7 @@ fn the_stock_sqlite3_shell_and_a_c_client_agree_with_locsim_journal_sql() {
     for d in [bundled_dir, dir, cdir] {
         let _ = std::fs::remove_dir_all(d);
     }
+    Ok(())
 }
 
 /// Byte ranges of b-tree page `pg` (0-based, 1 KiB pages) that hold no data: the gap between
@@ -326,8 +347,8 @@ fn kill_and_recover(dir: &Path, exe: &Path, config: &str, kill_at: u64, bug: &st
     Ok(at as u64)
 }
 
-#[test]
-fn a_client_killed_mid_transaction_recovers_from_the_pcm_image_and_an_injected_bug_is_caught() {
+fn a_client_killed_mid_transaction_recovers_from_the_pcm_image_and_an_injected_bug_is_caught() -> testenv::Outcome {
+    sqlite(&["libsqlite3-dev"])?;
     let dir = fresh_dir("kill");
     let exe = c_client(&dir);
     for kill_at in [301, 1202] {
@@ -339,9 +360,9 @@ fn a_client_killed_mid_transaction_recovers_from_the_pcm_image_and_an_injected_b
     println!("with bug reuse-live-portion: {caught:?}");
     assert!(caught.is_err(), "the injected bug went unnoticed");
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
 }
 
-#[test]
 fn the_library_exports_only_its_entry_point() {
     let out = Command::new("nm").args(["-D", "--defined-only"]).arg(extension()).output().expect("nm (binutils) runs");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -353,8 +374,8 @@ fn the_library_exports_only_its_entry_point() {
 /// The example block of docs/your-sqlite-app.md, run as written but for the paths: the
 /// artifacts of this build instead of target/release, the repository's examples from a fresh
 /// directory. The `locsim` binary is the one `cargo test --workspace` builds next to this test.
-#[test]
-fn the_copy_paste_example_of_the_docs_runs() {
+fn the_copy_paste_example_of_the_docs_runs() -> testenv::Outcome {
+    sqlite(&["sqlite3"])?;
     let doc = std::fs::read_to_string(Path::new(ROOT).join("docs/your-sqlite-app.md")).unwrap();
     let after = doc.split("## Example").nth(1).expect("an Example section");
     let block = after.split("```sh\n").nth(1).unwrap().split("```").next().unwrap();
@@ -385,9 +406,9 @@ fn the_copy_paste_example_of_the_docs_runs() {
     let (a, b) = (count(&from_ext, "total_bit_updates"), count(want, "total_bit_updates"));
     assert!(a.abs_diff(b) * 500 <= b, "{a} vs {b}");
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
 }
 
-#[test]
 fn uri_parameters_are_checked_and_name_what_is_allowed() {
     let from = |kv: &'static [(&'static str, &'static str)]| {
         move |k: &str| kv.iter().find(|(x, _)| *x == k).map(|(_, v)| v.to_string())
@@ -416,7 +437,6 @@ fn uri_parameters_are_checked_and_name_what_is_allowed() {
     }
 }
 
-#[test]
 fn the_image_header_round_trips_and_a_wrong_file_is_refused() {
     let mut img = pcmjournal::image_header(3, "RU20-S2X-WH64").to_vec();
     img.extend(vec![7u8; 3 * locsim::journal::format::FRAME_BYTES as usize]);
@@ -428,3 +448,13 @@ fn the_image_header_round_trips_and_a_wrong_file_is_refused() {
     assert!(pcmjournal::parse_image(&img[..100]).unwrap_err().contains("3 frames need"));
     assert!(pcmjournal::parse_image(b"SQLite format 3\0").unwrap_err().contains("magic"));
 }
+
+testenv::tests![
+    in_locsims_own_sqlite_the_extension_gives_exactly_the_figures_of_locsim_journal_sql,
+    the_stock_sqlite3_shell_and_a_c_client_agree_with_locsim_journal_sql,
+    a_client_killed_mid_transaction_recovers_from_the_pcm_image_and_an_injected_bug_is_caught,
+    the_library_exports_only_its_entry_point,
+    the_copy_paste_example_of_the_docs_runs,
+    uri_parameters_are_checked_and_name_what_is_allowed,
+    the_image_header_round_trips_and_a_wrong_file_is_refused,
+];
