@@ -12,17 +12,26 @@
 
 use super::h_wal::HWal;
 use super::{Bug, Protocol};
+use crate::log::head::LogFormat;
 use crate::machine::Machine;
 use crate::pmem::Layout;
 use crate::types::Addr;
 
-pub struct Trivial(HWal);
+/// What `trivial` is and how it is built (its line in the table of `registry.rs`).
+pub static TRIVIAL: super::Registration<Trivial> = super::Registration {
+    desc: super::Descriptor {
+        name: "trivial",
+        log_format: Some(LogFormat::HWal),
+        stores_persist: false,
+        speculates: false,
+        bugs: &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateOutOfOrder],
+        reads: &[],
+        layout: super::Descriptor::plain_layout,
+    },
+    build: |b| Trivial(HWal::new(b.layout, b.bug)),
+};
 
-impl Trivial {
-    pub fn new(layout: &Layout, bug: Option<Bug>) -> Trivial {
-        Trivial(HWal::new(layout, bug))
-    }
-}
+pub struct Trivial(HWal);
 
 impl Protocol for Trivial {
     fn format(&self, layout: &Layout, image: &mut [u8]) {
