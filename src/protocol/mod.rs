@@ -23,26 +23,52 @@ macro_rules! counters {
     };
 }
 
-pub mod atom;
 pub mod barrier;
-pub mod baseline;
-pub mod ec_wal;
 pub mod group;
-pub mod h_wal;
-pub mod hoop;
-pub mod kiln;
-pub mod loc_wal;
 #[cfg(test)]
 mod multicore_tests;
-pub mod proteus;
 pub mod redo;
 pub mod registry;
-pub mod s_wal;
-#[cfg(test)]
-pub mod trivial;
 pub mod window;
 
-pub use registry::{Build, Descriptor, ProtocolKind, Registration, Visit};
+pub use registry::{Build, Descriptor, Registration, Visit};
+
+/// Declares the protocol modules and defines [`ProtocolKind`] from the protocol lines of the
+/// registration table (`src/protocols.rs`).
+macro_rules! protocol_kinds {
+    (formats { $($formats:tt)* } protocols {
+        $($(#[$mattr:meta])* $module:ident { $($(#[$attr:meta])* $kind:ident => $reg:ident),+ },)*
+    }) => {
+        $($(#[$mattr])* pub mod $module;)*
+
+        /// The protocols locsim models (the table in `src/protocols.rs`).
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum ProtocolKind {
+            $($($(#[$attr])* $kind,)+)*
+        }
+
+        impl ProtocolKind {
+            /// Every registered protocol, in the table's order (the order of every listing).
+            pub const ALL: &'static [ProtocolKind] = &[$($($(#[$attr])* ProtocolKind::$kind,)+)*];
+
+            /// What the protocol is.
+            pub fn desc(self) -> &'static Descriptor {
+                match self {
+                    $($($(#[$attr])* ProtocolKind::$kind => &$module::$reg.desc,)+)*
+                }
+            }
+
+            /// Build the protocol from `b` and hand it to `v`.
+            pub fn build<V: Visit>(self, b: &Build<'_>, v: V) -> V::Out {
+                match self {
+                    $($($(#[$attr])* ProtocolKind::$kind => v.visit(($module::$reg.build)(b)),)+)*
+                }
+            }
+        }
+    };
+}
+
+registration_table!(protocol_kinds);
 
 use crate::machine::Machine;
 use crate::pmem::Layout;

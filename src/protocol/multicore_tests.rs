@@ -325,7 +325,12 @@ fn compare(rec: &[u8], expected: &[u8], in_commit: &[&Committed]) -> Result<(), 
 
 /// Crash-check `kind` on `cores` cores over `seeds`: the crash points checked, or the first
 /// violation with its seed.
-fn crash_check(kind: ProtocolKind, cores: u32, seeds: std::ops::Range<u64>, bug: Option<Bug>) -> Result<usize, String> {
+pub(super) fn crash_check(
+    kind: ProtocolKind,
+    cores: u32,
+    seeds: std::ops::Range<u64>,
+    bug: Option<Bug>,
+) -> Result<usize, String> {
     crash_check_on(kind, &config(cores), seeds, bug)
 }
 
@@ -441,7 +446,7 @@ fn the_runs_log_evicted_tagged_lines_and_every_core_writes_the_hot_lines() {
 /// lines of one slow bank; T2 on core 1 then writes X, away from that bank. T2's home write and
 /// its head are durable long before T1's last home write. Returns the crash points checked or
 /// the first violation.
-fn out_of_order_scenario(kind: ProtocolKind, bug: Option<Bug>) -> Result<usize, String> {
+pub(super) fn out_of_order_scenario(kind: ProtocolKind, bug: Option<Bug>) -> Result<usize, String> {
     let cfg = config(2);
     let layout = Layout::new(DATA_LINES * 64, 2 * 16 * 1024).with_cores(2);
     let mut image = vec![0u8; layout.total_bytes() as usize];
@@ -495,14 +500,6 @@ fn truncating_a_region_out_of_commit_order_is_caught() {
         // And in random runs, without the bug.
         crash_check(kind, 4, 0..3, None).unwrap();
     }
-}
-
-#[test]
-fn the_recipe_protocol_runs_on_several_cores_and_its_cross_core_bug_is_caught() {
-    // `trivial`, the recipe's example (docs/ARCHITECTURE.md, "Add a protocol", step 7).
-    crash_check(ProtocolKind::Trivial, 3, 0..2, None).unwrap();
-    assert!(ProtocolKind::Trivial.bugs().contains(&Bug::TruncateOutOfOrder));
-    assert!(out_of_order_scenario(ProtocolKind::Trivial, Some(Bug::TruncateOutOfOrder)).is_err());
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //!
 //! Each protocol's own file declares one [`Registration`]: what the protocol is (its
 //! [`Descriptor`]: command-line name, log format, flags, injectable bugs, layout needs) and how
-//! it is built. The table at the end of this file, one line per protocol, is the only list of
-//! protocols: it defines [`ProtocolKind`], and the runner, the command line (`--protocol`,
+//! it is built. The registration table (`src/protocols.rs`), one line per protocol, is the only
+//! list of protocols: it defines [`ProtocolKind`] (in `src/protocol/mod.rs`), and the runner, the command line (`--protocol`,
 //! `crashtest --list-bugs`), the checker and the tests read every per-protocol fact through
 //! [`ProtocolKind::desc`] and build every protocol through [`ProtocolKind::build`]. No other
 //! code matches on protocols (`protocols_are_named_only_in_the_registration_table` checks it).
@@ -12,7 +12,7 @@
 //! [`Visit`], whose `visit` is generic over it, so the simulator it drives is monomorphised per
 //! protocol as before; the descriptor is read when a run is set up, never per access.
 
-use super::{Bug, Protocol};
+use super::{Bug, Protocol, ProtocolKind};
 use crate::config::Config;
 use crate::log::head::LogFormat;
 use crate::pmem::Layout;
@@ -68,52 +68,6 @@ pub struct Registration<P> {
 pub trait Visit {
     type Out;
     fn visit<P: Protocol + 'static>(self, p: P) -> Self::Out;
-}
-
-/// Defines [`ProtocolKind`] from the table: one variant per line, in the listed order.
-macro_rules! registry {
-    ($($(#[$attr:meta])* $kind:ident => $reg:path,)*) => {
-        /// The protocols locsim models (the table in `src/protocol/registry.rs`).
-        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-        pub enum ProtocolKind {
-            $($(#[$attr])* $kind,)*
-        }
-
-        impl ProtocolKind {
-            /// Every registered protocol, in the table's order (the order of every listing).
-            pub const ALL: &'static [ProtocolKind] = &[$($(#[$attr])* ProtocolKind::$kind,)*];
-
-            /// What the protocol is.
-            pub fn desc(self) -> &'static Descriptor {
-                match self {
-                    $($(#[$attr])* ProtocolKind::$kind => &$reg.desc,)*
-                }
-            }
-
-            /// Build the protocol from `b` and hand it to `v`.
-            pub fn build<V: Visit>(self, b: &Build<'_>, v: V) -> V::Out {
-                match self {
-                    $($(#[$attr])* ProtocolKind::$kind => v.visit(($reg.build)(b)),)*
-                }
-            }
-        }
-    };
-}
-
-// The table: one line per protocol, the only list of them.
-registry! {
-    Baseline => super::baseline::BASELINE,
-    SWal => super::s_wal::S_WAL,
-    HWal => super::h_wal::H_WAL,
-    EcWal => super::ec_wal::EC_WAL,
-    LocWal => super::loc_wal::LOC_WAL,
-    Kiln => super::kiln::KILN,
-    LocKiln => super::kiln::LOC_KILN,
-    Proteus => super::proteus::PROTEUS,
-    Atom => super::atom::ATOM,
-    Hoop => super::hoop::HOOP,
-    #[cfg(test)]
-    Trivial => super::trivial::TRIVIAL,
 }
 
 impl ProtocolKind {
