@@ -25,6 +25,10 @@
 //! assert!(r.write_traffic > 1.0); // every program byte costs a log copy and a home copy
 //! ```
 
+// First: the registration table, a macro the modules below expand (`src/protocols.rs`).
+#[macro_use]
+mod protocols;
+
 pub mod api;
 pub mod bench;
 pub mod cache;

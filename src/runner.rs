@@ -5,10 +5,7 @@
 use crate::config::Config;
 use crate::machine::{Machine, MachineStats, Recorder};
 use crate::pmem::{Layout, WriteKind};
-use crate::protocol::{
-    baseline::Baseline, ec_wal::EcWal, h_wal::HWal, kiln::Kiln, loc_wal::LocWal, proteus::Proteus, s_wal::SWal, Bug,
-    Protocol, ProtocolKind,
-};
+use crate::protocol::{Bug, Build, Protocol, ProtocolKind, Visit};
 use crate::recent::{at_most, Recent};
 use crate::rng::{next_abort, run_streams};
 use crate::sim::{DirtyProbe, OracleLog, Sim};
@@ -329,12 +326,6 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<Populated<'_>>) -> Result<R
     let cores = spec.cfg.machine.cores;
     let mut layout = Layout::new(wl.data_bytes(), spec.cfg.log.size_bytes);
     if cores > 1 {
-        if !spec.protocol.multicore() {
-            return Err(format!(
-                "machine.cores = {cores}: protocol {} runs on one core so far (docs/multicore.md)",
-                spec.protocol.name()
-            ));
-        }
         wl.multicore()?;
         if layout.log_blocks() / (cores as u64) < 2 {
             return Err(format!("log.size_bytes = {}: too small for a log region per core", layout.log_bytes));
@@ -343,69 +334,28 @@ fn run_on(spec: &RunSpec, wl: Workload, data: Option<Populated<'_>>) -> Result<R
     }
     let layout =
         if spec.cfg.startgap.enabled { layout.with_startgap(crate::startgap::Geometry::EXTRA_BYTES) } else { layout };
-    // The `[loc]` keys are read here only, by the protocols built from them ([`LOC_READS`]).
-    let mut loc_read = [false; LOC_READS.len()];
-    let mut out = match spec.protocol {
-        ProtocolKind::Baseline => drive(spec, wl, data, layout, Baseline),
-        ProtocolKind::HWal => drive(spec, wl, data, layout, HWal::new(&layout, spec.bug)),
-        ProtocolKind::EcWal => {
-            drive(spec, wl, data, layout, EcWal::new(&layout, spec.cfg.min_write_cycles(), spec.bug))
-        }
-        ProtocolKind::SWal => drive(spec, wl, data, layout, SWal::new(&layout, &spec.cfg.swal, spec.bug)),
-        ProtocolKind::LocWal => {
-            if spec.cfg.llc.ways < 2 {
-                return Err(format!(
-                    "llc.ways = {}: loc-wal keeps versions in other ways, allowed 2..=16",
-                    spec.cfg.llc.ways
-                ));
-            }
-            loc_read = [true, true];
-            let sd = spec.cfg.loc.speculation_degree;
-            let p = LocWal::new(&layout, sd, spec.cfg.min_write_cycles(), spec.bug);
-            drive(spec, wl, data, layout, p.with_two_slot_head(spec.cfg.loc.two_slot_head))
-        }
-        ProtocolKind::Kiln | ProtocolKind::LocKiln => {
-            let loose = spec.protocol == ProtocolKind::LocKiln;
-            if loose && spec.cfg.llc.ways < 2 {
-                return Err(format!(
-                    "llc.ways = {}: loc-kiln keeps versions in other ways, allowed 2..=16",
-                    spec.cfg.llc.ways
-                ));
-            }
-            let slots = (spec.cfg.llc.size_bytes / 64) as usize;
-            let layout = layout.with_nvllc(crate::log::nvllc::bytes(slots, layout.cores));
-            if layout.total_bytes() / 64 >= (1 << 31) - 1 {
-                return Err(format!(
-                    "the simulated memory of {} bytes with {}'s NV-LLC records (llc.size_bytes = {}, log.size_bytes = \
-                     {}): the NV-LLC's tags hold 31-bit block numbers, allowed below 2^37 bytes",
-                    layout.total_bytes(),
-                    spec.protocol.name(),
-                    spec.cfg.llc.size_bytes,
-                    spec.cfg.log.size_bytes
-                ));
-            }
-            loc_read[0] = loose; // plain Kiln's window is one transaction, whatever the degree
-            let (sd, w) = (spec.cfg.loc.speculation_degree, spec.cfg.min_write_cycles());
-            drive(spec, wl, data, layout, Kiln::new(&layout, loose, sd, w, slots, spec.bug))
-        }
-        ProtocolKind::Proteus => {
-            let layout = layout.with_nvllc(crate::log::proteus::bytes(spec.cfg.proteus.lpq_entries as usize));
-            let trip = spec.cfg.llc.latency_cycles;
-            drive(spec, wl, data, layout, Proteus::new(&layout, &spec.cfg.proteus, trip, spec.bug))
-        }
-        ProtocolKind::Atom => {
-            drive(spec, wl, data, layout, crate::protocol::atom::Atom::new(&layout, &spec.cfg.atom, spec.bug))
-        }
-        ProtocolKind::Hoop => {
-            drive(spec, wl, data, layout, crate::protocol::hoop::Hoop::new(&layout, &spec.cfg.hoop, spec.bug))
-        }
-        #[cfg(test)]
-        ProtocolKind::Trivial => {
-            drive(spec, wl, data, layout, crate::protocol::trivial::Trivial::new(&layout, spec.bug))
-        }
-    }?;
-    out.unread.extend(LOC_READS.iter().zip(loc_read).filter(|&(_, read)| !read).map(|(k, _)| k.to_string()));
+    let desc = spec.protocol.desc();
+    let layout = (desc.layout)(layout, &spec.cfg)?;
+    let build = Build { cfg: &spec.cfg, layout: &layout, bug: spec.bug };
+    let mut out = spec.protocol.build(&build, Drive { spec, wl, data, layout })?;
+    // The `[loc]` keys are read only by the protocols built from them ([`LOC_READS`]).
+    out.unread.extend(LOC_READS.iter().filter(|k| !desc.reads.contains(k)).map(|k| k.to_string()));
     Ok(out)
+}
+
+/// [`drive`] a protocol once built ([`ProtocolKind::build`]): monomorphised per protocol.
+struct Drive<'a, 'd> {
+    spec: &'a RunSpec,
+    wl: Workload,
+    data: Option<Populated<'d>>,
+    layout: Layout,
+}
+
+impl Visit for Drive<'_, '_> {
+    type Out = Result<RunOutput, String>;
+    fn visit<P: Protocol + 'static>(self, p: P) -> Self::Out {
+        drive(self.spec, self.wl, self.data, self.layout, p)
+    }
 }
 
 /// The one-line error of a run whose simulated memory the host does not give.

@@ -393,7 +393,7 @@ fn bench_crash(a: &BenchArgs, cfg: &crate::config::Config, workloads: &[Workload
 
 fn bench(a: BenchArgs) -> Result<i32, String> {
     let cfg = build_config(&a.machine)?;
-    // On several cores the defaults are the workloads and protocols that run there.
+    // On several cores the default workloads are those that run there (every protocol does).
     let multi = cfg.machine.cores > 1;
     let workloads = match &a.workload {
         Some(s) => parse_list(s, "workload", WorkloadKind::parse)?,
@@ -401,7 +401,7 @@ fn bench(a: BenchArgs) -> Result<i32, String> {
     };
     let protocols = match &a.protocol {
         Some(s) => parse_list(s, "protocol", ProtocolKind::parse)?,
-        None => ProtocolKind::ALL.iter().copied().filter(|p| !multi || p.multicore()).collect(),
+        None => ProtocolKind::ALL.to_vec(),
     };
     if a.repeat == 0 || a.txs == Some(0) || a.crashes == 0 {
         return Err("--repeat, --txs and --crashes: allowed 1 or more".into());

@@ -7,6 +7,7 @@ mod commands;
 mod journal;
 mod trace;
 
+use crate::protocol::ProtocolKind;
 use clap::{Args, Parser, Subcommand};
 
 /// Crash-verified cycle-level simulator of transactional persistent memory.
@@ -137,8 +138,7 @@ pub struct RunArgs {
     /// Replay a trace (docs/formats/trace.md; `-` reads standard input) instead of a workload.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<String>,
-    /// Comma-separated protocols: baseline, s-wal, h-wal, ec-wal, loc-wal, kiln, loc-kiln, proteus, atom, hoop.
-    #[arg(long, short, default_value = "baseline,s-wal,h-wal")]
+    #[arg(long, short, default_value = "baseline,s-wal,h-wal", help = format!("Comma-separated protocols: {}", ProtocolKind::names()))]
     pub protocol: String,
     /// Transactions in the measured region (default 50000; a trace: all after its warm-up, or
     /// at most this many).
@@ -166,8 +166,7 @@ pub struct CrashArgs {
     /// Crash-check a replayed trace (docs/formats/trace.md; `-` reads standard input).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<String>,
-    /// Protocol under test: baseline, s-wal, h-wal, ec-wal, loc-wal, kiln, loc-kiln, proteus, atom, hoop.
-    #[arg(long, short, required_unless_present = "list_bugs")]
+    #[arg(long, short, required_unless_present = "list_bugs", help = format!("Protocol under test: {}", ProtocolKind::names()))]
     pub protocol: Option<String>,
     /// Crash points to check, drawn without replacement from the candidate cycles (the first and
     /// the last cycle of every distinct durable state).

@@ -12,6 +12,18 @@
 //! | 32..40 | home_below | u64, H-WAL and EC-WAL on more than one core: every transaction of any core whose global sequence number is below it is at home (0 with one core) |
 //! | 40..64 | reserved   | 0                                                              |
 //!
+//! What `start` and `start_seq` mean, per format:
+//!
+//! | format | `start` | `start_seq` |
+//! |--------|---------|-------------|
+//! | HWal, SWal | the first valid log block (H-WAL) or byte (S-WAL) | the sequence number of the transaction logged there |
+//! | Ec | the SID of the first valid Eager Commit block group | as HWal |
+//! | Loc | the SID of the first valid group (LOC-WAL's groups) | the transaction sequence number (its low 8 bits are the TxID) of the first transaction logged from there |
+//! | Kiln | as Ec (Kiln's fallback log for lines that do not fit the NV-LLC) | the sequence number of the transaction logging from there |
+//! | Proteus | 0 | 0: the finish registers in the LPQ state say what is live (docs/formats/proteus-log.md) |
+//! | Atom | 0 | the sequence number of the region's transaction whose log is not freed (its groups carry it) |
+//! | Hoop | the position of the first valid slice | the sequence number of the transaction there; `home_below` is the global commit order below which every transaction is at home (garbage-collected) |
+//!
 //! **Two-slot form** (`loc.two_slot_head`, LOC-WAL; the torn-write fix of docs/faults.md, off by
 //! default): bytes 12..16 hold 1, and `start`, `start_seq` live in two slots written
 //! alternately, each two 8-byte units:
@@ -51,31 +63,26 @@ pub const MAGIC: &[u8; 8] = b"LOCSIMLH";
 /// Offset of the `home_below` field.
 const HOME_BELOW_AT: usize = 32;
 
-/// Which log body follows the head.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum LogFormat {
-    HWal = 1,
-    SWal = 2,
-    /// Eager Commit block groups; `start` is the SID of the first valid group.
-    Ec = 3,
-    /// LOC-WAL: the same block groups; `start` is the SID of the first valid group and
-    /// `start_seq` the transaction sequence number (its low 8 bits are the TxID) of the first
-    /// transaction logged from there.
-    Loc = 4,
-    /// Kiln's fallback log for lines that do not fit the NV-LLC: block groups; `start` as for
-    /// Ec, `start_seq` the sequence number of the transaction logging from there.
-    Kiln = 5,
-    /// Proteus's undo entries spilled from the log pending queue (docs/formats/proteus-log.md);
-    /// `start` and `start_seq` are 0: the finish registers in the LPQ state say what is live.
-    Proteus = 6,
-    /// ATOM's undo log (`log::atom`): `start` unused (0), `start_seq` the sequence number of
-    /// the region's transaction whose log is not freed (its groups carry it).
-    Atom = 7,
-    /// HOOP's out-of-place region ([`crate::log::hoop`]): `start` is the position of the first
-    /// valid slice, `start_seq` the sequence number of the transaction there, `home_below` the
-    /// global commit order below which every transaction is at home (garbage-collected).
-    Hoop = 8,
+/// Defines [`LogFormat`] from the format lines of the registration table (`src/protocols.rs`).
+macro_rules! log_formats {
+    (formats { $($format:ident = $code:literal => $module:ident $($reads:ident)?,)* } protocols { $($protocols:tt)* }) => {
+        /// Which log body follows the head: a format line of the registration table, whose code
+        /// is bytes 8..12.
+        #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+        pub enum LogFormat {
+            $($format = $code,)*
+        }
+
+        impl LogFormat {
+            /// The registered format whose code is `code`.
+            pub fn from_code(code: u32) -> Option<LogFormat> {
+                [$(LogFormat::$format,)*].into_iter().find(|f| *f as u32 == code)
+            }
+        }
+    };
 }
+
+registration_table!(log_formats);
 
 /// Bytes 12..16 of a two-slot head.
 const TWO_SLOTS: u32 = 1;
@@ -207,17 +214,7 @@ impl LogHead {
         if &b[0..8] != MAGIC {
             return None;
         }
-        let format = match le::u32_at(b, 8) {
-            1 => LogFormat::HWal,
-            2 => LogFormat::SWal,
-            3 => LogFormat::Ec,
-            4 => LogFormat::Loc,
-            5 => LogFormat::Kiln,
-            6 => LogFormat::Proteus,
-            7 => LogFormat::Atom,
-            8 => LogFormat::Hoop,
-            _ => return None,
-        };
+        let format = LogFormat::from_code(le::u32_at(b, 8))?;
         if slots_of(le::u32_at(b, 12)).is_some() {
             return decode_two_slot(b).map(|d| d.0).filter(|h| h.format == format);
         }

@@ -42,6 +42,20 @@ use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
+/// What `atom` is and how it is built (its line in the table of `registry.rs`).
+pub static ATOM: super::Registration<Atom> = super::Registration {
+    desc: super::Descriptor {
+        name: "atom",
+        log_format: Some(LogFormat::Atom),
+        stores_persist: false,
+        speculates: false,
+        bugs: &[Bug::AckBeforeDurable, Bug::InPlaceBeforeUndo, Bug::FreeLogBeforeData],
+        reads: &[],
+        layout: super::Descriptor::plain_layout,
+    },
+    build: |b| Atom::new(b.layout, &b.cfg.atom, b.bug),
+};
+
 counters!(Counters {
     undo_entries,
     entries_from_cache,

@@ -7,6 +7,20 @@ use crate::machine::Machine;
 use crate::pmem::Layout;
 use crate::types::Addr;
 
+/// What `baseline` is and how it is built (its line in the table of `registry.rs`).
+pub static BASELINE: super::Registration<Baseline> = super::Registration {
+    desc: super::Descriptor {
+        name: "baseline",
+        log_format: None,
+        stores_persist: true,
+        speculates: false,
+        bugs: &[],
+        reads: &[],
+        layout: super::Descriptor::plain_layout,
+    },
+    build: |_| Baseline,
+};
+
 #[derive(Default)]
 pub struct Baseline;
 

@@ -30,6 +30,20 @@ use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{Addr, BlockId, Cycle};
 
+/// What `ec-wal` is and how it is built (its line in the table of `registry.rs`).
+pub static EC_WAL: super::Registration<EcWal> = super::Registration {
+    desc: super::Descriptor {
+        name: "ec-wal",
+        log_format: Some(LogFormat::Ec),
+        stores_persist: false,
+        speculates: false,
+        bugs: &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::TruncateOutOfOrder],
+        reads: &[],
+        layout: super::Descriptor::plain_layout,
+    },
+    build: |b| EcWal::new(b.layout, b.cfg.min_write_cycles(), b.bug),
+};
+
 pub struct EcWal {
     bug: Option<Bug>,
     write_cycles: Cycle,

@@ -26,6 +26,20 @@ use crate::memctl::WriteTiming;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{Addr, BlockId, Cycle};
 
+/// What `h-wal` is and how it is built (its line in the table of `registry.rs`).
+pub static H_WAL: super::Registration<HWal> = super::Registration {
+    desc: super::Descriptor {
+        name: "h-wal",
+        log_format: Some(LogFormat::HWal),
+        stores_persist: false,
+        speculates: false,
+        bugs: &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::TruncateOutOfOrder],
+        reads: &[],
+        layout: super::Descriptor::plain_layout,
+    },
+    build: |b| HWal::new(b.layout, b.bug),
+};
+
 pub struct HWal {
     bug: Option<Bug>,
     /// Per core: its log region and running transaction.

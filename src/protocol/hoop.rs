@@ -37,6 +37,20 @@ use crate::memctl::WriteTiming;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
+/// What `hoop` is and how it is built (its line in the table of `registry.rs`).
+pub static HOOP: super::Registration<Hoop> = super::Registration {
+    desc: super::Descriptor {
+        name: "hoop",
+        log_format: Some(LogFormat::Hoop),
+        stores_persist: false,
+        speculates: false,
+        bugs: &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::GcOwnRegion],
+        reads: &[],
+        layout: super::Descriptor::plain_layout,
+    },
+    build: |b| Hoop::new(b.layout, &b.cfg.hoop, b.bug),
+};
+
 counters!(Counters {
     slices_written,
     words_packed,

@@ -56,6 +56,58 @@ use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
+/// What `kiln` is and how it is built (its line in the table of `registry.rs`).
+pub static KILN: super::Registration<Kiln> = super::Registration {
+    desc: super::Descriptor {
+        name: "kiln",
+        log_format: Some(LogFormat::Kiln),
+        stores_persist: false,
+        speculates: false,
+        bugs: &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
+        // Plain Kiln's window is one transaction, whatever the degree.
+        reads: &[],
+        layout: |layout, cfg| with_records(layout, cfg, "kiln"),
+    },
+    build: |b| build(b, false),
+};
+
+/// What `loc-kiln` is and how it is built (its line in the table of `registry.rs`).
+pub static LOC_KILN: super::Registration<Kiln> = super::Registration {
+    desc: super::Descriptor {
+        name: "loc-kiln",
+        log_format: Some(LogFormat::Kiln),
+        stores_persist: false,
+        speculates: true,
+        bugs: &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome, Bug::DependentBeforeSource],
+        reads: &["loc.speculation_degree"],
+        layout: |layout, cfg| {
+            window::needs_two_ways(cfg, "loc-kiln").and_then(|()| with_records(layout, cfg, "loc-kiln"))
+        },
+    },
+    build: |b| build(b, true),
+};
+
+/// The layout with the NV-LLC's records (one per LLC slot), or the one line saying the memory
+/// is too large for their 31-bit block numbers.
+fn with_records(layout: Layout, cfg: &crate::config::Config, name: &str) -> Result<Layout, String> {
+    let layout = layout.with_nvllc(nvllc::bytes((cfg.llc.size_bytes / 64) as usize, layout.cores));
+    if layout.total_bytes() / 64 >= (1 << 31) - 1 {
+        return Err(format!(
+            "the simulated memory of {} bytes with {name}'s NV-LLC records (llc.size_bytes = {}, log.size_bytes = \
+             {}): the NV-LLC's tags hold 31-bit block numbers, allowed below 2^37 bytes",
+            layout.total_bytes(),
+            cfg.llc.size_bytes,
+            cfg.log.size_bytes
+        ));
+    }
+    Ok(layout)
+}
+
+fn build(b: &super::Build<'_>, loose: bool) -> Kiln {
+    let (sd, w, slots) = (b.cfg.loc.speculation_degree, b.cfg.min_write_cycles(), (b.cfg.llc.size_bytes / 64) as usize);
+    Kiln::new(b.layout, loose, sd, w, slots, b.bug)
+}
+
 /// LLC `aux` of a committed line whose transaction the register covers (a [`Version`]'s
 /// `aux` may be this, or a window transaction's [`tx_aux`]).
 const REGISTERED: u32 = u32::MAX;

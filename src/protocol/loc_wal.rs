@@ -52,6 +52,23 @@ use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
+/// What `loc-wal` is and how it is built (its line in the table of `registry.rs`).
+pub static LOC_WAL: super::Registration<LocWal> = super::Registration {
+    desc: super::Descriptor {
+        name: "loc-wal",
+        log_format: Some(LogFormat::Loc),
+        stores_persist: false,
+        speculates: true,
+        bugs: &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs, Bug::DependentBeforeSource],
+        reads: &["loc.speculation_degree", "loc.two_slot_head"],
+        layout: |layout, cfg| window::needs_two_ways(cfg, "loc-wal").map(|()| layout),
+    },
+    build: |b| {
+        let p = LocWal::new(b.layout, b.cfg.loc.speculation_degree, b.cfg.min_write_cycles(), b.bug);
+        p.with_two_slot_head(b.cfg.loc.two_slot_head)
+    },
+};
+
 /// A Tx State Table entry (its CID is the [`Win`]'s core).
 #[derive(Clone, Debug)]
 struct TxSt {

@@ -23,25 +23,53 @@ macro_rules! counters {
     };
 }
 
-pub mod atom;
 pub mod barrier;
-pub mod baseline;
-pub mod ec_wal;
 pub mod group;
-pub mod h_wal;
-pub mod hoop;
-pub mod kiln;
-pub mod loc_wal;
 #[cfg(test)]
 mod multicore_tests;
-pub mod proteus;
 pub mod redo;
-pub mod s_wal;
-#[cfg(test)]
-pub mod trivial;
+pub mod registry;
 pub mod window;
 
-use crate::log::head::LogFormat;
+pub use registry::{Build, Descriptor, Registration, Visit};
+
+/// Declares the protocol modules and defines [`ProtocolKind`] from the protocol lines of the
+/// registration table (`src/protocols.rs`).
+macro_rules! protocol_kinds {
+    (formats { $($formats:tt)* } protocols {
+        $($(#[$mattr:meta])* $module:ident { $($(#[$attr:meta])* $kind:ident => $reg:ident),+ },)*
+    }) => {
+        $($(#[$mattr])* pub mod $module;)*
+
+        /// The protocols locsim models (the table in `src/protocols.rs`).
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum ProtocolKind {
+            $($($(#[$attr])* $kind,)+)*
+        }
+
+        impl ProtocolKind {
+            /// Every registered protocol, in the table's order (the order of every listing).
+            pub const ALL: &'static [ProtocolKind] = &[$($($(#[$attr])* ProtocolKind::$kind,)+)*];
+
+            /// What the protocol is.
+            pub fn desc(self) -> &'static Descriptor {
+                match self {
+                    $($($(#[$attr])* ProtocolKind::$kind => &$module::$reg.desc,)+)*
+                }
+            }
+
+            /// Build the protocol from `b` and hand it to `v`.
+            pub fn build<V: Visit>(self, b: &Build<'_>, v: V) -> V::Out {
+                match self {
+                    $($($(#[$attr])* ProtocolKind::$kind => v.visit(($module::$reg.build)(b)),)+)*
+                }
+            }
+        }
+    };
+}
+
+registration_table!(protocol_kinds);
+
 use crate::machine::Machine;
 use crate::pmem::Layout;
 use crate::types::{Addr, Cycle};
@@ -68,166 +96,6 @@ pub trait Protocol {
     /// Protocol-specific event counters for the run report (name, count since the start).
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
-    }
-}
-
-/// The protocols locsim models, as named on the command line.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ProtocolKind {
-    Baseline,
-    SWal,
-    HWal,
-    EcWal,
-    LocWal,
-    Kiln,
-    LocKiln,
-    /// Software-supported hardware undo logging (Shin et al., MICRO 2017).
-    Proteus,
-    /// ATOM: hardware undo logging (Joshi et al., HPCA 2017).
-    Atom,
-    Hoop,
-    /// The recipe's test protocol (`trivial.rs`), in unit tests only.
-    #[cfg(test)]
-    Trivial,
-}
-
-impl ProtocolKind {
-    pub const ALL: &'static [ProtocolKind] = &[
-        ProtocolKind::Baseline,
-        ProtocolKind::SWal,
-        ProtocolKind::HWal,
-        ProtocolKind::EcWal,
-        ProtocolKind::LocWal,
-        ProtocolKind::Kiln,
-        ProtocolKind::LocKiln,
-        ProtocolKind::Proteus,
-        ProtocolKind::Atom,
-        ProtocolKind::Hoop,
-        #[cfg(test)]
-        ProtocolKind::Trivial,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ProtocolKind::Baseline => "baseline",
-            ProtocolKind::SWal => "s-wal",
-            ProtocolKind::HWal => "h-wal",
-            ProtocolKind::EcWal => "ec-wal",
-            ProtocolKind::LocWal => "loc-wal",
-            ProtocolKind::Kiln => "kiln",
-            ProtocolKind::LocKiln => "loc-kiln",
-            ProtocolKind::Proteus => "proteus",
-            ProtocolKind::Atom => "atom",
-            ProtocolKind::Hoop => "hoop",
-            #[cfg(test)]
-            ProtocolKind::Trivial => "trivial",
-        }
-    }
-
-    /// The format of the protocol's memory log, which recovery reads (`None`: no log).
-    pub fn log_format(self) -> Option<LogFormat> {
-        match self {
-            ProtocolKind::Baseline => None,
-            ProtocolKind::SWal => Some(LogFormat::SWal),
-            ProtocolKind::HWal => Some(LogFormat::HWal),
-            ProtocolKind::EcWal => Some(LogFormat::Ec),
-            ProtocolKind::LocWal => Some(LogFormat::Loc),
-            ProtocolKind::Kiln | ProtocolKind::LocKiln => Some(LogFormat::Kiln),
-            ProtocolKind::Proteus => Some(LogFormat::Proteus),
-            ProtocolKind::Atom => Some(LogFormat::Atom),
-            ProtocolKind::Hoop => Some(LogFormat::Hoop),
-            #[cfg(test)]
-            ProtocolKind::Trivial => Some(LogFormat::HWal),
-        }
-    }
-
-    /// Does the protocol run on more than one core (`machine.cores > 1`; docs/multicore.md,
-    /// its section per protocol)? Until it does, such a run exits 2 with one line. `baseline`
-    /// keeps no per-transaction state, so it runs on any number of cores as it is.
-    pub fn multicore(self) -> bool {
-        match self {
-            ProtocolKind::Baseline
-            | ProtocolKind::SWal
-            | ProtocolKind::HWal
-            | ProtocolKind::EcWal
-            | ProtocolKind::LocWal
-            | ProtocolKind::Proteus
-            | ProtocolKind::Atom
-            | ProtocolKind::Kiln
-            | ProtocolKind::LocKiln
-            | ProtocolKind::Hoop => true,
-            #[cfg(test)]
-            ProtocolKind::Trivial => true,
-        }
-    }
-
-    /// Does the protocol persist through the core's own stores, flushes and fences (software)?
-    /// Under `machine.persist_domain = eadr | bbb` its stores are then durable once performed
-    /// and its flushes cost nothing; a hardware protocol's lines stay under its own hardware,
-    /// which the power-fail drain leaves alone (src/machine/persist.rs, docs/machine.md).
-    pub fn stores_persist(self) -> bool {
-        match self {
-            ProtocolKind::Baseline | ProtocolKind::SWal => true,
-            ProtocolKind::HWal | ProtocolKind::EcWal | ProtocolKind::LocWal | ProtocolKind::Kiln => false,
-            ProtocolKind::LocKiln => false,
-            // Its stores come before their log-flushes: a store durable once performed would
-            // reach the domain ahead of its undo entry, so its lines stay out of the drain.
-            ProtocolKind::Proteus => false,
-            ProtocolKind::Atom => false,
-            ProtocolKind::Hoop => false,
-            #[cfg(test)]
-            ProtocolKind::Trivial => false,
-        }
-    }
-
-    /// Does the protocol speculate (has a speculation degree)?
-    pub fn speculates(self) -> bool {
-        matches!(self, ProtocolKind::LocWal | ProtocolKind::LocKiln)
-    }
-
-    pub fn parse(s: &str) -> Result<ProtocolKind, String> {
-        ProtocolKind::ALL.iter().copied().find(|p| p.name() == s).ok_or_else(|| {
-            let names: Vec<_> = ProtocolKind::ALL.iter().map(|p| p.name()).collect();
-            format!("unknown protocol `{s}`: allowed {}", names.join(", "))
-        })
-    }
-
-    /// The deliberate defects that can be injected into this protocol (negative controls).
-    pub fn bugs(self) -> &'static [Bug] {
-        match self {
-            ProtocolKind::Baseline => &[],
-            ProtocolKind::SWal => &[Bug::AckBeforeDurable, Bug::TruncateBeforeCheckpoint, Bug::LazyTruncate],
-            ProtocolKind::HWal => {
-                &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::TruncateOutOfOrder]
-            }
-            ProtocolKind::EcWal => &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::TruncateOutOfOrder],
-            ProtocolKind::LocWal => {
-                &[Bug::AckBeforeDurable, Bug::MetaBeforeData, Bug::IgnoreDependencyPairs, Bug::DependentBeforeSource]
-            }
-            ProtocolKind::Kiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome],
-            ProtocolKind::LocKiln => &[Bug::AckBeforeDurable, Bug::EvictUncommittedHome, Bug::DependentBeforeSource],
-            ProtocolKind::Proteus => &[
-                Bug::AckBeforeDurable,
-                Bug::DropUncommittedEntry,
-                Bug::StoreBeforeLogFlush,
-                Bug::CommitDropsOtherCores,
-            ],
-            ProtocolKind::Atom => &[Bug::AckBeforeDurable, Bug::InPlaceBeforeUndo, Bug::FreeLogBeforeData],
-            ProtocolKind::Hoop => {
-                &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateBeforeCheckpoint, Bug::GcOwnRegion]
-            }
-            #[cfg(test)]
-            ProtocolKind::Trivial => &[Bug::AckBeforeDurable, Bug::CommitBeforeLog, Bug::TruncateOutOfOrder],
-        }
-    }
-
-    /// Every defect `crashtest --inject-bug` accepts for this protocol: its own, and, for a
-    /// protocol with bugs, those of the machine below it (the Start-Gap controller, the
-    /// coherence protocol).
-    pub fn injectable(self) -> Vec<Bug> {
-        let machine: &[Bug] =
-            if self.bugs().is_empty() { &[] } else { &[Bug::StartGapRegsBeforeCopy, Bug::LostInvalidation] };
-        self.bugs().iter().chain(machine).copied().collect()
     }
 }
 

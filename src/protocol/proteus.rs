@@ -32,6 +32,22 @@ use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
+/// What `proteus` is and how it is built (its line in the table of `registry.rs`).
+pub static PROTEUS: super::Registration<Proteus> = super::Registration {
+    desc: super::Descriptor {
+        name: "proteus",
+        log_format: Some(LogFormat::Proteus),
+        // Its stores come before their log-flushes: a store durable once performed would
+        // reach the domain ahead of its undo entry, so its lines stay out of the drain.
+        stores_persist: false,
+        speculates: false,
+        bugs: &[Bug::AckBeforeDurable, Bug::DropUncommittedEntry, Bug::StoreBeforeLogFlush, Bug::CommitDropsOtherCores],
+        reads: &[],
+        layout: |layout, cfg| Ok(layout.with_nvllc(fmt::bytes(cfg.proteus.lpq_entries as usize))),
+    },
+    build: |b| Proteus::new(b.layout, &b.cfg.proteus, b.cfg.llc.latency_cycles, b.bug),
+};
+
 counters! {
     Counters {
         log_entries,

@@ -24,6 +24,20 @@ use crate::machine::Machine;
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{blocks_of, Addr, BlockId, Cycle};
 
+/// What `s-wal` is and how it is built (its line in the table of `registry.rs`).
+pub static S_WAL: super::Registration<SWal> = super::Registration {
+    desc: super::Descriptor {
+        name: "s-wal",
+        log_format: Some(LogFormat::SWal),
+        stores_persist: true,
+        speculates: false,
+        bugs: &[Bug::AckBeforeDurable, Bug::TruncateBeforeCheckpoint, Bug::LazyTruncate],
+        reads: &[],
+        layout: super::Descriptor::plain_layout,
+    },
+    build: |b| SWal::new(b.layout, &b.cfg.swal, b.bug),
+};
+
 pub struct SWal {
     bug: Option<Bug>,
     costs: SwalConfig,

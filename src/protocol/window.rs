@@ -16,6 +16,15 @@ use crate::types::{BlockData, BlockId};
 /// A window closes after this many transactions even if fewer than `sd` committed (aborts).
 pub const MAX_WINDOW_TXS: usize = 64;
 
+/// A protocol that keeps older versions of lines in other ways of their LLC set needs two
+/// ways at least: the one line (`llc.ways`) saying so, naming the protocol, if not.
+pub fn needs_two_ways(cfg: &crate::config::Config, protocol: &str) -> Result<(), String> {
+    match cfg.llc.ways < 2 {
+        true => Err(format!("llc.ways = {}: {protocol} keeps versions in other ways, allowed 2..=16", cfg.llc.ways)),
+        false => Ok(()),
+    }
+}
+
 /// The speculation degree's range (committed transactions per window).
 pub const SD_RANGE: std::ops::RangeInclusive<u32> = crate::config::LocConfig::SD_RANGE;
 

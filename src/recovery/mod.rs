@@ -5,15 +5,7 @@
 //! image gives the recovered image; applying any prefix of it models a crash during recovery,
 //! after which recovery must run again to the same result.
 
-pub mod atom;
-pub mod ec;
-pub mod hoop;
-pub mod kiln;
-pub mod loc;
-pub mod proteus;
 pub mod startgap;
-pub mod swal;
-pub mod wal;
 
 use crate::log::head::LogFormat;
 use crate::pmem::Layout;
@@ -27,20 +19,43 @@ pub struct Plan {
     pub redone_txs: u64,
 }
 
+/// Defines, from the format lines of the registration table (`src/protocols.rs`), each format's
+/// recovery module and the dispatch to its `recover`.
+macro_rules! recovery_modules {
+    (formats { $($format:ident = $code:literal => $module:ident $($reads:ident)?,)* } protocols { $($protocols:tt)* }) => {
+        $(pub mod $module;)*
+
+        /// The recovery of `format`: its module's `recover`.
+        fn recover_format(format: LogFormat, layout: &Layout, image: &[u8]) -> Result<Plan, String> {
+            match format {
+                $(LogFormat::$format => $module::recover(layout, image),)*
+            }
+        }
+
+        /// Does the recovery of `format` read the data area (`reads_data_area` on its line)?
+        fn format_reads_data_area(format: LogFormat) -> bool {
+            match format {
+                $(LogFormat::$format => recovery_modules!(@reads $($reads)?),)*
+            }
+        }
+    };
+    (@reads reads_data_area) => {
+        true
+    };
+    (@reads) => {
+        false
+    };
+}
+
+registration_table!(recovery_modules);
+
 /// Recover an image whose log area has `format` (static configuration: the protocol's log
 /// format, `None` for a protocol without a log). `Err` means the image is not recoverable (for
 /// example a log head that does not decode), which the crash checker reports as a violation.
 pub fn recover(format: Option<LogFormat>, layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let plan = match format {
         None => Ok(Plan::default()),
-        Some(LogFormat::HWal) => wal::recover(layout, image),
-        Some(LogFormat::Ec) => ec::recover(layout, image),
-        Some(LogFormat::Loc) => loc::recover(layout, image),
-        Some(LogFormat::Kiln) => kiln::recover(layout, image),
-        Some(LogFormat::SWal) => swal::recover(layout, image),
-        Some(LogFormat::Proteus) => proteus::recover(layout, image),
-        Some(LogFormat::Atom) => atom::recover(layout, image),
-        Some(LogFormat::Hoop) => hoop::recover(layout, image),
+        Some(f) => recover_format(f, layout, image),
     }?;
     plan.assert_well_formed(layout);
     Ok(plan)
@@ -48,13 +63,12 @@ pub fn recover(format: Option<LogFormat>, layout: &Layout, image: &[u8]) -> Resu
 
 /// Whether recovery of `format` reads blocks of the data area. S-WAL's redo records hold the
 /// bytes of single stores, and HOOP's slices single words, which recovery merges into the home
-/// block it reads; every other
-/// format logs whole blocks, and its plan is a function of the log area (and Kiln's NV-LLC
-/// state) alone. The crash checker relies on the `false` answers (`Sweep::plan`,
-/// `src/crash/sweep.rs`); `recovery_never_reads_the_data_area` in
+/// block it reads; every other format logs whole blocks, and its plan is a function of the log
+/// area (and Kiln's NV-LLC state) alone. The crash checker relies on the `false` answers
+/// (`Sweep::plan`, `src/crash/sweep.rs`); `recovery_never_reads_the_data_area` in
 /// `tests/recovery_scenarios.rs` checks both answers.
 pub fn reads_data_area(format: Option<LogFormat>) -> bool {
-    matches!(format, Some(LogFormat::SWal) | Some(LogFormat::Hoop))
+    format.is_some_and(format_reads_data_area)
 }
 
 impl Plan {

@@ -309,19 +309,10 @@ fn multicore_runs_refuse_what_is_not_multicore_with_one_line() {
         tape: false,
         prefault: false,
     };
-    // Every protocol runs on N cores today; one added later may start on one core, and is then
-    // refused with this line.
+    // Every protocol runs on N cores.
     for &p in ProtocolKind::ALL.iter() {
-        match execute(&spec(WorkloadKind::Sps, p)) {
-            Ok(r) => assert!(p.multicore() && r.result.cores == Some(2), "{}", p.name()),
-            Err(e) => {
-                assert!(!p.multicore(), "{}: {e}", p.name());
-                assert_eq!(
-                    e,
-                    format!("machine.cores = 2: protocol {} runs on one core so far (docs/multicore.md)", p.name())
-                );
-            }
-        }
+        let r = execute(&spec(WorkloadKind::Sps, p)).unwrap_or_else(|e| panic!("{}: {e}", p.name()));
+        assert_eq!(r.result.cores, Some(2), "{}", p.name());
     }
     let e = execute(&spec(WorkloadKind::Sqlite, ProtocolKind::Baseline)).err().unwrap();
     assert!(e.starts_with("workload sqlite runs on one core: SQLite's own locking serialises writers"), "{e}");

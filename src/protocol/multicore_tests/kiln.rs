@@ -11,7 +11,7 @@ use crate::log::nvllc;
 use crate::machine::Machine;
 use crate::pmem::Layout;
 use crate::protocol::kiln::Kiln;
-use crate::protocol::{Bug, Protocol};
+use crate::protocol::{Bug, Build, Protocol, Registration};
 use crate::recovery;
 use crate::rng::Rng;
 use crate::types::{blocks_of, Addr, BlockId, Cycle};
@@ -47,20 +47,22 @@ pub fn cfg(cores: u32, sets: &[&str]) -> Config {
 
 /// A Kiln bench: 32 KiB of data, a 64 KiB log split among the cores, the NV-LLC of `cfg`.
 pub fn kiln(cfg: &Config, bug: Option<Bug>) -> Bench<Kiln> {
-    let slots = (cfg.llc.size_bytes / 64) as usize;
-    let cores = cfg.machine.cores;
-    let layout = Layout::new(32 << 10, 64 << 10).with_cores(cores).with_nvllc(nvllc::bytes(slots, cores));
-    let p = Kiln::new(&layout, false, 1, cfg.min_write_cycles(), slots, bug);
-    Bench::new(cfg, layout, p, LogFormat::Kiln)
+    bench(&crate::protocol::kiln::KILN, cfg, bug)
 }
 
 /// A LOC-Kiln bench (`kiln` with speculation windows of `sd` committed transactions).
 pub fn loc_kiln(cfg: &Config, sd: u32, bug: Option<Bug>) -> Bench<Kiln> {
-    let slots = (cfg.llc.size_bytes / 64) as usize;
-    let cores = cfg.machine.cores;
-    let layout = Layout::new(32 << 10, 64 << 10).with_cores(cores).with_nvllc(nvllc::bytes(slots, cores));
-    let p = Kiln::new(&layout, true, sd, cfg.min_write_cycles(), slots, bug);
-    Bench::new(cfg, layout, p, LogFormat::Kiln)
+    let mut cfg = cfg.clone();
+    cfg.loc.speculation_degree = sd;
+    bench(&crate::protocol::kiln::LOC_KILN, &cfg, bug)
+}
+
+/// A bench of the protocol `reg` registers, laid out and built as the runner does.
+fn bench(reg: &Registration<Kiln>, cfg: &Config, bug: Option<Bug>) -> Bench<Kiln> {
+    let layout = Layout::new(32 << 10, 64 << 10).with_cores(cfg.machine.cores);
+    let layout = (reg.desc.layout)(layout, cfg).expect("a Kiln layout");
+    let p = (reg.build)(&Build { cfg, layout: &layout, bug });
+    Bench::new(cfg, layout, p, reg.desc.log_format.expect("Kiln logs"))
 }
 
 impl<P: Protocol> Bench<P> {
