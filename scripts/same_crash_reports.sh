@@ -55,6 +55,24 @@ cases() {
       esac
     done
   done
+  # The configurations the tests catch the bugs under (small caches that spill to Kiln's
+  # fallback log, a hot SPS array shared by four cores).
+  local tiny="--set l1.size_bytes=2048 --set l2.size_bytes=8192 --set llc.size_bytes=16384 --set workload.sps.swaps_per_tx=150"
+  local hot="--set workload.sps.entries=1024"
+  for p in kiln loc-kiln; do
+    echo "-w sps -p $p --txs 40 --inject-bug evict-uncommitted-home $tiny"
+    echo "-w sps -p $p --txs 40 --inject-bug evict-uncommitted-home --cores 4 $tiny"
+    echo "-w sps -p $p --txs 40 --abort-rate 0.2 $tiny"
+    echo "-w sps -p $p --txs 40 --abort-rate 0.2 --cores 4 --atomicity 8 $tiny"
+    echo "-w hash -p $p --txs 300 --inject-bug ack-before-durable"
+  done
+  echo "-w sps -p loc-kiln --cores 4 --inject-bug dependent-before-source $hot"
+  for p in h-wal kiln hoop; do
+    echo "-w sps -p $p --cores 4 --inject-bug lost-invalidation $hot"
+  done
+  echo "-w sps -p hoop --cores 4 --txs 1000 --inject-bug gc-own-region $hot"
+  echo "-w sps -p hoop --txs 600 --inject-bug truncate-before-checkpoint"
+  echo "-w sps -p hoop --txs 600 --inject-bug truncate-before-checkpoint --atomicity 16"
 }
 
 # The injectable bugs of protocol $1, from `crashtest --list-bugs` of the reference build.

@@ -282,7 +282,7 @@ fn recovery_from_the_scan_cache_equals_a_whole_recovery_after_every_write() {
                 None => read_block(&img, b),
             };
             let expect = recovery::recover(Some(LogFormat::Hoop), &layout, &cut);
-            // Every other step the checker's way (`crash::incremental::hoop::Recoverer::same_again`): `laid`'s
+            // Every other step the checker's way (`Recoverer::same_again`): `laid`'s
             // last plan is `plan`, and `None` says it was made again.
             let again = if step % 2 == 0 {
                 recover_cached_with(&layout, &shown, &mut laid, view)

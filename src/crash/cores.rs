@@ -6,7 +6,7 @@
 //! A worker walks its points in time order with one running durable image and one image of the
 //! oracle's base (the closure of the acknowledged transactions). The work at a point is
 //! proportional to what changed since the worker's previous point, as in the one-core sweep
-//! ([`super::sweep`]):
+//! (`sweep.rs`):
 //! - the lines where the recovered data area differs from the base's image are kept as a
 //!   running set: a line is compared again only when a durable write, a base transaction, the
 //!   recovery plan or its undo changed it;
@@ -37,6 +37,7 @@
 use super::concurrent::{Closure, History};
 use super::gapview::GapView;
 use super::guard_due;
+use super::incremental::hoop::Recoverer;
 use super::overlay::{Overlaid, Overlay};
 use super::torn;
 use super::{CrashSpec, Part, ViolationKind};
@@ -105,10 +106,10 @@ pub(super) struct CoreSweep<'a> {
     tracked: u64,
     retrack: Vec<(BlockId, Option<BlockId>)>,
     overlay: Overlay,
-    /// Recovery, through HOOP's scan cache where it applies ([`super::incremental::hoop::Recoverer`]): told of
+    /// Recovery, through HOOP's scan cache where it applies ([`Recoverer`]): told of
     /// every durable write; the second recoveries (of the recovered image, and of one with a
     /// prefix of the plan laid) run on images the cache has not heard of.
-    recoverer: super::incremental::hoop::Recoverer,
+    recoverer: Recoverer,
     /// The longest time a write of the run spent in service (for torn writes).
     max_service: Cycle,
     pub(super) part: Part,
@@ -127,8 +128,7 @@ impl<'a> CoreSweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
         let lines = data_len / 64;
         let phys = GapView::new(&spec.run.cfg.startgap, &rec.layout, || sparse.copy(&rec.initial));
-        let recoverer =
-            super::incremental::hoop::Recoverer::new(spec.run.protocol.log_format(), &rec.layout, phys.is_some());
+        let recoverer = Recoverer::new(spec.run.protocol.log_format(), &rec.layout, phys.is_some());
         let trackable = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && phys.is_none();
         // The overlay of the Kiln tracker and of HOOP's scan cache (`judge_laid`).
         let laid = trackable || recoverer.caches();
@@ -482,7 +482,7 @@ impl<'a> CoreSweep<'a> {
     /// line leaves the log as it was, so recovering again makes the same plan: that case, and
     /// the whole plan (the second recovery of `check_recovered`), run only on the 1st, 8th,
     /// 64th, ... such point. Under HOOP's scan cache a prefix of data writes is recovered
-    /// again through the cache, with nothing written ([`super::incremental::hoop::Recoverer::same_again`]).
+    /// again through the cache, with nothing written ([`Recoverer::same_again`]).
     /// `img` is as it was on return.
     fn interrupted(&mut self, t: Cycle, format: Option<LogFormat>, plan: &Plan) -> Result<(), String> {
         let layout = &self.rec.layout;

@@ -2,8 +2,8 @@
 //! durable image, so that the image's data area is the recovered one while durable writes
 //! keep landing (a write to a block under the overlay goes to the overlay's record of the
 //! durable content, which taking the overlay away restores). The cost of a point is then what
-//! changed in the plan since the last one, not the plan's length ([`super::sweep`]'s
-//! `Sweep::plan`, [`super::cores`]' `CoreSweep::track`).
+//! changed in the plan since the last one, not the plan's length (`Sweep::plan` in
+//! `sweep.rs`, `CoreSweep::track` in `cores.rs`).
 
 use crate::log::head::LogFormat;
 use crate::pmem::Layout;

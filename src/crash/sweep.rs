@@ -1,6 +1,7 @@
 //! The sweep over crash points; see the module documentation of [`crate::crash`].
 
 use super::gapview::GapView;
+use super::incremental::hoop::Recoverer;
 use super::overlay::{Overlaid, Overlay};
 use super::{difference, guard_due, torn, CrashSpec, Part, UserVerify, Violation, ViolationKind};
 use crate::hostmem::Sparse;
@@ -97,11 +98,11 @@ pub(super) struct Sweep<'a> {
     /// Whether this check uses a tracker at all (Kiln's log format, no Start-Gap).
     trackable: bool,
     tracker_retry: bool,
-    /// Recovery, through HOOP's scan cache where it applies ([`super::incremental::hoop::Recoverer`]): told of
+    /// Recovery, through HOOP's scan cache where it applies ([`Recoverer`]): told of
     /// every durable write; the idempotence check's second recovery runs on an image the cache
     /// has not heard of (the plan's writes reach no slice, only homes and heads, which the
     /// cache compares).
-    recoverer: super::incremental::hoop::Recoverer,
+    recoverer: Recoverer,
     tracked: u64,
     retrack: Vec<(BlockId, Option<BlockId>)>,
     /// The overlay (see [`Sweep::plan`]): D's content under each redo write laid over `img`.
@@ -154,8 +155,7 @@ impl<'a> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
         let phys = GapView::new(&spec.run.cfg.startgap, &rec.layout, || sparse.copy(&rec.initial));
         let trackable = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && phys.is_none();
-        let recoverer =
-            super::incremental::hoop::Recoverer::new(spec.run.protocol.log_format(), &rec.layout, phys.is_some());
+        let recoverer = Recoverer::new(spec.run.protocol.log_format(), &rec.layout, phys.is_some());
         let logical_len = rec.layout.total_bytes() as usize;
         // Arrays read at random places before they are written there: committed when other
         // workers run. Otherwise a page read first maps the kernel's shared zero page, and the
@@ -492,7 +492,7 @@ impl<'a> Sweep<'a> {
     }
 
     /// The check of a crash during recovery after `cut` of `plan`'s writes through HOOP's
-    /// scan cache, the overlay left laid ([`super::incremental::hoop::Recoverer::same_again`]); false for the
+    /// scan cache, the overlay left laid ([`Recoverer::same_again`]); false for the
     /// caller to check the whole way.
     fn same_again_laid(&mut self, plan: &Plan, cut: usize, redo: usize) -> bool {
         let (img, overlay) = (&self.img, &self.overlay);
@@ -500,7 +500,7 @@ impl<'a> Sweep<'a> {
     }
 
     /// Recovery of `img` as it stands (`second`: an image the scan cache has not heard of,
-    /// see [`super::incremental::hoop::Recoverer`]).
+    /// see [`Recoverer`]).
     fn recover(&mut self, second: bool) -> Result<Plan, String> {
         self.recoverer.recover(&self.rec.layout, &self.img, second)
     }

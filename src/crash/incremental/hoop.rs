@@ -39,13 +39,13 @@ pub struct Cache {
 
 /// What the last recovery replayed: `homes` holds its home blocks (stamped with `generation`)
 /// and `blocks` their numbers in increasing order. The next recovery resumes it when no head
-/// block changed (a changed head restarts its region's scan), no replayed transaction was dropped from a scan, `home_below`
-/// did not move, and every transaction scanned since comes later in global order than all
-/// those replayed: then replaying only those transactions' words, over the replayed home blocks
-/// (those the image changed taken afresh, the replayed words kept), gives the same plan as
-/// replaying all of them over blocks read from the image. A crash sweep's consecutive images
-/// differ in a few slices, so a recovery replays a few transactions instead of every live one
-/// (docs/crash-checker.md, "Cost").
+/// block changed (a changed head restarts its region's scan), no replayed transaction was
+/// dropped from a scan, `home_below` did not move, and every transaction scanned since comes
+/// later in global order than all those replayed: then replaying only those transactions'
+/// words, over the replayed home blocks (those the image changed taken afresh, the replayed
+/// words kept), gives the same plan as replaying all of them over blocks read from the image.
+/// A crash sweep's consecutive images differ in a few slices, so a recovery replays a few
+/// transactions instead of every live one (docs/crash-checker.md, "Cost").
 #[derive(Debug)]
 struct Replay {
     skip_below: u64,
@@ -154,25 +154,9 @@ fn recover_from_cache(
 ) -> Result<Option<Plan>, String> {
     // Put back only once this recovery has succeeded.
     let prev = cache.replay.take();
-    let mut skip_below = 0;
-    let mut top = 0;
-    let mut head_moved = false;
-    for c in 0..layout.cores as usize {
-        let (hb, head, cap) = read_head(layout, image, c)?;
-        let log0 = layout.log_region(c).0;
-        skip_below = skip_below.max(LogHead::home_below(&hb));
-        let mut s = cache.regions[c].take().unwrap_or_default();
-        head_moved |= s.hb != hb;
-        if s.txs.is_empty() || s.hb != hb {
-            s.restart(&hb, &head);
-        }
-        scan(image, log0, cap, layout.data_bytes / 8, &mut s)?;
-        top = top.max(s.top());
-        cache.regions[c] = Some(s);
-    }
-    let Cache { regions, order: txs, homes, blocks, at, generation, masks, stale, fresh, .. } = cache;
-    let scan_of = |c: usize| regions[c].as_ref().expect("scanned above");
+    let (skip_below, top, head_moved) = cache.scan_regions(layout, image)?;
     // Resume the last replay where it still holds ([`Replay`]), else replay from nothing.
+    let regions = &cache.regions;
     let resume = prev.filter(|r| {
         !head_moved
             && r.skip_below == skip_below
@@ -181,50 +165,13 @@ fn recover_from_cache(
                     && s.txs[r.counts[c]..].iter().all(|t| t.order < skip_below || t.order > r.top)
             })
     });
-    let n = layout.data_bytes.div_ceil(64) as usize;
     if resume.is_none() {
-        if at.len() != n {
-            // Zeroed pages from the allocator: only the blocks written are touched.
-            *at = vec![0; n];
-        }
-        *generation = generation.wrapping_add(1);
-        if *generation == 0 {
-            at.fill(0);
-            *generation = 1;
-        }
-        homes.clear();
-        masks.clear();
-        blocks.clear();
+        cache.restart_replay(layout.data_bytes.div_ceil(64) as usize);
     }
-    let stamp = (*generation as u64) << 32;
-    // Home blocks the image changed under the replay: the image's block with the replayed
-    // words kept. `same`: each as the replay had it.
-    let mut same = true;
-    for b in stale.drain(..) {
-        if resume.is_some() && at[b as usize] >> 32 == stamp >> 32 {
-            let i = at[b as usize] as u32 as usize;
-            let mut d = home(BlockId(b));
-            for k in (0..8).filter(|k| masks[i] >> k & 1 != 0) {
-                d[k * 8..k * 8 + 8].copy_from_slice(&homes[i][k * 8..k * 8 + 8]);
-            }
-            same &= homes[i] == d;
-            homes[i] = d;
-        }
-    }
-    // The transactions to replay (those scanned since, when resuming), by global order;
-    // stable: equal orders (only in a corrupt log) keep region order.
-    txs.clear();
-    for (c, s) in regions.iter().flatten().enumerate() {
-        let from = resume.as_ref().map_or(0, |r| r.counts[c]);
-        txs.extend(
-            (s.txs.iter().enumerate().skip(from))
-                .filter(|(_, t)| t.order >= skip_below)
-                .map(|(j, t)| (t.order, c as u32, j as u32)),
-        );
-    }
-    txs.sort_by_key(|t| t.0);
-    if let (true, true, Some(r)) = (again && same, txs.is_empty(), &resume) {
-        if regions.iter().flatten().enumerate().all(|(c, s)| s.txs.len() == r.counts[c]) {
+    let same = cache.retake_stale(resume.is_some(), &home);
+    cache.list_txs(resume.as_ref(), skip_below);
+    if let (true, true, Some(r)) = (again && same, cache.order.is_empty(), &resume) {
+        if cache.regions.iter().flatten().enumerate().all(|(c, s)| s.txs.len() == r.counts[c]) {
             // Every scan as the last recovery left it (a changed head or a shortened scan
             // would have stopped the resume), the same home blocks with the same content: the
             // last plan. The replay stays as it was.
@@ -232,41 +179,9 @@ fn recover_from_cache(
             return Ok(None);
         }
     }
-    // Their words in replay order into the home blocks, each read from the image once (at its
-    // first word) and found again through `at`, stamped with the replay's generation.
-    fresh.clear();
-    for &(_, c, j) in txs.iter() {
-        let s = scan_of(c as usize);
-        let from = (j as usize).checked_sub(1).map_or(0, |i| s.txs[i].words_end);
-        for &(w, v) in &s.words[from..s.txs[j as usize].words_end] {
-            let b = w as usize / 8;
-            if at[b] >> 32 != stamp >> 32 {
-                at[b] = stamp | homes.len() as u64;
-                homes.push(home(BlockId(b as u64)));
-                masks.push(0);
-                fresh.push(b as u64);
-            }
-            let i = at[b] as u32 as usize;
-            let o = (w as usize % 8) * 8;
-            homes[i][o..o + 8].copy_from_slice(&v.to_le_bytes());
-            masks[i] |= 1 << (w % 8);
-        }
-    }
-    // `blocks` in increasing order: the fresh ones sorted and merged in from the back, in
-    // place (the two lists have no block in common).
-    fresh.sort_unstable();
-    let (mut i, mut k) = (blocks.len(), fresh.len());
-    blocks.resize(i + k, 0);
-    while k > 0 {
-        let at = i + k - 1;
-        if i > 0 && blocks[i - 1] > fresh[k - 1] {
-            blocks[at] = blocks[i - 1];
-            i -= 1;
-        } else {
-            blocks[at] = fresh[k - 1];
-            k -= 1;
-        }
-    }
+    cache.replay_words(&home);
+    merge_fresh(&mut cache.blocks, &mut cache.fresh);
+    let Cache { regions, order: txs, homes, blocks, at, .. } = &*cache;
     let mut writes = Vec::with_capacity(blocks.len() + regions.len());
     writes.extend(blocks.iter().map(|&b| (BlockId(b), homes[at[b as usize] as u32 as usize])));
     let redone = resume.as_ref().map_or(0, |r| r.redone) + txs.len() as u64;
@@ -281,6 +196,123 @@ fn recover_from_cache(
     counts.extend(regions.iter().flatten().map(|s| s.txs.len()));
     cache.replay = Some(Replay { skip_below, counts, top: top_replayed, redone });
     Ok(Some(plan))
+}
+
+/// Merge `fresh` (blocks not in `blocks`), sorted, into `blocks` (increasing), in place from
+/// the back.
+fn merge_fresh(blocks: &mut Vec<u64>, fresh: &mut [u64]) {
+    fresh.sort_unstable();
+    let (mut i, mut k) = (blocks.len(), fresh.len());
+    blocks.resize(i + k, 0);
+    while k > 0 {
+        let at = i + k - 1;
+        if i > 0 && blocks[i - 1] > fresh[k - 1] {
+            blocks[at] = blocks[i - 1];
+            i -= 1;
+        } else {
+            blocks[at] = fresh[k - 1];
+            k -= 1;
+        }
+    }
+}
+
+impl Cache {
+    /// Scan each region on from what the cache holds (from its head afresh where the head
+    /// block changed): the largest `home_below` of the heads, one past the largest global order
+    /// scanned, and whether a head block changed. An error where recovery rejects the image
+    /// (the region then scans afresh next time).
+    fn scan_regions(&mut self, layout: &Layout, image: &[u8]) -> Result<(u64, u64, bool), String> {
+        let (mut skip_below, mut top, mut head_moved) = (0, 0, false);
+        for c in 0..layout.cores as usize {
+            let (hb, head, cap) = read_head(layout, image, c)?;
+            let log0 = layout.log_region(c).0;
+            skip_below = skip_below.max(LogHead::home_below(&hb));
+            let mut s = self.regions[c].take().unwrap_or_default();
+            head_moved |= s.hb != hb;
+            if s.txs.is_empty() || s.hb != hb {
+                s.restart(&hb, &head);
+            }
+            scan(image, log0, cap, layout.data_bytes / 8, &mut s)?;
+            top = top.max(s.top());
+            self.regions[c] = Some(s);
+        }
+        Ok((skip_below, top, head_moved))
+    }
+
+    /// Replay from nothing over `n` data blocks: a new generation of `at`, no home block.
+    fn restart_replay(&mut self, n: usize) {
+        if self.at.len() != n {
+            // Zeroed pages from the allocator: only the blocks written are touched.
+            self.at = vec![0; n];
+        }
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.at.fill(0);
+            self.generation = 1;
+        }
+        self.homes.clear();
+        self.masks.clear();
+        self.blocks.clear();
+    }
+
+    /// Home blocks the image changed under the replay (when `resuming` it): the image's block
+    /// (through `home`) with the replayed words kept. True when each is as the replay had it.
+    fn retake_stale(&mut self, resuming: bool, home: &impl Fn(BlockId) -> BlockData) -> bool {
+        let stamp = self.generation as u64;
+        let mut same = true;
+        for b in self.stale.drain(..) {
+            if resuming && self.at[b as usize] >> 32 == stamp {
+                let i = self.at[b as usize] as u32 as usize;
+                let mut d = home(BlockId(b));
+                for k in (0..8).filter(|k| self.masks[i] >> k & 1 != 0) {
+                    d[k * 8..k * 8 + 8].copy_from_slice(&self.homes[i][k * 8..k * 8 + 8]);
+                }
+                same &= self.homes[i] == d;
+                self.homes[i] = d;
+            }
+        }
+        same
+    }
+
+    /// The transactions to replay into `order` (those scanned since, when resuming), by global
+    /// order; stable: equal orders (only in a corrupt log) keep region order.
+    fn list_txs(&mut self, resume: Option<&Replay>, skip_below: u64) {
+        self.order.clear();
+        for (c, s) in self.regions.iter().flatten().enumerate() {
+            let from = resume.map_or(0, |r| r.counts[c]);
+            self.order.extend(
+                (s.txs.iter().enumerate().skip(from))
+                    .filter(|(_, t)| t.order >= skip_below)
+                    .map(|(j, t)| (t.order, c as u32, j as u32)),
+            );
+        }
+        self.order.sort_by_key(|t| t.0);
+    }
+
+    /// The words of the transactions in `order`, in that order, into the home blocks, each
+    /// read through `home` once (at its first word) and found again through `at`, stamped with
+    /// the replay's generation; the blocks first written here listed in `fresh`.
+    fn replay_words(&mut self, home: &impl Fn(BlockId) -> BlockData) {
+        let Cache { regions, order, homes, at, generation, masks, fresh, .. } = self;
+        let stamp = (*generation as u64) << 32;
+        fresh.clear();
+        for &(_, c, j) in order.iter() {
+            let s = regions[c as usize].as_ref().expect("scanned above");
+            for &(w, v) in s.tx_words(j as usize) {
+                let b = w as usize / 8;
+                if at[b] >> 32 != stamp >> 32 {
+                    at[b] = stamp | homes.len() as u64;
+                    homes.push(home(BlockId(b as u64)));
+                    masks.push(0);
+                    fresh.push(b as u64);
+                }
+                let i = at[b] as u32 as usize;
+                let o = (w as usize % 8) * 8;
+                homes[i][o..o + 8].copy_from_slice(&v.to_le_bytes());
+                masks[i] |= 1 << (w % 8);
+            }
+        }
+    }
 }
 
 /// Recovery of a sweep's durable image, through HOOP's scan cache ([`Cache`])
