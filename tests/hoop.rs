@@ -179,7 +179,7 @@ fn a_torn_head_loses_committed_transactions_unless_it_has_two_slots() {
     assert_eq!(r.violations, 0, "four cores: {:?}", r.first_violation);
 }
 
-/// HOOP's scan cache (`recovery::hoop::Cache`, used by the crash checker): after every one of
+/// HOOP's scan cache (`crash::incremental::hoop::Cache`): after every one of
 /// a seeded mix of slice writes (committed, open, torn or out-of-step transactions, overwrites
 /// of scanned slices, wraps), head moves in two regions and changes of home blocks, recovery
 /// resuming from the cache (its scans and its replay) makes the plan a whole recovery makes.
@@ -193,8 +193,8 @@ fn a_torn_head_loses_committed_transactions_unless_it_has_two_slots() {
 /// next recovery, told of those blocks again, reads them from the image.
 #[test]
 fn recovery_from_the_scan_cache_equals_a_whole_recovery_after_every_write() {
+    use locsim::crash::incremental::hoop::{recover_cached, recover_cached_again, recover_cached_with, Cache};
     use locsim::pmem::read_block;
-    use locsim::recovery::hoop::{recover_cached, recover_cached_again, recover_cached_with, Cache};
     use locsim::rng::Rng;
     let (layout, mut img) = two_regions();
     let cap = (layout.log_region(0).1 - 1) / 2;
@@ -282,7 +282,7 @@ fn recovery_from_the_scan_cache_equals_a_whole_recovery_after_every_write() {
                 None => read_block(&img, b),
             };
             let expect = recovery::recover(Some(LogFormat::Hoop), &layout, &cut);
-            // Every other step the checker's way (`crash::Recoverer::same_again`): `laid`'s
+            // Every other step the checker's way (`Recoverer::same_again`): `laid`'s
             // last plan is `plan`, and `None` says it was made again.
             let again = if step % 2 == 0 {
                 recover_cached_with(&layout, &shown, &mut laid, view)

@@ -272,7 +272,7 @@ fn print_crash_report(report: &crash::CrashReport, json: bool) -> i32 {
         if report.atomicity < 64 {
             outln!("atomicity {} bytes: {} torn states checked besides", report.atomicity, report.torn_states);
         }
-        if let Some(v) = report.first_violation.as_ref().filter(|v| v.kind == "program-fault") {
+        if let Some(v) = report.first_violation.as_ref().filter(|v| v.kind == crash::ViolationKind::ProgramFault) {
             outln!("first violation (program-fault), while the machine ran: {}", v.detail);
             outln!("replay: {}", v.replay);
         } else if let Some(v) = &report.first_violation {

@@ -6,7 +6,7 @@
 //! A worker walks its points in time order with one running durable image and one image of the
 //! oracle's base (the closure of the acknowledged transactions). The work at a point is
 //! proportional to what changed since the worker's previous point, as in the one-core sweep
-//! ([`super::sweep`]):
+//! (`sweep.rs`):
 //! - the lines where the recovered data area differs from the base's image are kept as a
 //!   running set: a line is compared again only when a durable write, a base transaction, the
 //!   recovery plan or its undo changed it;
@@ -26,7 +26,7 @@
 //!   of the redo writes is recovered again through the cache as well;
 //! - under Kiln and LOC-Kiln, whose every point's durable writes reach the NV-LLC and whose
 //!   plan writes every committed line home, the plan is kept up to date block by block
-//!   ([`recovery::kiln::Tracker`]) and its redo writes stay laid over the data area from point
+//!   ([`super::incremental::kiln::Tracker`]) and its redo writes stay laid over the data area from point
 //!   to point ([`Overlay`]); only the homes whose outcome changed are laid again
 //!   ([`CoreSweep::judge_tracked`]).
 //!
@@ -37,9 +37,10 @@
 use super::concurrent::{Closure, History};
 use super::gapview::GapView;
 use super::guard_due;
+use super::incremental::hoop::Recoverer;
 use super::overlay::{Overlaid, Overlay};
-use super::sweep::{CrashSpec, Part};
 use super::torn;
+use super::{CrashSpec, Part, ViolationKind};
 use crate::hostmem::Sparse;
 use crate::log::head::LogFormat;
 use crate::recovery::{self, Plan};
@@ -92,23 +93,23 @@ pub(super) struct CoreSweep<'a> {
     prefixes: u64,
     /// What the plan overwrote, to put back after the point.
     undo: Vec<(BlockId, BlockData)>,
-    /// Kiln's recovery kept up to date block by block ([`recovery::kiln::Tracker`]), where the
+    /// Kiln's recovery kept up to date block by block ([`super::incremental::kiln::Tracker`]), where the
     /// format is Kiln's and no Start-Gap view rewrites the log area (`trackable`): while it
     /// follows the image, the plan's redo writes stay laid over `img`'s data area (`overlay`)
     /// from point to point, and a point lays only the homes whose outcome changed
     /// ([`CoreSweep::track`]). Whether building one may succeed now (not after a failed try
     /// until a block outside the data area lands); its uses (the 1st, 8th, 64th, ... compared with a whole
     /// recovery); the homes it re-derives.
-    tracker: Option<recovery::kiln::Tracker>,
+    tracker: Option<super::incremental::kiln::Tracker>,
     trackable: bool,
     tracker_retry: bool,
     tracked: u64,
     retrack: Vec<(BlockId, Option<BlockId>)>,
     overlay: Overlay,
-    /// Recovery, through HOOP's scan cache where it applies ([`super::Recoverer`]): told of
+    /// Recovery, through HOOP's scan cache where it applies ([`Recoverer`]): told of
     /// every durable write; the second recoveries (of the recovered image, and of one with a
     /// prefix of the plan laid) run on images the cache has not heard of.
-    recoverer: super::Recoverer,
+    recoverer: Recoverer,
     /// The longest time a write of the run spent in service (for torn writes).
     max_service: Cycle,
     pub(super) part: Part,
@@ -127,7 +128,7 @@ impl<'a> CoreSweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
         let lines = data_len / 64;
         let phys = GapView::new(&spec.run.cfg.startgap, &rec.layout, || sparse.copy(&rec.initial));
-        let recoverer = super::Recoverer::new(spec.run.protocol.log_format(), &rec.layout, phys.is_some());
+        let recoverer = Recoverer::new(spec.run.protocol.log_format(), &rec.layout, phys.is_some());
         let trackable = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && phys.is_none();
         // The overlay of the Kiln tracker and of HOOP's scan cache (`judge_laid`).
         let laid = trackable || recoverer.caches();
@@ -360,11 +361,11 @@ impl<'a> CoreSweep<'a> {
     fn check_state(&mut self, t: Cycle, a: u64, i: u64, torn: Option<String>) {
         let Err((kind, detail)) = self.judge(t) else { return };
         self.part.violations += 1;
-        *self.part.by_kind.entry(kind.to_string()).or_default() += 1;
+        *self.part.by_kind.entry(kind).or_default() += 1;
         if self.part.first.is_none() {
             let (first_diff_addr, differing_blocks) = self.difference_from_closest();
             self.part.first = Some(super::Violation {
-                kind: kind.into(),
+                kind,
                 seed: self.spec.run.seed,
                 crash_cycle: t,
                 acked: a,
@@ -393,7 +394,7 @@ impl<'a> CoreSweep<'a> {
         for &k in self.closure.added() {
             self.rec.oracle.apply_tx(k as usize, &mut closest);
         }
-        super::sweep::difference(&recovered, &closest)
+        super::difference(&recovered, &closest)
     }
 
     /// The recovery plan of the durable image `img`: the last one when it still holds (see the
@@ -418,10 +419,10 @@ impl<'a> CoreSweep<'a> {
     /// outside the data area (the heads) are made for the second recovery of the recovered
     /// image and undone. On the 1st, 8th, 64th, ... use a whole recovery of the durable image,
     /// the overlay taken away, must agree. An error leaves the overlay away.
-    fn judge_laid(&mut self, t: Cycle, format: Option<LogFormat>) -> Result<(), (&'static str, String)> {
+    fn judge_laid(&mut self, t: Cycle, format: Option<LogFormat>) -> Result<(), (ViolationKind, String)> {
         let (layout, img, overlay) = (&self.rec.layout, &self.img, &self.overlay);
         let (plan, guard) = self.recoverer.recover_under(layout, img, |b| overlay.durable_in(img, b));
-        let plan = self.lay_recovered(plan, guard, format).map_err(|e| ("recovery-error", e))?;
+        let plan = self.lay_recovered(plan, guard, format).map_err(|e| (ViolationKind::RecoveryError, e))?;
         let laid = plan.writes.iter().take_while(|(b, _)| self.rec.layout.is_data(*b)).count();
         self.check_plan(t, format, &plan, laid)
     }
@@ -434,7 +435,7 @@ impl<'a> CoreSweep<'a> {
         format: Option<LogFormat>,
         plan: &Plan,
         laid: usize,
-    ) -> Result<(), (&'static str, String)> {
+    ) -> Result<(), (ViolationKind, String)> {
         let mut undo = std::mem::take(&mut self.undo);
         undo.clear();
         for (b, d) in &plan.writes[laid..] {
@@ -447,16 +448,16 @@ impl<'a> CoreSweep<'a> {
         }
         self.undo = undo;
         if verdict.is_ok() {
-            verdict = self.interrupted(t, format, plan).map_err(|e| ("idempotence", e));
+            verdict = self.interrupted(t, format, plan).map_err(|e| (ViolationKind::Idempotence, e));
         }
         verdict
     }
 
     /// Recover the durable image, check it, and put the image back.
-    fn judge(&mut self, t: Cycle) -> Result<(), (&'static str, String)> {
+    fn judge(&mut self, t: Cycle) -> Result<(), (ViolationKind, String)> {
         let format = self.spec.run.protocol.log_format();
         if let Some(view) = &mut self.phys {
-            view.refresh(&self.rec.layout, &mut self.img).map_err(|e| ("recovery-error", e))?;
+            view.refresh(&self.rec.layout, &mut self.img).map_err(|e| (ViolationKind::RecoveryError, e))?;
         }
         if self.recoverer.caches() {
             return self.judge_laid(t, format);
@@ -466,7 +467,7 @@ impl<'a> CoreSweep<'a> {
                 return verdict;
             }
         }
-        let plan = self.plan(format).map_err(|e| ("recovery-error", e))?;
+        let plan = self.plan(format).map_err(|e| (ViolationKind::RecoveryError, e))?;
         let verdict = self.check_plan(t, format, &plan, 0);
         if !recovery::reads_data_area(format) {
             self.last_plan = Some(plan);
@@ -481,7 +482,7 @@ impl<'a> CoreSweep<'a> {
     /// line leaves the log as it was, so recovering again makes the same plan: that case, and
     /// the whole plan (the second recovery of `check_recovered`), run only on the 1st, 8th,
     /// 64th, ... such point. Under HOOP's scan cache a prefix of data writes is recovered
-    /// again through the cache, with nothing written ([`super::Recoverer::same_again`]).
+    /// again through the cache, with nothing written ([`Recoverer::same_again`]).
     /// `img` is as it was on return.
     fn interrupted(&mut self, t: Cycle, format: Option<LogFormat>, plan: &Plan) -> Result<(), String> {
         let layout = &self.rec.layout;
@@ -566,7 +567,7 @@ impl<'a> CoreSweep<'a> {
         t: Cycle,
         format: Option<LogFormat>,
         plan: &Plan,
-    ) -> Result<(), (&'static str, String)> {
+    ) -> Result<(), (ViolationKind, String)> {
         let layout = &self.rec.layout;
         let same_again = !recovery::reads_data_area(format) && plan.writes.iter().all(|(b, _)| layout.is_data(*b)) && {
             self.skipped += 1;
@@ -574,10 +575,18 @@ impl<'a> CoreSweep<'a> {
         };
         if !same_again {
             match self.recoverer.recover(layout, &self.img, true) {
-                Err(e) => return Err(("idempotence", format!("a second recovery of the recovered image fails: {e}"))),
+                Err(e) => {
+                    return Err((
+                        ViolationKind::Idempotence,
+                        format!("a second recovery of the recovered image fails: {e}"),
+                    ))
+                }
                 Ok(again) => {
                     if let Some((b, _)) = again.writes.iter().find(|(b, d)| self.img[b.range()] != d[..]) {
-                        return Err(("idempotence", format!("a second recovery changes block {} again", b.0)));
+                        return Err((
+                            ViolationKind::Idempotence,
+                            format!("a second recovery changes block {} again", b.0),
+                        ));
                     }
                 }
             }
@@ -587,14 +596,14 @@ impl<'a> CoreSweep<'a> {
 
     /// The checks on the recovered data area (`img[..data_len]`): the image of a valid set,
     /// well formed.
-    fn check_data(&mut self, t: Cycle) -> Result<(), (&'static str, String)> {
+    fn check_data(&mut self, t: Cycle) -> Result<(), (ViolationKind, String)> {
         self.settle();
         self.closure
             .settle(self.h, t, &self.img[..self.data_len], &self.sorted)
-            .map_err(|f| ("closure", f.to_string()))?;
-        self.structure().map_err(|e| ("structure", e))?;
+            .map_err(|f| (ViolationKind::Closure, f.to_string()))?;
+        self.structure().map_err(|e| (ViolationKind::Structure, e))?;
         if let Some(v) = &self.spec.verify {
-            (v.0)(&self.img[..self.data_len]).map_err(|e| ("structure", e))?;
+            (v.0)(&self.img[..self.data_len]).map_err(|e| (ViolationKind::Structure, e))?;
         }
         Ok(())
     }
@@ -608,13 +617,13 @@ impl<'a> CoreSweep<'a> {
     /// recovering again makes the same plan and ends where the first did (it still runs on the
     /// 1st, 8th, 64th, ... such cut); a cut past them, the whole plan included (the second
     /// recovery of the recovered image), is recovered again from the durable image.
-    fn judge_tracked(&mut self, t: Cycle, format: Option<LogFormat>) -> Option<Result<(), (&'static str, String)>> {
+    fn judge_tracked(&mut self, t: Cycle, format: Option<LogFormat>) -> Option<Result<(), (ViolationKind, String)>> {
         let mut plan = None;
         if self.tracker.is_none() {
             if !std::mem::take(&mut self.tracker_retry) {
                 return None;
             }
-            self.tracker = recovery::kiln::Tracker::new(&self.rec.layout, &self.img);
+            self.tracker = super::incremental::kiln::Tracker::new(&self.rec.layout, &self.img);
             self.tracker.as_ref()?;
             let Ok(whole) = self.recoverer.recover(&self.rec.layout, &self.img, false) else {
                 self.tracker = None;
@@ -643,7 +652,7 @@ impl<'a> CoreSweep<'a> {
                 .expect("crash checker: the Kiln tracker follows an image recovery rejects")
         });
         self.overlay_off();
-        let verdict = self.recover_after(cut, &plan).map_err(|e| ("idempotence", e));
+        let verdict = self.recover_after(cut, &plan).map_err(|e| (ViolationKind::Idempotence, e));
         self.overlay_on(&plan);
         Some(verdict)
     }

@@ -1,6 +1,6 @@
 //! Start-Gap under the crash checker (docs/formats/startgap.md): the durable writes to the log
 //! area and the register block are physical, recovery reads the logical log. Both sweeps (one
-//! core, [`super::sweep`]; N cores, [`super::cores`]) keep their durable image in the logical
+//! core, `Sweep` in `sweep.rs`; N cores, `CoreSweep` in `cores.rs`) keep their durable image in the logical
 //! layout and route the writes Start-Gap owns here; before each recovery the log area of their
 //! image is brought up to the physical image ([`GapView::refresh`]).
 

@@ -26,12 +26,214 @@
 
 pub mod concurrent;
 mod cores;
+mod dispatch;
 mod gapview;
+pub mod incremental;
 mod overlay;
 mod sweep;
 pub mod torn;
 
-pub use sweep::{check, check_run, CrashReport, CrashSpec, UserVerify, Violation};
+pub use dispatch::{check, check_run};
+
+use crate::runner::RunSpec;
+use crate::types::Cycle;
+use serde::Serialize;
+use std::time::Duration;
+
+/// What a crash state violates. Declared in the order of the names, so that a map keyed by
+/// kind lists them as one keyed by name would (`violations_by_kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ViolationKind {
+    /// N cores: the recovered data area is the image of no set of transactions closed under
+    /// each core's order and dependence that holds every acknowledged one.
+    Closure,
+    /// A crash during recovery, recovered again, does not end where recovery did.
+    Idempotence,
+    /// One core: the recovered data area equals no `S_k` with `A(t) <= k <= I(t)`.
+    Prefix,
+    /// The run itself faulted under an injected bug, before any crash
+    /// ([`crate::sim::PROGRAM_FAULT`]).
+    ProgramFault,
+    /// Recovery rejects the durable image.
+    RecoveryError,
+    /// The workload's structural verifier (or the caller's) rejects the recovered data area.
+    Structure,
+}
+
+impl ViolationKind {
+    /// The name printed and written in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            ViolationKind::Closure => "closure",
+            ViolationKind::Idempotence => "idempotence",
+            ViolationKind::Prefix => "prefix",
+            ViolationKind::ProgramFault => "program-fault",
+            ViolationKind::RecoveryError => "recovery-error",
+            ViolationKind::Structure => "structure",
+        }
+    }
+}
+
+impl std::fmt::Display for ViolationKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq<&str> for ViolationKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+/// What to check.
+#[derive(Clone, Debug)]
+pub struct CrashSpec {
+    pub run: RunSpec,
+    /// Number of crash points to draw (ignored with `exhaustive` or `crash_at`).
+    pub crashes: u64,
+    pub exhaustive: bool,
+    /// Check exactly this crash cycle (replay of a reported violation).
+    pub crash_at: Option<Cycle>,
+    /// The command line that reproduces the run, without crash-point options.
+    pub replay_base: String,
+    /// Worker threads (at least 1). The crash points are split into this many contiguous
+    /// chunks; the report does not depend on it, only the timings do.
+    pub threads: usize,
+    /// Show a progress bar on standard error (only drawn when it is a terminal).
+    pub progress: bool,
+    /// Bytes a write persists atomically (8, 16, 32 or 64, [`torn::ATOMICITIES`]). Below
+    /// 64, each crash point is also checked in the torn states of the writes in flight at it
+    /// ([`torn`], docs/faults.md).
+    pub atomicity: u32,
+    /// A library caller's structural check of each recovered data area, besides the
+    /// workload's own (the Python binding's `verify=`): a message is a `structure` violation.
+    pub verify: Option<UserVerify>,
+}
+
+/// A structural check of a data area: `Err` names what is broken.
+pub type VerifyFn = dyn Fn(&[u8]) -> Result<(), String> + Send + Sync;
+
+/// A structural check of a data area supplied by a library caller.
+#[derive(Clone)]
+pub struct UserVerify(pub std::sync::Arc<VerifyFn>);
+
+impl std::fmt::Debug for UserVerify {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UserVerify")
+    }
+}
+
+impl CrashSpec {
+    /// `crashes` points drawn from a run of `run`, one thread, no progress bar.
+    pub fn new(run: RunSpec, crashes: u64) -> CrashSpec {
+        CrashSpec {
+            run,
+            crashes,
+            exhaustive: false,
+            crash_at: None,
+            replay_base: String::new(),
+            threads: 1,
+            progress: false,
+            atomicity: 64,
+            verify: None,
+        }
+    }
+}
+
+/// One violation, with what is needed to replay it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Violation {
+    pub kind: ViolationKind,
+    pub seed: u64,
+    pub crash_cycle: Cycle,
+    /// A(t): transactions acknowledged durable at the crash.
+    pub acked: u64,
+    /// I(t): transactions whose commit had been called.
+    pub issued: u64,
+    /// The k in A..=I whose S_k differs from the recovered image in the fewest blocks.
+    pub closest_k: u64,
+    /// First byte address where the recovered data area differs from S_closest_k.
+    pub first_diff_addr: Option<u64>,
+    pub differing_blocks: u64,
+    pub detail: String,
+    pub replay: String,
+    /// The torn write(s) of this state, if it is a torn state ([`torn`]).
+    pub torn: Option<String>,
+}
+
+/// The result of `locsim crashtest`.
+#[derive(Clone, Debug, Serialize)]
+pub struct CrashReport {
+    pub workload: String,
+    pub protocol: String,
+    pub inject_bug: Option<String>,
+    pub seed: u64,
+    pub txs_committed: u64,
+    pub durable_writes: u64,
+    /// Distinct durable images during the run (one more than the distinct durability cycles).
+    pub durable_states: u64,
+    /// Crash cycles worth checking: the first and the last cycle of each durable state.
+    pub candidate_crash_cycles: u64,
+    pub crash_points: u64,
+    /// Bytes a write persists atomically, and the torn states checked besides the crash points.
+    pub atomicity: u32,
+    pub torn_states: u64,
+    pub violations: u64,
+    pub violations_by_kind: std::collections::BTreeMap<ViolationKind, u64>,
+    pub first_violation: Option<Violation>,
+    pub states_per_second: f64,
+    pub check_seconds: f64,
+    /// Where the workers' time went (host timing like `check_seconds`, summed over workers).
+    pub worker_seconds: WorkerSeconds,
+    pub version: &'static str,
+    pub git_rev: &'static str,
+    pub config_hash: String,
+}
+
+/// The crash checker's workers' time, split by what it grows with: `starting`, a worker's own
+/// images and verifier (a copy of the initial image: grows with the memory); `following`, bringing a
+/// worker from one point to the next (landing the durable writes between them, applying the
+/// transactions committed between them to the oracle, the incremental verifier and the Kiln
+/// tracker catching up on the blocks those changed), which grows with the transactions between
+/// points; `at_points`,
+/// checking each state (recovery, the comparison with S_k, the prefix search, idempotence),
+/// which grows with the points. Host timing: not part of the verdicts.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct WorkerSeconds {
+    pub starting: f64,
+    pub following: f64,
+    pub at_points: f64,
+}
+
+/// Where two data areas differ, for a violation's report: the first differing byte address
+/// (`None` if equal) and how many 64-byte blocks differ.
+pub(crate) fn difference(x: &[u8], y: &[u8]) -> (Option<u64>, u64) {
+    let (mut n, mut first) = (0u64, None);
+    for (bi, (x, y)) in x.chunks(64).zip(y.chunks(64)).enumerate() {
+        if x != y {
+            n += 1;
+            if first.is_none() {
+                let off = x.iter().zip(y).position(|(p, q)| p != q).unwrap_or(0);
+                first = Some((bi * 64 + off) as u64);
+            }
+        }
+    }
+    (first, n)
+}
+
+/// What one worker found over its chunk of crash points.
+#[derive(Default)]
+pub(super) struct Part {
+    pub(super) starting: Duration,
+    pub(super) following: Duration,
+    pub(super) at_points: Duration,
+    pub(super) torn_states: u64,
+    pub(super) violations: u64,
+    pub(super) by_kind: std::collections::BTreeMap<ViolationKind, u64>,
+    pub(super) first: Option<Violation>,
+}
 
 /// The guards of incremental bookkeeping (a whole comparison, a whole verification or a crash
 /// run of its own beside the incremental answer) run at the `n`-th use when `n` is a power of
@@ -63,176 +265,6 @@ pub(crate) fn reuse_plan(
         assert!(fresh.as_ref() == Ok(&plan), "crash checker: recovery read the data area");
     }
     Some(plan)
-}
-
-/// Recovery of a sweep's durable image, through HOOP's scan cache ([`crate::recovery::hoop::Cache`])
-/// where the format is HOOP's and no Start-Gap view rewrites the log area behind the cache's
-/// back: the cache is told of every durable write ([`Recoverer::land`]), and a recovery of an
-/// image the cache has not heard of (the recovered image, or one with a prefix of a plan laid)
-/// goes through a copy of it. On the 1st, 8th, 64th, ... cached recovery a whole recovery runs
-/// beside it and must agree. Other formats recover whole.
-pub(crate) struct Recoverer {
-    format: Option<crate::log::head::LogFormat>,
-    hoop: Option<crate::recovery::hoop::Cache>,
-    copy: crate::recovery::hoop::Cache,
-    uses: u64,
-    /// The length, the redone transactions and the last write's block of the plan the cache's
-    /// last recovery made, if it made one: [`Recoverer::same_again`] relies on being given
-    /// that plan, and checks it by these.
-    last: Option<(usize, u64, u64)>,
-}
-
-/// What [`Recoverer`] remembers of a plan (`Recoverer::last`).
-fn mark(plan: Option<&crate::recovery::Plan>) -> Option<(usize, u64, u64)> {
-    let p = plan?;
-    Some((p.writes.len(), p.redone_txs, p.writes.last().map_or(u64::MAX, |(b, _)| b.0)))
-}
-
-impl Recoverer {
-    /// For `format` over `layout`; `gap`: a Start-Gap view refreshes the log area.
-    pub(crate) fn new(
-        format: Option<crate::log::head::LogFormat>,
-        layout: &crate::pmem::Layout,
-        gap: bool,
-    ) -> Recoverer {
-        let hoop = (format == Some(crate::log::head::LogFormat::Hoop) && !gap)
-            .then(|| crate::recovery::hoop::Cache::new(layout));
-        Recoverer { format, hoop, copy: crate::recovery::hoop::Cache::default(), uses: 0, last: None }
-    }
-
-    /// Block `b` of the durable image changed.
-    #[inline]
-    pub(crate) fn land(&mut self, layout: &crate::pmem::Layout, b: crate::types::BlockId) {
-        if let Some(cache) = &mut self.hoop {
-            cache.land(layout, b);
-        }
-    }
-
-    /// The durable image changed in ways [`Recoverer::land`] did not hear of: scan afresh.
-    pub(crate) fn forget(&mut self, layout: &crate::pmem::Layout) {
-        if let Some(cache) = &mut self.hoop {
-            *cache = crate::recovery::hoop::Cache::new(layout);
-        }
-        self.last = None;
-    }
-
-    /// Is HOOP's scan cache in use ([`Recoverer::recover_under`])?
-    pub(crate) fn caches(&self) -> bool {
-        self.hoop.is_some()
-    }
-
-    /// Recovery of the durable image through HOOP's scan cache ([`Recoverer::caches`]), its
-    /// data blocks read through `home` (the durable content of block `b`) while `img`'s data
-    /// area may hold the last plan laid over it. The second value says whether this use is the
-    /// 1st, 8th, 64th, ...: the caller then runs a whole recovery of the durable image, which
-    /// must agree (it alone can take its overlay away).
-    pub(crate) fn recover_under(
-        &mut self,
-        layout: &crate::pmem::Layout,
-        img: &[u8],
-        home: impl Fn(crate::types::BlockId) -> crate::types::BlockData,
-    ) -> (Result<crate::recovery::Plan, String>, bool) {
-        let cache = self.hoop.as_mut().expect("recover_under: HOOP's scan cache in use");
-        let plan = crate::recovery::hoop::recover_cached_with(layout, img, cache, home);
-        self.uses += 1;
-        self.last = mark(plan.as_ref().ok());
-        (plan, guard_due(self.uses, 3))
-    }
-
-    /// The check of a crash during recovery through HOOP's scan cache, for a crash after
-    /// `cut <= redo` of `plan`'s writes (all to the data area, in increasing block order, as
-    /// HOOP's plans are) over the durable image whose home block `b` is `durable(b)` and whose
-    /// log area is `img`'s: the second recovery, of that image with those writes made, runs
-    /// through the cache with the image's home blocks read as it has them (the prefix's from
-    /// `plan`, the others through `durable`) and its log area, which the prefix leaves as it
-    /// was, from `img`; nothing is written. True when it makes `plan` again: recovering from
-    /// there then ends where the first recovery did, which is what the whole check would find.
-    /// False, for the caller to check the whole way, when it makes another plan, when the cache
-    /// is not in use or the prefix has another shape, and on the 1st, 8th, 64th, ... use of the
-    /// cache (its guard). The prefix's blocks are reported to the cache as changed before this
-    /// recovery and again after it, so that the next one reads them from the durable image.
-    /// `plan` is the plan the cache's last recovery made (as the sweeps call it, right after
-    /// [`Recoverer::recover_under`]; checked by its length, redone transactions and last block,
-    /// false otherwise), so that a recovery that finds it again need not make it and compare
-    /// ([`crate::recovery::hoop::recover_cached_again`]).
-    pub(crate) fn same_again(
-        &mut self,
-        layout: &crate::pmem::Layout,
-        img: &[u8],
-        plan: &crate::recovery::Plan,
-        (cut, redo): (usize, usize),
-        durable: impl Fn(crate::types::BlockId) -> crate::types::BlockData,
-    ) -> bool {
-        // `plan` must be the cache's last plan: a recovery that finds it again says so.
-        if !self.caches() || cut > redo || self.last != mark(Some(plan)) {
-            return false;
-        }
-        let prefix = &plan.writes[..cut];
-        if !prefix.windows(2).all(|w| w[0].0 .0 < w[1].0 .0) {
-            return false;
-        }
-        for (b, _) in prefix {
-            self.land(layout, *b);
-        }
-        // The recovery reads the prefix's blocks first, in its (increasing) order, as the cache
-        // heard of them: the entry after the last one found is looked at before a search.
-        let next = std::cell::Cell::new(0);
-        let home = |b: crate::types::BlockId| {
-            let j = match prefix.get(next.get()) {
-                Some((x, _)) if *x == b => next.get(),
-                _ => match prefix.binary_search_by_key(&b.0, |(x, _)| x.0) {
-                    Ok(j) => j,
-                    Err(_) => return durable(b),
-                },
-            };
-            next.set(j + 1);
-            prefix[j].1
-        };
-        let cache = self.hoop.as_mut().expect("checked above");
-        let again = crate::recovery::hoop::recover_cached_again(layout, img, cache, home);
-        self.uses += 1;
-        let guard = guard_due(self.uses, 3);
-        for (b, _) in prefix {
-            self.land(layout, *b);
-        }
-        match again {
-            // `plan` again, known without making it.
-            Ok(None) => !guard,
-            Ok(Some(p)) => {
-                self.last = mark(Some(&p));
-                !guard && p == *plan
-            }
-            Err(_) => {
-                self.last = None;
-                false
-            }
-        }
-    }
-
-    /// Recovery of `img`: the durable image (`second` false), or an image the cache has not
-    /// heard of (`second`).
-    pub(crate) fn recover(
-        &mut self,
-        layout: &crate::pmem::Layout,
-        img: &[u8],
-        second: bool,
-    ) -> Result<crate::recovery::Plan, String> {
-        let Some(cache) = &mut self.hoop else { return crate::recovery::recover(self.format, layout, img) };
-        let plan = if second {
-            self.copy.clone_from(cache);
-            crate::recovery::hoop::recover_cached(layout, img, &mut self.copy)
-        } else {
-            let plan = crate::recovery::hoop::recover_cached(layout, img, cache);
-            self.last = mark(plan.as_ref().ok());
-            plan
-        };
-        self.uses += 1;
-        if guard_due(self.uses, 3) {
-            let whole = crate::recovery::recover(self.format, layout, img);
-            assert!(whole == plan, "crash checker: HOOP's scan cache disagrees with a whole recovery");
-        }
-        plan
-    }
 }
 
 /// A progress bar on standard error (states checked, states per second, the message set by the

@@ -2,8 +2,8 @@
 //! durable image, so that the image's data area is the recovered one while durable writes
 //! keep landing (a write to a block under the overlay goes to the overlay's record of the
 //! durable content, which taking the overlay away restores). The cost of a point is then what
-//! changed in the plan since the last one, not the plan's length ([`super::sweep`]'s
-//! `Sweep::plan`, [`super::cores`]' `CoreSweep::track`).
+//! changed in the plan since the last one, not the plan's length (`Sweep::plan` in
+//! `sweep.rs`, `CoreSweep::track` in `cores.rs`).
 
 use crate::log::head::LogFormat;
 use crate::pmem::Layout;
@@ -143,7 +143,7 @@ pub(super) trait Overlaid {
         self.img()[b.range()].try_into().expect("a block")
     }
 
-    /// The guard of the Kiln tracker ([`crate::recovery::kiln::Tracker`]), which keeps the
+    /// The guard of the Kiln tracker ([`crate::crash::incremental::kiln::Tracker`]), which keeps the
     /// overlay up to date: a whole recovery of the image (Kiln's reads no data block, so the
     /// overlay does not change it) makes `redo` redo writes, its last write to each block is
     /// what the overlay lays there, and the overlay lays nothing else.
@@ -241,7 +241,7 @@ pub(super) trait Overlaid {
     }
 
     /// After a recovery of the durable image made with the overlay still laid (HOOP's scan
-    /// cache reading the home blocks from under it, [`super::Recoverer::recover_under`]): on
+    /// cache reading the home blocks from under it, [`super::incremental::hoop::Recoverer::recover_under`]): on
     /// the cache's guard use, a whole recovery of the durable image (the overlay taken away)
     /// must agree; then `plan` is laid in the old one's place ([`Overlaid::overlay_update`]),
     /// or on an error the overlay is taken away.

@@ -1,19 +1,18 @@
 //! The sweep over crash points; see the module documentation of [`crate::crash`].
 
 use super::gapview::GapView;
+use super::incremental::hoop::Recoverer;
 use super::overlay::{Overlaid, Overlay};
-use super::{guard_due, torn};
+use super::{difference, guard_due, torn, CrashSpec, Part, UserVerify, Violation, ViolationKind};
 use crate::hostmem::Sparse;
 use crate::log::head::LogFormat;
 use crate::recovery::{self, Plan};
 use crate::rng::Rng;
-use crate::runner::{execute, Recorded, RunSpec, GIT_REV, VERSION};
+use crate::runner::Recorded;
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 use crate::workload::follow::Follow;
 use crate::workload::Workload;
 
-use serde::Serialize;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How many durable writes ahead of the one landing the sweep starts loading the lines the
@@ -24,128 +23,6 @@ const LOOK_AHEAD: usize = 8;
 /// the oracle; it is queued to be compared again.
 const DIFFERS: u8 = 1;
 const QUEUED: u8 = 2;
-
-/// What to check.
-#[derive(Clone, Debug)]
-pub struct CrashSpec {
-    pub run: RunSpec,
-    /// Number of crash points to draw (ignored with `exhaustive` or `crash_at`).
-    pub crashes: u64,
-    pub exhaustive: bool,
-    /// Check exactly this crash cycle (replay of a reported violation).
-    pub crash_at: Option<Cycle>,
-    /// The command line that reproduces the run, without crash-point options.
-    pub replay_base: String,
-    /// Worker threads (at least 1). The crash points are split into this many contiguous
-    /// chunks; the report does not depend on it, only the timings do.
-    pub threads: usize,
-    /// Show a progress bar on standard error (only drawn when it is a terminal).
-    pub progress: bool,
-    /// Bytes a write persists atomically (8, 16, 32 or 64, [`super::torn::ATOMICITIES`]). Below
-    /// 64, each crash point is also checked in the torn states of the writes in flight at it
-    /// ([`super::torn`], docs/faults.md).
-    pub atomicity: u32,
-    /// A library caller's structural check of each recovered data area, besides the
-    /// workload's own (the Python binding's `verify=`): a message is a `structure` violation.
-    pub verify: Option<UserVerify>,
-}
-
-/// A structural check of a data area: `Err` names what is broken.
-pub type VerifyFn = dyn Fn(&[u8]) -> Result<(), String> + Send + Sync;
-
-/// A structural check of a data area supplied by a library caller.
-#[derive(Clone)]
-pub struct UserVerify(pub std::sync::Arc<VerifyFn>);
-
-impl std::fmt::Debug for UserVerify {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("UserVerify")
-    }
-}
-
-impl CrashSpec {
-    /// `crashes` points drawn from a run of `run`, one thread, no progress bar.
-    pub fn new(run: RunSpec, crashes: u64) -> CrashSpec {
-        CrashSpec {
-            run,
-            crashes,
-            exhaustive: false,
-            crash_at: None,
-            replay_base: String::new(),
-            threads: 1,
-            progress: false,
-            atomicity: 64,
-            verify: None,
-        }
-    }
-}
-
-/// One violation, with what is needed to replay it.
-#[derive(Clone, Debug, Serialize)]
-pub struct Violation {
-    /// `prefix`, `structure`, `idempotence`, `recovery-error` or `program-fault` (the run itself
-    /// faulted under an injected bug, [`crate::sim::PROGRAM_FAULT`]).
-    pub kind: String,
-    pub seed: u64,
-    pub crash_cycle: Cycle,
-    /// A(t): transactions acknowledged durable at the crash.
-    pub acked: u64,
-    /// I(t): transactions whose commit had been called.
-    pub issued: u64,
-    /// The k in A..=I whose S_k differs from the recovered image in the fewest blocks.
-    pub closest_k: u64,
-    /// First byte address where the recovered data area differs from S_closest_k.
-    pub first_diff_addr: Option<u64>,
-    pub differing_blocks: u64,
-    pub detail: String,
-    pub replay: String,
-    /// The torn write(s) of this state, if it is a torn state ([`super::torn`]).
-    pub torn: Option<String>,
-}
-
-/// The result of `locsim crashtest`.
-#[derive(Clone, Debug, Serialize)]
-pub struct CrashReport {
-    pub workload: String,
-    pub protocol: String,
-    pub inject_bug: Option<String>,
-    pub seed: u64,
-    pub txs_committed: u64,
-    pub durable_writes: u64,
-    /// Distinct durable images during the run (one more than the distinct durability cycles).
-    pub durable_states: u64,
-    /// Crash cycles worth checking: the first and the last cycle of each durable state.
-    pub candidate_crash_cycles: u64,
-    pub crash_points: u64,
-    /// Bytes a write persists atomically, and the torn states checked besides the crash points.
-    pub atomicity: u32,
-    pub torn_states: u64,
-    pub violations: u64,
-    pub violations_by_kind: std::collections::BTreeMap<String, u64>,
-    pub first_violation: Option<Violation>,
-    pub states_per_second: f64,
-    pub check_seconds: f64,
-    /// Where the workers' time went (host timing like `check_seconds`, summed over workers).
-    pub worker_seconds: WorkerSeconds,
-    pub version: &'static str,
-    pub git_rev: &'static str,
-    pub config_hash: String,
-}
-
-/// The crash checker's workers' time, split by what it grows with: `starting`, a worker's own
-/// images and verifier (a copy of the initial image: grows with the memory); `following`, bringing a
-/// worker from one point to the next (landing the durable writes between them, applying the
-/// transactions committed between them to the oracle, the incremental verifier and the Kiln
-/// tracker catching up on the blocks those changed), which grows with the transactions between
-/// points; `at_points`,
-/// checking each state (recovery, the comparison with S_k, the prefix search, idempotence),
-/// which grows with the points. Host timing: not part of the verdicts.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct WorkerSeconds {
-    pub starting: f64,
-    pub following: f64,
-    pub at_points: f64,
-}
 
 /// Block writes applied to an image, kept so they can be rolled back.
 #[derive(Default)]
@@ -165,173 +42,6 @@ impl Undo {
     }
 }
 
-/// Every distinct crash cycle: for each durable state, its first and last cycle.
-fn candidate_cycles(rec: &Recorded) -> Vec<Cycle> {
-    let w = &rec.record.durable.writes;
-    let mut times: Vec<Cycle> = w.iter().map(|x| x.durable).collect();
-    times.dedup();
-    let end = rec.end_cycle.max(times.last().copied().unwrap_or(Cycle::ZERO)) + Cycle(1);
-    let mut c = Vec::with_capacity(2 * times.len() + 2);
-    c.push(Cycle::ZERO);
-    for (i, &d) in times.iter().enumerate() {
-        if i == 0 && d > Cycle::ZERO {
-            c.push(d - Cycle(1));
-        }
-        c.push(d);
-        let next = times.get(i + 1).copied().unwrap_or(end + Cycle(1));
-        if next - Cycle(1) > d {
-            c.push(next - Cycle(1));
-        }
-    }
-    // The end of the run: every transaction issued and acknowledged, every write durable.
-    c.push(end);
-    c.sort_unstable();
-    c.dedup();
-    c
-}
-
-fn durable_states(rec: &Recorded) -> u64 {
-    let w = &rec.record.durable.writes;
-    1 + w.windows(2).filter(|p| p[0].durable != p[1].durable).count() as u64 + u64::from(!w.is_empty())
-}
-
-fn choose_points(spec: &CrashSpec, cands: &[Cycle]) -> Vec<Cycle> {
-    if let Some(t) = spec.crash_at {
-        return vec![t];
-    }
-    if spec.exhaustive || spec.crashes as usize >= cands.len() {
-        return cands.to_vec();
-    }
-    let mut idx: Vec<usize> = (0..cands.len()).collect();
-    let mut rng = Rng::derive(spec.run.seed, 0xC4A5);
-    let n = spec.crashes as usize;
-    for i in 0..n {
-        let j = i + rng.below((idx.len() - i) as u64) as usize;
-        idx.swap(i, j);
-    }
-    let mut pts: Vec<Cycle> = idx[..n].iter().map(|&i| cands[i]).collect();
-    pts.sort_unstable();
-    pts
-}
-
-/// Run the workload with recording and check every chosen crash point.
-pub fn check(spec: &CrashSpec) -> Result<CrashReport, String> {
-    let mut run = spec.run.clone();
-    run.record = true;
-    match execute(&run) {
-        Err(e) if run.bug.is_some() && e.starts_with(crate::sim::PROGRAM_FAULT) => Ok(fault_report(spec, e)),
-        out => check_run(spec, out?),
-    }
-}
-
-/// The report of a run whose program faulted under an injected bug: the bug caught while the
-/// machine ran, before any crash (a broken machine handed the program a bad pointer), one
-/// violation of kind `program-fault` whose replay is the run itself. Without an injected bug a
-/// fault stays an error: a correct machine cannot cause one.
-fn fault_report(spec: &CrashSpec, detail: String) -> CrashReport {
-    let run = &spec.run;
-    let kind = "program-fault".to_string();
-    let violation = Violation {
-        kind: kind.clone(),
-        seed: run.seed,
-        crash_cycle: Cycle::ZERO,
-        acked: 0,
-        issued: 0,
-        closest_k: 0,
-        first_diff_addr: None,
-        differing_blocks: 0,
-        detail,
-        replay: spec.replay_base.clone(),
-        torn: None,
-    };
-    CrashReport {
-        workload: run.workload.name().into(),
-        protocol: run.protocol.name().into(),
-        inject_bug: run.bug.map(|b| b.name().to_string()),
-        seed: run.seed,
-        txs_committed: 0,
-        durable_writes: 0,
-        durable_states: 0,
-        candidate_crash_cycles: 0,
-        crash_points: 0,
-        atomicity: spec.atomicity,
-        torn_states: 0,
-        violations: 1,
-        violations_by_kind: [(kind, 1)].into(),
-        first_violation: Some(violation),
-        states_per_second: 0.0,
-        check_seconds: 0.0,
-        worker_seconds: WorkerSeconds::default(),
-        version: VERSION,
-        git_rev: GIT_REV,
-        config_hash: run.cfg.hash_hex(),
-    }
-}
-
-/// Check every chosen crash point of a recorded run of `spec.run` (made by the caller: a
-/// replayed trace, [`crate::runner::execute_with`]).
-pub fn check_run(spec: &CrashSpec, out: crate::runner::RunOutput) -> Result<CrashReport, String> {
-    let rec = out.recorded.ok_or("check_run: the run was not recorded")?;
-    Ok(check_recorded(spec, &spec.run, &rec))
-}
-
-/// Check the chosen crash points of a recorded run (`run` is `spec.run`).
-fn check_recorded(spec: &CrashSpec, run: &RunSpec, rec: &Recorded) -> CrashReport {
-    let cands = candidate_cycles(rec);
-    let points = choose_points(spec, &cands);
-    let started = Instant::now();
-    let parts = sweep_all(spec, rec, &points);
-    let secs = started.elapsed().as_secs_f64();
-    let worker_seconds = WorkerSeconds {
-        starting: parts.iter().map(|p| p.starting.as_secs_f64()).sum(),
-        following: parts.iter().map(|p| p.following.as_secs_f64()).sum(),
-        at_points: parts.iter().map(|p| p.at_points.as_secs_f64()).sum(),
-    };
-    let mut by_kind = std::collections::BTreeMap::new();
-    for (kind, n) in parts.iter().flat_map(|p| &p.by_kind) {
-        *by_kind.entry(kind.clone()).or_default() += n;
-    }
-    CrashReport {
-        workload: run.workload.name().into(),
-        protocol: run.protocol.name().into(),
-        inject_bug: run.bug.map(|b| b.name().to_string()),
-        seed: run.seed,
-        txs_committed: rec.oracle.txs() as u64,
-        durable_writes: rec.record.durable.writes.len() as u64,
-        durable_states: durable_states(rec),
-        candidate_crash_cycles: cands.len() as u64,
-        crash_points: points.len() as u64,
-        atomicity: spec.atomicity,
-        torn_states: parts.iter().map(|p| p.torn_states).sum(),
-        violations: parts.iter().map(|p| p.violations).sum(),
-        violations_by_kind: by_kind,
-        // The chunks are in time order: the first violation of the first chunk that has one.
-        first_violation: parts.into_iter().find_map(|p| p.first),
-        states_per_second: points.len() as f64 / secs.max(1e-9),
-        check_seconds: secs,
-        worker_seconds,
-        version: VERSION,
-        git_rev: GIT_REV,
-        config_hash: run.cfg.hash_hex(),
-    }
-}
-
-/// Where two data areas differ, for a violation's report: the first differing byte address
-/// (`None` if equal) and how many 64-byte blocks differ.
-pub(super) fn difference(x: &[u8], y: &[u8]) -> (Option<u64>, u64) {
-    let (mut n, mut first) = (0u64, None);
-    for (bi, (x, y)) in x.chunks(64).zip(y.chunks(64)).enumerate() {
-        if x != y {
-            n += 1;
-            if first.is_none() {
-                let off = x.iter().zip(y).position(|(p, q)| p != q).unwrap_or(0);
-                first = Some((bi * 64 + off) as u64);
-            }
-        }
-    }
-    (first, n)
-}
-
 /// Two 64-byte blocks are equal: eight word compares, inlined (a slice comparison calls
 /// `memcmp`, whose call costs more than the compare at this size).
 #[inline(always)]
@@ -341,136 +51,12 @@ fn same_block(x: &[u8], y: &[u8]) -> bool {
     (0..8).fold(0, |acc, i| acc | (w(x, i) ^ w(y, i))) == 0
 }
 
-/// What one worker found over its chunk of crash points.
-#[derive(Default)]
-pub(super) struct Part {
-    pub(super) starting: Duration,
-    pub(super) following: Duration,
-    pub(super) at_points: Duration,
-    pub(super) torn_states: u64,
-    pub(super) violations: u64,
-    pub(super) by_kind: std::collections::BTreeMap<String, u64>,
-    pub(super) first: Option<Violation>,
-}
-
-/// Check `points` (sorted) on `spec.threads` workers, each over a contiguous chunk with its own
-/// images advanced to the chunk's first point. Every check at a point is a function of the
-/// point alone (the durable image, A(t), I(t), the seed), so the parts do not depend on how the
-/// points are split.
-fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
-    let threads = spec.threads.clamp(1, points.len().max(1));
-    let chunk = points.len().div_ceil(threads).max(1);
-    let done = AtomicU64::new(0);
-    let found = AtomicU64::new(0);
-    let bar = spec.progress.then(|| progress_bar(spec, points.len() as u64)).flatten();
-    let sparse = &Sparse::of(&rec.initial);
-    // With other workers beside it, a worker commits its per-block arrays at its start (see
-    // `Sweep::new`).
-    let shared = threads > 1;
-    // With more than one core: the concurrent history, indexed once for every worker.
-    let history = (rec.layout.cores > 1).then(|| {
-        super::concurrent::History::new(&rec.oracle, &rec.record, &rec.initial[..rec.layout.data_bytes as usize])
-    });
-    let history = history.as_ref();
-    std::thread::scope(|s| {
-        let workers: Vec<_> = points
-            .chunks(chunk)
-            .map(|pts| {
-                let (done, found) = (&done, &found);
-                s.spawn(move || {
-                    let start = Instant::now();
-                    let verifier = spec.run.workload.build(&spec.run.cfg.workload);
-                    if let Some(h) = history {
-                        let mut sweep = super::cores::CoreSweep::new(spec, rec, h, &verifier, sparse);
-                        let starting = start.elapsed();
-                        for &t in pts {
-                            let before = sweep.part.violations;
-                            sweep.check_point(t);
-                            done.fetch_add(1, Ordering::Relaxed);
-                            found.fetch_add(sweep.part.violations - before, Ordering::Relaxed);
-                        }
-                        return Part { starting, ..sweep.part };
-                    }
-                    let mut sweep = Sweep::new(spec, rec, &verifier, sparse, shared);
-                    let starting = start.elapsed();
-                    for &t in pts {
-                        let before = sweep.violations;
-                        sweep.check_point(t);
-                        done.fetch_add(1, Ordering::Relaxed);
-                        found.fetch_add(sweep.violations - before, Ordering::Relaxed);
-                    }
-                    Part {
-                        starting,
-                        following: sweep.following,
-                        at_points: sweep.at_points,
-                        torn_states: sweep.torn_states,
-                        violations: sweep.violations,
-                        by_kind: sweep.by_kind,
-                        first: sweep.first,
-                    }
-                })
-            })
-            .collect();
-        if let Some(bar) = &bar {
-            let began = Instant::now();
-            let mut estimated = !spec.exhaustive;
-            while workers.iter().any(|w| !w.is_finished()) {
-                let n = done.load(Ordering::Relaxed);
-                bar.set_position(n);
-                bar.set_message(format!("{} violations", found.load(Ordering::Relaxed)));
-                // An exhaustive check that is still running after its first second says how
-                // long the whole takes at the rate so far.
-                let elapsed = began.elapsed();
-                if !estimated && elapsed >= ESTIMATE_AFTER && n > 0 {
-                    estimated = true;
-                    bar.println(estimate_line(points.len() as u64, n, elapsed));
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            bar.finish_and_clear();
-        }
-        workers.into_iter().map(|w| w.join().expect("crash-check worker panicked")).collect()
-    })
-}
-
-/// How long an exhaustive check runs before it estimates its whole time.
-const ESTIMATE_AFTER: Duration = Duration::from_secs(1);
-
-/// The estimate an exhaustive check prints once it has checked `done` of `total` states in
-/// `elapsed` (the workers' start included, so it errs long).
-fn estimate_line(total: u64, done: u64, elapsed: Duration) -> String {
-    let rate = done as f64 / elapsed.as_secs_f64().max(1e-9);
-    let whole = total as f64 / rate.max(1e-9);
-    let span = |s: f64| match s {
-        s if s < 120.0 => format!("{s:.0} s"),
-        s if s < 7200.0 => format!("{:.0} min", s / 60.0),
-        s => format!("{:.1} h", s / 3600.0),
-    };
-    format!(
-        "exhaustive: about {} in all at {:.0} states/s so far ({} left)",
-        span(whole),
-        rate,
-        span((whole - elapsed.as_secs_f64()).max(0.0))
-    )
-}
-
-/// A progress bar on standard error ([`super::progress_bar`]); an exhaustive check first says
-/// how many states it will check, and after its first second about how long the whole takes
-/// ([`estimate_line`]).
-fn progress_bar(spec: &CrashSpec, total: u64) -> Option<indicatif::ProgressBar> {
-    let bar = super::progress_bar(total)?;
-    if spec.exhaustive {
-        bar.println(format!("exhaustive: {total} crash states to check on {} threads", spec.threads.max(1)));
-    }
-    Some(bar)
-}
-
 /// State carried across crash points (all advanced monotonically in time).
 ///
 /// The cost of a crash point is what changed since the previous one (durable writes, oracle
 /// transactions) plus what recovery reads and writes; nothing here grows with the length of the
 /// run (docs/performance.md, "Crash checking").
-struct Sweep<'a> {
+pub(super) struct Sweep<'a> {
     spec: &'a CrashSpec,
     rec: &'a Recorded,
     /// The workload's structural verifier (one per worker: a workload need not be `Sync`).
@@ -504,19 +90,19 @@ struct Sweep<'a> {
     /// since (see [`Sweep::plan`]); plans reused, and cuts inside the redo writes, so far.
     last_plan: Option<Plan>,
     outside_written: bool,
-    /// Kiln's recovery kept up to date block by block ([`recovery::kiln::Tracker`]), in place of
+    /// Kiln's recovery kept up to date block by block ([`super::incremental::kiln::Tracker`]), in place of
     /// `last_plan` while it can follow the image; whether building one may succeed now (not
     /// after a failed try until the log area is written); its uses (the 1st, 8th, 64th, ...
     /// compared with a whole recovery); the homes it re-derives.
-    tracker: Option<recovery::kiln::Tracker>,
+    tracker: Option<super::incremental::kiln::Tracker>,
     /// Whether this check uses a tracker at all (Kiln's log format, no Start-Gap).
     trackable: bool,
     tracker_retry: bool,
-    /// Recovery, through HOOP's scan cache where it applies ([`super::Recoverer`]): told of
+    /// Recovery, through HOOP's scan cache where it applies ([`Recoverer`]): told of
     /// every durable write; the idempotence check's second recovery runs on an image the cache
     /// has not heard of (the plan's writes reach no slice, only homes and heads, which the
     /// cache compares).
-    recoverer: super::Recoverer,
+    recoverer: Recoverer,
     tracked: u64,
     retrack: Vec<(BlockId, Option<BlockId>)>,
     /// The overlay (see [`Sweep::plan`]): D's content under each redo write laid over `img`.
@@ -546,17 +132,12 @@ struct Sweep<'a> {
     plan_undo: Vec<(BlockId, BlockData)>,
     second_undo: Vec<(BlockId, BlockData)>,
     outside: Vec<(BlockId, BlockData)>,
-    violations: u64,
-    by_kind: std::collections::BTreeMap<String, u64>,
-    first: Option<Violation>,
-    /// Torn writes: the longest service time of a write, the torn states checked, and the one
-    /// being checked (for the violation report).
+    /// Torn writes: the longest service time of a write, and the torn state being checked
+    /// (for the violation report).
     max_service: Cycle,
-    torn_states: u64,
     torn_now: Option<String>,
-    /// This worker's time ([`WorkerSeconds`]).
-    following: Duration,
-    at_points: Duration,
+    /// What this worker found, and its time ([`super::WorkerSeconds`]).
+    pub(super) part: Part,
     /// The part of `following` done lazily at the current point ([`Sweep::lazily`]).
     heard: Duration,
 }
@@ -564,11 +145,17 @@ struct Sweep<'a> {
 impl<'a> Sweep<'a> {
     /// `sparse`: the non-zero pages of `rec.initial` (workers copy only those); `shared`: other
     /// workers run beside this one.
-    fn new(spec: &'a CrashSpec, rec: &'a Recorded, verifier: &'a Workload, sparse: &Sparse, shared: bool) -> Sweep<'a> {
+    pub(super) fn new(
+        spec: &'a CrashSpec,
+        rec: &'a Recorded,
+        verifier: &'a Workload,
+        sparse: &Sparse,
+        shared: bool,
+    ) -> Sweep<'a> {
         let data_len = rec.layout.data_bytes as usize;
         let phys = GapView::new(&spec.run.cfg.startgap, &rec.layout, || sparse.copy(&rec.initial));
         let trackable = spec.run.protocol.log_format() == Some(LogFormat::Kiln) && phys.is_none();
-        let recoverer = super::Recoverer::new(spec.run.protocol.log_format(), &rec.layout, phys.is_some());
+        let recoverer = Recoverer::new(spec.run.protocol.log_format(), &rec.layout, phys.is_some());
         let logical_len = rec.layout.total_bytes() as usize;
         // Arrays read at random places before they are written there: committed when other
         // workers run. Otherwise a page read first maps the kernel's shared zero page, and the
@@ -622,15 +209,10 @@ impl<'a> Sweep<'a> {
             plan_undo: Vec::new(),
             second_undo: Vec::new(),
             outside: Vec::new(),
-            violations: 0,
-            by_kind: Default::default(),
-            first: None,
             // A pass over every write of the run: only where torn states are checked.
             max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { Cycle::ZERO },
-            torn_states: 0,
             torn_now: None,
-            following: Duration::ZERO,
-            at_points: Duration::ZERO,
+            part: Part::default(),
             heard: Duration::ZERO,
         }
     }
@@ -644,7 +226,7 @@ impl<'a> Sweep<'a> {
         (a, i)
     }
 
-    fn check_point(&mut self, t: Cycle) {
+    pub(super) fn check_point(&mut self, t: Cycle) {
         let rec = self.rec;
         let writes = &rec.record.durable.writes;
         let (a, i) = self.bounds(t);
@@ -675,13 +257,13 @@ impl<'a> Sweep<'a> {
             self.oracle_k += 1;
         }
         let followed = Instant::now();
-        self.following += followed - start;
+        self.part.following += followed - start;
         self.check_state(t, a, i);
         if self.spec.atomicity < 64 {
             self.check_torn(t, a, i);
         }
         // Less the following done lazily at the point, counted already ([`Sweep::lazily`]).
-        self.at_points += followed.elapsed().saturating_sub(std::mem::take(&mut self.heard));
+        self.part.at_points += followed.elapsed().saturating_sub(std::mem::take(&mut self.heard));
     }
 
     /// A worker's first point (before the follower has looked at the oracle): the oracle moves
@@ -746,7 +328,7 @@ impl<'a> Sweep<'a> {
             for (b, d) in &s.blocks {
                 self.land(*b, d);
             }
-            self.torn_states += 1;
+            self.part.torn_states += 1;
             self.torn_now = Some(s.describe);
             self.check_state(t, a, i);
             self.torn_now = None;
@@ -787,8 +369,9 @@ impl<'a> Sweep<'a> {
                 self.tracker_retry = true;
             }
         } else if self.trackable {
-            let log0 = self.rec.layout.log_block0().0;
-            self.tracker_retry |= (log0..log0 + self.rec.layout.log_blocks()).contains(&b.0);
+            // A tracker may follow the image again once its log or NV-LLC state has changed
+            // (a build fails only where recovery would, and recovery reads both).
+            self.tracker_retry |= !self.rec.layout.is_data(b);
         }
     }
 
@@ -796,7 +379,7 @@ impl<'a> Sweep<'a> {
     fn check_state(&mut self, t: Cycle, a: u64, i: u64) {
         let rec = self.rec;
         if let Err(e) = self.logical_view() {
-            return self.violation("recovery-error", t, a, i, e);
+            return self.violation(ViolationKind::RecoveryError, t, a, i, e);
         }
         // The recovery plan, or with the Kiln tracker the count of its redo writes (the plan
         // itself is made only when the idempotence check below needs it).
@@ -808,7 +391,7 @@ impl<'a> Sweep<'a> {
                     let n = p.writes.len();
                     (Some(p), redo, n)
                 }
-                Err(e) => return self.violation("recovery-error", t, a, i, e),
+                Err(e) => return self.violation(ViolationKind::RecoveryError, t, a, i, e),
             },
         };
         // The data area of `img` holds the plan's redo writes (the overlay, see `plan`): judge
@@ -834,7 +417,7 @@ impl<'a> Sweep<'a> {
                 self.overlay_off();
                 let mut undo = Undo(std::mem::take(&mut self.plan_undo));
                 undo.apply(&mut self.img, &plan.writes[..cut]);
-                verdict = self.idempotence(plan, cut).map_err(|e| ("idempotence", e));
+                verdict = self.idempotence(plan, cut).map_err(|e| (ViolationKind::Idempotence, e));
                 undo.rollback(&mut self.img);
                 self.plan_undo = undo.0;
                 self.overlay_on(plan);
@@ -886,7 +469,7 @@ impl<'a> Sweep<'a> {
                     self.overlay_on(&plan);
                 }
                 if std::mem::take(&mut self.tracker_retry) {
-                    self.tracker = recovery::kiln::Tracker::new(&self.rec.layout, &self.img);
+                    self.tracker = super::incremental::kiln::Tracker::new(&self.rec.layout, &self.img);
                 }
                 Ok(plan)
             }
@@ -909,7 +492,7 @@ impl<'a> Sweep<'a> {
     }
 
     /// The check of a crash during recovery after `cut` of `plan`'s writes through HOOP's
-    /// scan cache, the overlay left laid ([`super::Recoverer::same_again`]); false for the
+    /// scan cache, the overlay left laid ([`Recoverer::same_again`]); false for the
     /// caller to check the whole way.
     fn same_again_laid(&mut self, plan: &Plan, cut: usize, redo: usize) -> bool {
         let (img, overlay) = (&self.img, &self.overlay);
@@ -917,7 +500,7 @@ impl<'a> Sweep<'a> {
     }
 
     /// Recovery of `img` as it stands (`second`: an image the scan cache has not heard of,
-    /// see [`super::Recoverer`]).
+    /// see [`Recoverer`]).
     fn recover(&mut self, second: bool) -> Result<Plan, String> {
         self.recoverer.recover(&self.rec.layout, &self.img, second)
     }
@@ -953,7 +536,7 @@ impl<'a> Sweep<'a> {
         let start = Instant::now();
         let out = f(self);
         let took = start.elapsed();
-        (self.following, self.heard) = (self.following + took, self.heard + took);
+        (self.part.following, self.heard) = (self.part.following + took, self.heard + took);
         out
     }
 
@@ -1042,16 +625,16 @@ impl<'a> Sweep<'a> {
     }
 
     /// Checks on the recovered image (`self.img` has the plan applied).
-    fn judge(&mut self, a: u64, i: u64) -> Result<(), (&'static str, String)> {
+    fn judge(&mut self, a: u64, i: u64) -> Result<(), (ViolationKind, String)> {
         let Some(k) = self.matching_k(a, i) else {
-            return Err(("prefix", format!("recovered data equals no S_k with {a} <= k <= {i}")));
+            return Err((ViolationKind::Prefix, format!("recovered data equals no S_k with {a} <= k <= {i}")));
         };
         let k = k as usize;
         let verdict = match self.verdicts.get(k) {
             Some(v) => v.clone().expect("verdict recorded"),
             None => self.verify(&self.img[..self.data_len]),
         };
-        verdict.map_err(|e| ("structure", e))
+        verdict.map_err(|e| (ViolationKind::Structure, e))
     }
 
     /// The oracle holds S_k (and the recovered data area equals it): record S_k's verdict if
@@ -1216,15 +799,15 @@ impl<'a> Sweep<'a> {
         result
     }
 
-    fn violation(&mut self, kind: &str, t: Cycle, a: u64, i: u64, detail: String) {
-        self.violations += 1;
-        *self.by_kind.entry(kind.to_string()).or_default() += 1;
-        if self.first.is_some() {
+    fn violation(&mut self, kind: ViolationKind, t: Cycle, a: u64, i: u64, detail: String) {
+        self.part.violations += 1;
+        *self.part.by_kind.entry(kind).or_default() += 1;
+        if self.part.first.is_some() {
             return;
         }
         let (closest_k, first_diff_addr, differing_blocks) = self.closest(t, a, i);
-        self.first = Some(Violation {
-            kind: kind.into(),
+        self.part.first = Some(Violation {
+            kind,
             seed: self.spec.run.seed,
             crash_cycle: t,
             acked: a,
@@ -1298,9 +881,11 @@ impl Overlaid for Sweep<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::dispatch::{check_recorded, estimate_line};
     use super::*;
     use crate::config::Config;
     use crate::protocol::ProtocolKind;
+    use crate::runner::{execute, RunSpec};
     use crate::workload::WorkloadKind;
 
     /// The exhaustive check's estimate: the whole time at the rate so far, and what is left.
@@ -1398,7 +983,7 @@ mod tests {
             d[at as usize..at as usize + 8].copy_from_slice(&value.to_le_bytes());
             let r = check_recorded(&spec, &run, &rec);
             assert_eq!(r.violations, r.crash_points, "{workload:?}: every point");
-            assert_eq!(r.violations_by_kind.get("structure"), Some(&r.violations), "{workload:?}: {r:?}");
+            assert_eq!(r.violations_by_kind.get(&ViolationKind::Structure), Some(&r.violations), "{workload:?}: {r:?}");
         }
     }
 
@@ -1430,7 +1015,7 @@ mod tests {
         d[c + 1 + 4 + 15] ^= 1;
         let r = check_recorded(&spec, &run, &rec);
         assert_eq!(r.violations, r.crash_points, "every point");
-        assert_eq!(r.violations_by_kind.get("structure"), Some(&r.violations), "{r:?}");
+        assert_eq!(r.violations_by_kind.get(&ViolationKind::Structure), Some(&r.violations), "{r:?}");
         let detail = r.first_violation.map(|v| v.detail).unwrap_or_default();
         assert!(detail.contains("index"), "{detail}");
     }
