@@ -50,19 +50,19 @@
 //! in the durable image, not checked after a crash.
 //!
 //! The lock table, the isolation check and the oracle's multi-core record live with the front
-//! end, in [`crate::sim`] (`sim/cores.rs`).
+//! end, in [`crate::sim`] (`sim/multicore.rs`).
 //!
 //! **Isolation check.** Hardware logs, flushes and persists whole lines, so two transactions in
 //! flight must never write one line: a store to a line written by another core's transaction
 //! in flight stops the run with one line naming the line and both cores.
 
 use crate::machine::Machine;
-use crate::pmem::Pm;
 use crate::protocol::Protocol;
 use crate::rng::Rng;
-use crate::sim::cores::{key, CORE_BITS, NONE};
+use crate::sim::multicore::{key, CORE_BITS, NONE};
 use crate::sim::Sim;
 use crate::types::{Addr, Cycle};
+use crate::workload::Pm;
 use crate::workload::Workload;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};

@@ -6,12 +6,12 @@
 //! transaction's stores. That record is taken here, from the workload's own writes, before any
 //! protocol sees them: the crash checker's oracle never depends on the protocol under test.
 
-pub(crate) mod cores;
+pub(crate) mod multicore;
 
 use crate::machine::Machine;
-use crate::pmem::Pm;
 use crate::protocol::Protocol;
 use crate::types::{blocks_of, Addr, Cycle};
+use crate::workload::Pm;
 
 /// How the one-line error starts when the simulated program loads or stores outside the data
 /// area: a pointer it followed was bad. A correct machine never gives a workload such a pointer;
@@ -168,11 +168,11 @@ pub struct Sim<P: Protocol> {
     pub m: Machine,
     pub p: P,
     /// The oracle's record; with several cores, the running core's transaction in progress
-    /// (the committed ones are in `cores::Cores`; [`Sim::take_oracle`] gives them).
+    /// (the committed ones are in `multicore::Cores`; [`Sim::take_oracle`] gives them).
     pub oracle: Option<OracleLog>,
     pub stats: FrontStats,
     /// The running core's transaction state (the other cores' wait in `cores`). Boxed, so that
-    /// a core switch exchanges one pointer ([`cores::Cores::park`]) rather than the 104-byte
+    /// a core switch exchanges one pointer ([`multicore::Cores::park`]) rather than the 104-byte
     /// state: that exchange, in 16-byte moves whose first loads overlap the 8-byte stores the
     /// transaction had just made to the same fields (a `Vec`'s length; a store the host cannot
     /// forward to a wider load), was 4 % of a 4-core SPS run's host time. The single-core path
@@ -180,7 +180,7 @@ pub struct Sim<P: Protocol> {
     pub(crate) tx: Box<TxState>,
     /// With more than one core: the other cores' transaction state, the locks and the
     /// isolation check ([`crate::sched`]); `None` with one core.
-    pub(crate) cores: Option<Box<cores::Cores>>,
+    pub(crate) cores: Option<Box<multicore::Cores>>,
     /// While the warm-up looks for steady state: the count of the LLC's dirty lines taken
     /// partway through it ([`DirtyProbe`]; `crate::runner`).
     pub probe: Option<DirtyProbe>,
@@ -243,7 +243,7 @@ impl<P: Protocol> Sim<P> {
     pub fn new(m: Machine, p: P, record_oracle: bool) -> Sim<P> {
         // `load` relies on it: an address inside the data area is inside `arch`.
         assert!(m.layout.data_bytes as usize <= m.arch.len(), "the data area lies in the image");
-        let cores = (m.cores() > 1).then(|| Box::new(cores::Cores::new(&m, record_oracle)));
+        let cores = (m.cores() > 1).then(|| Box::new(multicore::Cores::new(&m, record_oracle)));
         Sim {
             m,
             p,

@@ -10,10 +10,10 @@
 //! data (presence bits, reusable bits, reuse counters, first-free pointer) are written to PCM
 //! too; with S2 they live only in DRAM and are rebuilt (reuse counters restart at 1).
 
+use super::bug::Bug;
 use super::format::{self, flag, Desc, HeaderCopy, SlotRec, DESCS, PORTIONS, SLOTS, STREAM_HDR};
 use super::media::{EventKind, Media};
 use super::policy::Policy;
-use super::vfs::Bug;
 use serde::Serialize;
 
 /// `Frame::owner` of a frame that belongs to no database file.

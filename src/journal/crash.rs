@@ -20,7 +20,7 @@
 use super::alloc::Journal;
 use super::media::{EventKind, Media, EVENT_KINDS};
 use super::replay::{self, digest, Setup};
-use super::trace::Trace;
+use super::sql_trace::Trace;
 use super::vfs::{self, World};
 use crate::rng::Rng;
 use rusqlite::{Connection, OpenFlags};
@@ -297,7 +297,7 @@ fn check_captured(
 fn verify(trace: &Trace, ended: &[u64], in_flight: Option<usize>, digests: &[Vec<u64>]) -> Result<(), String> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     for (d, name) in trace.dbs.iter().enumerate() {
-        crate::sqlite::before_open();
+        crate::workload::sqlite::bridge::before_open();
         let c = Connection::open_with_flags_and_vfs(name, flags, vfs::VFS_NAME).map_err(|e| format!("{name}: {e}"))?;
         c.execute_batch("PRAGMA temp_store=MEMORY").map_err(|e| e.to_string())?;
         let ok: String = c

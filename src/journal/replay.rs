@@ -5,9 +5,9 @@
 use super::alloc::Journal;
 use super::media::{EventKind, Media, Snapshot, Timing};
 use super::policy::Policy;
-use super::tape::{self, Recording, Tape};
-use super::trace::{Op, Trace};
+use super::sql_trace::{Op, Trace};
 use super::vfs::{self, Bug, World};
+use super::vfs_tape::{self, Recording, Tape};
 use crate::pcm::PcmConfig;
 use rusqlite::{Connection, OpenFlags};
 use std::sync::{Arc, Mutex};
@@ -89,7 +89,7 @@ pub const SETTINGS: &str = "PRAGMA page_size=1024; PRAGMA synchronous=FULL; PRAG
                             PRAGMA secure_delete=OFF; PRAGMA temp_store=MEMORY; PRAGMA cache_size=4000;";
 
 fn open(name: &str) -> Result<Connection, String> {
-    crate::sqlite::before_open();
+    crate::workload::sqlite::bridge::before_open();
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let c = Connection::open_with_flags_and_vfs(name, flags, vfs::VFS_NAME).map_err(|e| format!("open {name}: {e}"))?;
     c.execute_batch(SETTINGS).map_err(|e| format!("{name}: settings: {e}"))?;
@@ -206,15 +206,15 @@ pub fn replay_measured(trace: &Arc<Trace>, setup: &Setup) -> Result<Replay, Stri
     if setup.bug.is_some() {
         return replay(trace, setup, None, false, false);
     }
-    if let Some(tape) = tape::kept(trace, setup) {
-        if let Ok(r) = tape::replay(&tape, setup) {
+    if let Some(tape) = vfs_tape::kept(trace, setup) {
+        if let Ok(r) = vfs_tape::replay(&tape, setup) {
             return Ok(r);
         }
         return replay(trace, setup, None, false, false);
     }
     let (r, tape) = record(trace, setup)?;
     if let Some(tape) = tape {
-        tape::keep(trace, setup, tape);
+        vfs_tape::keep(trace, setup, tape);
     }
     Ok(r)
 }

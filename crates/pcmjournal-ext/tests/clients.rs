@@ -6,7 +6,7 @@
 //! image, and an injected journal bug is caught on the same path.
 
 use locsim::journal::replay::{self, OnError};
-use locsim::journal::trace::Op;
+use locsim::journal::sql_trace::Op;
 use locsim::journal::{script, Device, JournalResult, Policy, DEFAULT_FRAMES};
 use rusqlite::{ffi, Connection, OpenFlags};
 use serde_json::Value;

@@ -54,9 +54,9 @@
 //! every verdict itself.
 
 use super::{Sqlite, KEY_BYTES, VALUE_BYTES};
-use crate::sqlite::{Region, HEADER_BYTES};
 use crate::types::BlockData;
 use crate::workload::follow::{Follow, Spans, Subtrees};
+use crate::workload::sqlite::bridge::{Region, HEADER_BYTES};
 
 /// SQLite's largest b-tree depth (`BTCURSOR_MAX_DEPTH`).
 const MAX_DEPTH: usize = 20;
@@ -945,8 +945,8 @@ mod tests {
     /// and a freelist.
     fn with_freelist(w: &Sqlite, data: Vec<u8>) -> Vec<u8> {
         let mut pm = Native::new(data);
-        crate::sqlite::with_pm(&mut pm, || {
-            let c = crate::sqlite::open(w.region(), false).unwrap();
+        crate::workload::sqlite::bridge::with_pm(&mut pm, || {
+            let c = crate::workload::sqlite::bridge::open(w.region(), false).unwrap();
             c.execute_batch(
                 "PRAGMA journal_mode=OFF;
                  WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 600)
