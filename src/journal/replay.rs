@@ -303,14 +303,10 @@ pub(crate) fn execute_counted(c: &Connection, sql: &str, steps: &mut u64) -> rus
     Ok(())
 }
 
-fn replay_inner(
-    trace: &Trace,
-    setup: &Setup,
-    crash_at: Option<u64>,
-    kinds: bool,
-    dig: bool,
-    mut capture: Option<(Vec<u64>, OnCommand)>,
-) -> Result<Counts, String> {
+/// Open every database of `trace` and run its setup commands without a journal; then the
+/// journal mode of the measured region, and each database's first digest if `dig`. Returns
+/// the connections, the digests and the database the setup left in use.
+fn set_up(trace: &Trace, setup: &Setup, dig: bool) -> Result<(Vec<Option<Connection>>, Vec<Vec<u64>>, usize), String> {
     let mut conns: Vec<Option<Connection>> = (0..trace.dbs.len()).map(|_| None).collect();
     let mut cur = 0usize;
     let sql_err = |i: usize, e: rusqlite::Error| format!("trace setup command {i}: {e}");
@@ -346,6 +342,26 @@ fn replay_inner(
             out_digests[d].push(digest(c.as_ref().expect("opened"))?);
         }
     }
+    Ok((conns, out_digests, cur))
+}
+
+/// The message of measured command `i` (`sql`) that failed with `e`: its line, its start, and
+/// the VFS's own error if it has one.
+fn command_error(trace: &Trace, i: usize, sql: &str, e: rusqlite::Error, vfs_err: Option<String>) -> String {
+    let at = trace.lines.get(i).map_or(format!("trace command {i}"), |n| format!("line {n}"));
+    let shown: String = sql.chars().take(60).collect::<String>().replace('\n', " ");
+    format!("{at} ({shown}): {e}{}", vfs_err.map(|m| format!(" ({m})")).unwrap_or_default())
+}
+
+fn replay_inner(
+    trace: &Trace,
+    setup: &Setup,
+    crash_at: Option<u64>,
+    kinds: bool,
+    dig: bool,
+    mut capture: Option<(Vec<u64>, OnCommand)>,
+) -> Result<Counts, String> {
+    let (conns, mut out_digests, mut cur) = set_up(trace, setup, dig)?;
     let events = capture.as_mut().map(|(events, _)| std::mem::take(events));
     vfs::with(|w| begin_measured(w, setup, crash_at, kinds, events));
     let mut ended = vec![0u64; trace.dbs.len()];
@@ -387,25 +403,14 @@ fn replay_inner(
             at_crash = Some((ended.clone(), in_flight));
         }
         if capture.is_some() {
-            // States captured during this command: a crash there stops the loop here, with
-            // `ended` and `in_flight` as they are now. Handed over before the next command,
-            // once the digests of the transactions this one ends are recorded.
-            let taken = vfs::with(|w| std::mem::take(&mut w.media.captured));
-            fresh.extend(taken.into_iter().map(|(event, snapshot)| Captured {
-                event,
-                snapshot,
-                ended: ended.clone(),
-                in_flight,
-            }));
+            take_captured(&mut fresh, &ended, in_flight);
         }
         if let Err(e) = done {
             let (crashed, err) = vfs::with(|w| (w.media.crashed(), w.error.clone()));
             if crashed {
                 break;
             }
-            let at = trace.lines.get(i).map_or(format!("trace command {i}"), |n| format!("line {n}"));
-            let shown: String = sql.chars().take(60).collect::<String>().replace('\n', " ");
-            let msg = format!("{at} ({shown}): {e}{}", err.map(|m| format!(" ({m})")).unwrap_or_default());
+            let msg = command_error(trace, i, sql, e, err);
             if setup.on_error == OnError::Stop {
                 return Err(msg);
             }
@@ -428,6 +433,19 @@ fn replay_inner(
     }
     drop(conns);
     Ok((commands, ended, in_flight, out_digests, errors, at_crash, vm_steps))
+}
+
+/// The states captured during the command just run: a crash there stops the loop there, with
+/// `ended` and `in_flight` as they are now. Handed over before the next command, once the
+/// digests of the transactions this one ends are recorded.
+fn take_captured(fresh: &mut Vec<Captured>, ended: &[u64], in_flight: Option<usize>) {
+    let taken = vfs::with(|w| std::mem::take(&mut w.media.captured));
+    fresh.extend(taken.into_iter().map(|(event, snapshot)| Captured {
+        event,
+        snapshot,
+        ended: ended.to_vec(),
+        in_flight,
+    }));
 }
 
 /// Event kinds recorded by a replay (empty if not recorded).
