@@ -368,9 +368,7 @@ fn replay_inner(
     let mut in_flight = None;
     let mut fresh: Vec<Captured> = Vec::new();
     let mut at_crash = None;
-    let mut commands = 0u64;
-    let mut errors = Vec::new();
-    let mut vm_steps = Vec::new();
+    let (mut commands, mut errors, mut vm_steps) = (0u64, Vec::new(), Vec::new());
     for (i, op) in trace.ops.iter().enumerate() {
         let (sql, ends) = match op {
             Op::Use(d) => {
