@@ -39,14 +39,14 @@ def module_path(rel):
 
 def expand_use(tree):
     """`a::{b, c::{d, e}}` -> [[a, b], [a, c, d], [a, c, e]] (aliases and globs dropped)."""
-    tree = re.sub(r"\s+", "", tree)
+    tree = re.sub(r"\s+", "", re.sub(r"\s+as\s+[A-Za-z_][A-Za-z0-9_]*", "", tree))
     out = []
 
     def walk(prefix, t):
         if not t:
             return
         if "{" not in t.split("::")[-1] and "{" not in t:
-            out.append(prefix + [p for p in t.split(" as ")[0].split("as")[0].split("::") if p and p != "*"])
+            out.append(prefix + [p for p in t.split("::") if p and p != "*"])
             return
         head, _, rest = t.partition("{")
         head_parts = [p for p in head.split("::") if p]
@@ -187,7 +187,20 @@ def one_cycle(g, comp):
         seen.add(fresh[0])
 
 
+def self_test():
+    """The cycle finder on a graph with one cycle (b -> c -> d -> b) and one without."""
+    g = {"a": {"b": {"a.rs"}}, "b": {"c": {"b.rs"}}, "c": {"d": {"c.rs"}}}
+    assert cycles(g) == [], cycles(g)
+    g["d"] = {"b": {"d.rs"}}
+    assert cycles(g) == [["b", "c", "d"]], cycles(g)
+    assert one_cycle(g, ["b", "c", "d"]) == ["b", "c", "d", "b"]
+    assert expand_use("crate::a::{b, c::{hash, e as f}}") == [["crate", "a", "b"], ["crate", "a", "c", "hash"], ["crate", "a", "c", "e"]]
+    return 0
+
+
 def main(argv):
+    if argv == ["--self-test"]:
+        return self_test()
     skips, report_only = [], False
     args = iter(argv)
     for a in args:
