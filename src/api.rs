@@ -34,14 +34,14 @@
 
 pub use crate::config::Config;
 pub use crate::crash::{check_run, CrashReport, CrashSpec, UserVerify};
-pub use crate::pmem::Pm;
 pub use crate::protocol::{Bug, ProtocolKind};
 pub use crate::rng::Rng;
 pub use crate::runner::{execute_with, RunOutput, RunResult, RunSpec};
 pub use crate::trace::format;
 pub use crate::types::Addr;
-pub use crate::workload::trace::TraceWorkload;
+pub use crate::workload::trace_replay::TraceWorkload;
 pub use crate::workload::user::UserWorkload;
+pub use crate::workload::Pm;
 pub use crate::workload::{Workload, WorkloadKind};
 
 /// The run of a user's workload: `txs` transactions (none aborted, no warm-up) seeded by `seed`.

@@ -160,6 +160,36 @@ pub fn measure(
     measure_devices(cfg, workloads, protocols, (txs, repeat), false)
 }
 
+/// The runs of one point: its accesses and memory requests, and per repeat its host seconds
+/// and, when asked, the speed of its runs on the PCM device and on one core.
+struct Repeats {
+    accesses: u64,
+    requests: u64,
+    secs: Vec<f64>,
+    pcm_rates: Vec<f64>,
+    one_rates: Vec<f64>,
+}
+
+/// Run `spec` `repeat` times, each run followed by one under `pcm` and one under `one_core`
+/// (configurations) if given: alternated, so that a drift of the host's speed moves both.
+fn repeats(spec: &RunSpec, repeat: u32, pcm: Option<&Config>, one_core: Option<&Config>) -> Result<Repeats, String> {
+    let mut out = Repeats { accesses: 0, requests: 0, secs: Vec::new(), pcm_rates: Vec::new(), one_rates: Vec::new() };
+    for _ in 0..repeat {
+        let r = runner::execute(spec)?.result;
+        (out.accesses, out.requests) = (r.sim_mem_accesses, r.sim_mem_requests);
+        out.secs.push(r.host_seconds);
+        if let Some(cfg) = pcm {
+            let r = runner::execute(&RunSpec { cfg: cfg.clone(), ..spec.clone() })?.result;
+            out.pcm_rates.push(r.sim_mem_accesses_per_second);
+        }
+        if let Some(cfg) = one_core {
+            let r = runner::execute(&RunSpec { cfg: cfg.clone(), ..spec.clone() })?.result;
+            out.one_rates.push(r.sim_mem_accesses_per_second);
+        }
+    }
+    Ok(out)
+}
+
 /// [`measure`]; with `pcm`, each point also with the bit-level PCM device, its runs alternating
 /// with the plain device's (`cfg` must leave `memory.device` plain).
 pub fn measure_devices(
@@ -199,23 +229,8 @@ pub fn measure_devices(
         for &p in protocols {
             let spec = RunSpec { protocol: p, ..base.clone() };
             let clock_before = clock_after;
-            let mut secs = Vec::new();
-            let mut pcm_rates = Vec::new();
-            let mut one_rates = Vec::new();
-            let (mut accesses, mut requests) = (0, 0);
-            for _ in 0..repeat {
-                let r = runner::execute(&spec)?.result;
-                (accesses, requests) = (r.sim_mem_accesses, r.sim_mem_requests);
-                secs.push(r.host_seconds);
-                if pcm {
-                    let r = runner::execute(&RunSpec { cfg: pcm_cfg.clone(), ..spec.clone() })?.result;
-                    pcm_rates.push(r.sim_mem_accesses_per_second);
-                }
-                if multi {
-                    let r = runner::execute(&RunSpec { cfg: one_core.clone(), ..spec.clone() })?.result;
-                    one_rates.push(r.sim_mem_accesses_per_second);
-                }
-            }
+            let Repeats { accesses, requests, secs, pcm_rates, one_rates } =
+                repeats(&spec, repeat, pcm.then_some(&pcm_cfg), multi.then_some(&one_core))?;
             // Each repeat's plain speed, the reference of the PCM and one-core runs beside it.
             let plain_rates: Vec<f64> = secs.iter().map(|&t| accesses.max(1) as f64 / t).collect();
             let pcm_vs_plain = pcm.then(|| paired_ratio(&plain_rates, &pcm_rates));

@@ -337,52 +337,8 @@ impl Config {
         if !(1..=10_000).contains(&self.core.freq_mhz) {
             return err("core.freq_mhz", self.core.freq_mhz, "1..=10000");
         }
-        for (name, c) in [("l1", &self.l1), ("l2", &self.l2), ("llc", &self.llc)] {
-            if !(1..=16).contains(&c.ways) {
-                return err(&format!("{name}.ways"), c.ways, "1..=16");
-            }
-            let lines = c.size_bytes / 64;
-            if c.size_bytes % 64 != 0
-                || lines % c.ways != 0
-                || !(lines / c.ways).is_power_of_two()
-                || c.size_bytes > 1 << 36
-            {
-                return err(
-                    &format!("{name}.size_bytes"),
-                    c.size_bytes,
-                    "a multiple of ways*64 giving a power-of-two number of sets, at most 2^36",
-                );
-            }
-            if c.latency_cycles.0 > 10_000 {
-                return err(&format!("{name}.latency_cycles"), c.latency_cycles.0, "0..=10000");
-            }
-        }
-        if self.l1.size_bytes > self.l2.size_bytes || self.l2.size_bytes > self.llc.size_bytes {
-            return Err(ConfigError("cache sizes: inclusive hierarchy needs l1 <= l2 <= llc".into()));
-        }
-        let m = &self.memory;
-        if !(1..=1024).contains(&m.banks) {
-            return err("memory.banks", m.banks, "1..=1024");
-        }
-        if !(1..=1_000_000).contains(&m.read_latency_ns.0) {
-            return err("memory.read_latency_ns", m.read_latency_ns.0, "1..=1000000");
-        }
-        if !(1..=1_000_000).contains(&m.write_latency_ns.0) {
-            return err("memory.write_latency_ns", m.write_latency_ns.0, "1..=1000000");
-        }
-        if !(1..=4096).contains(&m.write_queue_entries) {
-            return err("memory.write_queue_entries", m.write_queue_entries, "1..=4096");
-        }
-        let s = &self.swal;
-        for (key, v) in [
-            ("swal.append_instructions", s.append_instructions),
-            ("swal.lookup_instructions", s.lookup_instructions),
-            ("swal.apply_instructions", s.apply_instructions),
-        ] {
-            if v > 1_000_000 {
-                return err(key, v, "0..=1000000");
-            }
-        }
+        self.validate_caches()?;
+        self.validate_memory()?;
         if self.log.size_bytes < 64 * 1024
             || !self.log.size_bytes.is_multiple_of(4096)
             || self.log.size_bytes > (1 << 36)
@@ -421,6 +377,64 @@ impl Config {
             ));
         }
         self.workload.validate().map_err(ConfigError)?;
+        Ok(())
+    }
+
+    /// [`Config::validate`] of the caches: ways, sizes, latencies, inclusion.
+    fn validate_caches(&self) -> Result<(), ConfigError> {
+        let err = |k: &str, v: u64, allowed: &str| Err(ConfigError(format!("{k} = {v}: allowed {allowed}")));
+        for (name, c) in [("l1", &self.l1), ("l2", &self.l2), ("llc", &self.llc)] {
+            if !(1..=16).contains(&c.ways) {
+                return err(&format!("{name}.ways"), c.ways, "1..=16");
+            }
+            let lines = c.size_bytes / 64;
+            if c.size_bytes % 64 != 0
+                || lines % c.ways != 0
+                || !(lines / c.ways).is_power_of_two()
+                || c.size_bytes > 1 << 36
+            {
+                return err(
+                    &format!("{name}.size_bytes"),
+                    c.size_bytes,
+                    "a multiple of ways*64 giving a power-of-two number of sets, at most 2^36",
+                );
+            }
+            if c.latency_cycles.0 > 10_000 {
+                return err(&format!("{name}.latency_cycles"), c.latency_cycles.0, "0..=10000");
+            }
+        }
+        if self.l1.size_bytes > self.l2.size_bytes || self.l2.size_bytes > self.llc.size_bytes {
+            return Err(ConfigError("cache sizes: inclusive hierarchy needs l1 <= l2 <= llc".into()));
+        }
+        Ok(())
+    }
+
+    /// [`Config::validate`] of the memory and of S-WAL's software costs.
+    fn validate_memory(&self) -> Result<(), ConfigError> {
+        let err = |k: &str, v: u64, allowed: &str| Err(ConfigError(format!("{k} = {v}: allowed {allowed}")));
+        let m = &self.memory;
+        if !(1..=1024).contains(&m.banks) {
+            return err("memory.banks", m.banks, "1..=1024");
+        }
+        if !(1..=1_000_000).contains(&m.read_latency_ns.0) {
+            return err("memory.read_latency_ns", m.read_latency_ns.0, "1..=1000000");
+        }
+        if !(1..=1_000_000).contains(&m.write_latency_ns.0) {
+            return err("memory.write_latency_ns", m.write_latency_ns.0, "1..=1000000");
+        }
+        if !(1..=4096).contains(&m.write_queue_entries) {
+            return err("memory.write_queue_entries", m.write_queue_entries, "1..=4096");
+        }
+        let s = &self.swal;
+        for (key, v) in [
+            ("swal.append_instructions", s.append_instructions),
+            ("swal.lookup_instructions", s.lookup_instructions),
+            ("swal.apply_instructions", s.apply_instructions),
+        ] {
+            if v > 1_000_000 {
+                return err(key, v, "0..=1000000");
+            }
+        }
         Ok(())
     }
 

@@ -52,7 +52,6 @@ pub mod rng;
 pub mod runner;
 pub mod sched;
 pub mod sim;
-pub mod sqlite;
 pub mod startgap;
 #[cfg(test)]
 mod testdir;

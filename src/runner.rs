@@ -10,7 +10,7 @@ use crate::recent::{at_most, Recent};
 use crate::rng::{next_abort, run_streams};
 use crate::sim::{DirtyProbe, OracleLog, Sim};
 use crate::types::{Cycle, Ns, BLOCK_BYTES};
-use crate::workload::tape::{self, Tape, TapeReader};
+use crate::workload::tx_tape::{self, Tape, TapeReader};
 use crate::workload::{native::Native, Workload, WorkloadConfig, WorkloadKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -34,7 +34,7 @@ pub struct RunSpec {
     /// Keep what the crash checker needs.
     pub record: bool,
     /// A SQLite run on one core replays SQLite's calls from a recording shared by the runs of
-    /// its configuration, seed and abort rate in this process ([`crate::workload::tape`]): the
+    /// its configuration, seed and abort rate in this process ([`crate::workload::tx_tape`]): the
     /// same figures, less host time for a sweep (`reproduce` sets it). Its host seconds then
     /// leave out SQLite's own work. No effect on the other workloads.
     pub tape: bool,
@@ -208,7 +208,7 @@ pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
     match populated(spec.workload, &spec.cfg.workload) {
         Some((wl, data)) => {
             let tapes =
-                spec.tape && spec.cfg.machine.cores == 1 && spec.bug.is_none() && tape::recordable(spec.workload);
+                spec.tape && spec.cfg.machine.cores == 1 && spec.bug.is_none() && tx_tape::recordable(spec.workload);
             let tape = tapes.then(|| {
                 let key = format!(
                     "{} seed={} abort_rate={:#x}",
@@ -217,7 +217,7 @@ pub fn execute(spec: &RunSpec) -> Result<RunOutput, String> {
                     spec.abort_rate.to_bits()
                 );
                 let wl = wl.try_clone().expect("a populated workload is copyable");
-                tape::shared(key, || Tape::new(wl, data.clone(), spec.seed, spec.abort_rate))
+                tx_tape::shared(key, || Tape::new(wl, data.clone(), spec.seed, spec.abort_rate))
             });
             run_on(spec, wl, Some(Populated { data: &data, tape: tape.as_ref() }))
         }

@@ -50,19 +50,19 @@
 //! in the durable image, not checked after a crash.
 //!
 //! The lock table, the isolation check and the oracle's multi-core record live with the front
-//! end, in [`crate::sim`] (`sim/cores.rs`).
+//! end, in [`crate::sim`] (`sim/multicore.rs`).
 //!
 //! **Isolation check.** Hardware logs, flushes and persists whole lines, so two transactions in
 //! flight must never write one line: a store to a line written by another core's transaction
 //! in flight stops the run with one line naming the line and both cores.
 
 use crate::machine::Machine;
-use crate::pmem::Pm;
 use crate::protocol::Protocol;
 use crate::rng::Rng;
-use crate::sim::cores::{key, CORE_BITS, NONE};
+use crate::sim::multicore::key;
 use crate::sim::Sim;
 use crate::types::{Addr, Cycle};
+use crate::workload::Pm;
 use crate::workload::Workload;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -99,7 +99,7 @@ impl<P: Protocol> CorePm<'_, P> {
     fn turn(&mut self) {
         let core = self.core;
         let s = self.sim();
-        let next = s.cores.as_ref().map_or(u64::MAX, |c| c.next_key);
+        let next = s.next_key();
         let k = key(s.m.now, core);
         if k > next {
             let c = hand_over(s, core, k);
@@ -205,11 +205,7 @@ impl<P: Protocol> Pm for CorePm<'_, P> {
     }
     #[inline]
     fn will_access(&mut self, addr: Addr) {
-        let s = self.sim();
-        s.will_access(addr);
-        if let Some(cs) = &s.cores {
-            cs.will_access(addr);
-        }
+        self.sim().will_access_shared(addr);
     }
     // The fixed-size forms, inlined like the operations they call (module docs).
     #[inline(always)]
@@ -247,12 +243,8 @@ pub fn run<P: Protocol>(
     let n = sim.m.cores();
     assert!(n > 1 && wls.len() == n && rngs.len() == n && txs.len() == n);
     // Every core is runnable at the start of a phase; the earliest runs first.
-    let cs = sim.cores.as_mut().expect("several cores");
-    for c in 0..n {
-        cs.keys[c] = if cs.waiting[c] == NONE { key(sim.m.clock_of(c), c) } else { u64::MAX };
-    }
+    let k = sim.start_phase();
     let running = sim.m.core();
-    let k = cs.keys[running];
     let first = hand_over(sim, running, k);
     let ptr: *mut Sim<P> = sim;
     // Declared after the borrowed driver state, so dropped (unwound, if unfinished) before it.
@@ -294,11 +286,7 @@ pub fn run<P: Protocol>(
                 return Ok(());
             }
             // No core runnable, some not finished: each of those waits for a lock.
-            let cs = s.cores.as_ref().expect("several cores");
-            let waits: Vec<String> = (0..n)
-                .filter(|&c| cs.waiting[c] != NONE)
-                .map(|c| format!("core {c} on lock {}", cs.waiting[c]))
-                .collect();
+            let waits = s.waits();
             return Err(format!("every core waits for a lock: {} (a lock not released)", waits.join(", ")));
         }
         c = match coros[c].resume(()) {
@@ -327,25 +315,13 @@ const STOP: usize = usize::MAX;
 /// operation's site in the workload's code, and the call returns before the suspension.
 #[inline(never)]
 fn hand_over<P: Protocol>(s: &mut Sim<P>, c: usize, k: u64) -> usize {
-    let cs = s.cores.as_mut().expect("several cores");
-    // The keys as a slice held here: the store below then cannot change its length, which the
-    // search would otherwise read again.
-    let keys = &mut cs.keys[..];
-    keys[c] = k;
-    // The two smallest keys, without a branch on the keys (conditional moves: which core is
-    // earliest changes from switch to switch, and a branch on it mispredicted).
-    let (mut first, mut second) = (u64::MAX, u64::MAX);
-    for &k in keys.iter() {
-        second = second.min(first.max(k));
-        first = first.min(k);
+    match s.earliest(c, k) {
+        Some(next) if s.m.fatal.is_none() => {
+            s.switch_core(next);
+            next
+        }
+        _ => STOP,
     }
-    if first == u64::MAX || s.m.fatal.is_some() {
-        return STOP;
-    }
-    cs.next_key = second;
-    let next = (first & ((1 << CORE_BITS) - 1)) as usize;
-    s.switch_core(next);
-    next
 }
 
 /// Bring every core's clock to the latest one (the end of a phase, e.g. the warm-up) and make

@@ -6,12 +6,12 @@
 //! transaction's stores. That record is taken here, from the workload's own writes, before any
 //! protocol sees them: the crash checker's oracle never depends on the protocol under test.
 
-pub(crate) mod cores;
+pub(crate) mod multicore;
 
 use crate::machine::Machine;
-use crate::pmem::Pm;
 use crate::protocol::Protocol;
 use crate::types::{blocks_of, Addr, Cycle};
+use crate::workload::Pm;
 
 /// How the one-line error starts when the simulated program loads or stores outside the data
 /// area: a pointer it followed was bad. A correct machine never gives a workload such a pointer;
@@ -168,19 +168,19 @@ pub struct Sim<P: Protocol> {
     pub m: Machine,
     pub p: P,
     /// The oracle's record; with several cores, the running core's transaction in progress
-    /// (the committed ones are in `cores::Cores`; [`Sim::take_oracle`] gives them).
+    /// (the committed ones are in `multicore::Cores`; [`Sim::take_oracle`] gives them).
     pub oracle: Option<OracleLog>,
     pub stats: FrontStats,
     /// The running core's transaction state (the other cores' wait in `cores`). Boxed, so that
-    /// a core switch exchanges one pointer ([`cores::Cores::park`]) rather than the 104-byte
+    /// a core switch exchanges one pointer ([`multicore::Cores::park`]) rather than the 104-byte
     /// state: that exchange, in 16-byte moves whose first loads overlap the 8-byte stores the
     /// transaction had just made to the same fields (a `Vec`'s length; a store the host cannot
     /// forward to a wider load), was 4 % of a 4-core SPS run's host time. The single-core path
     /// reaches the state through the pointer (host instructions per access within 0.3 %).
     pub(crate) tx: Box<TxState>,
     /// With more than one core: the other cores' transaction state, the locks and the
-    /// isolation check ([`crate::sched`]); `None` with one core.
-    pub(crate) cores: Option<Box<cores::Cores>>,
+    /// isolation check ([`crate::sched`]); nothing with one core.
+    others: multicore::OtherCores,
     /// While the warm-up looks for steady state: the count of the LLC's dirty lines taken
     /// partway through it ([`DirtyProbe`]; `crate::runner`).
     pub probe: Option<DirtyProbe>,
@@ -243,14 +243,14 @@ impl<P: Protocol> Sim<P> {
     pub fn new(m: Machine, p: P, record_oracle: bool) -> Sim<P> {
         // `load` relies on it: an address inside the data area is inside `arch`.
         assert!(m.layout.data_bytes as usize <= m.arch.len(), "the data area lies in the image");
-        let cores = (m.cores() > 1).then(|| Box::new(cores::Cores::new(&m, record_oracle)));
+        let others = multicore::OtherCores::new(&m, record_oracle);
         Sim {
             m,
             p,
             oracle: record_oracle.then(OracleLog::default),
             stats: FrontStats::default(),
             tx: Box::new(TxState::new()),
-            cores,
+            others,
             probe: None,
             record_budget: None,
         }
@@ -258,9 +258,9 @@ impl<P: Protocol> Sim<P> {
 
     /// The oracle's record of every committed transaction (`None` unless recording).
     pub fn take_oracle(&mut self) -> Option<OracleLog> {
-        match &mut self.cores {
-            Some(c) => c.oracle.take(),
-            None => self.oracle.take(),
+        match self.others.any() {
+            true => self.others.get().take_oracle(),
+            false => self.oracle.take(),
         }
     }
 
@@ -271,9 +271,7 @@ impl<P: Protocol> Sim<P> {
         let Some(b) = self.record_budget else { return };
         let mut held = self.m.record.as_ref().map_or(0, |r| r.heap_bytes());
         held += self.oracle.as_ref().map_or(0, |o| o.heap_bytes());
-        if let Some(cs) = &self.cores {
-            held += cs.oracle_heap_bytes();
-        }
+        held += self.others.oracle_heap_bytes();
         if let Some(e) = b.check(held, self.stats.txs_committed) {
             self.m.fatal.get_or_insert(e);
         }
@@ -286,8 +284,7 @@ impl<P: Protocol> Sim<P> {
         if c == cur {
             return;
         }
-        let cs = self.cores.as_mut().expect("switching cores with more than one");
-        cs.park(cur, c, &mut self.tx, &mut self.oracle);
+        self.others.get().park(cur, c, &mut self.tx, &mut self.oracle);
         self.m.switch_core(c);
     }
 
@@ -298,9 +295,7 @@ impl<P: Protocol> Sim<P> {
         if self.tx.tx_blocks.len() < PSET_SCAN {
             if !self.tx.tx_blocks.contains(&b) {
                 self.tx.tx_blocks.push(b);
-                if let Some(cs) = &mut self.cores {
-                    cs.wrote(&mut self.m, b);
-                }
+                self.others.wrote(&mut self.m, b);
             }
             return;
         }
@@ -325,30 +320,58 @@ impl<P: Protocol> Sim<P> {
         }
         t.tx_marks[w] |= bit;
         t.tx_blocks.push(b);
-        if let Some(cs) = &mut self.cores {
-            cs.wrote(&mut self.m, b);
-        }
+        self.others.wrote(&mut self.m, b);
     }
 
     /// Try to take lock `id` for the running core's transaction (several cores only): `false`
     /// when another core holds it (the running core is then waiting for it).
     pub(crate) fn try_lock(&mut self, id: u64) -> bool {
-        let cs = self.cores.as_mut().expect("locks with more than one core");
-        cs.try_lock(&mut self.m, self.tx.in_tx, id)
+        self.others.get().try_lock(&mut self.m, self.tx.in_tx, id)
     }
 
     /// The running core's transaction has ended (commit or abort returned): its lines are no
     /// longer in flight and its locks are released.
     fn tx_ended(&mut self) {
-        if let Some(cs) = &mut self.cores {
-            cs.ended(&mut self.m, &self.tx.tx_blocks);
-        }
+        self.others.ended(&mut self.m, &self.tx.tx_blocks);
         if let Some(p) = &mut self.probe {
             p.ended += 1;
             if p.ended == p.at {
                 p.seen = Some(DirtyProbe::look(&self.m));
             }
         }
+    }
+}
+
+/// What the scheduler ([`crate::sched`]) asks of the other cores (only with more than one).
+impl<P: Protocol> Sim<P> {
+    /// The start of a scheduler phase ([`multicore::Cores::start_phase`]): the running core's key.
+    pub(crate) fn start_phase(&mut self) -> u64 {
+        self.others.get().start_phase(&self.m)
+    }
+
+    /// The key past which the running core yields ([`multicore::Cores::next_key`]; never with
+    /// one core).
+    #[inline(always)]
+    pub(crate) fn next_key(&self) -> u64 {
+        self.others.next_key()
+    }
+
+    /// The earliest runnable core once core `c` stops at key `k` ([`multicore::Cores::earliest`]).
+    #[inline(always)]
+    pub(crate) fn earliest(&mut self, c: usize, k: u64) -> Option<usize> {
+        self.others.get().earliest(c, k)
+    }
+
+    /// The cores waiting for a lock ([`multicore::Cores::waits`]).
+    pub(crate) fn waits(&mut self) -> Vec<String> {
+        self.others.get().waits()
+    }
+
+    /// [`Pm::will_access`] with the lock table's and writers' entries of the line fetched too.
+    #[inline]
+    pub(crate) fn will_access_shared(&mut self, addr: Addr) {
+        self.will_access(addr);
+        self.others.will_access(addr);
     }
 }
 
@@ -370,9 +393,7 @@ impl<P: Protocol> Pm for Sim<P> {
         if let Some(o) = &self.oracle {
             t.oracle_tx_start = (o.stores.len(), o.bytes.len());
         }
-        if let Some(cs) = &mut self.cores {
-            cs.begun(self.m.core());
-        }
+        self.others.begun(self.m.core());
         self.p.begin(&mut self.m);
     }
 
@@ -385,10 +406,10 @@ impl<P: Protocol> Pm for Sim<P> {
         if let Some(r) = &mut self.m.record {
             r.commit_called.push(now);
         }
-        match (&mut self.oracle, &mut self.cores) {
-            (Some(o), None) => o.tx_end.push(o.stores.len()),
-            (Some(o), Some(cs)) => cs.committed_oracle(self.m.core(), o),
-            (None, _) => {}
+        if let Some(o) = &mut self.oracle {
+            if !self.others.committed_oracle(self.m.core(), o) {
+                o.tx_end.push(o.stores.len());
+            }
         }
         self.stats.txs_committed += 1;
         if self.record_budget.is_some() && self.stats.txs_committed.is_multiple_of(RecordBudget::EVERY_TXS) {
@@ -434,9 +455,7 @@ impl<P: Protocol> Pm for Sim<P> {
         crate::hostmem::prefetch(unsafe { self.m.arch.get_unchecked(a) });
         self.p.load(&mut self.m, addr, buf.len());
         self.m.load_bytes(addr, buf);
-        if let Some(cs) = &mut self.cores {
-            cs.read(self.m.core(), self.tx.in_tx, addr, buf.len());
-        }
+        self.others.read(self.m.core(), self.tx.in_tx, addr, buf.len());
     }
 
     // Inlined into the workload, so that a fixed-size store copies its bytes without a call.
@@ -488,13 +507,13 @@ impl<P: Protocol> Pm for Sim<P> {
 
     #[inline]
     fn concurrent(&self) -> bool {
-        self.cores.is_some()
+        self.others.any()
     }
 
     /// Without the scheduler ([`crate::sched::run`], which waits for a held lock) a lock held by
     /// another core cannot be waited for: the run stops.
     fn lock(&mut self, id: u64) {
-        if self.cores.is_some() && !self.try_lock(id) {
+        if self.others.any() && !self.try_lock(id) {
             let c = self.m.core();
             self.m.fatal.get_or_insert(format!("core {c} waits for lock {id} outside the scheduler"));
         }

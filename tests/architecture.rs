@@ -227,3 +227,23 @@ fn the_outside_reference_check_finds_one() {
     let want: Vec<String> = OUTSIDE.iter().map(|n| format!("a.md: {n}")).collect();
     assert_eq!(references_outside(&d, &OUTSIDE), want);
 }
+
+/// `scripts/long_functions.py` and `scripts/module_cycles.py` (run by CI) find what they look
+/// for: a limit low enough that `crates/trace` has functions over it, and the cycles of a
+/// module graph with one (the script's own example).
+#[test]
+fn the_source_shape_scripts_find_what_they_look_for() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("python3").args(args).current_dir(root()).output().expect("python3");
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, listed) = run(&["scripts/long_functions.py", "--max", "20", "crates/trace"]);
+    assert_eq!(code, Some(1), "{listed}");
+    assert!(listed.lines().all(|l| l.starts_with("crates/trace/src/") && l.ends_with(" lines)")), "{listed}");
+    let (code, _) = run(&["scripts/long_functions.py", "--max", "100000", "crates/trace"]);
+    assert_eq!(code, Some(0));
+    let (code, _) = run(&["scripts/long_functions.py", "--max", "x"]);
+    assert_eq!(code, Some(2));
+    let (code, out) = run(&["scripts/module_cycles.py", "--self-test"]);
+    assert_eq!(code, Some(0), "{out}");
+}

@@ -13,7 +13,7 @@
 //! below runs the binary on a few malformed files).
 
 use locsim::config::Config;
-use locsim::journal::trace::Trace;
+use locsim::journal::sql_trace::Trace;
 use locsim::rng::Rng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;

@@ -1,21 +1,14 @@
 //! The subcommands: argument checking, then calls into [`crate::runner`] and [`crate::crash`].
 
-use super::{BenchArgs, Cmd, CrashArgs, MachineArgs, MergeArgs, ReproduceArgs, RunArgs, WorkloadsArgs};
-use crate::config::Config;
+use super::{
+    build_config, check_common, emit, parse_list, BenchArgs, Cmd, CrashArgs, MergeArgs, ReproduceArgs, RunArgs,
+    WorkloadsArgs, RUN_TXS,
+};
 use crate::crash::{self, CrashSpec};
 use crate::protocol::{Bug, ProtocolKind};
 use crate::runner::{self, RunResult, RunSpec};
-use crate::types::{Cycle, Ns};
+use crate::types::Cycle;
 use crate::workload::WorkloadKind;
-
-/// Write to stdout; a closed pipe (`locsim run ... | head`) ends output quietly.
-pub(super) fn emit(text: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    if out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_err() {
-        std::process::exit(0);
-    }
-}
 
 macro_rules! outln {
     ($($arg:tt)*) => { emit(&format!("{}\n", format!($($arg)*))) };
@@ -32,54 +25,12 @@ pub fn dispatch(cmd: Cmd) -> Result<i32, String> {
         Cmd::Reproduce(a) => reproduce(a),
         Cmd::Merge(a) => merge(a),
         Cmd::ReproduceWorker => crate::reproduce::worker::serve(),
-        Cmd::TraceGen(a) => super::trace::generate(a),
+        Cmd::TraceGen(a) => super::trace_commands::generate(a),
         Cmd::Config(a) => {
             emit(&build_config(&a)?.to_toml());
             Ok(0)
         }
     }
-}
-
-/// The configuration from `--config`, `--set`, and the shortcuts `--mem-latency-ns` and `--sd`.
-pub(super) fn build_config(a: &MachineArgs) -> Result<Config, String> {
-    let sd = a.sd;
-    let text = match &a.config {
-        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| format!("--config {path}: {e}"))?),
-        None => None,
-    };
-    let mut cfg = Config::build(text.as_deref(), &a.sets).map_err(|e| e.0)?;
-    // The shortcuts set their fields directly; `validate` checks them like any other value.
-    if let Some(ns) = a.mem_latency_ns {
-        (cfg.memory.read_latency_ns, cfg.memory.write_latency_ns) = (Ns(ns), Ns(ns));
-    }
-    if let Some(sd) = sd {
-        cfg.loc.speculation_degree = sd;
-    }
-    if let Some(n) = a.cores {
-        cfg.machine.cores = n;
-    }
-    cfg.validate().map_err(|e| match (a.mem_latency_ns, sd) {
-        (Some(_), _) if e.0.starts_with("memory.") => format!("--mem-latency-ns: {e}"),
-        (_, Some(_)) if e.0.starts_with("loc.speculation_degree") => format!("--sd: {e}"),
-        _ if a.cores.is_some() && e.0.starts_with("machine.cores") => format!("--cores: {e}"),
-        _ => e.0,
-    })?;
-    Ok(cfg)
-}
-
-pub(super) fn parse_list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
-    let items: Vec<T> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(parse).collect::<Result<_, _>>()?;
-    if items.is_empty() {
-        return Err(format!("--{what}: empty list"));
-    }
-    Ok(items)
-}
-
-pub(super) fn check_common(abort_rate: f64) -> Result<(), String> {
-    if !(0.0..=1.0).contains(&abort_rate) {
-        return Err(format!("--abort-rate {abort_rate}: allowed 0..=1"));
-    }
-    Ok(())
 }
 
 fn run(a: RunArgs) -> Result<i32, String> {
@@ -92,7 +43,7 @@ fn run(a: RunArgs) -> Result<i32, String> {
 pub(super) fn run_results(a: &RunArgs) -> Result<Vec<RunResult>, String> {
     check_common(a.tx.abort_rate)?;
     let mut results = match &a.trace {
-        Some(path) => super::trace::run(a, path)?,
+        Some(path) => super::trace_commands::run(a, path)?,
         None => run_workload(a)?,
     };
     runner::relate_to_baseline(&mut results);
@@ -242,13 +193,10 @@ pub(super) fn crash_report(a: &CrashArgs, verify: Option<crash::UserVerify>) -> 
         verify,
     };
     match &a.trace {
-        Some(path) => super::trace::crashtest(spec, path),
+        Some(path) => super::trace_commands::crashtest(spec, path),
         None => crash::check(&spec),
     }
 }
-
-/// Transactions of `run` on a built-in workload unless `--txs` says (`trace-gen` writes as many).
-pub(super) const RUN_TXS: u64 = 50_000;
 
 /// Transactions of `crashtest` on a built-in workload unless `--txs` says.
 const CRASH_TXS: u64 = 2_000;

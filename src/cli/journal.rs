@@ -1,7 +1,7 @@
 //! `locsim journal` and `locsim journal-crashtest`: the PCM SQLite journal (src/journal/).
 
 use crate::journal::replay::{OnError, Setup};
-use crate::journal::{self, apps, crash, media::Timing, script, trace::Trace, vfs::Bug, App, Policy};
+use crate::journal::{self, apps, crash, media::Timing, script, sql_trace::Trace, vfs::Bug, App, Policy};
 use clap::Args;
 
 /// Configurations run by default: eight of the journal paper's configurations (its Table IV).
@@ -152,7 +152,7 @@ fn check_frames(frames: u64) -> Result<(), String> {
 pub fn run(a: JournalArgs) -> Result<i32, String> {
     let Some(rs) = measure(&a)? else { return Ok(0) };
     if a.json {
-        super::commands::emit(&format!("{}\n", serde_json::to_string_pretty(&rs).expect("serializable")));
+        super::emit(&format!("{}\n", serde_json::to_string_pretty(&rs).expect("serializable")));
         return Ok(0);
     }
     let mut out = format!(
@@ -181,7 +181,7 @@ pub fn run(a: JournalArgs) -> Result<i32, String> {
             r.avg_cmd_latency_nojournal_ns / 1e3, r.seed, r.version, r.git_rev
         );
     }
-    super::commands::emit(&out);
+    super::emit(&out);
     Ok(0)
 }
 
@@ -199,7 +199,7 @@ pub(super) fn measure(a: &JournalArgs) -> Result<Option<Vec<journal::JournalResu
     let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
     let (app, trace, tr) = load_trace(src, a.seed, a.txs)?;
     if a.emit_trace {
-        super::commands::emit(&tr.to_text());
+        super::emit(&tr.to_text());
         return Ok(None);
     }
     let tr = std::sync::Arc::new(tr);
@@ -223,7 +223,7 @@ pub(super) fn measure(a: &JournalArgs) -> Result<Option<Vec<journal::JournalResu
 pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
     let r = campaign(&a)?;
     if a.json {
-        super::commands::emit(&format!("{}\n", serde_json::to_string_pretty(&r).expect("serializable")));
+        super::emit(&format!("{}\n", serde_json::to_string_pretty(&r).expect("serializable")));
     } else {
         let kinds: Vec<String> = r
             .per_kind
@@ -243,7 +243,7 @@ pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
         if let Some(v) = r.violation_details.first() {
             out += &format!("first violation at event {} ({:?}): {}\nreplay: {}\n", v.event, v.kind, v.what, v.replay);
         }
-        super::commands::emit(&out);
+        super::emit(&out);
     }
     Ok(if r.violations > 0 { 1 } else { 0 })
 }

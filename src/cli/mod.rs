@@ -5,10 +5,21 @@
 
 mod commands;
 mod journal;
-mod trace;
+mod trace_commands;
 
+use crate::config::Config;
 use crate::protocol::ProtocolKind;
+use crate::types::Ns;
 use clap::{Args, Parser, Subcommand};
+
+/// Write to stdout; a closed pipe (`locsim run ... | head`) ends output quietly.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_err() {
+        std::process::exit(0);
+    }
+}
 
 /// Crash-verified cycle-level simulator of transactional persistent memory.
 #[derive(Parser, Debug)]
@@ -44,7 +55,7 @@ pub enum Cmd {
     ReproduceWorker,
     /// Write a built-in workload as a trace (docs/formats/trace.md) for `run --trace` and
     /// `crashtest --trace`.
-    TraceGen(trace::TraceGenArgs),
+    TraceGen(trace_commands::TraceGenArgs),
 }
 
 #[derive(Args, Debug)]
@@ -352,3 +363,48 @@ fn one_line_clap_error(e: &clap::Error) -> String {
         .collect();
     parts.join("; ")
 }
+
+/// The configuration from `--config`, `--set`, and the shortcuts `--mem-latency-ns` and `--sd`.
+fn build_config(a: &MachineArgs) -> Result<Config, String> {
+    let sd = a.sd;
+    let text = match &a.config {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| format!("--config {path}: {e}"))?),
+        None => None,
+    };
+    let mut cfg = Config::build(text.as_deref(), &a.sets).map_err(|e| e.0)?;
+    // The shortcuts set their fields directly; `validate` checks them like any other value.
+    if let Some(ns) = a.mem_latency_ns {
+        (cfg.memory.read_latency_ns, cfg.memory.write_latency_ns) = (Ns(ns), Ns(ns));
+    }
+    if let Some(sd) = sd {
+        cfg.loc.speculation_degree = sd;
+    }
+    if let Some(n) = a.cores {
+        cfg.machine.cores = n;
+    }
+    cfg.validate().map_err(|e| match (a.mem_latency_ns, sd) {
+        (Some(_), _) if e.0.starts_with("memory.") => format!("--mem-latency-ns: {e}"),
+        (_, Some(_)) if e.0.starts_with("loc.speculation_degree") => format!("--sd: {e}"),
+        _ if a.cores.is_some() && e.0.starts_with("machine.cores") => format!("--cores: {e}"),
+        _ => e.0,
+    })?;
+    Ok(cfg)
+}
+
+fn parse_list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    let items: Vec<T> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(parse).collect::<Result<_, _>>()?;
+    if items.is_empty() {
+        return Err(format!("--{what}: empty list"));
+    }
+    Ok(items)
+}
+
+fn check_common(abort_rate: f64) -> Result<(), String> {
+    if !(0.0..=1.0).contains(&abort_rate) {
+        return Err(format!("--abort-rate {abort_rate}: allowed 0..=1"));
+    }
+    Ok(())
+}
+
+/// Transactions of `run` on a built-in workload unless `--txs` says (`trace-gen` writes as many).
+const RUN_TXS: u64 = 50_000;

@@ -10,10 +10,10 @@
 //! data (presence bits, reusable bits, reuse counters, first-free pointer) are written to PCM
 //! too; with S2 they live only in DRAM and are rebuilt (reuse counters restart at 1).
 
+use super::bug::Bug;
 use super::format::{self, flag, Desc, HeaderCopy, SlotRec, DESCS, PORTIONS, SLOTS, STREAM_HDR};
 use super::media::{EventKind, Media};
 use super::policy::Policy;
-use super::vfs::Bug;
 use serde::Serialize;
 
 /// `Frame::owner` of a frame that belongs to no database file.
@@ -879,37 +879,7 @@ impl Journal {
             if ds.ptr == 0 {
                 continue;
             }
-            let (f, q) = format::split_ptr(ds.ptr);
-            if f == 0 || f >= self.frames.len() || f == h {
-                return Err(format!("slot {s} descriptor {d}: PTR to frame {f}"));
-            }
-            if ds.pgno >= format::MAX_PGNO {
-                return Err(format!(
-                    "slot {s} descriptor {d}: page number {} (allowed below {})",
-                    ds.pgno,
-                    format::MAX_PGNO
-                ));
-            }
-            let fr = &mut self.frames[f];
-            if fr.state != FState::Invalid && (fr.header || fr.owner != s) {
-                return Err(format!("frame {f} claimed by two journals"));
-            }
-            if fr.used >> q & 1 == 1 {
-                return Err(format!("portion {f}.{q} referenced twice"));
-            }
-            if fr.state == FState::Invalid {
-                let c = |a: u64| u16::from_le_bytes([mgr[a as usize], mgr[a as usize + 1]]);
-                let uses = if self.pol.s2 { 1 } else { c(format::MGR_COUNTS + 2 * f as u64) as u32 };
-                *fr = new_frame(false, s, uses, 0);
-                if !self.pol.s2 {
-                    fr.puses = std::array::from_fn(|q| c(format::portion_count_addr(f, q)));
-                }
-                self.set_state_dram(f, FState::Reuse);
-            }
-            self.frames[f].used |= 1u64 << q;
-            if self.pol.s2 {
-                self.frames[f].puses[q] = 1;
-            }
+            let f = self.claim_portion(s, h, d, ds, mgr)?;
             let valid = flag::get(ds.v, xor);
             if hot && valid {
                 self.set_state_dram(f, FState::Active);
@@ -939,6 +909,45 @@ impl Journal {
             persisted_count: nd as u16,
         };
         Ok(())
+    }
+
+    /// Rebuilding slot `s` (header frame `h`): the portion its descriptor `d` (`ds`) names is
+    /// the slot's, its frame taken with its counts from the manager frame `mgr` if no journal
+    /// held it yet. Returns the frame; an error if the descriptor is out of range or the
+    /// portion is another journal's or named twice.
+    fn claim_portion(&mut self, s: usize, h: usize, d: usize, ds: &Desc, mgr: &[u8]) -> Result<usize, String> {
+        let (f, q) = format::split_ptr(ds.ptr);
+        if f == 0 || f >= self.frames.len() || f == h {
+            return Err(format!("slot {s} descriptor {d}: PTR to frame {f}"));
+        }
+        if ds.pgno >= format::MAX_PGNO {
+            return Err(format!(
+                "slot {s} descriptor {d}: page number {} (allowed below {})",
+                ds.pgno,
+                format::MAX_PGNO
+            ));
+        }
+        let fr = &mut self.frames[f];
+        if fr.state != FState::Invalid && (fr.header || fr.owner != s) {
+            return Err(format!("frame {f} claimed by two journals"));
+        }
+        if fr.used >> q & 1 == 1 {
+            return Err(format!("portion {f}.{q} referenced twice"));
+        }
+        if fr.state == FState::Invalid {
+            let c = |a: u64| u16::from_le_bytes([mgr[a as usize], mgr[a as usize + 1]]);
+            let uses = if self.pol.s2 { 1 } else { c(format::MGR_COUNTS + 2 * f as u64) as u32 };
+            *fr = new_frame(false, s, uses, 0);
+            if !self.pol.s2 {
+                fr.puses = std::array::from_fn(|q| c(format::portion_count_addr(f, q)));
+            }
+            self.set_state_dram(f, FState::Reuse);
+        }
+        self.frames[f].used |= 1u64 << q;
+        if self.pol.s2 {
+            self.frames[f].puses[q] = 1;
+        }
+        Ok(f)
     }
 
     fn set_state_dram(&mut self, f: usize, st: FState) {

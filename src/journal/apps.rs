@@ -7,7 +7,7 @@
 //! one user or sync action on one database: a few inserts, flag updates of recent rows, a
 //! deletion of the oldest row, and a counter update in `meta`.
 
-use super::trace::{Op, Trace};
+use super::sql_trace::{Op, Trace};
 use crate::recent::{at_most, Recent};
 use crate::rng::Rng;
 

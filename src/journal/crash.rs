@@ -20,7 +20,7 @@
 use super::alloc::Journal;
 use super::media::{EventKind, Media, EVENT_KINDS};
 use super::replay::{self, digest, Setup};
-use super::trace::Trace;
+use super::sql_trace::Trace;
 use super::vfs::{self, World};
 use crate::rng::Rng;
 use rusqlite::{Connection, OpenFlags};
@@ -137,21 +137,7 @@ pub fn campaign(
     }
     verdicts.sort_by_key(|v| v.0);
     debug_assert_eq!(verdicts.iter().map(|v| v.0).collect::<Vec<_>>(), events);
-    let mut per_kind: Vec<(EventKind, u64)> = EVENT_KINDS.iter().map(|&k| (k, 0)).collect();
-    let mut violations = Vec::new();
-    for &k in &points {
-        let kind = kinds[k as usize];
-        per_kind.iter_mut().find(|(x, _)| *x == kind).expect("kind").1 += 1;
-        let at = verdicts.partition_point(|v| v.0 < k);
-        if let Err(what) = &verdicts[at].1 {
-            violations.push(Violation {
-                event: k,
-                kind,
-                what: what.clone(),
-                replay: format!("--config {} --crash-at {k} --seed {}", setup.policy.name, setup.seed),
-            });
-        }
-    }
+    let (per_kind, violations) = tally(&points, &kinds, &verdicts, setup);
     Ok(CrashReport {
         config: setup.policy.name.clone(),
         seed: setup.seed,
@@ -164,6 +150,32 @@ pub fn campaign(
         version: crate::runner::VERSION,
         git_rev: crate::runner::GIT_REV,
     })
+}
+
+/// Per event kind, the crash points at events of that kind; and a violation per point whose
+/// event's verdict failed (`verdicts` sorted by event, one per distinct event of `points`).
+fn tally(
+    points: &[u64],
+    kinds: &[EventKind],
+    verdicts: &[(u64, Result<(), String>)],
+    setup: &Setup,
+) -> (Vec<(EventKind, u64)>, Vec<Violation>) {
+    let mut per_kind: Vec<(EventKind, u64)> = EVENT_KINDS.iter().map(|&k| (k, 0)).collect();
+    let mut violations = Vec::new();
+    for &k in points {
+        let kind = kinds[k as usize];
+        per_kind.iter_mut().find(|(x, _)| *x == kind).expect("kind").1 += 1;
+        let at = verdicts.partition_point(|v| v.0 < k);
+        if let Err(what) = &verdicts[at].1 {
+            violations.push(Violation {
+                event: k,
+                kind,
+                what: what.clone(),
+                replay: format!("--config {} --crash-at {k} --seed {}", setup.policy.name, setup.seed),
+            });
+        }
+    }
+    (per_kind, violations)
 }
 
 /// Captured states waiting for their check, and the checks made so far.
@@ -297,7 +309,7 @@ fn check_captured(
 fn verify(trace: &Trace, ended: &[u64], in_flight: Option<usize>, digests: &[Vec<u64>]) -> Result<(), String> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     for (d, name) in trace.dbs.iter().enumerate() {
-        crate::sqlite::before_open();
+        crate::workload::sqlite::bridge::before_open();
         let c = Connection::open_with_flags_and_vfs(name, flags, vfs::VFS_NAME).map_err(|e| format!("{name}: {e}"))?;
         c.execute_batch("PRAGMA temp_store=MEMORY").map_err(|e| e.to_string())?;
         let ok: String = c

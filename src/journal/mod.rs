@@ -17,15 +17,16 @@
 
 pub mod alloc;
 pub mod apps;
+pub mod bug;
 pub mod crash;
 pub mod format;
 pub mod media;
 pub mod policy;
 pub mod replay;
 pub mod script;
-pub mod tape;
-pub mod trace;
+pub mod sql_trace;
 pub mod vfs;
+pub mod vfs_tape;
 
 pub use apps::App;
 pub use policy::Policy;
@@ -34,7 +35,7 @@ use crate::pcm::PcmConfig;
 use media::Timing;
 use replay::Setup;
 use serde::Serialize;
-use trace::Trace;
+use sql_trace::Trace;
 
 /// Frames of the journal area by default: the paper's 2 MB of PCM (section 6.1).
 pub const DEFAULT_FRAMES: u64 = 32;

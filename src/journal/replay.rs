@@ -5,9 +5,9 @@
 use super::alloc::Journal;
 use super::media::{EventKind, Media, Snapshot, Timing};
 use super::policy::Policy;
-use super::tape::{self, Recording, Tape};
-use super::trace::{Op, Trace};
+use super::sql_trace::{Op, Trace};
 use super::vfs::{self, Bug, World};
+use super::vfs_tape::{self, Recording, Tape};
 use crate::pcm::PcmConfig;
 use rusqlite::{Connection, OpenFlags};
 use std::sync::{Arc, Mutex};
@@ -89,7 +89,7 @@ pub const SETTINGS: &str = "PRAGMA page_size=1024; PRAGMA synchronous=FULL; PRAG
                             PRAGMA secure_delete=OFF; PRAGMA temp_store=MEMORY; PRAGMA cache_size=4000;";
 
 fn open(name: &str) -> Result<Connection, String> {
-    crate::sqlite::before_open();
+    crate::workload::sqlite::bridge::before_open();
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let c = Connection::open_with_flags_and_vfs(name, flags, vfs::VFS_NAME).map_err(|e| format!("open {name}: {e}"))?;
     c.execute_batch(SETTINGS).map_err(|e| format!("{name}: settings: {e}"))?;
@@ -206,15 +206,15 @@ pub fn replay_measured(trace: &Arc<Trace>, setup: &Setup) -> Result<Replay, Stri
     if setup.bug.is_some() {
         return replay(trace, setup, None, false, false);
     }
-    if let Some(tape) = tape::kept(trace, setup) {
-        if let Ok(r) = tape::replay(&tape, setup) {
+    if let Some(tape) = vfs_tape::kept(trace, setup) {
+        if let Ok(r) = vfs_tape::replay(&tape, setup) {
             return Ok(r);
         }
         return replay(trace, setup, None, false, false);
     }
     let (r, tape) = record(trace, setup)?;
     if let Some(tape) = tape {
-        tape::keep(trace, setup, tape);
+        vfs_tape::keep(trace, setup, tape);
     }
     Ok(r)
 }
@@ -303,14 +303,10 @@ pub(crate) fn execute_counted(c: &Connection, sql: &str, steps: &mut u64) -> rus
     Ok(())
 }
 
-fn replay_inner(
-    trace: &Trace,
-    setup: &Setup,
-    crash_at: Option<u64>,
-    kinds: bool,
-    dig: bool,
-    mut capture: Option<(Vec<u64>, OnCommand)>,
-) -> Result<Counts, String> {
+/// Open every database of `trace` and run its setup commands without a journal; then the
+/// journal mode of the measured region, and each database's first digest if `dig`. Returns
+/// the connections, the digests and the database the setup left in use.
+fn set_up(trace: &Trace, setup: &Setup, dig: bool) -> Result<(Vec<Option<Connection>>, Vec<Vec<u64>>, usize), String> {
     let mut conns: Vec<Option<Connection>> = (0..trace.dbs.len()).map(|_| None).collect();
     let mut cur = 0usize;
     let sql_err = |i: usize, e: rusqlite::Error| format!("trace setup command {i}: {e}");
@@ -346,15 +342,33 @@ fn replay_inner(
             out_digests[d].push(digest(c.as_ref().expect("opened"))?);
         }
     }
+    Ok((conns, out_digests, cur))
+}
+
+/// The message of measured command `i` (`sql`) that failed with `e`: its line, its start, and
+/// the VFS's own error if it has one.
+fn command_error(trace: &Trace, i: usize, sql: &str, e: rusqlite::Error, vfs_err: Option<String>) -> String {
+    let at = trace.lines.get(i).map_or(format!("trace command {i}"), |n| format!("line {n}"));
+    let shown: String = sql.chars().take(60).collect::<String>().replace('\n', " ");
+    format!("{at} ({shown}): {e}{}", vfs_err.map(|m| format!(" ({m})")).unwrap_or_default())
+}
+
+fn replay_inner(
+    trace: &Trace,
+    setup: &Setup,
+    crash_at: Option<u64>,
+    kinds: bool,
+    dig: bool,
+    mut capture: Option<(Vec<u64>, OnCommand)>,
+) -> Result<Counts, String> {
+    let (conns, mut out_digests, mut cur) = set_up(trace, setup, dig)?;
     let events = capture.as_mut().map(|(events, _)| std::mem::take(events));
     vfs::with(|w| begin_measured(w, setup, crash_at, kinds, events));
     let mut ended = vec![0u64; trace.dbs.len()];
     let mut in_flight = None;
     let mut fresh: Vec<Captured> = Vec::new();
     let mut at_crash = None;
-    let mut commands = 0u64;
-    let mut errors = Vec::new();
-    let mut vm_steps = Vec::new();
+    let (mut commands, mut errors, mut vm_steps) = (0u64, Vec::new(), Vec::new());
     for (i, op) in trace.ops.iter().enumerate() {
         let (sql, ends) = match op {
             Op::Use(d) => {
@@ -387,25 +401,14 @@ fn replay_inner(
             at_crash = Some((ended.clone(), in_flight));
         }
         if capture.is_some() {
-            // States captured during this command: a crash there stops the loop here, with
-            // `ended` and `in_flight` as they are now. Handed over before the next command,
-            // once the digests of the transactions this one ends are recorded.
-            let taken = vfs::with(|w| std::mem::take(&mut w.media.captured));
-            fresh.extend(taken.into_iter().map(|(event, snapshot)| Captured {
-                event,
-                snapshot,
-                ended: ended.clone(),
-                in_flight,
-            }));
+            take_captured(&mut fresh, &ended, in_flight);
         }
         if let Err(e) = done {
             let (crashed, err) = vfs::with(|w| (w.media.crashed(), w.error.clone()));
             if crashed {
                 break;
             }
-            let at = trace.lines.get(i).map_or(format!("trace command {i}"), |n| format!("line {n}"));
-            let shown: String = sql.chars().take(60).collect::<String>().replace('\n', " ");
-            let msg = format!("{at} ({shown}): {e}{}", err.map(|m| format!(" ({m})")).unwrap_or_default());
+            let msg = command_error(trace, i, sql, e, err);
             if setup.on_error == OnError::Stop {
                 return Err(msg);
             }
@@ -428,6 +431,19 @@ fn replay_inner(
     }
     drop(conns);
     Ok((commands, ended, in_flight, out_digests, errors, at_crash, vm_steps))
+}
+
+/// The states captured during the command just run: a crash there stops the loop there, with
+/// `ended` and `in_flight` as they are now. Handed over before the next command, once the
+/// digests of the transactions this one ends are recorded.
+fn take_captured(fresh: &mut Vec<Captured>, ended: &[u64], in_flight: Option<usize>) {
+    let taken = vfs::with(|w| std::mem::take(&mut w.media.captured));
+    fresh.extend(taken.into_iter().map(|(event, snapshot)| Captured {
+        event,
+        snapshot,
+        ended: ended.to_vec(),
+        in_flight,
+    }));
 }
 
 /// Event kinds recorded by a replay (empty if not recorded).

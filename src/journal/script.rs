@@ -23,7 +23,7 @@
 //! `locking_mode`, `mmap_size`). The whole script is measured: there is no setup part (a
 //! recorded trace, docs/journal.md, has one).
 
-use super::trace::{Op, Trace};
+use super::sql_trace::{Op, Trace};
 use std::ffi::CString;
 
 /// Database the statements before the first `.open` go to.

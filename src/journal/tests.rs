@@ -2,7 +2,7 @@
 
 use super::media::Timing;
 use super::replay::{replay, Setup};
-use super::trace::Trace;
+use super::sql_trace::Trace;
 use super::*;
 
 fn setup(config: &str, seed: u64) -> Setup {
@@ -217,7 +217,7 @@ fn sqlite_cpu_time_is_its_instructions_at_the_boards_rate_unless_a_constant_repl
 /// The trace's SQL run against in-memory databases (SQLite's own work, no journal model): host
 /// nanoseconds of the measured commands and the virtual-machine instructions they executed.
 fn sqlite_alone(tr: &Trace) -> (f64, u64) {
-    use super::trace::Op;
+    use super::sql_trace::Op;
     let conns: Vec<rusqlite::Connection> = (0..tr.dbs.len())
         .map(|_| {
             let c = rusqlite::Connection::open_in_memory().unwrap();
@@ -304,8 +304,8 @@ fn the_calls_recorded_under_one_configuration_replay_every_figure_of_another() {
             let n = Setup { journal: false, ..s.clone() };
             let own = replay(&tr, &s, None, false, false).unwrap();
             let own_ref = replay(&tr, &n, None, false, false).unwrap();
-            let taped = tape::replay(&with, &s).unwrap();
-            let taped_ref = tape::replay(&without, &n).unwrap();
+            let taped = vfs_tape::replay(&with, &s).unwrap();
+            let taped_ref = vfs_tape::replay(&without, &n).unwrap();
             let want = replay_figures(&tr, &s, dev, own, &own_ref);
             assert_eq!(replay_figures(&tr, &s, dev, taped, &taped_ref), want, "{app} {config}");
         }
@@ -331,11 +331,11 @@ fn a_replay_whose_calls_stop_agreeing_with_the_recording_runs_sqlite() {
     let (first, t) = replay::record(&tr, &roomy).unwrap();
     let t = t.unwrap();
     assert!(first.errors.is_empty(), "{:?}", first.errors);
-    let err = tape::replay(&t, &small).err().expect("the calls stop agreeing");
+    let err = vfs_tape::replay(&t, &small).err().expect("the calls stop agreeing");
     assert!(err.contains("recorded"), "{err}");
     // Through the kept tape: the replay falls back to SQLite and gives its figures.
     replay::replay_measured(&tr, &roomy).unwrap();
-    assert!(tape::kept(&tr, &roomy).is_some());
+    assert!(vfs_tape::kept(&tr, &roomy).is_some());
     let fell_back = replay::replay_measured(&tr, &small).unwrap();
     let n = Setup { journal: false, ..small.clone() };
     let reference = replay(&tr, &n, None, false, false).unwrap();

@@ -17,7 +17,6 @@
 //! verdict names them. A claim over a series or x value the data lack is "not evaluated", never
 //! "supported".
 
-use super::spec::Spec;
 use super::table::Grid;
 use serde::Deserialize;
 
@@ -141,8 +140,10 @@ fn direction(d: Option<String>, kind: &str) -> Result<bool, String> {
 }
 
 impl Claim {
-    pub fn from_raw(r: RawClaim, spec: &Spec) -> Result<Claim, String> {
-        if !super::spec::has_metric(spec, &r.metric) {
+    /// The claim of a spec's `[[claim]]` table; `metric_known` says whether the spec has a
+    /// metric of that name.
+    pub fn from_raw(r: RawClaim, metric_known: impl Fn(&str) -> bool) -> Result<Claim, String> {
+        if !metric_known(&r.metric) {
             return Err(format!("claim `{}`: unknown metric `{}`", r.text, r.metric));
         }
         let k = r.kind.as_str();

@@ -167,6 +167,9 @@ fn distinct_points(specs: &[Spec]) -> Vec<(String, usize, Point)> {
 /// The values of every point, and the speed measurement when asked for.
 type Outcome = (BTreeMap<String, Values>, Option<Vec<BenchRow>>);
 
+/// A point to compute: its text, its spec, the point, and its entry in the timings.
+type Todo = (String, usize, Point, usize);
+
 fn run_points(
     o: &Options,
     specs: &[Spec],
@@ -174,135 +177,15 @@ fn run_points(
     started: std::time::Instant,
 ) -> Result<Outcome, String> {
     let cache = cache::Cache::new(&o.out);
-    let mut todo = Vec::new();
     let mut results = BTreeMap::new();
-    let mut times = Vec::new();
-    for (idx, (text, si, p)) in distinct_points(specs).into_iter().enumerate() {
-        if o.shard.is_some_and(|(i, n)| idx % n != i) {
-            continue;
-        }
-        let time = timing::PointTime {
-            experiment: specs[si].name.clone(),
-            point: table::label(&p),
-            seconds: 0.0,
-            cpu_seconds: 0.0,
-            source: timing::Source::Cache,
-        };
-        // An entry of the wrong length (edited by hand) is computed again.
-        match cache.get(&text).filter(|v| v.len() == specs[si].kind.executor().metrics().len()) {
-            Some(v) => {
-                results.insert(text, v);
-                summary.cached += 1;
-            }
-            None => todo.push((text, si, p, times.len())),
-        }
-        times.push(time);
-    }
+    let (todo, mut times) = look_up_cached(o, specs, &cache, &mut results, summary);
     summary.phases.setup = started.elapsed().as_secs_f64();
-    // Points of different texts that compute the same thing (e.g. the ordering ablation's
-    // `paper` step and the figures on the papers' machine, at equal run lengths) run once.
-    let mut first_of: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let mut same_as: Vec<usize> = Vec::with_capacity(todo.len());
-    let mut runs: Vec<usize> = Vec::new();
-    for (i, t) in todo.iter().enumerate() {
-        let id = specs[t.1].kind.executor().identity(&job_of(specs, t)).unwrap_or_else(|| t.0.clone());
-        let r = *first_of.entry(format!("{}\n{id}", specs[t.1].kind.name())).or_insert_with(|| {
-            runs.push(i);
-            runs.len() - 1
-        });
-        same_as.push(r);
-    }
-    let sweeps: Vec<(String, u64)> = specs
-        .iter()
-        .enumerate()
-        .map(|(si, s)| (s.name.clone(), runs.iter().filter(|&&i| todo[i].1 == si).count() as u64))
-        .filter(|s| s.1 > 0)
-        .collect();
-    let bar_of: Vec<Option<usize>> = specs.iter().map(|s| sweeps.iter().position(|w| w.0 == s.name)).collect();
-    let progress = progress::Progress::new(&sweeps, o.quiet);
-    let exclusive_run = |r: usize| specs[todo[runs[r]].1].kind.executor().exclusive(&job_of(specs, &todo[runs[r]]));
-    let tasks = tasks(o, specs, &todo, &runs);
-    let exclusive: Vec<bool> = tasks.iter().map(|t| t.point().is_none_or(exclusive_run)).collect();
-    // Each worker but the first runs exclusive tasks in a child process of its own.
-    let processes = o.workers.is_some() && o.jobs > 1;
-    let children: Vec<std::sync::Mutex<Option<worker::Worker>>> =
-        (0..o.jobs).map(|_| std::sync::Mutex::new(None)).collect();
-    let child = |w: usize, exclusive: bool| match &o.workers {
-        Some(exe) if processes && exclusive && w > 0 => Some((&children[w], exe.as_path())),
-        _ => None,
-    };
+    let (same_as, runs) = distinct_runs(specs, &todo);
     let sweep_started = std::time::Instant::now();
+    let outcomes = Sweep::new(o, specs, &todo, &runs, &cache).run();
+    summary.phases.points = sweep_started.elapsed().as_secs_f64();
     let mut bench = None;
     let mut done: Vec<Option<PointOutcome>> = (0..runs.len()).map(|_| None).collect();
-    // A worker passes over a point whose workload configuration another worker is populating.
-    let populates: Vec<Option<String>> = (0..runs.len())
-        .map(|r| specs[todo[runs[r]].1].kind.executor().populates(&job_of(specs, &todo[runs[r]])))
-        .collect();
-    // A point that differs from a finished one only in configuration keys that run never read
-    // takes its values ([`kind::Executor::run_reads`]); a worker passes over a point while another
-    // runs one of the same base identity, whose finished run may answer it.
-    let bases: Vec<Option<String>> = (0..runs.len())
-        .map(|r| specs[todo[runs[r]].1].kind.executor().base_identity(&job_of(specs, &todo[runs[r]])))
-        .collect();
-    let reads = Reads::default();
-    let blocked = |t: &Task| {
-        t.point().is_some_and(|r| {
-            populates[r].as_deref().is_some_and(crate::runner::populating)
-                || bases[r].as_ref().is_some_and(|b| reads.running(b))
-        })
-    };
-    let outcomes = schedule::run(&tasks, &exclusive, o.jobs, processes, blocked, |task, w| {
-        let Some(r) = task.point() else {
-            let (rows, secs, _) = timing::timed(|| match child(w, true) {
-                Some((slot, exe)) => in_child(slot, exe, |c| match c.ask(&worker::Request::Speed)? {
-                    worker::Answer::Speed(rows) => Ok(rows),
-                    worker::Answer::Error(e) => Err(e),
-                    worker::Answer::Point { .. } => Err("reproduce worker: answered another request".into()),
-                }),
-                None => {
-                    let _alone = kind::sqlite_alone();
-                    measure_speed()
-                }
-            });
-            return Finished::Speed(rows, secs);
-        };
-        let t = &todo[runs[r]];
-        let s = &specs[t.1];
-        let job = job_of(specs, t);
-        let exec = s.kind.executor();
-        let base = bases[r].as_deref();
-        let answered = base.and_then(|b| reads.answer(b, |unread| exec.identity_without(&job, unread)));
-        let (v, secs, cpu, reused) = match answered {
-            Some(v) => (Ok(v), 0.0, 0.0, true),
-            None => {
-                let _running = base.map(|b| reads.start(b));
-                let (v, secs, cpu) = match child(w, exclusive_run(r)) {
-                    Some((slot, exe)) => {
-                        let (v, secs, _) =
-                            timing::timed(|| in_child(slot, exe, |c| c.point(&worker::Request::point(s.kind, &job))));
-                        match v {
-                            Ok((v, unread, cpu)) => (Ok((v, unread)), secs, cpu),
-                            Err(e) => (Err(e), secs, 0.0),
-                        }
-                    }
-                    None => timing::timed(|| exec.run_reads(&job)),
-                };
-                if let (Some(b), Ok((v, unread))) = (base, &v) {
-                    if let Some(id) = exec.identity_without(&job, unread) {
-                        reads.finish(b, id, unread, v);
-                    }
-                }
-                (v.map(|(v, _)| v), secs, cpu, false)
-            }
-        };
-        let v = v.map_err(|e| format!("experiment {} at {}: {e}", s.name, table::label(&t.2)));
-        let v = v.and_then(|v| cache.put(&t.0, &v).map(|()| v));
-        progress.tick(bar_of[t.1].expect("spec with work has a bar"));
-        Finished::Point(r, v.map(|v| (v, secs, cpu, reused)))
-    });
-    drop(children);
-    progress.finish();
-    summary.phases.points = sweep_started.elapsed().as_secs_f64();
     for outcome in outcomes {
         match outcome {
             Finished::Point(r, v) => done[r] = Some(v),
@@ -331,6 +214,199 @@ fn run_points(
     }
     summary.times = times;
     Ok((results, bench))
+}
+
+/// The points of this shard: the cached ones' values into `results`, the others returned to
+/// compute; and every point's timing entry (a cached one's final).
+fn look_up_cached(
+    o: &Options,
+    specs: &[Spec],
+    cache: &cache::Cache,
+    results: &mut BTreeMap<String, Values>,
+    summary: &mut Summary,
+) -> (Vec<Todo>, Vec<timing::PointTime>) {
+    let (mut todo, mut times) = (Vec::new(), Vec::new());
+    for (idx, (text, si, p)) in distinct_points(specs).into_iter().enumerate() {
+        if o.shard.is_some_and(|(i, n)| idx % n != i) {
+            continue;
+        }
+        let time = timing::PointTime {
+            experiment: specs[si].name.clone(),
+            point: table::label(&p),
+            seconds: 0.0,
+            cpu_seconds: 0.0,
+            source: timing::Source::Cache,
+        };
+        // An entry of the wrong length (edited by hand) is computed again.
+        match cache.get(&text).filter(|v| v.len() == specs[si].kind.executor().metrics().len()) {
+            Some(v) => {
+                results.insert(text, v);
+                summary.cached += 1;
+            }
+            None => todo.push((text, si, p, times.len())),
+        }
+        times.push(time);
+    }
+    (todo, times)
+}
+
+/// Points of different texts that compute the same thing (e.g. the ordering ablation's `paper`
+/// step and the figures on the papers' machine, at equal run lengths) run once: per point of
+/// `todo`, its run; and per run, its first point.
+fn distinct_runs(specs: &[Spec], todo: &[Todo]) -> (Vec<usize>, Vec<usize>) {
+    let mut first_of: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut same_as: Vec<usize> = Vec::with_capacity(todo.len());
+    let mut runs: Vec<usize> = Vec::new();
+    for (i, t) in todo.iter().enumerate() {
+        let id = specs[t.1].kind.executor().identity(&job_of(specs, t)).unwrap_or_else(|| t.0.clone());
+        let r = *first_of.entry(format!("{}\n{id}", specs[t.1].kind.name())).or_insert_with(|| {
+            runs.push(i);
+            runs.len() - 1
+        });
+        same_as.push(r);
+    }
+    (same_as, runs)
+}
+
+/// The runs of one `reproduce` (each distinct point, and the speed measurement if asked), on
+/// the workers: what each needs to run, pass over or answer one.
+struct Sweep<'a> {
+    o: &'a Options,
+    specs: &'a [Spec],
+    todo: &'a [Todo],
+    runs: &'a [usize],
+    cache: &'a cache::Cache,
+    progress: progress::Progress,
+    /// Per spec, its progress bar (specs with work only).
+    bar_of: Vec<Option<usize>>,
+    /// Each worker but the first runs exclusive tasks in a child process of its own.
+    processes: bool,
+    children: Vec<Mutex<Option<worker::Worker>>>,
+    /// Per run, the workload configuration it populates: a worker passes over a point whose
+    /// workload configuration another worker is populating.
+    populates: Vec<Option<String>>,
+    /// Per run, its base identity: a point that differs from a finished one only in
+    /// configuration keys that run never read takes its values ([`kind::Executor::run_reads`]);
+    /// a worker passes over a point while another runs one of the same base identity, whose
+    /// finished run may answer it.
+    bases: Vec<Option<String>>,
+    reads: Reads,
+}
+
+impl<'a> Sweep<'a> {
+    fn new(o: &'a Options, specs: &'a [Spec], todo: &'a [Todo], runs: &'a [usize], cache: &'a cache::Cache) -> Self {
+        let sweeps: Vec<(String, u64)> = specs
+            .iter()
+            .enumerate()
+            .map(|(si, s)| (s.name.clone(), runs.iter().filter(|&&i| todo[i].1 == si).count() as u64))
+            .filter(|s| s.1 > 0)
+            .collect();
+        let of_run = |f: &dyn Fn(&dyn kind::Executor, &Job) -> Option<String>| -> Vec<Option<String>> {
+            (0..runs.len()).map(|r| f(specs[todo[runs[r]].1].kind.executor(), &job_of(specs, &todo[runs[r]]))).collect()
+        };
+        Sweep {
+            o,
+            specs,
+            todo,
+            runs,
+            cache,
+            progress: progress::Progress::new(&sweeps, o.quiet),
+            bar_of: specs.iter().map(|s| sweeps.iter().position(|w| w.0 == s.name)).collect(),
+            processes: o.workers.is_some() && o.jobs > 1,
+            children: (0..o.jobs).map(|_| Mutex::new(None)).collect(),
+            populates: of_run(&|e, j| e.populates(j)),
+            bases: of_run(&|e, j| e.base_identity(j)),
+            reads: Reads::default(),
+        }
+    }
+
+    /// Every task on the workers, costliest first; their outcomes.
+    fn run(self) -> Vec<Finished> {
+        let tasks = tasks(self.o, self.specs, self.todo, self.runs);
+        let exclusive: Vec<bool> = tasks.iter().map(|t| t.point().is_none_or(|r| self.exclusive(r))).collect();
+        let blocked = |t: &Task| {
+            t.point().is_some_and(|r| {
+                self.populates[r].as_deref().is_some_and(crate::runner::populating)
+                    || self.bases[r].as_ref().is_some_and(|b| self.reads.running(b))
+            })
+        };
+        let outcomes =
+            schedule::run(&tasks, &exclusive, self.o.jobs, self.processes, blocked, |task, w| match task.point() {
+                None => self.speed(w),
+                Some(r) => self.point(r, w),
+            });
+        let Sweep { children, progress, .. } = self;
+        drop(children);
+        progress.finish();
+        outcomes
+    }
+
+    /// Must run `r` have a process to itself?
+    fn exclusive(&self, r: usize) -> bool {
+        let t = &self.todo[self.runs[r]];
+        self.specs[t.1].kind.executor().exclusive(&job_of(self.specs, t))
+    }
+
+    /// Worker `w`'s child process, if it runs a task that must be `exclusive` in one.
+    fn child(&self, w: usize, exclusive: bool) -> Option<(&Mutex<Option<worker::Worker>>, &Path)> {
+        match &self.o.workers {
+            Some(exe) if self.processes && exclusive && w > 0 => Some((&self.children[w], exe.as_path())),
+            _ => None,
+        }
+    }
+
+    /// The simulator-speed measurement, on worker `w`.
+    fn speed(&self, w: usize) -> Finished {
+        let (rows, secs, _) = timing::timed(|| match self.child(w, true) {
+            Some((slot, exe)) => in_child(slot, exe, |c| match c.ask(&worker::Request::Speed)? {
+                worker::Answer::Speed(rows) => Ok(rows),
+                worker::Answer::Error(e) => Err(e),
+                worker::Answer::Point { .. } => Err("reproduce worker: answered another request".into()),
+            }),
+            None => {
+                let _alone = kind::sqlite_alone();
+                measure_speed()
+            }
+        });
+        Finished::Speed(rows, secs)
+    }
+
+    /// Run `r` on worker `w` (or its values from a finished run that answers it), cached.
+    fn point(&self, r: usize, w: usize) -> Finished {
+        let t = &self.todo[self.runs[r]];
+        let s = &self.specs[t.1];
+        let job = job_of(self.specs, t);
+        let exec = s.kind.executor();
+        let base = self.bases[r].as_deref();
+        let answered = base.and_then(|b| self.reads.answer(b, |unread| exec.identity_without(&job, unread)));
+        let (v, secs, cpu, reused) = match answered {
+            Some(v) => (Ok(v), 0.0, 0.0, true),
+            None => {
+                let _running = base.map(|b| self.reads.start(b));
+                let (v, secs, cpu) = match self.child(w, self.exclusive(r)) {
+                    Some((slot, exe)) => {
+                        let (v, secs, _) =
+                            timing::timed(|| in_child(slot, exe, |c| c.point(&worker::Request::point(s.kind, &job))));
+                        match v {
+                            Ok((v, unread, cpu)) => (Ok((v, unread)), secs, cpu),
+                            Err(e) => (Err(e), secs, 0.0),
+                        }
+                    }
+                    None => timing::timed(|| exec.run_reads(&job)),
+                };
+                if let (Some(b), Ok((v, unread))) = (base, &v) {
+                    if let Some(id) = exec.identity_without(&job, unread) {
+                        self.reads.finish(b, id, unread, v);
+                    }
+                }
+                (v.map(|(v, _)| v), secs, cpu, false)
+            }
+        };
+        let v = v.map_err(|e| format!("experiment {} at {}: {e}", s.name, table::label(&t.2)));
+        let v = v.and_then(|v| self.cache.put(&t.0, &v).map(|()| v));
+        self.progress.tick(self.bar_of[t.1].expect("spec with work has a bar"));
+        Finished::Point(r, v.map(|v| (v, secs, cpu, reused)))
+    }
 }
 
 /// What the workers run: the simulator-speed measurement, or the `i`th point of `runs`.
@@ -414,7 +490,7 @@ impl Task {
 /// The tasks in the order the workers take them: the speed measurement (when asked for), then
 /// the points, the costliest first ([`kind::Executor::cost`]; equal costs in point order), so
 /// that no long point starts last and the workers finish together.
-fn tasks(o: &Options, specs: &[Spec], todo: &[(String, usize, Point, usize)], runs: &[usize]) -> Vec<Task> {
+fn tasks(o: &Options, specs: &[Spec], todo: &[Todo], runs: &[usize]) -> Vec<Task> {
     let cost = |r: usize| specs[todo[runs[r]].1].kind.executor().cost(&job_of(specs, &todo[runs[r]]));
     let mut points: Vec<(f64, usize)> = (0..runs.len()).map(|r| (cost(r), r)).collect();
     points.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -436,7 +512,7 @@ fn in_child<R>(
 }
 
 /// The job of a point to run (text, spec index, point, timing row).
-fn job_of<'a>(specs: &'a [Spec], (_, si, p, _): &'a (String, usize, Point, usize)) -> Job<'a> {
+fn job_of<'a>(specs: &'a [Spec], (_, si, p, _): &'a Todo) -> Job<'a> {
     let s = &specs[*si];
     Job { point: p, set: &s.set, txs: s.run.txs, warmup_txs: s.run.warmup_txs }
 }

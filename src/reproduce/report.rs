@@ -324,54 +324,9 @@ pub fn html(figs: &[Figure], pending: &[Spec], bench: Option<&[BenchRow]>, prov:
         );
     }
     s.push_str("</table>\n");
-    let rows = machine_rows(figs);
-    if !rows.is_empty() {
-        let _ = write!(
-            s,
-            "<h2>Claims on each machine</h2><p>{}</p><table class=\"summary\"><tr><th>experiment</th><th>claim</th>",
-            escape(MACHINES_INTRO)
-        );
-        for m in super::spec::MACHINES {
-            let _ = write!(s, "<th>{m}</th>");
-        }
-        s.push_str("</tr>");
-        for (e, c, v) in rows {
-            let _ = write!(s, "<tr><td>{}</td><td>{}</td>", escape(&e), escape(&c));
-            for w in v {
-                let _ = write!(s, "<td class=\"{}\">{}</td>", verdict_class(&w), escape(&w));
-            }
-            s.push_str("</tr>");
-        }
-        s.push_str("</table>\n");
-    }
+    html_machines(&mut s, figs);
     for f in figs {
-        let _ = write!(
-            s,
-            "<h2 id=\"{}\">{}: {} ({})</h2>\n<figure>{}</figure>\n",
-            escape(&f.name),
-            escape(&f.name),
-            escape(&f.title),
-            escape(&f.figure),
-            f.svg
-        );
-        if !f.note.is_empty() {
-            let _ = write!(s, "<p>{}</p>", escape(f.note.trim()));
-        }
-        for (m, unit, g) in &f.metrics {
-            s.push_str(&html_grid(m, unit, g, f.average));
-        }
-        s.push_str("<ul>");
-        for (text, _, v) in &f.claims {
-            let _ = write!(
-                s,
-                "<li>claim: {} &mdash; <b class=\"{}\">{}</b> ({})</li>",
-                escape(text),
-                verdict_class(v.word()),
-                v.word(),
-                escape(&v.detail)
-            );
-        }
-        s.push_str("</ul>\n");
+        html_figure(&mut s, f);
     }
     if !pending.is_empty() {
         s.push_str("<h2>Not run in this build</h2><ul>");
@@ -404,6 +359,62 @@ pub fn html(figs: &[Figure], pending: &[Spec], bench: Option<&[BenchRow]>, prov:
     s.push_str(CHECK_SCRIPT);
     s.push_str("\n</body></html>\n");
     s
+}
+
+/// The report's table of each claim's verdict on each machine, if any claim has them.
+fn html_machines(s: &mut String, figs: &[Figure]) {
+    let rows = machine_rows(figs);
+    if rows.is_empty() {
+        return;
+    }
+    let _ = write!(
+        s,
+        "<h2>Claims on each machine</h2><p>{}</p><table class=\"summary\"><tr><th>experiment</th><th>claim</th>",
+        escape(MACHINES_INTRO)
+    );
+    for m in super::spec::MACHINES {
+        let _ = write!(s, "<th>{m}</th>");
+    }
+    s.push_str("</tr>");
+    for (e, c, v) in rows {
+        let _ = write!(s, "<tr><td>{}</td><td>{}</td>", escape(&e), escape(&c));
+        for w in v {
+            let _ = write!(s, "<td class=\"{}\">{}</td>", verdict_class(&w), escape(&w));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table>\n");
+}
+
+/// One figure of the report: its heading, SVG, note, grids and claims.
+fn html_figure(s: &mut String, f: &Figure) {
+    let _ = write!(
+        s,
+        "<h2 id=\"{}\">{}: {} ({})</h2>\n<figure>{}</figure>\n",
+        escape(&f.name),
+        escape(&f.name),
+        escape(&f.title),
+        escape(&f.figure),
+        f.svg
+    );
+    if !f.note.is_empty() {
+        let _ = write!(s, "<p>{}</p>", escape(f.note.trim()));
+    }
+    for (m, unit, g) in &f.metrics {
+        s.push_str(&html_grid(m, unit, g, f.average));
+    }
+    s.push_str("<ul>");
+    for (text, _, v) in &f.claims {
+        let _ = write!(
+            s,
+            "<li>claim: {} &mdash; <b class=\"{}\">{}</b> ({})</li>",
+            escape(text),
+            verdict_class(v.word()),
+            v.word(),
+            escape(&v.detail)
+        );
+    }
+    s.push_str("</ul>\n");
 }
 
 fn verdict_class(word: &str) -> &'static str {

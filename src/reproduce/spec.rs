@@ -240,7 +240,12 @@ fn parse_lines(name: &str, text: &str, quick: bool) -> Result<Spec, String> {
         machine,
         base: base.to_string(),
     };
-    spec.claims = raw.claim.into_iter().map(|c| Claim::from_raw(c, &spec)).collect::<Result<_, _>>().map_err(e)?;
+    spec.claims = raw
+        .claim
+        .into_iter()
+        .map(|c| Claim::from_raw(c, |m| has_metric(&spec, m)))
+        .collect::<Result<_, _>>()
+        .map_err(e)?;
     validate(&mut spec).map_err(e)?;
     Ok(spec)
 }

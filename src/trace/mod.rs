@@ -5,7 +5,7 @@
 //! crate `locsim-trace`, re-exported here as [`format`](mod@format): one module encodes and decodes it, and
 //! the C recorder (`crates/recorder`) writes through the same encoder.
 //!
-//! The replayer is a workload, [`crate::workload::trace::TraceWorkload`] (the workload `trace`).
+//! The replayer is a workload, [`crate::workload::trace_replay::TraceWorkload`] (the workload `trace`).
 #![warn(missing_docs)]
 
 pub mod tee;
@@ -13,13 +13,14 @@ pub mod tee;
 pub use locsim_trace as format;
 
 use crate::config::Config;
-use crate::pmem::{Layout, Pm};
+use crate::pmem::Layout;
 use crate::types::Addr;
+use crate::workload::Pm;
 use crate::workload::{native::Native, WorkloadKind};
 use format::{Encoder, Encoding, Record};
 use std::io::Write;
 
-pub use crate::workload::trace::{open, Source};
+pub use crate::workload::trace_replay::{open, Source};
 
 /// The [`Pm`] back end of `trace-gen`: plain memory ([`Native`]) whose every call is also
 /// written as a trace record.

@@ -759,21 +759,7 @@ impl SlabLists {
         let meta_block = self.slab.meta.0 / 64;
         let table_end = self.table_at + self.root_bytes * self.roots;
         let slab_end = self.slab.base.0 + self.slab.bytes();
-        // The records the loop below reads (cache hints only): a root's of a changed entry
-        // of the table (those of its block's first and last root span all of them), a
-        // slot's of a changed slab block.
-        for &(b, _) in old {
-            let at = b as u64 * 64;
-            if at >= self.table_at && at < table_end {
-                let first = (at - self.table_at) / self.root_bytes;
-                self.prefetch_root(first as u32);
-                self.prefetch_root((first + 64 / self.root_bytes - 1).min(self.roots - 1) as u32);
-            } else if at >= self.slab.base.0 && at < slab_end {
-                let slot = ((at - self.slab.base.0) / self.slab.slot_bytes) as usize;
-                crate::hostmem::prefetch(&self.per_slot[slot]);
-                self.free.prefetch(slot);
-            }
-        }
+        self.prefetch_changed(old, table_end, slab_end);
         for (b, before) in old {
             let (b, at) = (*b, *b as u64 * 64);
             if b as u64 == meta_block {
@@ -823,11 +809,35 @@ impl SlabLists {
             self.bad_list.sort_unstable();
             self.bad_list.dedup();
         }
-        // Every queued root lets go of its slots before any is walked again: a slot that moved
-        // from one list to another is then claimed once, whichever list is walked first (else
-        // it would look reached twice in between, and finding its other list is a search).
-        // Cache hints first, in stages so that each stage's misses overlap: the roots' lists
-        // (their records were read when queued), then their slots' records.
+        Rewalk::Roots(self.release_queued())
+    }
+
+    /// The records [`SlabLists::changed`] reads (cache hints only): a root's of a changed entry
+    /// of the table (those of its block's first and last root span all of them), a slot's of a
+    /// changed slab block.
+    #[inline]
+    fn prefetch_changed(&self, old: &[(usize, BlockData)], table_end: u64, slab_end: u64) {
+        for &(b, _) in old {
+            let at = b as u64 * 64;
+            if at >= self.table_at && at < table_end {
+                let first = (at - self.table_at) / self.root_bytes;
+                self.prefetch_root(first as u32);
+                self.prefetch_root((first + 64 / self.root_bytes - 1).min(self.roots - 1) as u32);
+            } else if at >= self.slab.base.0 && at < slab_end {
+                let slot = ((at - self.slab.base.0) / self.slab.slot_bytes) as usize;
+                crate::hostmem::prefetch(&self.per_slot[slot]);
+                self.free.prefetch(slot);
+            }
+        }
+    }
+
+    /// Every queued root lets go of its slots before any is walked again: a slot that moved
+    /// from one list to another is then claimed once, whichever list is walked first (else it
+    /// would look reached twice in between, and finding its other list is a search). Cache
+    /// hints first, in stages so that each stage's misses overlap: the roots' lists (their
+    /// records were read when queued), then their slots' records. Returns the queued roots.
+    #[inline]
+    fn release_queued(&mut self) -> Vec<u32> {
         let todo = std::mem::take(&mut self.todo);
         for &r in &todo {
             self.slots.prefetch(r as usize);
@@ -840,7 +850,7 @@ impl SlabLists {
         for &r in &todo {
             self.release(r);
         }
-        Rewalk::Roots(todo)
+        todo
     }
 }
 

@@ -11,13 +11,14 @@ pub mod hash;
 pub mod keys;
 pub mod kv;
 pub mod native;
+pub mod pm;
 pub mod rbtree;
 pub mod sdg;
 pub mod slab;
 pub mod sps;
 pub mod sqlite;
-pub mod tape;
-pub mod trace;
+pub mod trace_replay;
+pub mod tx_tape;
 pub mod user;
 
 use crate::rng::Rng;
@@ -124,9 +125,8 @@ impl<P: Pm> Pm for Part<'_, P> {
     }
 }
 
-/// The interface workloads are written against (its home is [`crate::pmem`], beside the
-/// persistent-memory layout; re-exported here, where workloads look for it).
-pub use crate::pmem::Pm;
+/// The interface workloads are written against.
+pub use pm::Pm;
 
 /// Per-workload parameters (`--set workload.sps.entries=...`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -327,7 +327,7 @@ impl Workload {
             Workload::Sqlite(_) => Err("workload sqlite runs on one core: SQLite's own locking serialises \
                 writers on one database file, so one connection per core would run one writer at a time"
                 .into()),
-            // Locked by its replayer ([`trace::TraceWorkload::open_cores`]).
+            // Locked by its replayer ([`trace_replay::TraceWorkload::open_cores`]).
             Workload::Trace(_) => Ok(()),
             Workload::User(_) => {
                 Err("workload user: runs on one core (a program from outside locsim takes no locks; docs/multicore.md)"
@@ -390,7 +390,7 @@ workloads! {
     RbTree "rbtree" rbtree::RbTree.rbtree;
     Sdg "sdg" sdg::Sdg.sdg;
     Sqlite "sqlite" sqlite::Sqlite.sqlite;
-    @replayed Trace "trace" trace::TraceWorkload;
+    @replayed Trace "trace" trace_replay::TraceWorkload;
 }
 
 /// What [`Workload::try_clone`] asks of each built-in workload.

@@ -13,7 +13,7 @@
 //! # Layout in persistent memory
 //!
 //! The data area is one [`bridge::Region`] at address 0: bytes 0..8 the file size (u64, little
-//! endian), 8..64 zero, then the database file from byte 64 (`src/sqlite/mod.rs`). A page of `page_size_bytes` therefore covers exactly
+//! endian), 8..64 zero, then the database file from byte 64 (`src/workload/sqlite/bridge.rs`). A page of `page_size_bytes` therefore covers exactly
 //! `page_size_bytes / 64` blocks, and SQLite writes whole pages: the P-Set of a transaction is
 //! about 16 blocks (at 1 KiB pages) per page it dirties, plus the size block when the file grows.
 //! Populate writes 65,536 rows in key order: a 9.9 MiB file; random overwrites grow it to a
@@ -90,16 +90,17 @@
 //! index entry matches its row); `test` holds between `rows` and `file size / 116` rows. The
 //! content itself is compared with the oracle byte for byte by the crash checker. Its
 //! incremental form for the crash checker, which reads SQLite's file format directly, is
-//! [`SqliteFollow`] (`sqlite/follow.rs`).
+//! [`SqliteFollow`] (`sqlite/sqlite_follow.rs`).
 
-mod follow;
+pub mod bridge;
+mod sqlite_follow;
 
-pub use follow::SqliteFollow;
+pub use sqlite_follow::SqliteFollow;
 
 use super::native::Native;
 use super::Pm;
 use crate::rng::Rng;
-use crate::sqlite::{self as bridge, with_pm, Region};
+use bridge::{with_pm, Region};
 use rusqlite::{Connection, StatementStatus};
 use serde::{Deserialize, Serialize};
 

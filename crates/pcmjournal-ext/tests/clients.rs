@@ -10,7 +10,7 @@
 //! are reported ignored with the reason (failed in CI). Their own harness (crates/testenv).
 
 use locsim::journal::replay::{self, OnError};
-use locsim::journal::trace::Op;
+use locsim::journal::sql_trace::Op;
 use locsim::journal::{script, Device, JournalResult, Policy, DEFAULT_FRAMES};
 use rusqlite::{ffi, Connection, OpenFlags};
 use serde_json::Value;

@@ -626,20 +626,24 @@ impl<R: Read> Decoder<R> {
             (Phase::Ended, _) => unreachable!("nothing is decoded after `end`"),
         }
         if let Raw::Init { addr, len } | Raw::Store { addr, len } | Raw::Load { addr, len } = r {
-            // A load may be empty (the protocol charges what it charges for one); a store or
-            // an init of no bytes has no meaning.
-            let least = u64::from(!matches!(r, Raw::Load { .. }));
-            if len < least || len > MAX_ACCESS_BYTES {
-                return fail(self, format!("`{name}` of {len} bytes: allowed {least}..={MAX_ACCESS_BYTES}"));
-            }
-            let (base, size) = self.region;
-            let inside = addr >= base && addr - base <= size && len <= size - (addr - base);
-            if !inside {
-                return fail(
-                    self,
-                    format!("`{name}` of {len} bytes at {addr:#x} outside the region {base:#x}..{:#x}", base + size),
-                );
-            }
+            self.check_access(at, name, addr, len, matches!(r, Raw::Load { .. }))?;
+        }
+        Ok(())
+    }
+
+    /// An access record's length and place: inside the region, of at least one byte unless it
+    /// is a `load` (`is_load`: a load may be empty, as the protocol charges what it charges for
+    /// one; a store or an init of no bytes has no meaning).
+    fn check_access(&self, at: u64, name: &str, addr: u64, len: u64, is_load: bool) -> Result<(), TraceError> {
+        let least = u64::from(!is_load);
+        if len < least || len > MAX_ACCESS_BYTES {
+            return Err(self.err(at, &format!("`{name}` of {len} bytes: allowed {least}..={MAX_ACCESS_BYTES}")));
+        }
+        let (base, size) = self.region;
+        let inside = addr >= base && addr - base <= size && len <= size - (addr - base);
+        if !inside {
+            let m = format!("`{name}` of {len} bytes at {addr:#x} outside the region {base:#x}..{:#x}", base + size);
+            return Err(self.err(at, &m));
         }
         Ok(())
     }

@@ -1,13 +1,12 @@
 //! `locsim trace-gen`, and the `--trace FILE` forms of `run` and `crashtest`
 //! (docs/your-own-workload.md).
 
-use super::commands::{build_config, parse_list};
-use super::{MachineArgs, RunArgs, TxArgs};
+use super::{build_config, check_common, parse_list, MachineArgs, RunArgs, TxArgs, RUN_TXS};
 use crate::crash::{self, CrashReport, CrashSpec};
 use crate::protocol::ProtocolKind;
 use crate::runner::{execute_with, RunOutput, RunSpec};
 use crate::trace::{self, format::Encoding, GenSpec, Source};
-use crate::workload::trace::TraceWorkload;
+use crate::workload::trace_replay::TraceWorkload;
 use crate::workload::{Workload, WorkloadKind};
 use clap::Args;
 use std::io::Write;
@@ -112,7 +111,7 @@ pub(super) fn crashtest(spec: CrashSpec, path: &str) -> Result<CrashReport, Stri
 
 /// `locsim trace-gen`.
 pub(super) fn generate(a: TraceGenArgs) -> Result<i32, String> {
-    super::commands::check_common(a.tx.abort_rate)?;
+    check_common(a.tx.abort_rate)?;
     let cfg = build_config(&a.machine)?;
     let workload = WorkloadKind::parse(&a.workload)?;
     if cfg.workload.warmup_to_steady {
@@ -131,7 +130,7 @@ pub(super) fn generate(a: TraceGenArgs) -> Result<i32, String> {
     }
     let g = GenSpec {
         workload,
-        txs: a.txs.unwrap_or(super::commands::RUN_TXS),
+        txs: a.txs.unwrap_or(RUN_TXS),
         warmup_txs: a.warmup_txs.unwrap_or(cfg.workload.warmup_txs),
         seed: a.tx.seed,
         abort_rate: a.tx.abort_rate,

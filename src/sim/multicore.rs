@@ -7,9 +7,9 @@ use crate::machine::Machine;
 use crate::types::{blocks_of, Addr, BlockId, Cycle};
 
 /// Bits of a scheduling key below the clock: the core id (at most 16 cores).
-pub(crate) const CORE_BITS: u32 = 5;
+const CORE_BITS: u32 = 5;
 /// No lock waited for.
-pub(crate) const NONE: u64 = u64::MAX;
+const NONE: u64 = u64::MAX;
 /// The order of core `c` at clock `t`: earlier clock first, then lower core id.
 #[inline(always)]
 pub(crate) fn key(t: Cycle, c: usize) -> u64 {
@@ -29,7 +29,7 @@ pub(crate) struct Cores {
     record: bool,
     /// Every committed transaction, in commit-call order (the running core's transaction in
     /// progress is in `Sim::oracle`).
-    pub(crate) oracle: Option<OracleLog>,
+    oracle: Option<OracleLog>,
     /// Per core, the lines its transaction in progress read (only while recording).
     reads: Vec<Vec<u64>>,
     /// Per data line `l`: `[1 +` the core whose transaction in flight wrote it, `1 +` the core
@@ -39,15 +39,15 @@ pub(crate) struct Cores {
     /// Per core, the locks its transaction holds, in acquisition order.
     held: Vec<Vec<u64>>,
     /// Per core, the lock it waits for (`NONE`: runnable).
-    pub(crate) waiting: Vec<u64>,
+    waiting: Vec<u64>,
     /// Cores waiting for a lock (entries of `waiting` other than `NONE`): a release looks for
     /// waiters only when there are some.
     blocked: usize,
     /// The earliest key of another runnable core: the running core yields once past it.
-    pub(crate) next_key: u64,
+    next_key: u64,
     /// Per core not running, its key ([`key`]; `u64::MAX` when it is not runnable: finished or
     /// waiting for a lock), kept up to date so that the scheduler's choice is a minimum.
-    pub(crate) keys: Vec<u64>,
+    keys: Vec<u64>,
     /// Per lock, the cycle of its last release: a core that takes it later in host order but at
     /// an earlier clock (it ran behind the releasing core's commit) first waits until then, so
     /// that no two holds of a lock overlap in simulated time.
@@ -76,6 +76,59 @@ impl Cores {
             released_at: vec![Cycle::ZERO; lines],
             lock_block0: m.volatile_block0,
         }
+    }
+
+    /// The start of a phase of the scheduler: every core not waiting for a lock is runnable at
+    /// its clock. Returns the key of the running core (`u64::MAX` if it waits).
+    pub(crate) fn start_phase(&mut self, m: &Machine) -> u64 {
+        for c in 0..self.keys.len() {
+            self.keys[c] = if self.waiting[c] == NONE { key(m.clock_of(c), c) } else { u64::MAX };
+        }
+        self.keys[m.core()]
+    }
+
+    /// The earliest key of another runnable core: the running core yields once its own key is
+    /// past it.
+    #[inline(always)]
+    pub(crate) fn next_key(&self) -> u64 {
+        self.next_key
+    }
+
+    /// Core `c` stops running with key `k` (`u64::MAX`: not runnable, as it waits for a lock or
+    /// has finished): the earliest runnable core, which will yield at the second earliest key
+    /// ([`Cores::next_key`]); `None` if no core is runnable.
+    #[inline(always)]
+    pub(crate) fn earliest(&mut self, c: usize, k: u64) -> Option<usize> {
+        // The keys as a slice held here: the store below then cannot change its length, which
+        // the search would otherwise read again.
+        let keys = &mut self.keys[..];
+        keys[c] = k;
+        // The two smallest keys, without a branch on the keys (conditional moves: which core is
+        // earliest changes from switch to switch, and a branch on it mispredicted).
+        let (mut first, mut second) = (u64::MAX, u64::MAX);
+        for &k in keys.iter() {
+            second = second.min(first.max(k));
+            first = first.min(k);
+        }
+        if first == u64::MAX {
+            return None;
+        }
+        self.next_key = second;
+        Some((first & ((1 << CORE_BITS) - 1)) as usize)
+    }
+
+    /// The cores waiting for a lock, as `core C on lock L` (for the message when every core
+    /// waits).
+    pub(crate) fn waits(&self) -> Vec<String> {
+        (0..self.waiting.len())
+            .filter(|&c| self.waiting[c] != NONE)
+            .map(|c| format!("core {c} on lock {}", self.waiting[c]))
+            .collect()
+    }
+
+    /// The oracle's record of every committed transaction.
+    pub(crate) fn take_oracle(&mut self) -> Option<OracleLog> {
+        self.oracle.take()
     }
 
     /// Core `cur` stops running and core `c` starts: swap the transaction states.
@@ -227,5 +280,91 @@ impl Cores {
                 self.next_key = self.next_key.min(self.keys[w]);
             }
         }
+    }
+}
+
+/// The other cores as [`super::Sim`] sees them: nothing with one core, where every hook below
+/// is a no-op the compiler sees as one test of a pointer, and the [`Cores`] with several. The
+/// one place that tells one core from several on the simulator's side.
+pub(crate) struct OtherCores(Option<Box<Cores>>);
+
+impl OtherCores {
+    pub(crate) fn new(m: &Machine, record: bool) -> OtherCores {
+        OtherCores((m.cores() > 1).then(|| Box::new(Cores::new(m, record))))
+    }
+
+    /// More than one core?
+    #[inline(always)]
+    pub(crate) fn any(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The cores' state (only with more than one core: the scheduler's and the locks' callers).
+    #[inline(always)]
+    pub(crate) fn get(&mut self) -> &mut Cores {
+        self.0.as_deref_mut().expect("more than one core")
+    }
+
+    /// [`Cores::begun`].
+    #[inline(always)]
+    pub(crate) fn begun(&mut self, c: usize) {
+        if let Some(cs) = &mut self.0 {
+            cs.begun(c);
+        }
+    }
+
+    /// [`Cores::read`].
+    #[inline(always)]
+    pub(crate) fn read(&mut self, c: usize, in_tx: bool, addr: Addr, len: usize) {
+        if let Some(cs) = &mut self.0 {
+            cs.read(c, in_tx, addr, len);
+        }
+    }
+
+    /// [`Cores::wrote`].
+    #[inline(always)]
+    pub(crate) fn wrote(&mut self, m: &mut Machine, b: u64) {
+        if let Some(cs) = &mut self.0 {
+            cs.wrote(m, b);
+        }
+    }
+
+    /// [`Cores::ended`].
+    #[inline(always)]
+    pub(crate) fn ended(&mut self, m: &mut Machine, tx_blocks: &[u64]) {
+        if let Some(cs) = &mut self.0 {
+            cs.ended(m, tx_blocks);
+        }
+    }
+
+    /// [`Cores::committed_oracle`]; `false` with one core, whose record is `pending` itself.
+    #[inline(always)]
+    pub(crate) fn committed_oracle(&mut self, c: usize, pending: &mut OracleLog) -> bool {
+        match &mut self.0 {
+            Some(cs) => {
+                cs.committed_oracle(c, pending);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The earliest key of another runnable core (`u64::MAX` with one core: it never yields).
+    #[inline(always)]
+    pub(crate) fn next_key(&self) -> u64 {
+        self.0.as_ref().map_or(u64::MAX, |cs| cs.next_key())
+    }
+
+    /// [`Cores::will_access`].
+    #[inline(always)]
+    pub(crate) fn will_access(&self, addr: Addr) {
+        if let Some(cs) = &self.0 {
+            cs.will_access(addr);
+        }
+    }
+
+    /// Host bytes of the oracle's record kept by the other cores (0 with one core).
+    pub(crate) fn oracle_heap_bytes(&self) -> u64 {
+        self.0.as_ref().map_or(0, |cs| cs.oracle_heap_bytes())
     }
 }

@@ -22,8 +22,8 @@
 //! SQLite, and [`with_pm`] resumes the panic once SQLite has returned.
 
 use super::Region;
-use crate::pmem::Pm;
 use crate::types::Addr;
+use crate::workload::Pm;
 use rusqlite::ffi;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -275,10 +275,10 @@ macro_rules! io_methods {
             xTruncate: Some(x_truncate),
             xSync: Some(x_sync),
             xFileSize: Some(x_file_size),
-            xLock: Some($crate::sqlite::vfs::x_lock),
-            xUnlock: Some($crate::sqlite::vfs::x_lock),
-            xCheckReservedLock: Some($crate::sqlite::vfs::x_check_reserved_lock),
-            xFileControl: Some($crate::sqlite::vfs::x_file_control),
+            xLock: Some($crate::workload::sqlite::bridge::vfs::x_lock),
+            xUnlock: Some($crate::workload::sqlite::bridge::vfs::x_lock),
+            xCheckReservedLock: Some($crate::workload::sqlite::bridge::vfs::x_check_reserved_lock),
+            xFileControl: Some($crate::workload::sqlite::bridge::vfs::x_file_control),
             xSectorSize: Some(x_sector_size),
             xDeviceCharacteristics: Some(x_device_characteristics),
             xShmMap: None,

@@ -54,9 +54,9 @@
 //! every verdict itself.
 
 use super::{Sqlite, KEY_BYTES, VALUE_BYTES};
-use crate::sqlite::{Region, HEADER_BYTES};
 use crate::types::BlockData;
 use crate::workload::follow::{Follow, Spans, Subtrees};
+use crate::workload::sqlite::bridge::{Region, HEADER_BYTES};
 
 /// SQLite's largest b-tree depth (`BTCURSOR_MAX_DEPTH`).
 const MAX_DEPTH: usize = 20;
@@ -345,37 +345,44 @@ fn parse_page(pg: &[u8], kids: &mut Vec<(u32, u128)>, ranges: &mut Vec<(u32, u32
     if interior {
         kids.push((be32(pg, 8), 0));
     }
-    // The freeblock list: ascending, in the content area, at least 4 bytes apart.
+    match free_space_agrees(pg, top, ranges) {
+        true => local,
+        false => bad,
+    }
+}
+
+/// The rest of [`parse_page`]'s checks, given the cells' byte ranges in `ranges`: the
+/// freeblock list is ascending, in the content area (from `top`), its blocks at least 4 bytes
+/// apart; no two ranges (cells and freeblocks) overlap; the bytes they leave uncovered are the
+/// header's count of fragmented bytes.
+fn free_space_agrees(pg: &[u8], top: usize, ranges: &mut Vec<(u32, u32)>) -> bool {
+    let u = pg.len();
     let mut pc = be16(pg, 1);
     let mut steps = 0;
     while pc != 0 {
         steps += 1;
         if pc < top || pc > u - 4 || steps > u / 4 {
-            return bad;
+            return false;
         }
         let (next, size) = (be16(pg, pc), be16(pg, pc + 2));
         if size < 4 || pc + size > u || (next != 0 && next <= pc + size + 3) {
-            return bad;
+            return false;
         }
         ranges.push((pc as u32, (pc + size) as u32));
         pc = next;
     }
-    // No two ranges overlap; the bytes they leave uncovered are the fragmented bytes.
     ranges.sort_unstable();
     let mut end = top as u32;
     let mut frag = 0u32;
     for &(s, e) in ranges.iter() {
         if s < end {
-            return bad;
+            return false;
         }
         frag += s - end;
         end = e;
     }
     frag += u as u32 - end;
-    if frag != u32::from(pg[7]) {
-        return bad;
-    }
-    local
+    frag == u32::from(pg[7])
 }
 
 /// The rows of `sqlite_schema` on page 1 as this workload creates them: the root pages of
@@ -945,8 +952,8 @@ mod tests {
     /// and a freelist.
     fn with_freelist(w: &Sqlite, data: Vec<u8>) -> Vec<u8> {
         let mut pm = Native::new(data);
-        crate::sqlite::with_pm(&mut pm, || {
-            let c = crate::sqlite::open(w.region(), false).unwrap();
+        crate::workload::sqlite::bridge::with_pm(&mut pm, || {
+            let c = crate::workload::sqlite::bridge::open(w.region(), false).unwrap();
             c.execute_batch(
                 "PRAGMA journal_mode=OFF;
                  WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 600)

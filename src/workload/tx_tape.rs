@@ -24,7 +24,7 @@
 //!
 //! The bundled SQLite keeps every connection's pages in one process-wide group, so a
 //! connection's reads depend on the other connections open in the process
-//! ([`crate::sqlite::set_before_open`]). A recorder keeps its connection open between chunks;
+//! ([`crate::workload::sqlite::bridge::set_before_open`]). A recorder keeps its connection open between chunks;
 //! it closes it whenever another connection of the process opens, and before a recorder
 //! records, every other recorder's is closed: at most one connection is open while a tape
 //! records, as in a run of its own. A closed recorder that must record further first runs the
@@ -121,7 +121,7 @@ impl Tape {
     /// A tape of `wl` (populated, its data area `data`, shared with whoever keeps it) under the
     /// seed and abort rate of a run.
     pub fn new(wl: Workload, data: Arc<dyn AsRef<[u8]> + Send + Sync>, seed: u64, abort_rate: f64) -> Tape {
-        crate::sqlite::set_before_open(close_recorders);
+        crate::workload::sqlite::bridge::set_before_open(close_recorders);
         let rec = Recorder { origin: wl, data, seed, abort_rate, live: None, chunks: Vec::new() };
         Tape { rec: Mutex::new(rec), bytes: AtomicUsize::new(0) }
     }
@@ -190,7 +190,7 @@ impl Recorder {
 }
 
 /// Close the connection of every recorder not recording now (a recorder records holding its
-/// tape's lock): the hook [`crate::sqlite::set_before_open`] runs before each connection of
+/// tape's lock): the hook [`crate::workload::sqlite::bridge::set_before_open`] runs before each connection of
 /// the process opens, and [`Tape::chunk`] before it records.
 fn close_recorders() {
     for t in TAPES.values() {

@@ -86,7 +86,7 @@ static BEFORE_OPEN: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
 /// The bundled SQLite keeps every connection's pages in one process-wide group
 /// (`SQLITE_ENABLE_MEMORY_MANAGEMENT`): the pages a connection keeps cached, and so the reads it
 /// makes, depend on the other connections open in the process. A module that keeps a connection
-/// open between uses (a workload tape's recorder, `workload::tape`) closes it here, so that a
+/// open between uses (a workload tape's recorder, `workload::tx_tape`) closes it here, so that a
 /// connection opened next runs as it would alone.
 pub fn set_before_open(hook: fn()) {
     let _ = BEFORE_OPEN.set(hook);
@@ -116,8 +116,8 @@ pub fn open(region: Region, read_only: bool) -> Result<Connection, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmem::Pm;
     use crate::workload::native::Native;
+    use crate::workload::Pm;
 
     const R: Region = Region { base: 128, capacity_bytes: 64 * 1024 };
 

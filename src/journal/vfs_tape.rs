@@ -4,7 +4,7 @@
 //! A replay's SQLite is a deterministic function of what it is given: the trace, the seed of
 //! its generator (the journal nonce), the connection settings ([`super::replay::SETTINGS`]),
 //! the journal mode, and what each VFS call returns to it (the VFS's clock, randomness and
-//! sleep are constants: [`crate::sqlite::vfs`]). The journal configuration (policy, frames, PCM
+//! sleep are constants: [`crate::workload::sqlite::bridge::vfs`]). The journal configuration (policy, frames, PCM
 //! device, timing) is not among them: it decides where and how the journal's bytes are kept,
 //! and a correct journal gives SQLite back the same bytes, sizes and result codes under every
 //! configuration. So a [`Tape`] keeps the database files that one replay's setup part leaves
@@ -26,7 +26,7 @@
 
 use super::media::DbFile;
 use super::replay::{begin_measured, new_world, OnError, Replay, Setup};
-use super::trace::Trace;
+use super::sql_trace::Trace;
 use super::vfs::{Call, Outcome, World};
 use crate::recent::Recent;
 use std::hash::{Hash, Hasher};
