@@ -49,6 +49,9 @@ fn journal_json_has_the_required_fields_for_each_configuration_and_is_determinis
         let f = |k: &str| r[k].as_f64().unwrap();
         assert!(f("avg_cmd_counted_ns") < f("avg_cmd_latency_ns"), "{name}");
         assert!(f("avg_cmd_cpu_ns") > 0.0 && f("vm_steps_per_command") > 1.0, "{name}");
+        // ... its ARM instructions, from the table's row of tw trace 2.
+        assert_eq!(r["cpu_time_source"], "arm-a9", "{name}");
+        assert!(f("arm_instructions_per_command") > 1000.0 * f("vm_steps_per_command") * 0.9, "{name}");
         assert_eq!(r["pcm_chunk_program_ns"].as_u64(), Some(5000));
     }
     assert_eq!(rs[0]["total_bit_updates_vs_rr"].as_f64(), Some(1.0));
@@ -231,4 +234,19 @@ fn journal_crashtest_runs_a_sql_script_and_catches_an_injected_bug_in_it() {
     assert_eq!((v["crash_points"].as_u64(), v["violations"].as_u64()), (Some(40), Some(0)));
     let (code, out, _) = locsim(&[&base[..], &["--inject-bug", "reuse-live-portion", "--json"]].concat());
     assert_eq!(code, 1, "{out}");
+}
+
+/// `--cpu-time` names its source; a bad one is one line naming the allowed values, exit 2.
+#[test]
+fn cpu_time_selects_the_host_calibrated_variant_and_refuses_others() {
+    let base = ["journal", "--app", "kt", "--trace", "1", "--txs", "10", "--config", "RR", "--json", "--cpu-time"];
+    let (code, out, err) = locsim(&[&base[..], &["host-calibrated"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["cpu_time_source"], "host-calibrated");
+    assert_eq!(v[0]["arm_instructions_per_command"].as_f64(), Some(0.0));
+    let (code, _, err) = locsim(&[&base[..], &["x86"]].concat());
+    assert_eq!(code, 2);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--cpu-time x86: allowed arm-a9, host-calibrated"), "{err}");
 }

@@ -44,9 +44,14 @@ pub struct JournalArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// SQLite's CPU time per command as a constant, ns (0..=100000000), in place of the measured
-    /// one (its virtual-machine instructions at the board's time per instruction).
+    /// one (overrides --cpu-time).
     #[arg(long)]
     pub cpu_ns_per_command: Option<u64>,
+    /// Where SQLite's measured CPU time comes from: arm-a9 (its ARM instructions per command,
+    /// measured on the board's ISA, at the Cortex-A9's cycles per instruction and 667 MHz) or
+    /// host-calibrated (the host's cycles per virtual-machine instruction taken for the board's).
+    #[arg(long, default_value = "arm-a9", value_name = "arm-a9|host-calibrated")]
+    pub cpu_time: String,
     /// Print one JSON array (one object per configuration).
     #[arg(long)]
     pub json: bool,
@@ -194,7 +199,8 @@ pub(super) fn measure(a: &JournalArgs) -> Result<Option<Vec<journal::JournalResu
     if policies.is_empty() {
         return Err("--config: empty list".into());
     }
-    let dev = journal::Device::build(&a.set, a.cpu_ns_per_command)?;
+    let mut dev = journal::Device::build(&a.set, a.cpu_ns_per_command)?;
+    dev.timing.cpu_time = journal::cpu::CpuTime::parse(&a.cpu_time)?;
     let on_error = OnError::parse(&a.on_error)?;
     let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
     let (app, trace, tr) = load_trace(src, a.seed, a.txs)?;

@@ -41,19 +41,25 @@ pub struct Timing {
     pub db_sync_ns_per_page: u64,
     /// CPU time of SQLite itself per trace command as a constant, in place of the measured
     /// one (`--cpu-ns-per-command N`; `scripts/journal_eval.py` sweeps it). `None`: measured,
-    /// [`Timing::cpu_ps_per_vm_step`] per virtual-machine instruction SQLite executed.
+    /// from the virtual-machine instructions SQLite executed ([`Timing::cpu_time`]).
     pub cpu_ns_per_command: Option<u64>,
     /// CPU time of one SQLite virtual-machine instruction on the board's 667 MHz Cortex-A9
-    /// (Table I), ps: [`HOST_CYCLES_PER_VM_STEP`] cycles at 667 MHz.
+    /// (Table I) in the host-calibrated variant, ps: [`HOST_CYCLES_PER_VM_STEP`] cycles at
+    /// 667 MHz.
     pub cpu_ps_per_vm_step: u64,
+    /// Where SQLite's CPU time comes from when no constant is set: the ARM instructions
+    /// measured on the board's ISA (the default) or the host-calibrated variant
+    /// ([`super::cpu`]). Reported as `JournalResult::cpu_time_source`.
+    #[serde(skip)]
+    pub cpu_time: super::cpu::CpuTime,
 }
 
 /// Host core cycles per SQLite virtual-machine instruction, measured on the journal traces
 /// against in-memory databases (the SQLite work alone, no journal model;
 /// `cargo test --release -- --ignored sqlite_host_cycles_per_vm_step --nocapture`, AMD EPYC:
 /// 425-707 cycles over the four applications in the least loaded of three runs, rounded to
-/// 600; docs/journal.md). The board's core is taken to need as many cycles per instruction: a
-/// lower bound, the Cortex-A9 being the narrower core.
+/// 600; docs/journal.md). The host-calibrated variant ([`super::cpu::CpuTime::HostCalibrated`])
+/// takes the board's core to need as many cycles per instruction.
 pub const HOST_CYCLES_PER_VM_STEP: u64 = 600;
 /// The board's core clock, MHz (Table I).
 pub const BOARD_CORE_MHZ: u64 = 667;
@@ -66,6 +72,7 @@ impl Default for Timing {
             db_sync_ns_per_page: 1_000_000,
             cpu_ns_per_command: None,
             cpu_ps_per_vm_step: HOST_CYCLES_PER_VM_STEP * 1_000_000 / BOARD_CORE_MHZ,
+            cpu_time: Default::default(),
         }
     }
 }

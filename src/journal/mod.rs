@@ -11,13 +11,14 @@
 //!
 //! Modelled: the PCM area as bytes with per-cell wear through [`crate::pcm::Pcm`] (Flip-N-Write
 //! by default), uncached, through a 64-byte software write buffer; database files as page-cache
-//! files whose unsynced sectors may be lost at a crash; SQLite's CPU time as a constant per
-//! command ([`media::Timing`]). Left out: the file system's own journal, page sizes other than
+//! files whose unsynced sectors may be lost at a crash; SQLite's CPU time from the ARM
+//! instructions it executes per command ([`cpu`]). Left out: the file system's own journal, page sizes other than
 //! 1 KiB.
 
 pub mod alloc;
 pub mod apps;
 pub mod bug;
+pub mod cpu;
 pub mod crash;
 pub mod format;
 pub mod media;
@@ -32,6 +33,7 @@ pub use apps::App;
 pub use policy::Policy;
 
 use crate::pcm::PcmConfig;
+use cpu::CpuClock;
 use media::Timing;
 use replay::Setup;
 use serde::Serialize;
@@ -93,9 +95,17 @@ pub struct JournalResult {
     pub vm_steps_per_command: f64,
     pub vm_steps_per_command_p10: u32,
     pub vm_steps_per_command_p90: u32,
-    /// SQLite's CPU time per command on the board (measured: the instructions at
-    /// `timing.cpu_ps_per_vm_step`; or the constant `timing.cpu_ns_per_command`).
+    /// SQLite's CPU time per command on the board: by default its ARM instructions (measured
+    /// on the board's ISA, [`cpu`]) x the Cortex-A9's cycles per instruction / 667 MHz.
     pub avg_cmd_cpu_ns: f64,
+    /// What `avg_cmd_cpu_ns` comes from: `arm-a9` (the table's row of this application and
+    /// trace), `arm-a9-pooled` (a trace the table has no row for: all rows' ratio),
+    /// `host-calibrated` (the named variant, `--cpu-time host-calibrated`) or `constant`
+    /// (`--cpu-ns-per-command`).
+    pub cpu_time_source: &'static str,
+    /// The ARM instructions per command behind `avg_cmd_cpu_ns` (0 unless the source is
+    /// `arm-a9` or `arm-a9-pooled`).
+    pub arm_instructions_per_command: f64,
     /// Mean writes per database page written (the paper, Fig. 5: 5.2 on average).
     pub db_writes_per_page: f64,
     /// Fraction of page overwrites that change at most 64 bytes (the paper, Fig. 6: 72.8 %).
@@ -193,9 +203,11 @@ fn result_of(
     reference: &replay::Replay,
 ) -> Result<JournalResult, String> {
     let (policy, seed, frames) = (&setup.policy, setup.seed, setup.frames);
-    let times = CommandTimes::of(&r, &dev.timing);
-    let nref = CommandTimes::of(reference, &dev.timing);
-    let cpu_ns = cpu_time_ns(&r, &dev.timing);
+    let clock = CpuClock::new(&dev.timing, label.0, label.1, true);
+    let times = CommandTimes::of(&r, &clock);
+    let nref = CommandTimes::of(reference, &CpuClock::new(&dev.timing, label.0, label.1, false));
+    let cpu_ns = cpu_time_ns(&r, &clock);
+    let arm_per_command = clock.arm_per_command(r.commands, vm_steps_of(&r));
     let spread = vm_step_spread(&r.vm_steps);
     let w = &mut r.world;
     let m = &mut w.media;
@@ -223,6 +235,8 @@ fn result_of(
         vm_steps_per_command_p10: spread.1,
         vm_steps_per_command_p90: spread.2,
         avg_cmd_cpu_ns: cpu_ns as f64 / cmds,
+        cpu_time_source: clock.source,
+        arm_instructions_per_command: arm_per_command,
         db_writes_per_page: m.writes_per_page(),
         db_small_overwrite_fraction: m.db_small_overwrites as f64 / m.db_overwrites.max(1) as f64,
         total_bit_updates: wear.total,
@@ -271,10 +285,10 @@ pub struct CommandTimes {
 }
 
 impl CommandTimes {
-    pub fn of(r: &replay::Replay, timing: &Timing) -> CommandTimes {
+    pub fn of(r: &replay::Replay, clock: &CpuClock) -> CommandTimes {
         let m = &r.world.media;
         let cmds = r.commands.max(1) as f64;
-        let total_ns = cpu_time_ns(r, timing) + m.pcm_ns + m.db_ns;
+        let total_ns = cpu_time_ns(r, clock) + m.pcm_ns + m.db_ns;
         let total_counted_ns = total_ns - m.db_sync_ns;
         CommandTimes {
             latency_ns: total_ns as f64 / cmds,
@@ -330,7 +344,7 @@ pub fn measure_point(
     };
     let tr = apps::generated(app, trace, seed);
     let mut r = replay::replay_measured(&tr, &setup)?;
-    let times = CommandTimes::of(&r, &dev.timing);
+    let times = CommandTimes::of(&r, &CpuClock::new(&dev.timing, app.code(), &trace.to_string(), journal));
     let m = &mut r.world.media;
     Ok(PointFigures {
         wear: Wear::of(m),
@@ -428,12 +442,14 @@ fn hottest(m: &mut media::Media, j: &alloc::Journal) -> String {
 }
 
 /// SQLite's CPU time over a replay's commands: the constant per command if one is set, else
-/// the virtual-machine instructions it executed at the board's time per instruction.
-fn cpu_time_ns(r: &replay::Replay, t: &Timing) -> u64 {
-    match t.cpu_ns_per_command {
-        Some(n) => r.commands * n,
-        None => r.vm_steps.iter().map(|&s| s as u64).sum::<u64>() * t.cpu_ps_per_vm_step / 1000,
-    }
+/// from the virtual-machine instructions it executed ([`CpuClock`]).
+fn cpu_time_ns(r: &replay::Replay, clock: &CpuClock) -> u64 {
+    clock.ns(r.commands, vm_steps_of(r))
+}
+
+/// The virtual-machine instructions a replay's commands executed in all.
+fn vm_steps_of(r: &replay::Replay) -> u64 {
+    r.vm_steps.iter().map(|&s| s as u64).sum()
 }
 
 /// The mean and the 10th and 90th percentiles of the virtual-machine instructions per command.

@@ -199,10 +199,26 @@ fn sqlite_cpu_time_is_its_instructions_at_the_boards_rate_unless_a_constant_repl
     let m = |dev: &Device| measure(("kt", "1"), &tr, &p, 1, DEFAULT_FRAMES, dev, replay::OnError::Stop).unwrap();
     let measured = m(&Device::default());
     let fixed = m(&Device::build(&[], Some(0)).unwrap());
-    let ps = measured.timing.cpu_ps_per_vm_step as f64;
-    assert_eq!(ps, (media::HOST_CYCLES_PER_VM_STEP * 1_000_000 / media::BOARD_CORE_MHZ) as f64);
-    let want = measured.vm_steps_per_command * ps / 1000.0;
+    let mut host_dev = Device::default();
+    host_dev.timing.cpu_time = cpu::CpuTime::HostCalibrated;
+    let host = m(&host_dev);
+    // ARM: the table's ARM instructions per virtual-machine instruction of kt trace 1 (the
+    // journaled row), at the A9's cycles per instruction and 667 MHz.
+    let row = cpu::table().iter().find(|r| r.app == "kt" && r.trace == "1" && r.journal).expect("kt 1 row");
+    let arm = measured.vm_steps_per_command * row.arm_instructions as f64 / row.vm_steps as f64;
+    assert!((measured.arm_instructions_per_command - arm).abs() < 1e-6, "{}", measured.arm_instructions_per_command);
+    let want = arm * cpu::A9_CPI_MILLI as f64 / media::BOARD_CORE_MHZ as f64;
     assert!((measured.avg_cmd_cpu_ns - want).abs() < 1.0, "{} vs {want}", measured.avg_cmd_cpu_ns);
+    assert_eq!(
+        (measured.cpu_time_source, fixed.cpu_time_source, host.cpu_time_source),
+        ("arm-a9", "constant", "host-calibrated")
+    );
+    // The host-calibrated variant: the former figure.
+    let ps = host.timing.cpu_ps_per_vm_step as f64;
+    assert_eq!(ps, (media::HOST_CYCLES_PER_VM_STEP * 1_000_000 / media::BOARD_CORE_MHZ) as f64);
+    let want = host.vm_steps_per_command * ps / 1000.0;
+    assert!((host.avg_cmd_cpu_ns - want).abs() < 1.0, "{} vs {want}", host.avg_cmd_cpu_ns);
+    assert_eq!(host.arm_instructions_per_command, 0.0);
     assert!(measured.vm_steps_per_command_p10 <= measured.vm_steps_per_command_p90);
     assert_eq!((fixed.avg_cmd_cpu_ns, fixed.vm_steps_per_command), (0.0, measured.vm_steps_per_command));
     // The counted time is CPU + PCM + page-cache copies: the CPU time is its only difference
@@ -211,6 +227,7 @@ fn sqlite_cpu_time_is_its_instructions_at_the_boards_rate_unless_a_constant_repl
     assert!((d - measured.avg_cmd_cpu_ns).abs() < 1.0, "{d}");
     assert!(measured.avg_cmd_latency_ns > measured.avg_cmd_counted_ns + 100_000.0);
     assert_eq!(measured.total_bit_updates, fixed.total_bit_updates);
+    assert_eq!(measured.total_bit_updates, host.total_bit_updates);
     assert_eq!(measured.pcm_chunk_program_ns, media::CHUNK_PROGRAM_NS);
 }
 
