@@ -7,11 +7,25 @@ CFLAGS=""; while [ "$1" != "--" ]; do CFLAGS="$CFLAGS $1"; shift; done; shift
 LIBS="$*"
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
-cc() { gcc -O2 -w -I"$HERE" $CFLAGS "$@" $LIBS -lpthread -lm; }
+# cc -o OUT [LINK-FLAGS] SOURCES...: each source compiled with CFLAGS (the exact level's
+# -fsanitize=thread instruments it; the link below takes no sanitizer run-time: the library
+# serves the hooks), then linked with LIBS.
+cc() {
+  out=$2; shift 2; objs=""; ldflags=""
+  for a in "$@"; do
+    case "$a" in
+      *.c) o="$out.$(basename "$a" .c).o"; gcc -O2 -w -I"$HERE" $CFLAGS -c "$a" -o "$o"; objs="$objs $o" ;;
+      -I*) CFLAGS="$CFLAGS $a" ;;
+      *) ldflags="$ldflags $a" ;;
+    esac
+  done
+  gcc -o "$out" $objs $ldflags $LIBS -lpthread -lm
+  rm -f $objs
+}
 MAPSRC="$EX/map/map.c $EX/map/map_btree.c $EX/map/map_ctree.c $EX/map/map_rbtree.c $EX/map/map_rtree.c $EX/map/map_skiplist.c $EX/map/map_hashmap_tx.c $EX/map/map_hashmap_atomic.c $EX/map/map_hashmap_rp.c $EX/tree_map/btree_map.c $EX/tree_map/ctree_map.c $EX/tree_map/rbtree_map.c $EX/tree_map/rtree_map.c $EX/list_map/skiplist_map.c $EX/hashmap/hashmap_tx.c $EX/hashmap/hashmap_atomic.c $EX/hashmap/hashmap_rp.c"
 MAPINC="-I$EX -I$EX/map -I$EX/hashmap -I$EX/tree_map -I$EX/list_map"
-cc $MAPINC -o "$OUT/mapcli" "$EX/map/mapcli.c" $MAPSRC
-cc $MAPINC -o "$OUT/data_store" "$EX/map/data_store.c" $MAPSRC
+cc -o "$OUT/mapcli" $MAPINC "$EX/map/mapcli.c" $MAPSRC
+cc -o "$OUT/data_store" $MAPINC "$EX/map/data_store.c" $MAPSRC
 cc -o "$OUT/queue" "$EX/queue/queue.c"
 cc -o "$OUT/fifo" "$EX/linkedlist/fifo.c"
 for s in string_store string_store_tx string_store_tx_type; do

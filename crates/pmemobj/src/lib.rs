@@ -69,9 +69,11 @@ static STRICT: AtomicBool = AtomicBool::new(false);
 struct Pool {
     base: usize,
     size: u64,
-    uuid: u64,
     trace_path: String,
-    enc: Option<Encoder<BufWriter<File>>>,
+    enc: Option<Encoder<Shared>>,
+    /// The encoder's file, to flush the trace's start at open (a program killed later leaves
+    /// a trace without its `end` record, which a replay reports as truncated).
+    file: Shared,
     /// The pool's bytes as the trace has them so far.
     shadow: Vec<u8>,
     user_data: usize,
@@ -92,6 +94,19 @@ struct Lock {
 }
 
 static POOLS: Mutex<Vec<Option<Pool>>> = Mutex::new(Vec::new());
+
+/// The trace file, buffered, shared by the encoder and the pool.
+#[derive(Clone)]
+struct Shared(std::sync::Arc<Mutex<BufWriter<File>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).write(b)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).flush()
+    }
+}
 
 fn pools() -> std::sync::MutexGuard<'static, Vec<Option<Pool>>> {
     POOLS.lock().unwrap_or_else(|e| e.into_inner())
@@ -137,7 +152,7 @@ struct Th {
     pending: Option<(usize, u64, usize, usize)>,
     /// Exact-level stores outside a transaction not yet persisted: slot, offset, length, site.
     unpersisted: Vec<(usize, u64, u64, usize)>,
-    /// Inside an atomic operation's constructor: its stores are the operation's.
+    /// Inside an atomic operation's constructor: a persist there is the operation's.
     atomic: u32,
     /// Ranges reserved (pmemobj_reserve) and written since, published with the next publish.
     reserved: Vec<(usize, u64, u64)>,
@@ -357,7 +372,7 @@ fn settle(t: &mut Th) {
         // SAFETY: the store lay in the open pool.
         t.bytes.extend_from_slice(unsafe { std::slice::from_raw_parts((base + off as usize) as *const u8, len) });
         t.ops.push(Op::Store(off, at, len));
-    } else if t.atomic == 0 && !t.reserved.iter().any(|&(s, o, l)| s == slot && off >= o && off + len as u64 <= o + l) {
+    } else {
         t.unpersisted.push((slot, off, len as u64, site));
     }
 }
@@ -543,16 +558,18 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
         }
         let abs = std::fs::canonicalize(path).map_or_else(|_| path.to_string(), |p| p.display().to_string());
         let uuid = fnv(&abs) | 1;
-        hdr[..8].copy_from_slice(MAGIC);
-        hdr[8..16].copy_from_slice(&VERSION.to_le_bytes());
-        hdr[16..24].copy_from_slice(&size.to_le_bytes());
-        hdr[24..32].copy_from_slice(&uuid.to_le_bytes());
-        hdr[48..56].copy_from_slice(&HEADER.to_le_bytes());
+        let mut put = |at: u64, b: &[u8]| hdr[at as usize..at as usize + b.len()].copy_from_slice(b);
+        put(H_MAGIC, MAGIC);
+        put(H_VERSION, &VERSION.to_le_bytes());
+        put(H_SIZE, &size.to_le_bytes());
+        put(H_UUID, &uuid.to_le_bytes());
+        put(H_BUMP, &HEADER.to_le_bytes());
         let l = layout.unwrap_or("");
         hdr[LAYOUT_AT as usize..LAYOUT_AT as usize + l.len()].copy_from_slice(l.as_bytes());
         uuid
     } else {
-        if hdr[..8] != MAGIC[..] || u64::from_le_bytes(hdr[16..24].try_into().unwrap()) != size {
+        let word = |at: u64| u64::from_le_bytes(hdr[at as usize..at as usize + 8].try_into().unwrap());
+        if hdr[..8] != MAGIC[..] || word(H_VERSION) != VERSION || word(H_SIZE) != size {
             return unmap(libc::EINVAL, format!("\"{path}\" is not a locsim-pmemobj pool (or its size changed)"));
         }
         let stored = hdr[LAYOUT_AT as usize..LAYOUT_AT as usize + LAYOUT_MAX].split(|&c| c == 0).next().unwrap_or(&[]);
@@ -562,29 +579,36 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
                 return unmap(libc::EINVAL, format!("wrong layout (\"{l}\"), pool created with layout \"{stored}\""));
             }
         }
-        u64::from_le_bytes(hdr[24..32].try_into().unwrap())
+        word(H_UUID)
     };
     if slot_of_uuid(uuid).is_some() {
         return unmap(libc::EINVAL, format!("\"{path}\": the pool is already open in this process"));
     }
     let trace_path = std::env::var("LOCSIM_TRACE").unwrap_or_else(|_| format!("{path}.trace"));
-    let enc = match File::create(&trace_path)
-        .and_then(|f| Encoder::new(BufWriter::with_capacity(1 << 20, f), Encoding::Binary))
-    {
+    let file = File::create(&trace_path).map(|f| Shared(std::sync::Arc::new(Mutex::new(BufWriter::with_capacity(1 << 20, f)))));
+    let (enc, file) = match file.and_then(|f| Ok((Encoder::new(f.clone(), Encoding::Binary)?, f))) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("locsim-pmemobj: LOCSIM_TRACE {trace_path}: {e}");
             return unmap(e.raw_os_error().unwrap_or(libc::EIO), format!("trace {trace_path}: {e}"));
         }
     };
+    // The shadow starts as zero pages the system hands out lazily; the pool's non-zero pages
+    // are copied in (a fresh pool has none).
     // SAFETY: the mapping.
-    let shadow = unsafe { std::slice::from_raw_parts(b, size as usize) }.to_vec();
+    let bytes = unsafe { std::slice::from_raw_parts(b, size as usize) };
+    let mut shadow = vec![0u8; size as usize];
+    for (i, c) in bytes.chunks(4096).enumerate() {
+        if c.iter().any(|&x| x != 0) {
+            shadow[i * 4096..i * 4096 + c.len()].copy_from_slice(c);
+        }
+    }
     let mut pool = Pool {
         base: b as usize,
         size,
-        uuid,
         trace_path,
         enc: Some(enc),
+        file,
         shadow,
         user_data: 0,
         locks: HashMap::new(),
@@ -611,6 +635,10 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
         pool.shadow[..HEADER as usize].fill(0);
         let core = th(core_of);
         pool.emit(core, &[], &[], &mut vec![(0, HEADER)], false);
+    }
+    if let Err(e) = std::io::Write::flush(&mut pool.file) {
+        eprintln!("locsim-pmemobj: LOCSIM_TRACE {}: {e}", pool.trace_path);
+        return unmap(e.raw_os_error().unwrap_or(libc::EIO), format!("trace {}: {e}", pool.trace_path));
     }
     let mut ps = pools();
     let slot = match (0..SLOTS).find(|&s| SLOT_BASE[s].load(Relaxed) == 0) {
@@ -841,6 +869,8 @@ fn end_atomic(slot: usize) {
     if t.frames.is_empty() || t.slot != slot {
         let mut ps = pools();
         flush_loads(&mut t, &mut ps);
+        // The constructor's stores had to be persisted before the operation's transaction.
+        report_unpersisted(&mut t, &mut ps, Some(slot));
         let core = core_of(&mut t);
         let mut r: Vec<(u64, u64)> = t.reserved.iter().filter(|x| x.0 == slot).map(|x| (x.1, x.2)).collect();
         t.reserved.retain(|x| x.0 != slot);
@@ -1137,6 +1167,11 @@ fn persist(addr: *const c_void, len: usize) {
     settle(&mut t);
     if !t.frames.is_empty() && t.slot == slot {
         t.touched.push((off, len as u64));
+    } else if t.atomic > 0 {
+        // In an atomic operation's constructor: part of the operation's transaction.
+        let end = off + len as u64;
+        t.unpersisted.retain(|u| !(u.0 == slot && u.1 >= off && u.1 + u.2 <= end));
+        t.reserved.push((slot, off, len as u64));
     } else {
         let end = off + len as u64;
         t.unpersisted.retain(|u| !(u.0 == slot && u.1 >= off && u.1 + u.2 <= end));

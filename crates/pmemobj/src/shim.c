@@ -1,11 +1,14 @@
 /* The C side of locsim-pmemobj: what stable Rust cannot write.
  *  - pmemobj_tx_begin is C-variadic: its parameters are read here and passed on as arrays;
  *  - longjmp back into the program's TX_BEGIN block;
- *  - the exact level's hooks: gcc's -fsanitize=kernel-address with call-based instrumentation
- *    calls __asan_{load,store}{1,2,4,8,16,N}_noabort(addr[, size]) before each access; the
+ *  - the exact level's hooks: gcc's and clang's -fsanitize=thread, compiled without linking
+ *    the sanitizer's run-time, calls __tsan_{read,write}{1,2,4,8,16}(addr) (and the unaligned
+ *    and range forms) before each access, a read-modify-write as a read then a write. The
  *    hooks test the address against the open pools' span here (one compare for the accesses
  *    that miss every pool) and pass the pool's accesses on with the caller's return address,
- *    the site of the access. */
+ *    the site of the access. The kernel-address sanitizer's hooks (__asan_*_noabort) are
+ *    served too, but that instrumentation checks a read-modify-write once, as a load, so a
+ *    `x += 1` store is not seen: docs/pmdk.md names -fsanitize=thread. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -108,4 +111,58 @@ void *locsim_pmemobj_memset(void *d, int c, size_t n)
 	if (n && IN_POOL(d, n))
 		locsim_access((uintptr_t)d, n, 1, __builtin_return_address(0));
 	return memset(d, c, n);
+}
+
+/* Called before a call that does not return (exit, longjmp): nothing to do here. */
+void __asan_handle_no_return(void)
+{
+}
+
+/* ThreadSanitizer's instrumentation (docs/pmdk.md: the exact level). */
+#define TSAN(kind, store, size)                                                                    \
+	void __tsan_##kind##size(uintptr_t addr)                                                   \
+	{                                                                                          \
+		if (IN_POOL(addr, size))                                                           \
+			locsim_access(addr, size, store, __builtin_return_address(0));             \
+	}                                                                                          \
+	void __tsan_unaligned_##kind##size(uintptr_t addr)                                         \
+	{                                                                                          \
+		if (IN_POOL(addr, size))                                                           \
+			locsim_access(addr, size, store, __builtin_return_address(0));             \
+	}
+TSAN(read, 0, 1)
+TSAN(read, 0, 2)
+TSAN(read, 0, 4)
+TSAN(read, 0, 8)
+TSAN(read, 0, 16)
+TSAN(write, 1, 1)
+TSAN(write, 1, 2)
+TSAN(write, 1, 4)
+TSAN(write, 1, 8)
+TSAN(write, 1, 16)
+
+void __tsan_read_range(uintptr_t addr, size_t size)
+{
+	if (size && IN_POOL(addr, size))
+		locsim_access(addr, size, 0, __builtin_return_address(0));
+}
+void __tsan_write_range(uintptr_t addr, size_t size)
+{
+	if (size && IN_POOL(addr, size))
+		locsim_access(addr, size, 1, __builtin_return_address(0));
+}
+void __tsan_init(void)
+{
+}
+void __tsan_func_entry(void *pc)
+{
+	(void)pc;
+}
+void __tsan_func_exit(void)
+{
+}
+void __tsan_vptr_update(void **vptr, void *val)
+{
+	(void)vptr;
+	(void)val;
 }

@@ -82,10 +82,17 @@ void _pobj_debug_notice(const char *func_name, const char *file, int line);
 /* The last error of the calling thread, as a message. */
 const char *pmemobj_errormsg(void);
 
-/* The exact level: every translation unit compiled with -fsanitize=kernel-address (gcc and
- * clang define __SANITIZE_ADDRESS__) tells the library at start-up, and its calls of memcpy,
- * memmove and memset go through the library, which records them. */
-#if defined(__SANITIZE_ADDRESS__) || defined(LOCSIM_PMEMOBJ_EXACT)
+/* The exact level: every translation unit compiled with -fsanitize=thread (gcc defines
+ * __SANITIZE_THREAD__; clang has __has_feature(thread_sanitizer)) tells the library at
+ * start-up, and its calls of memcpy, memmove and memset go through the library, which records
+ * them. -fsanitize=kernel-address (__SANITIZE_ADDRESS__) is taken as well. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define _LOCSIM_PMEMOBJ_INSTRUMENTED 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__) || defined(LOCSIM_PMEMOBJ_EXACT) || \
+	defined(_LOCSIM_PMEMOBJ_INSTRUMENTED)
 void locsim_pmemobj_exact_level(void);
 void *locsim_pmemobj_memcpy(void *dest, const void *src, size_t n);
 void *locsim_pmemobj_memmove(void *dest, const void *src, size_t n);
