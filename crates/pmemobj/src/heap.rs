@@ -22,7 +22,28 @@ pub const VERSION: u64 = 1;
 /// Block flags in the low bits of the size word.
 pub const ALLOCATED: u64 = 1;
 pub const ROOT: u64 = 2;
-const FLAGS: u64 = 7;
+/// The block size's bits of the size word (multiples of 16 below 2^56); the top byte holds
+/// the slack of an exact-size block: its usable bytes are the block's less 16 less the slack.
+const SIZE_BITS: u64 = 0x00ff_ffff_ffff_fff0;
+
+/// A block's size, from its size word.
+pub fn bs_of(w: u64) -> u64 {
+    w & SIZE_BITS
+}
+
+/// The usable bytes of a block, from its size word.
+pub fn usable_of(w: u64) -> u64 {
+    bs_of(w) - OBJ_HDR - (w >> 56)
+}
+
+/// The free list a freed block of `bs` bytes joins: the largest class whose blocks it holds.
+fn class_down(bs: u64) -> usize {
+    if bs <= 2048 {
+        (bs / 64).max(1) as usize - 1
+    } else {
+        32 + (63 - bs.leading_zeros() as usize - 12)
+    }
+}
 pub const CLASSES: usize = 64;
 /// Where the layout name lies in the header, and its room (with the NUL).
 pub const LAYOUT_AT: u64 = 1024;
@@ -95,14 +116,16 @@ impl Writer<'_> {
     }
 
     /// Allocate a block for `size` bytes of type `type_num`; the object's offset, or None when
-    /// the pool is full.
-    pub fn alloc(&mut self, size: u64, type_num: u64, flags: u64) -> Option<u64> {
+    /// the pool is full. `exact`: an allocation class's object (`POBJ_CLASS_ID`), whose usable
+    /// size is `size` itself (its block is `size + 16` rounded up to 16 bytes).
+    pub fn alloc(&mut self, size: u64, type_num: u64, flags: u64, exact: bool) -> Option<u64> {
         let (bs, class) = block_of(size)?;
+        let bs = if exact { (size + OBJ_HDR).div_ceil(16) * 16 } else { bs };
         let head_at = H_FREE + 8 * class as u64;
         let bump = self.read(H_BUMP);
-        let block = if bump.checked_add(bs)? <= self.size {
+        let (block, bs) = if bump.checked_add(bs)? <= self.size {
             self.write(H_BUMP, bump + bs);
-            bump
+            (bump, bs)
         } else {
             let head = self.read(head_at);
             if head == 0 {
@@ -110,8 +133,11 @@ impl Writer<'_> {
             }
             let next = self.read(head + 8);
             self.write(head_at, next);
-            head
+            // A freed block keeps its size (it may be larger than the class's).
+            (head, bs_of(self.read(head)))
         };
+        let slack = if exact { bs - OBJ_HDR - size } else { 0 };
+        let flags = flags | (slack << 56);
         self.bytes(block, &[(bs | ALLOCATED | flags).to_le_bytes(), type_num.to_le_bytes()].concat());
         // The object's bytes are the program's from here: the range is touched (its stores
         // are the transaction's).
@@ -122,8 +148,8 @@ impl Writer<'_> {
     /// Free the object at `off` (a block allocated before).
     pub fn free(&mut self, off: u64) {
         let block = off - OBJ_HDR;
-        let bs = self.read(block) & !FLAGS;
-        let class = block_of(bs - OBJ_HDR).map_or(0, |(_, c)| c);
+        let bs = bs_of(self.read(block));
+        let class = class_down(bs);
         let head_at = H_FREE + 8 * class as u64;
         let head = self.read(head_at);
         self.write(block + 8, head);
@@ -139,13 +165,13 @@ pub fn size_word(base: *const u8, size: u64, off: u64) -> Option<u64> {
     }
     // SAFETY: checked inside the pool.
     let w = unsafe { (base.add((off - OBJ_HDR) as usize) as *const u64).read_unaligned() };
-    let bs = w & !FLAGS;
-    (w & ALLOCATED != 0 && bs >= 64 && off - OBJ_HDR + bs <= size).then_some(w)
+    let bs = bs_of(w);
+    (w & ALLOCATED != 0 && bs >= 32 && off - OBJ_HDR + bs <= size).then_some(w)
 }
 
 /// The usable bytes of the object at `off` (0 when it is not an allocated object).
 pub fn usable(base: *const u8, size: u64, off: u64) -> u64 {
-    size_word(base, size, off).map_or(0, |w| (w & !FLAGS) - OBJ_HDR)
+    size_word(base, size, off).map_or(0, usable_of)
 }
 
 /// The type number of the object at `off`.
@@ -162,8 +188,8 @@ pub fn next_object(base: *const u8, size: u64, mut block: u64) -> Option<u64> {
     while block + OBJ_HDR <= bump {
         // SAFETY: block < bump <= size.
         let w = unsafe { (base.add(block as usize) as *const u64).read_unaligned() };
-        let bs = w & !FLAGS;
-        if bs < 64 {
+        let bs = bs_of(w);
+        if bs < 32 {
             return None;
         }
         if w & ALLOCATED != 0 && w & ROOT == 0 {
@@ -196,21 +222,28 @@ mod tests {
         let mut touched = Vec::new();
         let mut w = Writer { base, size: 1 << 16, undo: None, touched: &mut touched };
         w.write(H_BUMP, HEADER);
-        let a = w.alloc(100, 3, 0).unwrap();
-        let b = w.alloc(10, 4, 0).unwrap();
-        let c = w.alloc(100, 5, 0).unwrap();
+        let a = w.alloc(100, 3, 0, false).unwrap();
+        let b = w.alloc(10, 4, 0, false).unwrap();
+        let c = w.alloc(100, 5, 0, false).unwrap();
         assert_eq!((a, b, c), (HEADER + 16, HEADER + 128 + 16, HEADER + 192 + 16));
         w.free(a);
         assert_eq!(next_object(base, 1 << 16, HEADER), Some(b));
         // The heap's end first, then the freed block.
         let mut n = 0;
-        while w.alloc(40, 7, 0).is_some() {
+        while w.alloc(40, 7, 0, false).is_some() {
             n += 1;
         }
         assert_eq!(n, ((1 << 16) - HEADER - 320) / 64);
-        assert_eq!(w.alloc(90, 6, 0), Some(a));
+        assert_eq!(w.alloc(90, 6, 0, false), Some(a));
         assert_eq!(type_num(base, 1 << 16, a), Some(6));
         assert_eq!(usable(base, 1 << 16, a), 112);
-        assert_eq!(w.alloc(1 << 20, 1, 0), None);
+        assert_eq!(w.alloc(1 << 20, 1, 0, false), None);
+        // An allocation class's object: its usable size is what was asked.
+        w.write(H_BUMP, HEADER + 320);
+        let e = w.alloc(100, 8, 0, true).unwrap();
+        assert_eq!((e, usable(base, 1 << 16, e)), (HEADER + 320 + 16, 100));
+        assert_eq!(next_object(base, 1 << 16, HEADER + 320), Some(e));
+        w.free(e);
+        assert_eq!(usable(base, 1 << 16, e), 0);
     }
 }

@@ -42,6 +42,8 @@ const MIN_POOL: u64 = 8 << 20;
 /// The granularity of a plain-level load: the object's first bytes, up to one cache line.
 const PLAIN_LOAD: u64 = 64;
 const SLOTS: usize = 16;
+/// `POBJ_XALLOC_CLASS_MASK`: an allocation class's id in the flags.
+const CLASS_MASK: u64 = 0xffff << 48;
 
 // Transaction stages (enum pobj_tx_stage).
 const STAGE_NONE: c_int = 0;
@@ -832,7 +834,7 @@ pub extern "C" fn pmemobj_next(oid: Oid) -> Oid {
     let Some(s) = slot_of_uuid(oid.pool_uuid_lo) else { return NULL };
     let (b, size) = (SLOT_BASE[s].load(Relaxed) as *const u8, SLOT_SIZE[s].load(Relaxed));
     let Some(w) = size_word(b, size, oid.off) else { return NULL };
-    let next = oid.off - OBJ_HDR + (w & !7);
+    let next = oid.off - OBJ_HDR + bs_of(w);
     next_object(b, size, next).map_or(NULL, |off| PMEMoid { pool_uuid_lo: oid.pool_uuid_lo, off })
 }
 
@@ -895,10 +897,11 @@ fn atomic_alloc(
     oidp: *mut Oid,
     size: usize,
     type_num: u64,
-    zero: bool,
+    flags: u64,
     constr: Constr,
     arg: *mut c_void,
 ) -> c_int {
+    let (zero, class) = (flags & 1 != 0, flags & CLASS_MASK != 0);
     let Some(slot) = slot_of_pop(pop) else {
         fail(libc::EINVAL, "invalid pool".into());
         return -1;
@@ -913,7 +916,7 @@ fn atomic_alloc(
     }
     let uuid = SLOT_UUID[slot].load(Relaxed);
     let Some(off) = with_writer(slot, |w| {
-        let off = w.alloc(size as u64, type_num, 0)?;
+        let off = w.alloc(size as u64, type_num, 0, class)?;
         if zero {
             w.zero(off, usable(w.base, w.size, off));
         }
@@ -968,7 +971,7 @@ pub extern "C" fn pmemobj_alloc(
     constr: Constr,
     arg: *mut c_void,
 ) -> c_int {
-    atomic_alloc(pop, oidp, size, type_num, false, constr, arg)
+    atomic_alloc(pop, oidp, size, type_num, 0, constr, arg)
 }
 
 #[no_mangle]
@@ -981,12 +984,12 @@ pub extern "C" fn pmemobj_xalloc(
     constr: Constr,
     arg: *mut c_void,
 ) -> c_int {
-    atomic_alloc(pop, oidp, size, type_num, flags & 1 != 0, constr, arg)
+    atomic_alloc(pop, oidp, size, type_num, flags, constr, arg)
 }
 
 #[no_mangle]
 pub extern "C" fn pmemobj_zalloc(pop: *mut c_void, oidp: *mut Oid, size: usize, type_num: u64) -> c_int {
-    atomic_alloc(pop, oidp, size, type_num, true, None, std::ptr::null_mut())
+    atomic_alloc(pop, oidp, size, type_num, 1, None, std::ptr::null_mut())
 }
 
 fn atomic_realloc(pop: *mut c_void, oidp: *mut Oid, size: usize, type_num: u64, zero: bool) -> c_int {
@@ -994,7 +997,7 @@ fn atomic_realloc(pop: *mut c_void, oidp: *mut Oid, size: usize, type_num: u64, 
     // SAFETY: the caller's PMEMoid.
     let old = unsafe { oidp.read_unaligned() };
     if old.off == 0 {
-        return atomic_alloc(pop, oidp, size, type_num, zero, None, std::ptr::null_mut());
+        return atomic_alloc(pop, oidp, size, type_num, zero as u64, None, std::ptr::null_mut());
     }
     if size == 0 {
         pmemobj_free(oidp);
@@ -1003,7 +1006,7 @@ fn atomic_realloc(pop: *mut c_void, oidp: *mut Oid, size: usize, type_num: u64, 
     let base = SLOT_BASE[slot].load(Relaxed);
     let r = with_writer(slot, |w| {
         let old_n = usable(w.base, w.size, old.off);
-        let off = w.alloc(size as u64, type_num, 0)?;
+        let off = w.alloc(size as u64, type_num, 0, false)?;
         let n = usable(w.base, w.size, off);
         // SAFETY: both objects lie in the pool.
         let keep = unsafe { std::slice::from_raw_parts((base + old.off as usize) as *const u8, old_n.min(n) as usize) }
@@ -1053,7 +1056,7 @@ pub extern "C" fn pmemobj_strdup(pop: *mut c_void, oidp: *mut Oid, s: *const c_c
     }
     // SAFETY: a NUL-terminated string.
     let n = unsafe { CStr::from_ptr(s) }.to_bytes_with_nul().len();
-    atomic_alloc(pop, oidp, n, type_num, false, Some(strdup_constr), s as *mut c_void)
+    atomic_alloc(pop, oidp, n, type_num, 0, Some(strdup_constr), s as *mut c_void)
 }
 
 #[no_mangle]
@@ -1103,7 +1106,7 @@ pub extern "C" fn pmemobj_root_construct(pop: *mut c_void, size: usize, constr: 
     }
     // A new root (or a larger one: the old bytes kept, the rest zeroed).
     let off = with_writer(slot, |w| {
-        let off = w.alloc(size as u64, 0, ROOT)?;
+        let off = w.alloc(size as u64, 0, ROOT, false)?;
         let n = usable(w.base, w.size, off);
         w.zero(off, n);
         if root != 0 {
@@ -1632,7 +1635,8 @@ fn tx_slot() -> Option<usize> {
     s
 }
 
-fn tx_alloc(size: usize, type_num: u64, zero: bool) -> Oid {
+fn tx_alloc(size: usize, type_num: u64, flags: u64) -> Oid {
+    let (zero, class) = (flags & 1 != 0, flags & CLASS_MASK != 0);
     let Some(slot) = tx_slot() else { return NULL };
     if size == 0 {
         fail(libc::EINVAL, "allocation with size 0".into());
@@ -1640,7 +1644,7 @@ fn tx_alloc(size: usize, type_num: u64, zero: bool) -> Oid {
         return NULL;
     }
     let r = with_writer(slot, |w| {
-        let off = w.alloc(size as u64, type_num, 0)?;
+        let off = w.alloc(size as u64, type_num, 0, class)?;
         if zero {
             w.zero(off, usable(w.base, w.size, off));
         }
@@ -1662,22 +1666,22 @@ fn tx_alloc(size: usize, type_num: u64, zero: bool) -> Oid {
 
 #[no_mangle]
 pub extern "C" fn pmemobj_tx_alloc(size: usize, type_num: u64) -> Oid {
-    tx_alloc(size, type_num, false)
+    tx_alloc(size, type_num, 0)
 }
 
 #[no_mangle]
 pub extern "C" fn pmemobj_tx_zalloc(size: usize, type_num: u64) -> Oid {
-    tx_alloc(size, type_num, true)
+    tx_alloc(size, type_num, 1)
 }
 
 #[no_mangle]
 pub extern "C" fn pmemobj_tx_xalloc(size: usize, type_num: u64, flags: u64) -> Oid {
-    tx_alloc(size, type_num, flags & 1 != 0)
+    tx_alloc(size, type_num, flags)
 }
 
 fn tx_realloc(oid: Oid, size: usize, type_num: u64, zero: bool) -> Oid {
     if oid.off == 0 {
-        return tx_alloc(size, type_num, zero);
+        return tx_alloc(size, type_num, zero as u64);
     }
     if size == 0 {
         pmemobj_tx_free(oid);
@@ -1686,7 +1690,7 @@ fn tx_realloc(oid: Oid, size: usize, type_num: u64, zero: bool) -> Oid {
     let Some(slot) = slot_of_uuid(oid.pool_uuid_lo) else { return NULL };
     let base = SLOT_BASE[slot].load(Relaxed);
     let old_n = usable(base as *const u8, SLOT_SIZE[slot].load(Relaxed), oid.off);
-    let new = tx_alloc(size, type_num, zero);
+    let new = tx_alloc(size, type_num, zero as u64);
     if new.off != 0 {
         let n = usable(base as *const u8, SLOT_SIZE[slot].load(Relaxed), new.off);
         // SAFETY: both objects lie in the pool; the new one is the transaction's.
@@ -1721,7 +1725,7 @@ pub extern "C" fn pmemobj_tx_strdup(s: *const c_char, type_num: u64) -> Oid {
     }
     // SAFETY: a NUL-terminated string.
     let b = unsafe { CStr::from_ptr(s) }.to_bytes_with_nul();
-    let o = tx_alloc(b.len(), type_num, false);
+    let o = tx_alloc(b.len(), type_num, 0);
     if let Some(slot) = slot_of_uuid(o.pool_uuid_lo) {
         let base = SLOT_BASE[slot].load(Relaxed);
         // SAFETY: the new object holds the string.
@@ -1793,7 +1797,7 @@ pub extern "C" fn pmemobj_xreserve(
         return NULL;
     }
     let r = with_writer(slot, |w| {
-        let off = w.alloc(size as u64, type_num, 0)?;
+        let off = w.alloc(size as u64, type_num, 0, false)?;
         if flags & 1 != 0 {
             w.zero(off, usable(w.base, w.size, off));
         }
@@ -1972,7 +1976,7 @@ pub extern "C" fn pmemobj_list_insert_new(
     let mut oid = NULL;
     // The allocation, the constructor and the link: one atomic operation (end_atomic writes
     // it after the link).
-    let Some(off) = with_writer(slot, |w| w.alloc(size as u64, type_num, 0)) else {
+    let Some(off) = with_writer(slot, |w| w.alloc(size as u64, type_num, 0, false)) else {
         fail(libc::ENOMEM, "out of memory".into());
         end_atomic(slot);
         return NULL;
