@@ -78,6 +78,9 @@ struct Pool {
     file: Shared,
     /// The pool's bytes as the trace has them so far.
     shadow: Vec<u8>,
+    /// The furthest heap end seen (at open, then at each transaction): the bytes beyond it
+    /// are zero in the pool and in the trace.
+    extent: usize,
     user_data: usize,
     /// The volatile locks of the pool's PMEMmutex/PMEMrwlock/PMEMcond, by offset.
     locks: HashMap<u64, Box<Lock>>,
@@ -255,9 +258,14 @@ impl Pool {
         let (s, e) = (off as usize, (off + len).min(self.size) as usize);
         let mut i = s;
         while i < e {
-            if self.bytes()[i] == self.shadow[i] {
-                i += 1;
+            // Skip equal 64-byte stretches at once.
+            let n = (e - i).min(64);
+            if self.bytes()[i..i + n] == self.shadow[i..i + n] {
+                i += n;
                 continue;
+            }
+            while self.bytes()[i] == self.shadow[i] {
+                i += 1;
             }
             // A run of differences, joined across gaps of fewer than 16 equal bytes.
             let start = i;
@@ -279,6 +287,14 @@ impl Pool {
             self.shadow[start..end].copy_from_slice(&bytes);
             self.put(&Record::Store { addr: start as u64, bytes: &bytes });
         }
+    }
+
+    /// The bytes in use: the header and the heap up to its end (the rest of a pool is never
+    /// written: the allocator hands out no byte beyond the heap's end).
+    fn used(&self) -> usize {
+        // SAFETY: the header of the open pool.
+        let bump = unsafe { ((self.base + H_BUMP as usize) as *const u64).read_unaligned() };
+        (bump.clamp(HEADER, self.size) as usize).max(self.extent)
     }
 
     /// Write one transaction of `core`: its loads and exact stores in order, then the
@@ -310,6 +326,9 @@ impl Pool {
         }
         self.put(if abort { &Record::Abort } else { &Record::Commit });
         self.txs += 1;
+        // The heap's furthest end so far (an aborted allocation leaves bytes beyond the end
+        // it restores).
+        self.extent = self.used();
     }
 
     /// Record a bug once per (kind, site); the count at close.
@@ -474,6 +493,12 @@ fn cstr(p: *const c_char) -> Option<String> {
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
+/// The header word at `at` of the pool mapped at `b`.
+fn word_at(b: *const u8, at: u64) -> u64 {
+    // SAFETY: the header lies in the mapping.
+    unsafe { (b.add(at as usize) as *const u64).read_unaligned() }
+}
+
 fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
@@ -598,7 +623,10 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
     // The shadow starts as zero pages the system hands out lazily; the pool's non-zero pages
     // are copied in (a fresh pool has none).
     // SAFETY: the mapping.
-    let bytes = unsafe { std::slice::from_raw_parts(b, size as usize) };
+    // A new pool is zero but for the header written above; an opened one is read up to its
+    // heap's end.
+    let extent = if create.is_some() { HEADER as usize } else { (word_at(b, H_BUMP).clamp(HEADER, size)) as usize };
+    let bytes = unsafe { std::slice::from_raw_parts(b, extent) };
     let mut shadow = vec![0u8; size as usize];
     for (i, c) in bytes.chunks(4096).enumerate() {
         if c.iter().any(|&x| x != 0) {
@@ -612,6 +640,7 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
         enc: Some(enc),
         file,
         shadow,
+        extent,
         user_data: 0,
         locks: HashMap::new(),
         next_class: 128,
@@ -721,8 +750,9 @@ pub extern "C" fn pmemobj_close(pop: *mut c_void) {
     update_span();
     drop(ps);
     // Whatever the transactions and persists did not name: one last transaction.
-    if p.bytes() != &p.shadow[..] {
-        p.emit(core, &[], &[], &mut vec![(0, p.size)], false);
+    let used = p.used();
+    if p.bytes()[..used] != p.shadow[..used] {
+        p.emit(core, &[], &[], &mut vec![(0, used as u64)], false);
     }
     let n: u64 = p.bugs.values().map(|b| b.0).sum();
     if n > 0 {
