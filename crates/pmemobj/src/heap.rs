@@ -2,8 +2,10 @@
 //!
 //! Offset 0 holds the pool header (4 KiB); the heap follows. Every object is a block: a 16-byte
 //! header (the block's size with two flag bits, then the type number) and the object's bytes.
-//! A block's size is a multiple of 64 up to 2 KiB and a power of two above; the free blocks of
-//! each of the 64 sizes form a list whose head lies in the pool header and whose links lie in
+//! A block's size is a multiple of 64 up to 2 KiB and of 4 KiB above; the free blocks form 64
+//! lists (one per size up to 2 KiB, one per power of two above: a freed block joins the list of
+//! the largest size it holds, an allocation takes from the list of the smallest that holds
+//! it) whose head lies in the pool header and whose links lie in
 //! the free blocks' headers (the type number's word), so that a free leaves the object's bytes
 //! as they were, as PMDK's does. New blocks are cut from the end of the used heap (`bump`)
 //! while it lasts, and only then taken from the free lists: a freed object is not handed out
@@ -66,8 +68,9 @@ pub fn block_of(size: u64) -> Option<(u64, usize)> {
         let bs = need.div_ceil(64) * 64;
         Some((bs, (bs / 64 - 1) as usize))
     } else {
-        let bs = need.checked_next_power_of_two()?;
-        let class = 32 + (bs.trailing_zeros() as usize - 12);
+        // Whole pages; the free list of the power of two at or above (its blocks all hold it).
+        let bs = need.checked_next_multiple_of(4096)?;
+        let class = 32 + (need.checked_next_power_of_two()?.trailing_zeros() as usize - 12);
         (class < CLASSES).then_some((bs, class))
     }
 }
@@ -212,6 +215,8 @@ mod tests {
         assert_eq!(block_of(100), Some((128, 1)));
         assert_eq!(block_of(2032), Some((2048, 31)));
         assert_eq!(block_of(2033), Some((4096, 32)));
+        assert_eq!(block_of(5000), Some((8192, 33)));
+        assert_eq!(class_down(8192), 33);
         assert_eq!(block_of((1 << 20) - 16), Some((1 << 20, 40)));
     }
 
