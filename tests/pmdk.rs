@@ -26,7 +26,10 @@ fn require(pkg: &str, path: &str) -> bool {
     if Path::new(path).exists() {
         return true;
     }
-    assert!(std::env::var_os("CI").is_none(), "the Debian package {pkg} is not installed ({path} is missing): apt-get install {pkg}");
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "the Debian package {pkg} is not installed ({path} is missing): apt-get install {pkg}"
+    );
     eprintln!("skipped: the Debian package {pkg} is not installed (apt-get install {pkg})");
     false
 }
@@ -89,8 +92,17 @@ fn built() -> Option<&'static Built> {
         });
         // A fixed clock for data_store, which seeds its random numbers with time(NULL).
         let fixtime = dir.join("fixtime.so");
-        std::fs::write(dir.join("fixtime.c"), "#include <time.h>\ntime_t time(time_t *t) { if (t) *t = 1000; return 1000; }\n").unwrap();
-        let o = Command::new("gcc").args(["-shared", "-fPIC", "-o"]).arg(&fixtime).arg(dir.join("fixtime.c")).output().unwrap();
+        std::fs::write(
+            dir.join("fixtime.c"),
+            "#include <time.h>\ntime_t time(time_t *t) { if (t) *t = 1000; return 1000; }\n",
+        )
+        .unwrap();
+        let o = Command::new("gcc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&fixtime)
+            .arg(dir.join("fixtime.c"))
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         Some(Built { dir, plain, exact, pmdk, lib, fixtime })
     })
@@ -100,7 +112,12 @@ fn built() -> Option<&'static Built> {
 /// Run `exe` with `args` in `cwd`, `stdin` on its standard input.
 fn run(exe: &Path, args: &[&str], cwd: &Path, env: &[(&str, &str)], stdin: &str) -> Output {
     let mut c = Command::new(exe);
-    c.args(args).current_dir(cwd).env("PMEM_IS_PMEM_FORCE", "1").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.args(args)
+        .current_dir(cwd)
+        .env("PMEM_IS_PMEM_FORCE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (k, v) in env {
         c.env(k, v);
     }
@@ -112,7 +129,8 @@ fn run(exe: &Path, args: &[&str], cwd: &Path, env: &[(&str, &str)], stdin: &str)
 /// The region's bytes after applying the trace's `init` and `store` records in order (an
 /// abort undoes its transaction's stores), and its (committed, aborted) counts.
 fn replay(trace: &Path) -> (Vec<u8>, u64, u64) {
-    let mut d = Decoder::new(std::fs::File::open(trace).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", trace.display()));
+    let mut d =
+        Decoder::new(std::fs::File::open(trace).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", trace.display()));
     let (mut image, mut undo, mut n) = (Vec::new(), Vec::<(usize, Vec<u8>)>::new(), (0, 0));
     while let Some(rec) = d.next_record().unwrap_or_else(|e| panic!("{}: {e}", trace.display())) {
         match rec {
@@ -187,6 +205,11 @@ fn run_examples(bin: &Path, dir: &Path, fixtime: &Path, pools: bool) -> Vec<(Str
         go(format!("data_store {m}"), "data_store", &[m, &pool, "500"], "", Some(&pool), &[("LD_PRELOAD", &pre)]);
     }
     for m in MAPS {
+        // PMDK 1.12's mapcli over ctree dies (SIGSEGV inside libpmemobj, called from
+        // ctree_map_insert) at its second insert: not run against PMDK (docs/pmdk.md).
+        if m == "ctree" && bin.ends_with("pmdk") {
+            continue;
+        }
         let pool = format!("mapcli-{m}");
         let script = mapcli_script(if m == "rtree" { 1000 } else { 60 });
         go(format!("mapcli {m}"), "mapcli", &[m, &pool, "1"], &script, Some(&pool), &[]);
@@ -212,7 +235,14 @@ fn run_examples(bin: &Path, dir: &Path, fixtime: &Path, pools: bool) -> Vec<(Str
     go("arttree fill".into(), "arttree", &["-m", "f", "-n", "50", "art.pool"], &art, Some("art.pool"), &[]);
     go("arttree dump".into(), "arttree", &["-m", "d", "art.pool"], "", Some("art.pool"), &[]);
     go("slab_allocator".into(), "slab_allocator", &["slab.pool"], "", Some("slab.pool"), &[]);
-    go("obj_pmemblk".into(), "obj_pmemblk", &["c", "blk.pool", "512", "w:0:hello", "w:5:world", "r:0", "r:5", "z:0", "r:0", "n"], "", Some("blk.pool"), &[]);
+    go(
+        "obj_pmemblk".into(),
+        "obj_pmemblk",
+        &["c", "blk.pool", "512", "w:0:hello", "w:5:world", "r:0", "r:5", "z:0", "r:0", "n"],
+        "",
+        Some("blk.pool"),
+        &[],
+    );
     for p in ["obj_pmemlog", "obj_pmemlog_macros", "obj_pmemlog_minimal", "obj_pmemlog_simple"] {
         let pool = format!("{p}.pool");
         go(p.into(), p, &["c", &pool, "a:hello", "a:world", "n", "t", "r", "a:again", "w"], "", Some(&pool), &[]);
@@ -222,14 +252,27 @@ fn run_examples(bin: &Path, dir: &Path, fixtime: &Path, pools: bool) -> Vec<(Str
         a.extend_from_slice(args);
         go(format!("btree {}", args.join(" ")), "btree", &a, "", Some("btree.pool"), &[]);
     }
-    for args in [&["1", "foo", "10"][..], &["1", "foo", "20"], &["1", "bar", "30"], &["1", "foo", "print"], &["1", "bar", "print"]] {
+    for args in [
+        &["1", "foo", "10"][..],
+        &["1", "foo", "20"],
+        &["1", "bar", "30"],
+        &["1", "foo", "print"],
+        &["1", "bar", "print"],
+    ] {
         let mut a = vec!["lists.pool"];
         a.extend_from_slice(args);
         go(format!("lists {}", args.join(" ")), "lists", &a, "", Some("lists.pool"), &[]);
     }
     go("pi c".into(), "pi", &["pi.pool", "c", "4", "100"], "", Some("pi.pool"), &[]);
     go("pi p".into(), "pi", &["pi.pool", "p"], "", Some("pi.pool"), &[]);
-    go("buffons_needle_problem".into(), "buffons_needle_problem", &["buffon.pool", "1000"], "", Some("buffon.pool"), &[]);
+    go(
+        "buffons_needle_problem".into(),
+        "buffons_needle_problem",
+        &["buffon.pool", "1000"],
+        "",
+        Some("buffon.pool"),
+        &[],
+    );
     out
 }
 
@@ -239,11 +282,11 @@ fn every_example_runs_at_both_levels_and_its_trace_replays_to_the_pool_at_close(
     for (level, bin) in [("plain", &b.plain), ("exact", &b.exact)] {
         let dir = b.dir.join(format!("run-{level}"));
         let runs = run_examples(bin, &dir, &b.fixtime, true);
-        for (name, _, pool) in &runs {
-            if let Some(pool) = pool {
-                let committed = replays_to_pool(pool);
-                assert!(committed > 0, "{level} {name}: no transaction");
-            }
+        // Each pool's trace is its last run's (a later open writes it anew).
+        let pools: std::collections::BTreeSet<&PathBuf> = runs.iter().filter_map(|r| r.2.as_ref()).collect();
+        assert_eq!(pools.len(), 31, "{level}");
+        for pool in pools {
+            replays_to_pool(pool);
         }
     }
 }
@@ -253,7 +296,13 @@ fn the_examples_print_what_they_print_with_pmdk() {
     let Some(b) = built() else { return };
     let ours = run_examples(&b.plain, &b.dir.join("print-ours"), &b.fixtime, false);
     let pmdk = run_examples(&b.pmdk, &b.dir.join("print-pmdk"), &b.fixtime, false);
-    for ((name, a, _), (_, p, _)) in ours.iter().zip(&pmdk) {
+    let pmdk: std::collections::HashMap<&str, &str> = pmdk.iter().map(|(n, p, _)| (n.as_str(), p.as_str())).collect();
+    assert_eq!(pmdk.len() + 1, ours.len());
+    for (name, a, _) in &ours {
+        let Some(&p) = pmdk.get(name.as_str()) else {
+            assert_eq!(name, "mapcli ctree");
+            continue;
+        };
         // PMDK 1.12's hashmap_atomic fails to allocate its shrunk bucket array in data_store's
         // 8 MiB pool and says so; ours has the room (docs/pmdk.md).
         if name == "data_store hashmap_atomic" {
@@ -287,7 +336,15 @@ fn broken_copy(b: &Built, src: &str, cut: &str, name: &str, extra: &[&str]) -> (
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = Command::new("gcc").arg("-o").arg(&exe).arg(&obj).args(extra).arg(&b.lib).args(["-ldl", "-lpthread", "-lm"]).output().unwrap();
+    let o = Command::new("gcc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&obj)
+        .args(extra)
+        .arg(&b.lib)
+        .args(["-ldl", "-lpthread", "-lm"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     (dir, exe, line)
 }
@@ -328,7 +385,8 @@ fn the_exact_level_reports_a_missing_tx_add_and_a_missing_persist_at_their_lines
 
     // lists.c's constructor without its persist: the element's value is stored, not made
     // persistent, before the allocation's transaction.
-    let (dir, exe, line) = broken_copy(b, "lists.c", "pmemobj_persist(pop, &e->value, sizeof(e->value));", "lists", &[]);
+    let (dir, exe, line) =
+        broken_copy(b, "lists.c", "pmemobj_persist(pop, &e->value, sizeof(e->value));", "lists", &[]);
     let o = run(&exe, &["l.pool", "1", "foo", "10"], &dir, &[], "");
     ok(&o, "lists");
     let err = String::from_utf8_lossy(&o.stderr);
@@ -376,7 +434,10 @@ fn a_wrong_layout_gets_pmdks_error_and_an_unwritable_trace_path_one_line() {
          printf(\"%d %d %s\\n\", p == NULL, errno, pmemobj_errormsg());\n return 0; }\n",
     )
     .unwrap();
-    for (bin, libs) in [("ours", vec![b.lib.display().to_string(), "-ldl".into(), "-lpthread".into()]), ("pmdk", vec!["-lpmemobj".into()])] {
+    for (bin, libs) in [
+        ("ours", vec![b.lib.display().to_string(), "-ldl".into(), "-lpthread".into()]),
+        ("pmdk", vec!["-lpmemobj".into()]),
+    ] {
         let exe = dir.join(format!("probe-{bin}"));
         let mut c = Command::new("gcc");
         if bin == "ours" {
@@ -397,7 +458,10 @@ fn a_wrong_layout_gets_pmdks_error_and_an_unwritable_trace_path_one_line() {
     let o = run(&b.plain.join("btree"), &["t.pool", "p"], &dir, &[("LOCSIM_TRACE", "/nonexistent-dir/t.trace")], "");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{err}");
-    assert!(err.lines().next().unwrap().starts_with("locsim-pmemobj: LOCSIM_TRACE /nonexistent-dir/t.trace: "), "{err}");
+    assert!(
+        err.lines().next().unwrap().starts_with("locsim-pmemobj: LOCSIM_TRACE /nonexistent-dir/t.trace: "),
+        "{err}"
+    );
 }
 
 #[test]
@@ -406,22 +470,35 @@ fn the_traces_run_under_every_protocol_and_crash_check_clean_and_a_killed_progra
     let dir = b.dir.join("protocols");
     std::fs::create_dir_all(&dir).unwrap();
     let pre = b.fixtime.display().to_string();
-    ok(&run(&b.plain.join("data_store"), &["btree", "ds.pool", "100"], &dir, &[("LD_PRELOAD", &pre)], ""), "data_store");
+    ok(
+        &run(&b.plain.join("data_store"), &["btree", "ds.pool", "100"], &dir, &[("LD_PRELOAD", &pre)], ""),
+        "data_store",
+    );
     ok(&run(&b.exact.join("mapcli"), &["hashmap_atomic", "mc.pool", "1"], &dir, &[], &mapcli_script(40)), "mapcli");
     let protocols = "baseline,s-wal,h-wal,ec-wal,loc-wal,kiln,loc-kiln,atom,proteus,hoop";
     for t in ["ds.pool.trace", "mc.pool.trace"] {
         let trace = dir.join(t);
-        let o = Command::new(BIN).args(["run", "--trace"]).arg(&trace).args(["-p", protocols, "--json"]).output().unwrap();
+        let o =
+            Command::new(BIN).args(["run", "--trace"]).arg(&trace).args(["-p", protocols, "--json"]).output().unwrap();
         assert!(o.status.success(), "{t}: {}", String::from_utf8_lossy(&o.stderr));
         let rs: Value = serde_json::from_slice(&o.stdout).unwrap();
         let (_, committed, aborted) = replay(&trace);
         for r in rs.as_array().unwrap() {
-            assert_eq!((r["txs_committed"].as_u64(), r["txs_aborted"].as_u64()), (Some(committed), Some(aborted)), "{t}: {r}");
+            assert_eq!(
+                (r["txs_committed"].as_u64(), r["txs_aborted"].as_u64()),
+                (Some(committed), Some(aborted)),
+                "{t}: {r}"
+            );
         }
     }
     let trace = dir.join("ds.pool.trace");
     for p in ["h-wal", "loc-wal"] {
-        let o = Command::new(BIN).args(["crashtest", "--trace"]).arg(&trace).args(["-p", p, "--crashes", "200", "--json"]).output().unwrap();
+        let o = Command::new(BIN)
+            .args(["crashtest", "--trace"])
+            .arg(&trace)
+            .args(["-p", p, "--crashes", "200", "--json"])
+            .output()
+            .unwrap();
         let r: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
         assert_eq!((o.status.code(), &r["violations"]), (Some(0), &Value::from(0)), "{p}: {r}");
     }
@@ -454,7 +531,12 @@ fn the_traces_run_under_every_protocol_and_crash_check_clean_and_a_killed_progra
     child.kill().unwrap();
     child.wait().unwrap();
     drop(stdin);
-    let o = Command::new(BIN).args(["run", "--trace"]).arg(dir.join("killed.pool.trace")).args(["-p", "h-wal"]).output().unwrap();
+    let o = Command::new(BIN)
+        .args(["run", "--trace"])
+        .arg(dir.join("killed.pool.trace"))
+        .args(["-p", "h-wal"])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("truncated") || err.contains("without `end`") || err.contains("ends"), "{err}");

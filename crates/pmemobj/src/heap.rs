@@ -163,7 +163,7 @@ impl Writer<'_> {
 
 /// The size word of the block holding the object at `off`, if `off` can be one.
 pub fn size_word(base: *const u8, size: u64, off: u64) -> Option<u64> {
-    if off < HEADER + OBJ_HDR || off >= size || off % 16 != 0 {
+    if off < HEADER + OBJ_HDR || off >= size || !off.is_multiple_of(16) {
         return None;
     }
     // SAFETY: checked inside the pool.

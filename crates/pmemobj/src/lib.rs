@@ -15,6 +15,11 @@
 //! consistent by a normal close, not after a crash of the process (the crash checking is the
 //! simulator's, on the trace).
 
+// The entry points are libpmemobj's C functions: C calls them with the pointers their manual
+// pages describe (`pmemobj_free(PMEMoid *)`, ...), as it would PMDK's; marking them `unsafe`
+// would change nothing for their callers.
+#![allow(clippy::not_unsafe_ptr_arg_deref, clippy::missing_safety_doc, clippy::too_many_arguments)]
+
 mod heap;
 
 use heap::*;
@@ -508,7 +513,7 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
     STRICT.store(std::env::var("LOCSIM_PMEMOBJ_STRICT").is_ok_and(|v| v == "1"), Relaxed);
     if let Some(l) = layout {
         if l.len() >= LAYOUT_MAX {
-            fail(libc::ENAMETOOLONG, format!("Layout too long"));
+            fail(libc::ENAMETOOLONG, "Layout too long".to_string());
             return std::ptr::null_mut();
         }
     }
@@ -612,7 +617,8 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
         return unmap(libc::EINVAL, format!("\"{path}\": the pool is already open in this process"));
     }
     let trace_path = std::env::var("LOCSIM_TRACE").unwrap_or_else(|_| format!("{path}.trace"));
-    let file = File::create(&trace_path).map(|f| Shared(std::sync::Arc::new(Mutex::new(BufWriter::with_capacity(1 << 20, f)))));
+    let file = File::create(&trace_path)
+        .map(|f| Shared(std::sync::Arc::new(Mutex::new(BufWriter::with_capacity(1 << 20, f)))));
     let (enc, file) = match file.and_then(|f| Ok((Encoder::new(f.clone(), Encoding::Binary)?, f))) {
         Ok(e) => e,
         Err(e) => {
@@ -941,7 +947,7 @@ fn atomic_alloc(
         return -1;
     }
     if size as u64 > 0x3_FFDF_FFC0 {
-        fail(libc::ENOMEM, format!("requested size too large"));
+        fail(libc::ENOMEM, "requested size too large".to_string());
         return -1;
     }
     let uuid = SLOT_UUID[slot].load(Relaxed);
@@ -2071,12 +2077,11 @@ fn lock_of(p: *mut c_void) -> Option<*const Lock> {
     let mut ps = pools();
     let pool = ps[slot].as_mut()?;
     let l = pool.locks.entry(off).or_insert_with(|| {
-        let l = Box::new(Lock {
+        Box::new(Lock {
             mutex: std::cell::UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER),
             rwlock: std::cell::UnsafeCell::new(libc::PTHREAD_RWLOCK_INITIALIZER),
             cond: std::cell::UnsafeCell::new(libc::PTHREAD_COND_INITIALIZER),
-        });
-        l
+        })
     });
     Some(&**l as *const Lock)
 }
