@@ -21,6 +21,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref, clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 mod heap;
+mod hooks;
 
 use heap::*;
 use locsim_trace::{Encoder, Encoding, Record, MAX_ACCESS_BYTES};
@@ -58,8 +59,6 @@ const STAGE_ONABORT: c_int = 3;
 const STAGE_FINALLY: c_int = 4;
 
 extern "C" {
-    static mut locsim_pmemobj_lo: usize;
-    static mut locsim_pmemobj_hi: usize;
     fn locsim_longjmp(env: *mut c_void, val: c_int) -> !;
 }
 
@@ -222,12 +221,10 @@ fn update_span() {
     if hi == 0 {
         lo = 0;
     }
-    // SAFETY: plain words read racily by the hooks (a stale span only makes a hook take the
-    // slow path or miss an access of a pool being opened or closed).
-    unsafe {
-        locsim_pmemobj_lo = lo;
-        locsim_pmemobj_hi = hi;
-    }
+    // Read racily by the hooks: a stale span only makes a hook take the slow path or miss an
+    // access of a pool being opened or closed.
+    hooks::LO.store(lo, Relaxed);
+    hooks::HI.store(hi, Relaxed);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -403,9 +400,8 @@ fn settle(t: &mut Th) {
     }
 }
 
-/// The exact level's hook (src/shim.c): an access of `len` bytes at `addr` in some pool.
-#[no_mangle]
-pub extern "C" fn locsim_access(addr: usize, len: usize, store: c_int, site: *const c_void) {
+/// The exact level's hook (src/hooks.rs): an access of `len` bytes at `addr` in some pool.
+pub(crate) extern "C" fn locsim_access(addr: usize, len: usize, store: c_int, site: *const c_void) {
     let Some((slot, off)) = slot_of_addr(addr, len as u64) else { return };
     let bug = TH.with(|t| {
         let Ok(mut t) = t.try_borrow_mut() else { return None };
@@ -1334,7 +1330,7 @@ pub extern "C" fn pmemobj_tx_errno() -> c_int {
     th(|t| t.last_errno)
 }
 
-/// Called by `pmemobj_tx_begin` (src/shim.c) with its parameters.
+/// Called by `pmemobj_tx_begin` (src/hooks.rs) with its parameters.
 ///
 /// # Safety
 /// `kinds`, `a` and `b` hold `n` entries.
