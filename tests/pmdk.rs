@@ -265,13 +265,14 @@ fn run_examples(bin: &Path, dir: &Path, fixtime: &Path, pools: bool) -> Vec<(Str
     }
     go("pi c".into(), "pi", &["pi.pool", "c", "4", "100"], "", Some("pi.pool"), &[]);
     go("pi p".into(), "pi", &["pi.pool", "p"], "", Some("pi.pool"), &[]);
+    // Seeded with time(NULL) too.
     go(
         "buffons_needle_problem".into(),
         "buffons_needle_problem",
         &["buffon.pool", "1000"],
         "",
         Some("buffon.pool"),
-        &[],
+        &[("LD_PRELOAD", &pre)],
     );
     out
 }
