@@ -4,8 +4,8 @@
 //! the exact level finds the bugs of two broken copies at their source lines and none in the
 //! originals; the traces run under every protocol and crash-check clean. docs/pmdk.md.
 //!
-//! The examples come from the system package: locally a missing package skips these tests
-//! with a line naming it, in CI (`CI` set) it fails them.
+//! The examples come from the system package, which the tests install when it is missing
+//! (crates/testenv); where it cannot be had they are reported skipped, in CI (`CI` set) failed.
 
 use locsim::trace::format::{Decoder, Record};
 use serde_json::Value;
@@ -20,20 +20,6 @@ const EXAMPLES: &str = "/usr/share/doc/libpmemobj-dev/examples";
 const EXACT_FLAGS: &[&str] = &["-fsanitize=thread"];
 const MAPS: [&str; 8] = ["btree", "ctree", "rbtree", "rtree", "skiplist", "hashmap_tx", "hashmap_atomic", "hashmap_rp"];
 
-/// Whether the Debian package `pkg` is installed (its file `path` exists). Missing: a skip
-/// with a line naming it, or in CI a failure.
-fn require(pkg: &str, path: &str) -> bool {
-    if Path::new(path).exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "the Debian package {pkg} is not installed ({path} is missing): apt-get install {pkg}"
-    );
-    eprintln!("skipped: the Debian package {pkg} is not installed (apt-get install {pkg})");
-    false
-}
-
 /// The examples built three ways, once per test process.
 struct Built {
     dir: PathBuf,
@@ -44,12 +30,10 @@ struct Built {
     fixtime: PathBuf,
 }
 
-fn built() -> Option<&'static Built> {
-    static B: OnceLock<Option<Built>> = OnceLock::new();
-    B.get_or_init(|| {
-        if !require("libpmemobj-dev", EXAMPLES) {
-            return None;
-        }
+fn built() -> Result<&'static Built, testenv::Missing> {
+    testenv::require_packages(&["libpmemobj-dev"])?;
+    static B: OnceLock<Built> = OnceLock::new();
+    Ok(B.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pmdk-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -104,9 +88,8 @@ fn built() -> Option<&'static Built> {
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        Some(Built { dir, plain, exact, pmdk, lib, fixtime })
-    })
-    .as_ref()
+        Built { dir, plain, exact, pmdk, lib, fixtime }
+    }))
 }
 
 /// Run `exe` with `args` in `cwd`, `stdin` on its standard input.
@@ -277,9 +260,8 @@ fn run_examples(bin: &Path, dir: &Path, fixtime: &Path, pools: bool) -> Vec<(Str
     out
 }
 
-#[test]
-fn every_example_runs_at_both_levels_and_its_trace_replays_to_the_pool_at_close() {
-    let Some(b) = built() else { return };
+fn every_example_runs_at_both_levels_and_its_trace_replays_to_the_pool_at_close() -> testenv::Outcome {
+    let b = built()?;
     for (level, bin) in [("plain", &b.plain), ("exact", &b.exact)] {
         let dir = b.dir.join(format!("run-{level}"));
         let runs = run_examples(bin, &dir, &b.fixtime, true);
@@ -290,11 +272,11 @@ fn every_example_runs_at_both_levels_and_its_trace_replays_to_the_pool_at_close(
             replays_to_pool(pool);
         }
     }
+    Ok(())
 }
 
-#[test]
-fn the_examples_print_what_they_print_with_pmdk() {
-    let Some(b) = built() else { return };
+fn the_examples_print_what_they_print_with_pmdk() -> testenv::Outcome {
+    let b = built()?;
     let ours = run_examples(&b.plain, &b.dir.join("print-ours"), &b.fixtime, false);
     let pmdk = run_examples(&b.pmdk, &b.dir.join("print-pmdk"), &b.fixtime, false);
     let pmdk: std::collections::HashMap<&str, &str> = pmdk.iter().map(|(n, p, _)| (n.as_str(), p.as_str())).collect();
@@ -313,6 +295,7 @@ fn the_examples_print_what_they_print_with_pmdk() {
         // Timings and pointers: pi prints none; mapcli prints no time unless asked to rebuild.
         assert_eq!(a, p, "{name}: locsim-pmemobj (left) and PMDK (right) printed differently");
     }
+    Ok(())
 }
 
 /// A copy of the example `src` with the line that contains `cut` removed, built with debug
@@ -366,9 +349,8 @@ fn report_lines(stderr: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn the_exact_level_reports_a_missing_tx_add_and_a_missing_persist_at_their_lines_and_nothing_in_the_originals() {
-    let Some(b) = built() else { return };
+fn the_exact_level_reports_a_missing_tx_add_and_a_missing_persist_at_their_lines_and_nothing_in_the_originals() -> testenv::Outcome {
+    let b = built()?;
     // queue.c without the TX_ADD_DIRECT of queue->back: the store that follows is the bug.
     let (dir, exe, line) = broken_copy(b, "queue/queue.c", "TX_ADD_DIRECT(&queue->back);", "queue", &[]);
     let mkpool = b.exact.join("mkpool");
@@ -411,11 +393,11 @@ fn the_exact_level_reports_a_missing_tx_add_and_a_missing_persist_at_their_lines
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!err.contains("locsim-pmemobj: bug"), "{prog}: {err}");
     }
+    Ok(())
 }
 
-#[test]
-fn a_wrong_layout_gets_pmdks_error_and_an_unwritable_trace_path_one_line() {
-    let Some(b) = built() else { return };
+fn a_wrong_layout_gets_pmdks_error_and_an_unwritable_trace_path_one_line() -> testenv::Outcome {
+    let b = built()?;
     let dir = b.dir.join("errors");
     std::fs::create_dir_all(&dir).unwrap();
     ok(&run(&b.plain.join("mkpool"), &["p.pool", "other", "8388608"], &dir, &[], ""), "mkpool");
@@ -463,11 +445,11 @@ fn a_wrong_layout_gets_pmdks_error_and_an_unwritable_trace_path_one_line() {
         err.lines().next().unwrap().starts_with("locsim-pmemobj: LOCSIM_TRACE /nonexistent-dir/t.trace: "),
         "{err}"
     );
+    Ok(())
 }
 
-#[test]
-fn the_traces_run_under_every_protocol_and_crash_check_clean_and_a_killed_programs_trace_is_truncated() {
-    let Some(b) = built() else { return };
+fn the_traces_run_under_every_protocol_and_crash_check_clean_and_a_killed_programs_trace_is_truncated() -> testenv::Outcome {
+    let b = built()?;
     let dir = b.dir.join("protocols");
     std::fs::create_dir_all(&dir).unwrap();
     let pre = b.fixtime.display().to_string();
@@ -541,4 +523,13 @@ fn the_traces_run_under_every_protocol_and_crash_check_clean_and_a_killed_progra
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("truncated") || err.contains("without `end`") || err.contains("ends"), "{err}");
+    Ok(())
 }
+
+testenv::tests![
+    every_example_runs_at_both_levels_and_its_trace_replays_to_the_pool_at_close,
+    the_examples_print_what_they_print_with_pmdk,
+    the_exact_level_reports_a_missing_tx_add_and_a_missing_persist_at_their_lines_and_nothing_in_the_originals,
+    a_wrong_layout_gets_pmdks_error_and_an_unwritable_trace_path_one_line,
+    the_traces_run_under_every_protocol_and_crash_check_clean_and_a_killed_programs_trace_is_truncated,
+];
