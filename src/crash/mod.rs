@@ -27,11 +27,12 @@
 pub mod concurrent;
 mod cores;
 mod gapview;
+pub mod gpf;
 mod overlay;
 mod sweep;
 pub mod torn;
 
-pub use sweep::{check, check_run, CrashReport, CrashSpec, UserVerify, Violation};
+pub use sweep::{check, check_run, CrashReport, CrashSpec, GpfCutReport, UserVerify, Violation};
 
 /// The guards of incremental bookkeeping (a whole comparison, a whole verification or a crash
 /// run of its own beside the incremental answer) run at the `n`-th use when `n` is a power of

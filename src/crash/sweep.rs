@@ -45,6 +45,10 @@ pub struct CrashSpec {
     /// 64, each crash point is also checked in the torn states of the writes in flight at it
     /// ([`super::torn`], docs/faults.md).
     pub atomicity: u32,
+    /// The cut-short Global Persistent Flush (`--gpf-budget-lines`, under `gpf` only): each
+    /// crash point is also checked with phase 1 stopped after this many lines
+    /// ([`super::gpf`], docs/cxl.md).
+    pub gpf_budget_lines: Option<u64>,
     /// A library caller's structural check of each recovered data area, besides the
     /// workload's own (the Python binding's `verify=`): a message is a `structure` violation.
     pub verify: Option<UserVerify>,
@@ -75,6 +79,7 @@ impl CrashSpec {
             threads: 1,
             progress: false,
             atomicity: 64,
+            gpf_budget_lines: None,
             verify: None,
         }
     }
@@ -120,6 +125,10 @@ pub struct CrashReport {
     /// Bytes a write persists atomically, and the torn states checked besides the crash points.
     pub atomicity: u32,
     pub torn_states: u64,
+    /// The cut-short Global Persistent Flush: its budget and the states it added (absent
+    /// without `--gpf-budget-lines`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpf_cut: Option<GpfCutReport>,
     pub violations: u64,
     pub violations_by_kind: std::collections::BTreeMap<String, u64>,
     pub first_violation: Option<Violation>,
@@ -130,6 +139,15 @@ pub struct CrashReport {
     pub version: &'static str,
     pub git_rev: &'static str,
     pub config_hash: String,
+}
+
+/// The cut-short GPF fault's part of a report ([`super::gpf`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct GpfCutReport {
+    /// Dirty lines phase 1 writes back before its energy runs out.
+    pub budget_lines: u64,
+    /// Crash states checked with lines lost (points whose dirty lines exceeded the budget).
+    pub states: u64,
 }
 
 /// The crash checker's workers' time, split by what it grows with: `starting`, a worker's own
@@ -256,6 +274,7 @@ fn fault_report(spec: &CrashSpec, detail: String) -> CrashReport {
         crash_points: 0,
         atomicity: spec.atomicity,
         torn_states: 0,
+        gpf_cut: None,
         violations: 1,
         violations_by_kind: [(kind, 1)].into(),
         first_violation: Some(violation),
@@ -303,6 +322,9 @@ fn check_recorded(spec: &CrashSpec, run: &RunSpec, rec: &Recorded) -> CrashRepor
         crash_points: points.len() as u64,
         atomicity: spec.atomicity,
         torn_states: parts.iter().map(|p| p.torn_states).sum(),
+        gpf_cut: spec
+            .gpf_budget_lines
+            .map(|budget_lines| GpfCutReport { budget_lines, states: parts.iter().map(|p| p.gpf_states).sum() }),
         violations: parts.iter().map(|p| p.violations).sum(),
         violations_by_kind: by_kind,
         // The chunks are in time order: the first violation of the first chunk that has one.
@@ -348,6 +370,7 @@ pub(super) struct Part {
     pub(super) following: Duration,
     pub(super) at_points: Duration,
     pub(super) torn_states: u64,
+    pub(super) gpf_states: u64,
     pub(super) violations: u64,
     pub(super) by_kind: std::collections::BTreeMap<String, u64>,
     pub(super) first: Option<Violation>,
@@ -404,6 +427,7 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
                         following: sweep.following,
                         at_points: sweep.at_points,
                         torn_states: sweep.torn_states,
+                        gpf_states: sweep.gpf_states,
                         violations: sweep.violations,
                         by_kind: sweep.by_kind,
                         first: sweep.first,
@@ -554,6 +578,9 @@ struct Sweep<'a> {
     max_service: Cycle,
     torn_states: u64,
     torn_now: Option<String>,
+    /// The cut-short GPF fault ([`super::gpf`]) and the states it added.
+    gpf_cut: Option<super::gpf::GpfCut<'a>>,
+    gpf_states: u64,
     /// This worker's time ([`WorkerSeconds`]).
     following: Duration,
     at_points: Duration,
@@ -629,6 +656,8 @@ impl<'a> Sweep<'a> {
             max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { Cycle::ZERO },
             torn_states: 0,
             torn_now: None,
+            gpf_cut: super::gpf::for_run(spec, rec),
+            gpf_states: 0,
             following: Duration::ZERO,
             at_points: Duration::ZERO,
             heard: Duration::ZERO,
@@ -679,6 +708,10 @@ impl<'a> Sweep<'a> {
         self.check_state(t, a, i);
         if self.spec.atomicity < 64 {
             self.check_torn(t, a, i);
+        }
+        if let Some(s) = self.gpf_cut.as_mut().and_then(|c| c.state(t)) {
+            self.gpf_states += 1;
+            self.check_variant(s, t, a, i);
         }
         // Less the following done lazily at the point, counted already ([`Sweep::lazily`]).
         self.at_points += followed.elapsed().saturating_sub(std::mem::take(&mut self.heard));
@@ -742,17 +775,24 @@ impl<'a> Sweep<'a> {
             .collect();
         let states = torn::variants(&flight, self.spec.atomicity, self.spec.exhaustive, self.spec.run.seed, t);
         for s in states {
-            let clean: Vec<(BlockId, BlockData)> = s.blocks.iter().map(|(b, _)| (*b, self.durable_block(*b))).collect();
-            for (b, d) in &s.blocks {
-                self.land(*b, d);
-            }
             self.torn_states += 1;
-            self.torn_now = Some(s.describe);
-            self.check_state(t, a, i);
-            self.torn_now = None;
-            for (b, d) in clean.iter().rev() {
-                self.land(*b, d);
-            }
+            self.check_variant(s, t, a, i);
+        }
+    }
+
+    /// Check one variant of crash point `t` (a torn state, a cut-short GPF) like the clean
+    /// state: land its blocks in the durable image, [`Sweep::check_state`], land the clean
+    /// blocks back.
+    fn check_variant(&mut self, s: torn::TornState, t: Cycle, a: u64, i: u64) {
+        let clean: Vec<(BlockId, BlockData)> = s.blocks.iter().map(|(b, _)| (*b, self.durable_block(*b))).collect();
+        for (b, d) in &s.blocks {
+            self.land(*b, d);
+        }
+        self.torn_now = Some(s.describe);
+        self.check_state(t, a, i);
+        self.torn_now = None;
+        for (b, d) in clean.iter().rev() {
+            self.land(*b, d);
         }
     }
 
