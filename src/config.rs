@@ -48,6 +48,18 @@ pub enum Device {
     Pcm,
 }
 
+/// How the memory device is attached to the host (`memory.attach`; docs/cxl.md).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Attach {
+    /// On the host's DDR channels (the papers' machine): the bank latencies are the whole path.
+    #[default]
+    Ddr,
+    /// A CXL Type-3 memory device: every read and write also crosses the CXL link and
+    /// `memory.cxl_switch_hops` switches.
+    Cxl,
+}
+
 /// LOC's Speculative Persistence (`loc-wal`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -156,6 +168,12 @@ pub enum PersistDomain {
     /// A battery-backed persist buffer per core beside L1 (Alshboul et al., HPCA 2021): a store
     /// is durable once in the buffer, which drains to memory.
     Bbb,
+    /// CXL's Global Persistent Flush with both phases: the host's caches are written back and
+    /// the device's buffers drained (durable as under `eadr`; docs/cxl.md).
+    Gpf,
+    /// Global Persistent Flush without its cache write-back phase: only what reached the
+    /// controller or the device is drained (durable as under `adr`; docs/cxl.md).
+    GpfNoWriteback,
 }
 
 impl PersistDomain {
@@ -165,8 +183,15 @@ impl PersistDomain {
     }
     /// Are the core's stores durable once performed (the caches or a persist buffer inside)?
     pub fn covers_stores(self) -> bool {
-        matches!(self, PersistDomain::Eadr | PersistDomain::Bbb)
+        matches!(self, PersistDomain::Eadr | PersistDomain::Bbb | PersistDomain::Gpf)
     }
+    /// Is the domain one of Global Persistent Flush's (a power failure leaves drain work that
+    /// the run reports: docs/cxl.md)?
+    pub fn is_gpf(self) -> bool {
+        matches!(self, PersistDomain::Gpf | PersistDomain::GpfNoWriteback)
+    }
+    /// The domain names, for messages.
+    pub const NAMES: &'static str = "memory, adr, eadr, bbb, gpf, gpf-no-writeback";
 }
 
 /// The in-order, blocking core.
@@ -204,6 +229,50 @@ pub struct MemoryConfig {
     /// `ideal`: fixed latencies (Table I); `pcm`: the bit-accurate device of `[pcm]` decides
     /// each write's latency and counts every programmed cell.
     pub device: Device,
+    /// `ddr` (default: the bank latencies are the whole path) or `cxl` (a CXL Type-3 device:
+    /// the `cxl_*` latencies are added; docs/cxl.md).
+    #[serde(default)]
+    pub attach: Attach,
+    /// Under `attach = "cxl"`: what the CXL link adds to a read, in ns (request and data
+    /// response both cross it).
+    #[serde(default = "MemoryConfig::default_cxl_read_ns")]
+    pub cxl_read_ns: Ns,
+    /// Under `attach = "cxl"`: what the CXL link adds before a write reaches the device, in ns
+    /// (the write is posted: only the request crosses before the device can program it).
+    #[serde(default = "MemoryConfig::default_cxl_write_ns")]
+    pub cxl_write_ns: Ns,
+    /// Under `attach = "cxl"`: CXL switches between the host and the device (0: directly
+    /// attached).
+    #[serde(default)]
+    pub cxl_switch_hops: i64,
+    /// Under `attach = "cxl"`: what one switch adds each way, in ns (a read crosses it twice,
+    /// a write once).
+    #[serde(default = "MemoryConfig::default_cxl_switch_hop_ns")]
+    pub cxl_switch_hop_ns: Ns,
+}
+
+impl MemoryConfig {
+    /// Switch hops allowed (checked once, in [`Config::validate`]).
+    pub const HOPS_RANGE: std::ops::RangeInclusive<i64> = 0..=8;
+    fn default_cxl_read_ns() -> Ns {
+        Ns(70)
+    }
+    fn default_cxl_write_ns() -> Ns {
+        Ns(35)
+    }
+    fn default_cxl_switch_hop_ns() -> Ns {
+        Ns(35)
+    }
+    /// Cycles the CXL path adds to a read and to a write (0 and 0 under `ddr`).
+    pub fn cxl_cycles(&self, cfg: &Config) -> (Cycle, Cycle) {
+        if self.attach == Attach::Ddr {
+            return (Cycle::ZERO, Cycle::ZERO);
+        }
+        let hops = self.cxl_switch_hops.max(0) as u64;
+        let read = Ns(self.cxl_read_ns.0 + 2 * hops * self.cxl_switch_hop_ns.0);
+        let write = Ns(self.cxl_write_ns.0 + hops * self.cxl_switch_hop_ns.0);
+        (cfg.ns_to_cycles(read), cfg.ns_to_cycles(write))
+    }
 }
 
 /// The memory log area (hardware logs, and the software log of S-WAL).
@@ -252,6 +321,11 @@ impl Default for Config {
                 write_latency_ns: Ns(168),
                 write_queue_entries: 32,
                 device: Device::Ideal,
+                attach: Attach::Ddr,
+                cxl_read_ns: MemoryConfig::default_cxl_read_ns(),
+                cxl_write_ns: MemoryConfig::default_cxl_write_ns(),
+                cxl_switch_hops: 0,
+                cxl_switch_hop_ns: MemoryConfig::default_cxl_switch_hop_ns(),
             },
             log: LogConfig { size_bytes: 32 << 20, meta_checksum: false },
             pcm: Default::default(),
@@ -425,6 +499,21 @@ impl Config {
         if !(1..=4096).contains(&m.write_queue_entries) {
             return err("memory.write_queue_entries", m.write_queue_entries, "1..=4096");
         }
+        if !MemoryConfig::HOPS_RANGE.contains(&m.cxl_switch_hops) {
+            return Err(ConfigError(format!(
+                "memory.cxl_switch_hops = {}: allowed 0..=8 (CXL switches between host and device)",
+                m.cxl_switch_hops
+            )));
+        }
+        for (key, v) in [
+            ("memory.cxl_read_ns", m.cxl_read_ns),
+            ("memory.cxl_write_ns", m.cxl_write_ns),
+            ("memory.cxl_switch_hop_ns", m.cxl_switch_hop_ns),
+        ] {
+            if v.0 > 100_000 {
+                return err(key, v.0, "0..=100000");
+            }
+        }
         let s = &self.swal;
         for (key, v) in [
             ("swal.append_instructions", s.append_instructions),
@@ -473,9 +562,10 @@ fn allowed_keys(t: &toml::Table) -> String {
 
 fn set_path(tree: &mut toml::Value, key: &str, value: toml::Value) -> Result<(), ConfigError> {
     if key == "memory.adr" {
-        return Err(ConfigError(
-            "`memory.adr` was replaced by `machine.persist_domain`: allowed memory, adr, eadr, bbb".into(),
-        ));
+        return Err(ConfigError(format!(
+            "`memory.adr` was replaced by `machine.persist_domain`: allowed {}",
+            PersistDomain::NAMES
+        )));
     }
     let mut node = tree;
     let parts: Vec<&str> = key.split('.').collect();

@@ -146,12 +146,18 @@ pub struct Recorder {
     pub acks: Vec<(Cycle, u64)>,
     /// The core of each entry of `acks`.
     pub ack_cores: Vec<u8>,
+    /// Under `gpf` with the core's stores in the domain only: every write that reached the
+    /// controller, at its acceptance (what the device holds; `durable` holds the stores). The
+    /// crash checker's cut-short Global Persistent Flush reverts the lines it did not write back
+    /// to this image (`crate::crash::gpf`, docs/cxl.md).
+    pub device: Vec<crate::pmem::DurableWrite>,
 }
 
 impl Recorder {
     /// Host bytes the record holds (its vectors' capacities).
     pub fn heap_bytes(&self) -> u64 {
         let w = self.durable.writes.capacity() * std::mem::size_of::<crate::pmem::DurableWrite>();
+        let w = w + self.device.capacity() * std::mem::size_of::<crate::pmem::DurableWrite>();
         (w + self.commit_called.capacity() * 8 + self.acks.capacity() * 16 + self.ack_cores.capacity()) as u64
     }
 }
@@ -284,6 +290,9 @@ pub struct Machine {
     /// The core's stores are durable once performed ([`Machine::persist_stores`]): set for a
     /// software-persistence protocol under `eadr` or `bbb`.
     stores: Option<Box<persist::StoreDomain>>,
+    /// Under a Global Persistent Flush domain: the drain work a power failure would leave,
+    /// sampled over the run ([`persist::GpfWork`]).
+    pub gpf: Option<Box<persist::GpfWork>>,
 }
 
 impl Machine {
@@ -341,9 +350,10 @@ impl Machine {
         let multi = cfg.machine.cores > 1;
         let stored_at = if multi { vec![Cycle::ZERO; hier.llc.slots()] } else { Vec::new() };
         let written_back = if multi { vec![Cycle::ZERO; WRITTEN_BACK_ENTRIES] } else { Vec::new() };
+        let gpf = persist::GpfWork::of(cfg);
         Ok(Machine {
             plain: !keep_bytes && sg.is_none() && pcm.is_none(),
-            special: pcm.is_some() || multi,
+            special: pcm.is_some() || multi || gpf.is_some(),
             pcm,
             sg,
             pcm_write_cycles,
@@ -377,7 +387,9 @@ impl Machine {
             volatile_block0: if multi { layout.total_bytes().div_ceil(64) } else { u64::MAX },
             volatile_read_cycles: cfg.ns_to_cycles(cfg.memory.read_latency_ns),
             domain: cfg.machine.persist_domain,
-            domain_read: 0,
+            // The drain work is reported under a GPF domain alone: the domain is read.
+            domain_read: if gpf.is_some() { 2 } else { 0 },
+            gpf,
             bbpb_entries: cfg.machine.bbpb_entries as usize,
             stores: None,
         })
@@ -556,6 +568,9 @@ impl Machine {
     /// test keeps the plain single-core path as short as it is).
     #[inline(never)]
     fn access_block_special(&mut self, b: BlockId, write: bool) -> Access {
+        if self.gpf.as_ref().is_some_and(|g| self.now >= g.next) {
+            self.sample_gpf();
+        }
         let a = self.access_cached(b, write);
         if let Some(t) = self.stored_at.get_mut(a.llc_slot.0) {
             // After the victim's write-back (in `access_cached`), which read the slot's old value.
@@ -1059,14 +1074,13 @@ impl Machine {
             self.nvm[b.range()].copy_from_slice(data);
             // With the stores in the domain, a write carries a line whose content has been
             // durable since its last store (recorded then, `persist.rs`): no change to record.
-            if let (Some(r), None) = (&mut self.record, &self.stores) {
-                r.durable.writes.push(DurableWrite {
-                    started: t.started,
-                    durable: t.durable,
-                    block: b,
-                    kind,
-                    data: *data,
-                });
+            if let Some(r) = &mut self.record {
+                let w = DurableWrite { started: t.started, durable: t.durable, block: b, kind, data: *data };
+                match &self.stores {
+                    None => r.durable.writes.push(w),
+                    Some(_) if self.domain == PersistDomain::Gpf => r.device.push(w),
+                    Some(_) => {}
+                }
             }
         }
         t
@@ -1221,6 +1235,6 @@ impl Machine {
 }
 
 mod persist;
-pub use persist::{domain_words, DOMAIN_READS};
+pub use persist::{domain_words, GpfWork, DOMAIN_READS, GPF_SAMPLE_CYCLES};
 #[cfg(test)]
 mod tests;

@@ -79,6 +79,10 @@ pub struct RunResult {
     pub mem_write_bytes_by_kind: BTreeMap<&'static str, u64>,
     /// Protocol-specific event counts over the measured region.
     pub protocol_counters: BTreeMap<&'static str, u64>,
+    /// Under `machine.persist_domain = "gpf"` or `"gpf-no-writeback"` only: the drain work a
+    /// power failure would leave to Global Persistent Flush (docs/cxl.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpf: Option<GpfFigures>,
     /// Endurance and energy of the PCM device (null unless `memory.device = "pcm"`).
     pub pcm: Option<PcmFigures>,
     pub pset_blocks_per_tx: f64,
@@ -142,6 +146,57 @@ pub struct PcmFigures {
     /// region (the first retired cell and the first failed write: where, which write, when).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retire: Option<Vec<crate::pcm::RetireFigures>>,
+}
+
+/// What Global Persistent Flush would drain at a power failure, over the measured region
+/// (docs/cxl.md "What GPF costs").
+#[derive(Clone, Debug, Serialize)]
+pub struct GpfFigures {
+    /// Moments sampled (every `GPF_SAMPLE_CYCLES` of the clock).
+    pub samples: u64,
+    /// Dirty lines of the host's caches that phase 1 writes back (0 under `gpf-no-writeback`,
+    /// which skips phase 1): mean and maximum over the samples.
+    pub dirty_lines_mean: f64,
+    pub dirty_lines_max: u64,
+    /// Bytes of accepted writes not yet complete in the controller's queue and the device's
+    /// buffers (phase 2): mean and maximum.
+    pub device_buffer_bytes_mean: f64,
+    pub device_buffer_bytes_max: u64,
+    /// Time and energy to drain the mean and the largest sampled work: lines spread over the
+    /// banks, each a device write (`memory.write_latency_ns`) after the link's write path;
+    /// each line's media energy 512 bits x `pcm.program_energy_pj_per_bit`.
+    pub drain_ns_mean: f64,
+    pub drain_ns_max: f64,
+    pub drain_energy_nj_mean: f64,
+    pub drain_energy_nj_max: f64,
+}
+
+/// [`GpfFigures`] of the samples `g`.
+pub fn gpf_figures(g: &crate::machine::GpfWork, cfg: &crate::config::Config) -> GpfFigures {
+    let n = g.samples.max(1) as f64;
+    let (dirty, queued) = (g.dirty_sum as f64 / n, g.queued_sum as f64 / n);
+    let (_, link_write) = cfg.memory.cxl_cycles(cfg);
+    let ns_per_cycle = 1000.0 / cfg.core.freq_mhz as f64;
+    let banks = cfg.memory.banks as f64;
+    let time = |lines: f64| {
+        if lines == 0.0 {
+            0.0
+        } else {
+            (lines / banks).ceil() * cfg.memory.write_latency_ns.0 as f64 + link_write.0 as f64 * ns_per_cycle
+        }
+    };
+    let energy = |lines: f64| lines * 512.0 * cfg.pcm.program_energy_pj_per_bit / 1000.0;
+    GpfFigures {
+        samples: g.samples,
+        dirty_lines_mean: dirty,
+        dirty_lines_max: g.dirty_max,
+        device_buffer_bytes_mean: queued * 64.0,
+        device_buffer_bytes_max: g.queued_max * 64,
+        drain_ns_mean: time(dirty + queued),
+        drain_ns_max: time(g.drain_max as f64),
+        drain_energy_nj_mean: energy(dirty + queued),
+        drain_energy_nj_max: energy(g.drain_max as f64),
+    }
 }
 
 fn pcm_figures(p: &mut crate::pcm::Pcm, spec: &RunSpec, cycles: Cycle) -> PcmFigures {
@@ -540,6 +595,9 @@ impl Start {
             p.reset_stats();
         }
         sim.m.commit_latency = Default::default();
+        if let Some(g) = &mut sim.m.gpf {
+            g.reset();
+        }
         s
     }
 }
@@ -607,6 +665,9 @@ fn finish<P: Protocol>(
         result.protocol_counters.insert("bbpb_drained", d.bbpb_drained);
         result.protocol_counters.insert("bbpb_superseded", d.bbpb_superseded);
     }
+    if let Some(g) = &sim.m.gpf {
+        result.gpf = Some(gpf_figures(g, &spec.cfg));
+    }
     if sim.m.cores() > 1 {
         result.cores = Some(sim.m.cores() as u32);
         result.core_end_cycles = Some((0..sim.m.cores()).map(|c| sim.m.clock_of(c) - c0).collect());
@@ -667,6 +728,7 @@ fn figures(
         write_overhead: None,
         mem_write_bytes_by_kind: by_kind,
         protocol_counters: BTreeMap::new(),
+        gpf: None,
         pcm: None,
         pset_blocks_per_tx: ratio(f.pset_blocks as f64, f.txs_committed as f64),
         log_write_bytes: d.mem_write_bytes() - d.write_bytes_by_kind[WriteKind::Home as usize],

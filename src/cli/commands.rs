@@ -165,6 +165,15 @@ pub(super) fn crash_report(a: &CrashArgs, verify: Option<crash::UserVerify>) -> 
     if a.crashes == 0 && !a.exhaustive && a.crash_at.is_none() {
         return Err("--crashes 0: allowed 1 or more".into());
     }
+    let gpf_budget_lines = a.gpf_budget_lines.map(crash::gpf::parse_budget).transpose()?;
+    if gpf_budget_lines.is_some() && cfg.machine.persist_domain != crate::config::PersistDomain::Gpf {
+        return Err(format!(
+            "--gpf-budget-lines with machine.persist_domain = {:?}: allowed only with gpf (the fault cuts GPF's \
+             cache write-back short)",
+            cfg.machine.persist_domain
+        )
+        .to_lowercase());
+    }
     let workload = match &a.trace {
         Some(_) => WorkloadKind::Trace,
         None => WorkloadKind::parse(a.workload.as_deref().expect("clap requires it"))?,
@@ -190,6 +199,7 @@ pub(super) fn crash_report(a: &CrashArgs, verify: Option<crash::UserVerify>) -> 
         threads: a.threads.resolve()?,
         progress: true,
         atomicity: crash::torn::parse_atomicity(a.atomicity)?,
+        gpf_budget_lines,
         verify,
     };
     match &a.trace {
@@ -220,6 +230,9 @@ fn print_crash_report(report: &crash::CrashReport, json: bool) -> i32 {
         if report.atomicity < 64 {
             outln!("atomicity {} bytes: {} torn states checked besides", report.atomicity, report.torn_states);
         }
+        if let Some(g) = &report.gpf_cut {
+            outln!("GPF cut short after {} lines: {} states with lines lost checked besides", g.budget_lines, g.states);
+        }
         if let Some(v) = report.first_violation.as_ref().filter(|v| v.kind == crash::ViolationKind::ProgramFault) {
             outln!("first violation (program-fault), while the machine ran: {}", v.detail);
             outln!("replay: {}", v.replay);
@@ -236,7 +249,7 @@ fn print_crash_report(report: &crash::CrashReport, json: bool) -> i32 {
                 v.detail
             );
             if let Some(torn) = &v.torn {
-                outln!("torn state: {torn}");
+                outln!("variant: {torn}");
             }
             outln!("replay: {}", v.replay);
         }
@@ -278,6 +291,9 @@ fn replay_base(a: &CrashArgs) -> String {
         if a.exhaustive {
             s += " --exhaustive"; // which torn states a point gets
         }
+    }
+    if let Some(n) = a.gpf_budget_lines {
+        s += &format!(" --gpf-budget-lines {n}");
     }
     if let Some(ns) = a.machine.mem_latency_ns {
         s += &format!(" --mem-latency-ns {ns}");

@@ -193,6 +193,10 @@ pub struct CrashArgs {
     /// a write in flight at a crash may be durable in part (docs/faults.md).
     #[arg(long, default_value_t = 64, value_name = "BYTES")]
     pub atomicity: u32,
+    /// Under machine.persist_domain=gpf: also check each crash point with GPF's cache
+    /// write-back cut short after this many dirty lines, 1 or more (docs/cxl.md).
+    #[arg(long, value_name = "LINES")]
+    pub gpf_budget_lines: Option<u64>,
     /// Transactions to run (a trace: at most this many after its warm-up, default all). The
     /// whole run is kept in host memory for the checker; a run whose record would exceed half
     /// the host's available memory (or LOCSIM_RECORD_MEMORY bytes) stops early, saying how

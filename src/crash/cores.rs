@@ -112,6 +112,8 @@ pub(super) struct CoreSweep<'a> {
     recoverer: Recoverer,
     /// The longest time a write of the run spent in service (for torn writes).
     max_service: Cycle,
+    /// The cut-short GPF fault ([`super::gpf`]).
+    gpf_cut: Option<super::gpf::GpfCut<'a>>,
     pub(super) part: Part,
 }
 
@@ -169,6 +171,7 @@ impl<'a> CoreSweep<'a> {
             overlay: Overlay::new(over_at),
             recoverer,
             max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { Cycle::ZERO },
+            gpf_cut: super::gpf::for_run(spec, rec),
             part: Part::default(),
         }
         .with_follower(sparse)
@@ -294,6 +297,18 @@ impl<'a> CoreSweep<'a> {
         self.check_state(t, a, i, None);
         if self.spec.atomicity < 64 {
             self.check_torn(t, a, i);
+        }
+        if let Some(s) = self.gpf_cut.as_mut().and_then(|c| c.state(t)) {
+            // The cut-short GPF's state, checked as a torn state is.
+            self.part.gpf_states += 1;
+            let clean: Vec<(BlockId, BlockData)> = s.blocks.iter().map(|(b, _)| (*b, self.durable_block(*b))).collect();
+            for (b, d) in &s.blocks {
+                self.land(*b, d);
+            }
+            self.check_state(t, a, i, Some(s.describe));
+            for (b, d) in clean.iter().rev() {
+                self.land(*b, d);
+            }
         }
         self.part.at_points += start.elapsed();
     }

@@ -2,7 +2,7 @@
 //! or a draw of them), split into contiguous chunks over worker threads, each worker one
 //! engine over its chunk; the workers' parts summed into the report.
 
-use super::{CrashReport, CrashSpec, Part, Violation, ViolationKind, WorkerSeconds};
+use super::{CrashReport, CrashSpec, GpfCutReport, Part, Violation, ViolationKind, WorkerSeconds};
 use crate::hostmem::Sparse;
 use crate::rng::Rng;
 use crate::runner::{execute, Recorded, RunSpec, GIT_REV, VERSION};
@@ -101,6 +101,7 @@ fn fault_report(spec: &CrashSpec, detail: String) -> CrashReport {
         crash_points: 0,
         atomicity: spec.atomicity,
         torn_states: 0,
+        gpf_cut: None,
         violations: 1,
         violations_by_kind: [(kind, 1)].into(),
         first_violation: Some(violation),
@@ -148,6 +149,9 @@ pub(super) fn check_recorded(spec: &CrashSpec, run: &RunSpec, rec: &Recorded) ->
         crash_points: points.len() as u64,
         atomicity: spec.atomicity,
         torn_states: parts.iter().map(|p| p.torn_states).sum(),
+        gpf_cut: spec
+            .gpf_budget_lines
+            .map(|budget_lines| GpfCutReport { budget_lines, states: parts.iter().map(|p| p.gpf_states).sum() }),
         violations: parts.iter().map(|p| p.violations).sum(),
         violations_by_kind: by_kind,
         // The chunks are in time order: the first violation of the first chunk that has one.

@@ -28,12 +28,22 @@ pub mod concurrent;
 mod cores;
 mod dispatch;
 mod gapview;
+pub mod gpf;
 pub mod incremental;
 mod overlay;
 mod sweep;
 pub mod torn;
 
 pub use dispatch::{check, check_run};
+
+/// The cut-short GPF fault's part of a report ([`gpf`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct GpfCutReport {
+    /// Dirty lines phase 1 writes back before its energy runs out.
+    pub budget_lines: u64,
+    /// Crash states checked with lines lost (points whose dirty lines exceeded the budget).
+    pub states: u64,
+}
 
 use crate::runner::RunSpec;
 use crate::types::Cycle;
@@ -107,6 +117,10 @@ pub struct CrashSpec {
     /// 64, each crash point is also checked in the torn states of the writes in flight at it
     /// ([`torn`], docs/faults.md).
     pub atomicity: u32,
+    /// The cut-short Global Persistent Flush (`--gpf-budget-lines`, under `gpf` only): each
+    /// crash point is also checked with phase 1 stopped after this many lines
+    /// ([`gpf`], docs/cxl.md).
+    pub gpf_budget_lines: Option<u64>,
     /// A library caller's structural check of each recovered data area, besides the
     /// workload's own (the Python binding's `verify=`): a message is a `structure` violation.
     pub verify: Option<UserVerify>,
@@ -137,6 +151,7 @@ impl CrashSpec {
             threads: 1,
             progress: false,
             atomicity: 64,
+            gpf_budget_lines: None,
             verify: None,
         }
     }
@@ -180,6 +195,10 @@ pub struct CrashReport {
     /// Bytes a write persists atomically, and the torn states checked besides the crash points.
     pub atomicity: u32,
     pub torn_states: u64,
+    /// The cut-short Global Persistent Flush: its budget and the states it added (absent
+    /// without `--gpf-budget-lines`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpf_cut: Option<GpfCutReport>,
     pub violations: u64,
     pub violations_by_kind: std::collections::BTreeMap<ViolationKind, u64>,
     pub first_violation: Option<Violation>,
@@ -230,6 +249,7 @@ pub(super) struct Part {
     pub(super) following: Duration,
     pub(super) at_points: Duration,
     pub(super) torn_states: u64,
+    pub(super) gpf_states: u64,
     pub(super) violations: u64,
     pub(super) by_kind: std::collections::BTreeMap<ViolationKind, u64>,
     pub(super) first: Option<Violation>,

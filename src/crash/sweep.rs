@@ -135,6 +135,8 @@ pub(super) struct Sweep<'a> {
     /// Torn writes: the longest service time of a write, and the torn state being checked
     /// (for the violation report).
     max_service: Cycle,
+    /// The cut-short GPF fault ([`super::gpf`]).
+    gpf_cut: Option<super::gpf::GpfCut<'a>>,
     torn_now: Option<String>,
     /// What this worker found, and its time ([`super::WorkerSeconds`]).
     pub(super) part: Part,
@@ -211,6 +213,7 @@ impl<'a> Sweep<'a> {
             outside: Vec::new(),
             // A pass over every write of the run: only where torn states are checked.
             max_service: if spec.atomicity < 64 { torn::max_service(&rec.record.durable.writes) } else { Cycle::ZERO },
+            gpf_cut: super::gpf::for_run(spec, rec),
             torn_now: None,
             part: Part::default(),
             heard: Duration::ZERO,
@@ -261,6 +264,10 @@ impl<'a> Sweep<'a> {
         self.check_state(t, a, i);
         if self.spec.atomicity < 64 {
             self.check_torn(t, a, i);
+        }
+        if let Some(s) = self.gpf_cut.as_mut().and_then(|c| c.state(t)) {
+            self.part.gpf_states += 1;
+            self.check_variant(s, t, a, i);
         }
         // Less the following done lazily at the point, counted already ([`Sweep::lazily`]).
         self.part.at_points += followed.elapsed().saturating_sub(std::mem::take(&mut self.heard));
@@ -324,17 +331,24 @@ impl<'a> Sweep<'a> {
             .collect();
         let states = torn::variants(&flight, self.spec.atomicity, self.spec.exhaustive, self.spec.run.seed, t);
         for s in states {
-            let clean: Vec<(BlockId, BlockData)> = s.blocks.iter().map(|(b, _)| (*b, self.durable_block(*b))).collect();
-            for (b, d) in &s.blocks {
-                self.land(*b, d);
-            }
             self.part.torn_states += 1;
-            self.torn_now = Some(s.describe);
-            self.check_state(t, a, i);
-            self.torn_now = None;
-            for (b, d) in clean.iter().rev() {
-                self.land(*b, d);
-            }
+            self.check_variant(s, t, a, i);
+        }
+    }
+
+    /// Check one variant of crash point `t` (a torn state, a cut-short GPF) like the clean
+    /// state: land its blocks in the durable image, [`Sweep::check_state`], land the clean
+    /// blocks back.
+    fn check_variant(&mut self, s: torn::TornState, t: Cycle, a: u64, i: u64) {
+        let clean: Vec<(BlockId, BlockData)> = s.blocks.iter().map(|(b, _)| (*b, self.durable_block(*b))).collect();
+        for (b, d) in &s.blocks {
+            self.land(*b, d);
+        }
+        self.torn_now = Some(s.describe);
+        self.check_state(t, a, i);
+        self.torn_now = None;
+        for (b, d) in clean.iter().rev() {
+            self.land(*b, d);
         }
     }
 

@@ -1,7 +1,9 @@
-//! Stores inside the persistence domain (`machine.persist_domain = "eadr"` or `"bbb"`;
-//! docs/machine.md "Persistence domains").
+//! Stores inside the persistence domain (`machine.persist_domain = "eadr"`, `"bbb"` or `"gpf"`;
+//! docs/machine.md "Persistence domains", docs/cxl.md), and the drain work a Global Persistent
+//! Flush would have at each moment ([`GpfWork`]).
 //!
-//! Under `eadr` every cache level is in the domain: a store is durable once performed (at a
+//! Under `eadr` and `gpf` (whose first phase writes the host's caches back) every cache level is
+//! in the domain: a store is durable once performed (at a
 //! power failure the caches are written back). Under `bbb` each core has a battery-backed
 //! persist buffer (bbPB) beside its L1 (Alshboul et al., "BBB: Simplifying Persistent
 //! Programming using Battery-Backed Buffers", HPCA 2021, section III): a store is allocated in
@@ -155,5 +157,70 @@ impl Machine {
         if let Some(r) = &mut self.record {
             r.durable.writes.push(DurableWrite { started: self.now, durable: self.now, block: b, kind, data });
         }
+    }
+}
+
+/// Cycles between two samples of the drain work (a constant: a sample scans the LLC's tags).
+pub const GPF_SAMPLE_CYCLES: u64 = 10_000;
+
+/// Under `gpf` and `gpf-no-writeback`: what a power failure at each sampled moment would leave
+/// to Global Persistent Flush (docs/cxl.md "What GPF costs"): the dirty lines of the host's
+/// caches (phase 1, written back under `gpf` only) and the writes accepted but not yet
+/// complete in the controller's queue and the device's buffers (phase 2). Sampled every
+/// [`GPF_SAMPLE_CYCLES`] of the running core's clock, at its next memory access; reset at the
+/// start of the measured region.
+#[derive(Clone, Debug, Default)]
+pub struct GpfWork {
+    /// The cycle of the next sample.
+    pub next: crate::types::Cycle,
+    /// Phase 1 runs (`gpf`; not `gpf-no-writeback`).
+    pub writeback: bool,
+    pub samples: u64,
+    pub dirty_sum: u64,
+    pub dirty_max: u64,
+    pub queued_sum: u64,
+    pub queued_max: u64,
+    /// The most lines one power failure would have drained (both phases together).
+    pub drain_max: u64,
+}
+
+impl GpfWork {
+    /// A sampler under a GPF domain, else `None`.
+    pub fn of(cfg: &Config) -> Option<Box<GpfWork>> {
+        let d = cfg.machine.persist_domain;
+        d.is_gpf().then(|| Box::new(GpfWork { writeback: d == PersistDomain::Gpf, ..Default::default() }))
+    }
+
+    /// Forget the samples taken so far (the warm-up's).
+    pub fn reset(&mut self) {
+        *self = GpfWork { next: self.next, writeback: self.writeback, ..Default::default() };
+    }
+
+    /// Take one sample: `dirty` lines in the caches, `queued` writes in flight.
+    pub fn add(&mut self, dirty: u64, queued: u64) {
+        let dirty = if self.writeback { dirty } else { 0 };
+        self.samples += 1;
+        (self.dirty_sum, self.dirty_max) = (self.dirty_sum + dirty, self.dirty_max.max(dirty));
+        (self.queued_sum, self.queued_max) = (self.queued_sum + queued, self.queued_max.max(queued));
+        self.drain_max = self.drain_max.max(dirty + queued);
+    }
+}
+
+impl Machine {
+    /// Sample the drain work now ([`GpfWork`]): the dirty lines of every core's caches (a block
+    /// counted once however many levels hold it dirty; lock lines, volatile, left out) and the
+    /// writes in flight below the controller.
+    #[inline(never)]
+    pub(super) fn sample_gpf(&mut self) {
+        let h = &self.hier;
+        let dirty = (0..h.llc.slots())
+            .filter_map(|s| h.llc.block_at(crate::cache::Slot(s)))
+            .filter(|&b| b.0 < self.volatile_block0 && h.is_dirty(b))
+            .count() as u64;
+        let queued = self.ctl.queued_at(self.now) as u64;
+        let now = self.now;
+        let g = self.gpf.as_mut().expect("sampling under gpf");
+        g.add(dirty, queued);
+        g.next = crate::types::Cycle(now.0 - now.0 % GPF_SAMPLE_CYCLES + GPF_SAMPLE_CYCLES);
     }
 }

@@ -16,6 +16,12 @@
 //! `queue_cap` entries (before that, the queue cannot be full whatever has completed; a
 //! completed entry, earlier than any new write's completion, never moves a later one).
 //!
+//! Under `memory.attach = "cxl"` (docs/cxl.md) the device sits behind a CXL link: a read's data
+//! reaches the core `link_read` cycles after its bank finishes (request and response cross the
+//! link and its switches), and a write reaches the device `link_write` cycles after the
+//! controller takes it, so its bank starts it no earlier than then. The link occupies no bank:
+//! a bank's busy time is its device time alone. Under `ddr` both are 0 and nothing changes.
+//!
 //! Left out: row buffers, read-over-write priority, refresh. Reads and writes to one bank are
 //! served in issue order, which is what lets the model say that two writes to the same block
 //! become durable in the order they were issued.
@@ -54,6 +60,9 @@ pub struct MemCtl {
     bank_mask: Option<u64>,
     read_cycles: Cycle,
     write_cycles: Cycle,
+    /// Cycles the CXL path adds to a read, and before a write reaches its bank (0 under `ddr`).
+    link_read: Cycle,
+    link_write: Cycle,
     /// Completion cycles of the queued writes, increasing from `head` (a ring of a power of two
     /// at least `queue_cap` entries; `ring_mask` = its length - 1).
     ring: Vec<Cycle>,
@@ -75,7 +84,10 @@ pub struct MemCtl {
 impl MemCtl {
     pub fn new(cfg: &Config) -> MemCtl {
         let cap = cfg.memory.write_queue_entries as usize;
+        let (link_read, link_write) = cfg.memory.cxl_cycles(cfg);
         MemCtl {
+            link_read,
+            link_write,
             bank_free: vec![Cycle::ZERO; cfg.memory.banks as usize],
             banks: cfg.memory.banks,
             bank_mask: cfg.memory.banks.is_power_of_two().then_some(cfg.memory.banks - 1),
@@ -111,7 +123,7 @@ impl MemCtl {
         let done = now.max(*bank) + read_cycles;
         *bank = done;
         self.reads += 1;
-        done
+        done + self.link_read
     }
 
     /// Issue a write of block `b` at cycle `now`.
@@ -154,8 +166,9 @@ impl MemCtl {
             accepted = accepted.max(self.bank_accepted[i]);
             self.bank_accepted[i] = accepted;
         }
+        let arrives = accepted + self.link_write;
         let bank = self.bank_mut(b);
-        let start = accepted.max(*bank).max(min_start);
+        let start = arrives.max(*bank).max(min_start);
         let done = start + cycles;
         *bank = done;
         self.enqueue(done);
@@ -206,6 +219,12 @@ impl MemCtl {
             0 => Cycle::ZERO,
             n => self.ring_at(self.head + n - 1),
         }
+    }
+
+    /// Writes accepted and not yet complete at cycle `t` (in the controller's queue or the
+    /// device's buffers): what a power failure at `t` leaves to be drained (docs/cxl.md).
+    pub fn queued_at(&self, t: Cycle) -> usize {
+        (0..self.len).filter(|&i| self.ring_at(self.head + i) > t).count()
     }
 
     /// Read latency in cycles (no queueing).

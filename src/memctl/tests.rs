@@ -230,3 +230,41 @@ fn the_sorted_write_queue_matches_a_min_heap_model_on_random_traffic() {
         assert!(m.stall > Cycle::ZERO || cap >= 32, "seed {seed}: the queue never filled, the test proves little");
     }
 }
+
+#[test]
+fn a_cxl_read_adds_the_link_round_trip_and_two_crossings_per_switch() {
+    // Direct attach: 168 (bank) + 70 (link); the bank is busy for its own 168 cycles only.
+    let mut c = ctl_with(&["memory.attach=cxl"]);
+    assert_eq!(c.read(Cycle(10), BlockId(0)), Cycle(10 + 168 + 70));
+    assert_eq!(c.read(Cycle(10), BlockId(8)), Cycle(10 + 168 + 168 + 70), "same bank: serialized on the bank");
+    // Two switches of 35 ns each way: 70 + 2 * 2 * 35 = 210 added.
+    let mut c = ctl_with(&["memory.attach=cxl", "memory.cxl_switch_hops=2"]);
+    assert_eq!(c.read(Cycle::ZERO, BlockId(1)), Cycle(168 + 210));
+    // At 2 GHz the ns become cycles: (168 + 70) ns = 476 cycles.
+    let mut c = ctl_with(&["memory.attach=cxl", "core.freq_mhz=2000"]);
+    assert_eq!(c.read(Cycle::ZERO, BlockId(1)), Cycle(336 + 140));
+    // `ddr` ignores the CXL keys.
+    let mut c = ctl_with(&["memory.cxl_switch_hops=3", "memory.cxl_read_ns=500"]);
+    assert_eq!(c.read(Cycle::ZERO, BlockId(1)), LAT);
+}
+
+#[test]
+fn a_cxl_write_starts_on_its_bank_after_the_link_and_is_durable_at_acceptance_under_adr() {
+    let mut c = ctl_with(&["memory.attach=cxl", "memory.cxl_switch_hops=1"]);
+    // Accepted at issue; reaches the device 35 + 35 later; programmed for 168.
+    let t = c.write(Cycle(10), BlockId(3));
+    assert_eq!(t, WriteTiming { accepted: Cycle(10), started: Cycle(80), done: Cycle(248), durable: Cycle(248) });
+    assert_eq!(c.queued_at(Cycle(247)), 1);
+    assert_eq!(c.queued_at(Cycle(248)), 0);
+    // The bank is busy until 248: the next write to it waits for the bank, not the link.
+    let t = c.write(Cycle(20), BlockId(11));
+    assert_eq!((t.started, t.done), (Cycle(248), Cycle(416)));
+    // A META-style minimum start later than the link's arrival binds.
+    let t = c.write_after(Cycle(20), BlockId(4), Cycle(500));
+    assert_eq!(t.started, Cycle(500));
+    for d in ["gpf", "gpf-no-writeback"] {
+        let mut c = ctl_with(&["memory.attach=cxl", &format!("machine.persist_domain={d}")]);
+        let t = c.write(Cycle(10), BlockId(3));
+        assert_eq!((t.accepted, t.started, t.durable), (Cycle(10), Cycle(45), Cycle(10)), "{d}");
+    }
+}
