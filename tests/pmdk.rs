@@ -349,7 +349,8 @@ fn report_lines(stderr: &str) -> Vec<String> {
         .collect()
 }
 
-fn the_exact_level_reports_a_missing_tx_add_and_a_missing_persist_at_their_lines_and_nothing_in_the_originals() -> testenv::Outcome {
+fn the_exact_level_reports_a_missing_tx_add_and_a_missing_persist_at_their_lines_and_nothing_in_the_originals(
+) -> testenv::Outcome {
     let b = built()?;
     // queue.c without the TX_ADD_DIRECT of queue->back: the store that follows is the bug.
     let (dir, exe, line) = broken_copy(b, "queue/queue.c", "TX_ADD_DIRECT(&queue->back);", "queue", &[]);
@@ -448,7 +449,8 @@ fn a_wrong_layout_gets_pmdks_error_and_an_unwritable_trace_path_one_line() -> te
     Ok(())
 }
 
-fn the_traces_run_under_every_protocol_and_crash_check_clean_and_a_killed_programs_trace_is_truncated() -> testenv::Outcome {
+fn the_traces_run_under_every_protocol_and_crash_check_clean_and_a_killed_programs_trace_is_truncated(
+) -> testenv::Outcome {
     let b = built()?;
     let dir = b.dir.join("protocols");
     std::fs::create_dir_all(&dir).unwrap();

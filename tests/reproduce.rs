@@ -2,7 +2,7 @@
 //! for bad specs and arguments and the files written (report.html rendered by headless
 //! Chromium: tests/report_html.rs).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn locsim(args: &[&str]) -> Output {

@@ -303,10 +303,13 @@ pub(crate) fn execute_counted(c: &Connection, sql: &str, steps: &mut u64) -> rus
     Ok(())
 }
 
+/// What [`set_up`] leaves: a connection per database (opened ones), each database's digests,
+/// and the database the setup left in use.
+type SetUp = (Vec<Option<Connection>>, Vec<Vec<u64>>, usize);
+
 /// Open every database of `trace` and run its setup commands without a journal; then the
-/// journal mode of the measured region, and each database's first digest if `dig`. Returns
-/// the connections, the digests and the database the setup left in use.
-fn set_up(trace: &Trace, setup: &Setup, dig: bool) -> Result<(Vec<Option<Connection>>, Vec<Vec<u64>>, usize), String> {
+/// journal mode of the measured region, and each database's first digest if `dig`.
+fn set_up(trace: &Trace, setup: &Setup, dig: bool) -> Result<SetUp, String> {
     let mut conns: Vec<Option<Connection>> = (0..trace.dbs.len()).map(|_| None).collect();
     let mut cur = 0usize;
     let sql_err = |i: usize, e: rusqlite::Error| format!("trace setup command {i}: {e}");
