@@ -5,7 +5,7 @@
 //! Reading order: [`policy`] (the configurations of Table IV and their names),
 //! [`format`](mod@format) (the byte layout in PCM, docs/journal-format.md), [`media`] (PCM area
 //! and database files, what a crash keeps), [`alloc`] (frames, portions, reuse, GC, rebuild),
-//! [`vfs`] (SQLite's journal byte stream to and from the structures), [`trace`] and [`apps`]
+//! [`vfs`] (SQLite's journal byte stream to and from the structures), [`sql_trace`] and [`apps`]
 //! (workloads; [`script`]: a user's SQL script as a trace), [`replay`], [`crash`] (the crash
 //! checker), and [`run`] here (one measured run).
 //!

@@ -200,7 +200,7 @@ pub fn replay_locked(
 
 /// A plain replay of `trace` (no crash, no captured states, no digests), its SQLite calls
 /// recorded once per trace, seed and journal mode and replayed without SQLite under every
-/// other configuration ([`super::tape`]): the same [`Replay`] as [`replay`] gives. Replays with
+/// other configuration ([`super::vfs_tape`]): the same [`Replay`] as [`replay`] gives. Replays with
 /// an injected defect, and those whose calls stop agreeing with the recording, run SQLite.
 pub fn replay_measured(trace: &Arc<Trace>, setup: &Setup) -> Result<Replay, String> {
     if setup.bug.is_some() {

@@ -44,7 +44,7 @@ pub struct World {
     pub error: Option<String>,
     /// Database pages written (1 KiB units).
     pub db_page_writes: u64,
-    /// While SQLite's calls are recorded ([`super::tape`]): every [`Call`] and its outcome.
+    /// While SQLite's calls are recorded ([`super::vfs_tape`]): every [`Call`] and its outcome.
     pub recording: Option<Recording>,
 }
 

@@ -17,7 +17,7 @@
 //!
 //! The crash checker recovers thousands of images that differ from one another in a few
 //! blocks; its scan cache (`crash::incremental::hoop`) keeps each region's scans between
-//! recoveries, built from the pieces here ([`Scan`], [`scan`], [`read_head`]), and must give
+//! recoveries, built from the pieces here (`Scan`, `scan`, `read_head`), and must give
 //! what [`recover`] gives.
 
 use super::{head_in_range, Plan};

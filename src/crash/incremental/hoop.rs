@@ -1,5 +1,5 @@
 //! HOOP's recovery ([`crate::recovery::hoop`]) resumed from what the last one scanned, for the
-//! crash checker: the incremental recoverer of [`LogFormat::Hoop`] ([`super::Incremental`],
+//! crash checker: the incremental recoverer of [`LogFormat::Hoop`] (`Incremental`,
 //! docs/crash-checker.md, "Cost"). A crash sweep's consecutive images differ in a few slices, so
 //! a recovery scans and replays a few transactions instead of every live one; it must give what
 //! [`crate::recovery::hoop::recover`] gives (a pure function of the image), which the checker's
@@ -109,7 +109,7 @@ impl Cache {
 
 /// Recovery resuming each region's scan from `cache`, which it leaves holding this image's
 /// scans. `cache` must have heard of every durable write to a slice since it was last used
-/// ([`Cache::land`]); the result is then [`recover`]'s.
+/// ([`Cache::land`]); the result is then [`recover`](crate::recovery::hoop::recover)'s.
 pub fn recover_cached(layout: &Layout, image: &[u8], cache: &mut Cache) -> Result<Plan, String> {
     recover_cached_with(layout, image, cache, |b| read_block(image, b))
 }
@@ -133,7 +133,7 @@ pub fn recover_cached_with(
 /// as long as it was, so no transaction to replay and the same home blocks and log heads) and
 /// every home block the image changed since reads back, with the replayed words kept, as the
 /// replay had it: the crash checker's second recovery after a crash during HOOP's redo, whose
-/// written prefix is the plan's own content ([`Recoverer::same_again`]). Otherwise the
+/// written prefix is the plan's own content (`Recoverer::same_again`). Otherwise the
 /// plan, as [`recover_cached_with`] makes it.
 pub fn recover_cached_again(
     layout: &Layout,

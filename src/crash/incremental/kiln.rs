@@ -1,6 +1,6 @@
 //! Kiln's and LOC-Kiln's recovery ([`crate::recovery::kiln`]) kept up to date block by block
 //! for the crash checker: the incremental recoverer of [`LogFormat::Kiln`]
-//! ([`super::Incremental`], docs/crash-checker.md, "Cost").
+//! (`Incremental`, docs/crash-checker.md, "Cost").
 
 use crate::log::ec::{valid_groups, Meta, DATA_SLOTS, GROUP_BLOCKS};
 use crate::log::head::{LogFormat, LogHead};
@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 
 /// Kiln's recovery kept up to date block by block, for the crash checkers (`Sweep::track` in
 /// `src/crash/sweep.rs`, `CoreSweep::track` in `src/crash/cores.rs`): between two crash points a
-/// few hundred NV-LLC blocks land, while [`recover`] reads every slot and writes every
+/// few hundred NV-LLC blocks land, while [`recover`](crate::recovery::kiln::recover) reads every slot and writes every
 /// committed line home (thousands of blocks), so the checker keeps the per-home outcome of
-/// [`recover`] here and re-derives only the homes a landed block affects. A fallback-log block
+/// [`recover`](crate::recovery::kiln::recover) here and re-derives only the homes a landed block affects. A fallback-log block
 /// re-derives what it can change (`Tracker::land_log`): a logged block, the home its tag names;
 /// a META of the last valid group (rewritten as the group fills) or of the next, that group's
 /// candidates (a transaction whose write set overflows the NV-LLC logs thousands of blocks, and
@@ -24,9 +24,9 @@ use std::collections::BTreeSet;
 /// rejects, a register that does not decode or whose `applied` changes, a `committed` that
 /// falls, a binding that does not decode or whose number falls, or a tag of a core the layout
 /// does not have drops it ([`Tracker::land`] returns false), and the checker recovers whole.
-/// The checker compares it with [`recover`] on the 1st, 8th, 64th, ... use.
+/// The checker compares it with [`recover`](crate::recovery::kiln::recover) on the 1st, 8th, 64th, ... use.
 ///
-/// What it keeps is what [`recover`] derives: per slot its decoded tag, per home the slots
+/// What it keeps is what [`recover`](crate::recovery::kiln::recover) derives: per slot its decoded tag, per home the slots
 /// whose tag names it (a list through `next`), the slots whose transaction the register or
 /// their owner's binding does not cover yet (`pending`), and how many candidates the plan
 /// writes home (`admitted`). The plan writes a home the data of its last candidate in
@@ -81,7 +81,7 @@ struct Region {
 
 impl Region {
     /// Add the candidates of valid group `sid` (first block `g0`, its `meta`) to `cands`, as
-    /// [`recover`] reads them; false where it would fail on them.
+    /// [`recover`](crate::recovery::kiln::recover) reads them; false where it would fail on them.
     fn read_group(&self, sid: u64, g0: u64, meta: &Meta, data_blocks: u64, cands: &mut Vec<LogCand>) -> bool {
         for (slot, t) in meta.tags.iter().enumerate() {
             let Some(t) = t else { continue };
@@ -104,8 +104,8 @@ impl Region {
 }
 
 impl Tracker {
-    /// Take a durable image whose [`recover`] succeeded (`None` if its register, a binding, a
-    /// tag or a log would make [`recover`] fail).
+    /// Take a durable image whose [`recover`](crate::recovery::kiln::recover) succeeded (`None` if its register, a binding, a
+    /// tag or a log would make [`recover`](crate::recovery::kiln::recover) fail).
     pub fn new(layout: &Layout, image: &[u8]) -> Option<Tracker> {
         let nv0 = layout.nvllc_block0();
         let reg = Register::decode(&image[nv0.range()])?;
@@ -166,8 +166,8 @@ impl Tracker {
         Some(t)
     }
 
-    /// Read region `r`'s candidates again, as [`recover`] does (its valid groups from the
-    /// head's `start`); false where [`recover`] would fail on it. The homes of the candidates
+    /// Read region `r`'s candidates again, as [`recover`](crate::recovery::kiln::recover) does (its valid groups from the
+    /// head's `start`); false where [`recover`](crate::recovery::kiln::recover) would fail on it. The homes of the candidates
     /// before and after are re-derived.
     fn scan_log(&mut self, r: usize, image: &[u8]) -> bool {
         let (applied, committed, data_blocks) = (self.applied, self.committed, self.data_blocks);
@@ -211,7 +211,7 @@ impl Tracker {
     /// this block's new content). A META past the group after the valid ones changes nothing
     /// (the valid groups end before it); of the last valid group (rewritten as the group
     /// fills) or the one after it (a new group): the region is read again from that group on;
-    /// further inside: the whole region. False where [`recover`] would fail on it.
+    /// further inside: the whole region. False where [`recover`](crate::recovery::kiln::recover) would fail on it.
     fn land_log(&mut self, r: usize, off: u64, image: &[u8]) -> bool {
         if off == 0 {
             return self.scan_log(r, image);
@@ -298,7 +298,7 @@ impl Tracker {
         mark(&mut self.is_dirty, &mut self.dirty, home);
     }
 
-    /// Slot `s`'s tag block now holds `tag`; false where [`recover`] fails on it (a tag of a
+    /// Slot `s`'s tag block now holds `tag`; false where [`recover`](crate::recovery::kiln::recover) fails on it (a tag of a
     /// core the layout does not have).
     fn land_tag(&mut self, s: usize, tag: &[u8]) -> bool {
         let decoded = nvllc::decode_tag(tag).map(|(home, seq)| (home, seq, nvllc::tag_cid(tag)));
@@ -471,12 +471,12 @@ impl Tracker {
         self.scan_log(c, image)
     }
 
-    /// The data writes of the plan [`recover`] would make now (its redo writes).
+    /// The data writes of the plan [`recover`](crate::recovery::kiln::recover) would make now (its redo writes).
     pub fn redo_writes(&self) -> usize {
         self.admitted
     }
 
-    /// The writes of the plan [`recover`] would make now: its redo writes, the register, and a
+    /// The writes of the plan [`recover`](crate::recovery::kiln::recover) would make now: its redo writes, the register, and a
     /// head per core.
     pub fn plan_writes(&self) -> usize {
         self.admitted + 1 + self.regions.len()

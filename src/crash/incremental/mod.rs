@@ -6,7 +6,7 @@
 //!
 //! - [`kiln`]: Kiln's and LOC-Kiln's recovery kept up to date block by block ([`kiln::Tracker`]);
 //! - [`hoop`]: HOOP's recovery resumed from the regions it last scanned ([`hoop::Cache`],
-//!   [`hoop::Recoverer`]).
+//!   `hoop::Recoverer`).
 
 pub mod hoop;
 pub mod kiln;
