@@ -56,9 +56,11 @@
 //! this crate's name sorts last. Each harness binary records the tests it skipped (in this
 //! crate's `OUT_DIR`, records of an earlier `cargo test` dropped); under `cfg(doctest)` this
 //! crate includes them as one ignored doc-test each, named
-//! `skipped::<binary>::<test>::needs_<what>`. So the README's `cargo test --workspace` ends
-//! with those names and the line `test result: ok. 0 passed; 0 failed; K ignored; ...`, K the
-//! number of tests that did not run for want of something (0 when all ran).
+//! `skipped::<binary>::<test>::needs_<what>`. So a plain `cargo test --workspace` ends with
+//! those names and the line `test result: ok. 0 passed; 0 failed; K ignored; ...`, K the
+//! number of tests that did not run for want of something (0 when all ran). The README's test
+//! command, `scripts/test.sh`, runs that and closes with one line over every binary naming what
+//! was missing: `N passed, M failed, K skipped (needs chromium: 1; needs libpmemobj-dev: 2)`.
 
 mod harness;
 mod install;
