@@ -504,85 +504,108 @@ fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
+/// An error of a pool call: its errno and `pmemobj_errormsg`'s text.
+type PoolError = (c_int, String);
+
+/// The last system call's error, as `WHAT "PATH": why`.
+fn os_error(what: &str, path: &str) -> PoolError {
+    let e = std::io::Error::last_os_error();
+    (e.raw_os_error().unwrap_or(libc::EIO), format!("{what} \"{path}\": {e}"))
+}
+
 /// Map the pool file and start its trace.
 fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *mut c_void {
     STRICT.store(std::env::var("LOCSIM_PMEMOBJ_STRICT").is_ok_and(|v| v == "1"), Relaxed);
-    if let Some(l) = layout {
-        if l.len() >= LAYOUT_MAX {
-            fail(libc::ENAMETOOLONG, "Layout too long".to_string());
-            return std::ptr::null_mut();
+    match try_open_pool(path, layout, create) {
+        Ok(base) => base,
+        Err((e, msg)) => {
+            fail(e, msg);
+            std::ptr::null_mut()
         }
     }
+}
+
+fn try_open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> Result<*mut c_void, PoolError> {
+    if layout.is_some_and(|l| l.len() >= LAYOUT_MAX) {
+        return Err((libc::ENAMETOOLONG, "Layout too long".to_string()));
+    }
+    let fd = open_file(path, create)?;
+    let (b, size) = map_file(fd, path)?;
+    let opened = (|| {
+        let uuid = header(b, size, path, layout, create.is_some())?;
+        if slot_of_uuid(uuid).is_some() {
+            return Err((libc::EINVAL, format!("\"{path}\": the pool is already open in this process")));
+        }
+        let pool = start_trace(b, size, create.is_some(), trace_writer(path)?)?;
+        install(pool, uuid)
+    })();
+    if opened.is_err() {
+        // SAFETY: the mapping made by map_file, not installed.
+        unsafe { libc::munmap(b as *mut c_void, size as usize) };
+    }
+    opened.map(|()| b as *mut c_void)
+}
+
+/// The pool file opened read-write; created exclusively and sized when `create` gives a size.
+fn open_file(path: &str, create: Option<(u64, u32)>) -> Result<c_int, PoolError> {
     let cpath = CString::new(path).unwrap_or_default();
-    let fd = match create {
-        Some((size, mode)) if size != 0 => {
-            if size < MIN_POOL {
-                fail(libc::EINVAL, format!("size {size} smaller than {MIN_POOL}"));
-                return std::ptr::null_mut();
-            }
-            // SAFETY: a NUL-terminated path.
-            let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, mode) };
-            if fd < 0 {
-                let e = std::io::Error::last_os_error();
-                let code = e.raw_os_error().unwrap_or(libc::EIO);
-                if code == libc::EEXIST {
-                    fail(code, format!("file {path} already exists"));
-                } else {
-                    fail(code, format!("open \"{path}\": {e}"));
-                }
-                return std::ptr::null_mut();
-            }
-            // SAFETY: an open descriptor.
-            if unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
-                let e = std::io::Error::last_os_error();
-                unsafe { libc::close(fd) };
-                fail(e.raw_os_error().unwrap_or(libc::EIO), format!("ftruncate \"{path}\": {e}"));
-                return std::ptr::null_mut();
-            }
-            fd
-        }
-        _ => {
-            // SAFETY: a NUL-terminated path.
-            let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR) };
-            if fd < 0 {
-                let e = std::io::Error::last_os_error();
-                fail(e.raw_os_error().unwrap_or(libc::EIO), format!("open \"{path}\": {e}"));
-                return std::ptr::null_mut();
-            }
-            fd
-        }
+    let Some((size, mode)) = create.filter(|&(size, _)| size != 0) else {
+        // SAFETY: a NUL-terminated path.
+        let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR) };
+        return if fd < 0 { Err(os_error("open", path)) } else { Ok(fd) };
     };
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if size < MIN_POOL {
+        return Err((libc::EINVAL, format!("size {size} smaller than {MIN_POOL}")));
+    }
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, mode) };
+    if fd < 0 {
+        let (code, msg) = os_error("open", path);
+        return Err(if code == libc::EEXIST { (code, format!("file {path} already exists")) } else { (code, msg) });
+    }
     // SAFETY: an open descriptor.
+    if unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
+        let e = os_error("ftruncate", path);
+        // SAFETY: an open descriptor.
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    Ok(fd)
+}
+
+/// The whole file under `fd` mapped shared, read-write, and the descriptor closed: the
+/// mapping's base and size (at least `PMEMOBJ_MIN_POOL`).
+fn map_file(fd: c_int, path: &str) -> Result<(*mut u8, u64), PoolError> {
+    // SAFETY: an open descriptor and a stat buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
     unsafe { libc::fstat(fd, &mut st) };
     let size = st.st_size as u64;
-    if size < MIN_POOL {
-        unsafe { libc::close(fd) };
-        fail(libc::EINVAL, format!("size {size} smaller than {MIN_POOL}"));
-        return std::ptr::null_mut();
-    }
-    // SAFETY: mapping the whole file shared, read-write.
-    let base = unsafe {
-        libc::mmap(std::ptr::null_mut(), size as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+    let mapped = if size < MIN_POOL {
+        Err((libc::EINVAL, format!("size {size} smaller than {MIN_POOL}")))
+    } else {
+        // SAFETY: mapping the whole file shared, read-write.
+        let base = unsafe {
+            libc::mmap(std::ptr::null_mut(), size as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+        };
+        if base == libc::MAP_FAILED {
+            Err(os_error("mmap", path))
+        } else {
+            Ok((base as *mut u8, size))
+        }
     };
+    // SAFETY: an open descriptor (the mapping keeps the file).
     unsafe { libc::close(fd) };
-    if base == libc::MAP_FAILED {
-        let e = std::io::Error::last_os_error();
-        fail(e.raw_os_error().unwrap_or(libc::EIO), format!("mmap \"{path}\": {e}"));
-        return std::ptr::null_mut();
-    }
-    let b = base as *mut u8;
-    let unmap = |e: c_int, msg: String| {
-        // SAFETY: the mapping made above.
-        unsafe { libc::munmap(base, size as usize) };
-        fail(e, msg);
-        std::ptr::null_mut()
-    };
+    mapped
+}
+
+/// Writes a new pool's header (`create`) or checks an opened one's (magic, version, size,
+/// layout): the pool id.
+fn header(b: *mut u8, size: u64, path: &str, layout: Option<&str>, create: bool) -> Result<u64, PoolError> {
     // SAFETY: the mapping is `size` >= 8 MiB bytes.
     let hdr = unsafe { std::slice::from_raw_parts_mut(b, HEADER as usize) };
-    let uuid = if create.is_some() {
+    if create {
         if hdr[..8] == MAGIC[..] || hdr.iter().any(|&x| x != 0) {
-            return unmap(libc::EINVAL, format!("file {path} is not an empty file"));
+            return Err((libc::EINVAL, format!("file {path} is not an empty file")));
         }
         let abs = std::fs::canonicalize(path).map_or_else(|_| path.to_string(), |p| p.display().to_string());
         let uuid = fnv(&abs) | 1;
@@ -594,40 +617,51 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
         put(H_BUMP, &HEADER.to_le_bytes());
         let l = layout.unwrap_or("");
         hdr[LAYOUT_AT as usize..LAYOUT_AT as usize + l.len()].copy_from_slice(l.as_bytes());
-        uuid
-    } else {
-        let word = |at: u64| u64::from_le_bytes(hdr[at as usize..at as usize + 8].try_into().unwrap());
-        if hdr[..8] != MAGIC[..] || word(H_VERSION) != VERSION || word(H_SIZE) != size {
-            return unmap(libc::EINVAL, format!("\"{path}\" is not a locsim-pmemobj pool (or its size changed)"));
-        }
-        let stored = hdr[LAYOUT_AT as usize..LAYOUT_AT as usize + LAYOUT_MAX].split(|&c| c == 0).next().unwrap_or(&[]);
-        let stored = String::from_utf8_lossy(stored).into_owned();
-        if let Some(l) = layout {
-            if l != stored {
-                return unmap(libc::EINVAL, format!("wrong layout (\"{l}\"), pool created with layout \"{stored}\""));
-            }
-        }
-        word(H_UUID)
-    };
-    if slot_of_uuid(uuid).is_some() {
-        return unmap(libc::EINVAL, format!("\"{path}\": the pool is already open in this process"));
+        return Ok(uuid);
     }
+    let word = |at: u64| u64::from_le_bytes(hdr[at as usize..at as usize + 8].try_into().unwrap());
+    if hdr[..8] != MAGIC[..] || word(H_VERSION) != VERSION || word(H_SIZE) != size {
+        return Err((libc::EINVAL, format!("\"{path}\" is not a locsim-pmemobj pool (or its size changed)")));
+    }
+    let stored = hdr[LAYOUT_AT as usize..LAYOUT_AT as usize + LAYOUT_MAX].split(|&c| c == 0).next().unwrap_or(&[]);
+    let stored = String::from_utf8_lossy(stored).into_owned();
+    match layout {
+        Some(l) if l != stored => {
+            Err((libc::EINVAL, format!("wrong layout (\"{l}\"), pool created with layout \"{stored}\"")))
+        }
+        _ => Ok(word(H_UUID)),
+    }
+}
+
+/// The trace's file, at `$LOCSIM_TRACE` or the pool's path plus `.trace`, and its encoder; an
+/// unwritable path gets one line on stderr naming it.
+fn trace_writer(path: &str) -> Result<(Encoder<Shared>, Shared, String), PoolError> {
     let trace_path = std::env::var("LOCSIM_TRACE").unwrap_or_else(|_| format!("{path}.trace"));
     let file = File::create(&trace_path)
         .map(|f| Shared(std::sync::Arc::new(Mutex::new(BufWriter::with_capacity(1 << 20, f)))));
-    let (enc, file) = match file.and_then(|f| Ok((Encoder::new(f.clone(), Encoding::Binary)?, f))) {
-        Ok(e) => e,
+    match file.and_then(|f| Ok((Encoder::new(f.clone(), Encoding::Binary)?, f))) {
+        Ok((enc, file)) => Ok((enc, file, trace_path)),
         Err(e) => {
             eprintln!("locsim-pmemobj: LOCSIM_TRACE {trace_path}: {e}");
-            return unmap(e.raw_os_error().unwrap_or(libc::EIO), format!("trace {trace_path}: {e}"));
+            Err((e.raw_os_error().unwrap_or(libc::EIO), format!("trace {trace_path}: {e}")))
         }
-    };
+    }
+}
+
+/// The pool mapped at `b` with its trace begun and flushed: the region, then the `init`
+/// records of an opened pool's non-zero pages, or a created pool's header as its first
+/// transaction.
+fn start_trace(
+    b: *mut u8,
+    size: u64,
+    create: bool,
+    (enc, file, trace_path): (Encoder<Shared>, Shared, String),
+) -> Result<Pool, PoolError> {
     // The shadow starts as zero pages the system hands out lazily; the pool's non-zero pages
-    // are copied in (a fresh pool has none).
-    // SAFETY: the mapping.
-    // A new pool is zero but for the header written above; an opened one is read up to its
+    // are copied in. A new pool is zero but for its header; an opened one is read up to its
     // heap's end.
-    let extent = if create.is_some() { HEADER as usize } else { (word_at(b, H_BUMP).clamp(HEADER, size)) as usize };
+    let extent = if create { HEADER as usize } else { (word_at(b, H_BUMP).clamp(HEADER, size)) as usize };
+    // SAFETY: the mapping is `size` >= `extent` bytes.
     let bytes = unsafe { std::slice::from_raw_parts(b, extent) };
     let mut shadow = vec![0u8; size as usize];
     for (i, c) in bytes.chunks(4096).enumerate() {
@@ -650,36 +684,35 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
         bugs: BTreeMap::new(),
     };
     pool.put(&Record::Region { base: 0, size });
-    // At creation the header is the creation's first transaction; at open, init records.
-    let init: Vec<(usize, Vec<u8>)> = if create.is_some() {
-        Vec::new()
+    if create {
+        pool.shadow[..HEADER as usize].fill(0);
+        let core = th(core_of);
+        pool.emit(core, &[], &[], &mut vec![(0, HEADER)], false);
     } else {
-        pool.shadow
+        let init: Vec<(usize, Vec<u8>)> = pool
+            .shadow
             .chunks(4096)
             .enumerate()
             .filter(|(_, c)| c.iter().any(|&x| x != 0))
             .map(|(i, c)| (i, c.to_vec()))
-            .collect()
-    };
-    for (i, c) in init {
-        pool.put(&Record::Init { addr: (i * 4096) as u64, bytes: &c });
-    }
-    if create.is_some() {
-        pool.shadow[..HEADER as usize].fill(0);
-        let core = th(core_of);
-        pool.emit(core, &[], &[], &mut vec![(0, HEADER)], false);
+            .collect();
+        for (i, c) in init {
+            pool.put(&Record::Init { addr: (i * 4096) as u64, bytes: &c });
+        }
     }
     if let Err(e) = std::io::Write::flush(&mut pool.file) {
         eprintln!("locsim-pmemobj: LOCSIM_TRACE {}: {e}", pool.trace_path);
-        return unmap(e.raw_os_error().unwrap_or(libc::EIO), format!("trace {}: {e}", pool.trace_path));
+        return Err((e.raw_os_error().unwrap_or(libc::EIO), format!("trace {}: {e}", pool.trace_path)));
     }
+    Ok(pool)
+}
+
+/// Gives the pool a free slot, where the calls and the exact level's hooks find it.
+fn install(pool: Pool, uuid: u64) -> Result<(), PoolError> {
+    let (base, size) = (pool.base, pool.size);
     let mut ps = pools();
-    let slot = match (0..SLOTS).find(|&s| SLOT_BASE[s].load(Relaxed) == 0) {
-        Some(s) => s,
-        None => {
-            drop(ps);
-            return unmap(libc::EMFILE, format!("more than {SLOTS} pools open"));
-        }
+    let Some(slot) = (0..SLOTS).find(|&s| SLOT_BASE[s].load(Relaxed) == 0) else {
+        return Err((libc::EMFILE, format!("more than {SLOTS} pools open")));
     };
     if ps.len() <= slot {
         ps.resize_with(slot + 1, || None);
@@ -687,9 +720,9 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
     ps[slot] = Some(pool);
     SLOT_SIZE[slot].store(size, Relaxed);
     SLOT_UUID[slot].store(uuid, Relaxed);
-    SLOT_BASE[slot].store(b as usize, Relaxed);
+    SLOT_BASE[slot].store(base, Relaxed);
     update_span();
-    base
+    Ok(())
 }
 
 #[no_mangle]
@@ -922,9 +955,11 @@ fn end_atomic(slot: usize) {
 
 type Constr = Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> c_int>;
 
-/// An atomic allocation: the block, zeroed or constructed, then `*oidp` set, as one
-/// transaction.
-fn atomic_alloc(
+/// An atomic allocation: the block, zeroed (`POBJ_XALLOC_ZERO`) or constructed, then `*oidp`
+/// set, as one transaction. `pmemobj_alloc`, `_zalloc`, `_realloc` and `_strdup` are this with
+/// their flags.
+#[no_mangle]
+pub extern "C" fn pmemobj_xalloc(
     pop: *mut c_void,
     oidp: *mut Oid,
     size: usize,
@@ -1003,25 +1038,12 @@ pub extern "C" fn pmemobj_alloc(
     constr: Constr,
     arg: *mut c_void,
 ) -> c_int {
-    atomic_alloc(pop, oidp, size, type_num, 0, constr, arg)
-}
-
-#[no_mangle]
-pub extern "C" fn pmemobj_xalloc(
-    pop: *mut c_void,
-    oidp: *mut Oid,
-    size: usize,
-    type_num: u64,
-    flags: u64,
-    constr: Constr,
-    arg: *mut c_void,
-) -> c_int {
-    atomic_alloc(pop, oidp, size, type_num, flags, constr, arg)
+    pmemobj_xalloc(pop, oidp, size, type_num, 0, constr, arg)
 }
 
 #[no_mangle]
 pub extern "C" fn pmemobj_zalloc(pop: *mut c_void, oidp: *mut Oid, size: usize, type_num: u64) -> c_int {
-    atomic_alloc(pop, oidp, size, type_num, 1, None, std::ptr::null_mut())
+    pmemobj_xalloc(pop, oidp, size, type_num, 1, None, std::ptr::null_mut())
 }
 
 fn atomic_realloc(pop: *mut c_void, oidp: *mut Oid, size: usize, type_num: u64, zero: bool) -> c_int {
@@ -1029,7 +1051,7 @@ fn atomic_realloc(pop: *mut c_void, oidp: *mut Oid, size: usize, type_num: u64, 
     // SAFETY: the caller's PMEMoid.
     let old = unsafe { oidp.read_unaligned() };
     if old.off == 0 {
-        return atomic_alloc(pop, oidp, size, type_num, zero as u64, None, std::ptr::null_mut());
+        return pmemobj_xalloc(pop, oidp, size, type_num, zero as u64, None, std::ptr::null_mut());
     }
     if size == 0 {
         pmemobj_free(oidp);
@@ -1088,7 +1110,7 @@ pub extern "C" fn pmemobj_strdup(pop: *mut c_void, oidp: *mut Oid, s: *const c_c
     }
     // SAFETY: a NUL-terminated string.
     let n = unsafe { CStr::from_ptr(s) }.to_bytes_with_nul().len();
-    atomic_alloc(pop, oidp, n, type_num, 0, Some(strdup_constr), s as *mut c_void)
+    pmemobj_xalloc(pop, oidp, n, type_num, 0, Some(strdup_constr), s as *mut c_void)
 }
 
 #[no_mangle]
