@@ -194,6 +194,7 @@ impl Protocol for EcWal {
         self.drain_victims(m);
         let k = &mut self.cores[m.core()];
         k.barrier.at_begin(m);
+        m.begin_tx_order();
         k.tx_start_sid = k.ring.next_sid;
         k.tx_log_done = Cycle::ZERO;
         k.tx_blocks = 0;
@@ -223,7 +224,8 @@ impl Protocol for EcWal {
             m.wait_until(t.accepted);
         }
         // The in-place updates are ordered like H-WAL's (`ordering.write_order`); the log writes
-        // are not: Eager Commit removed the intra-transaction ordering.
+        // only under `log_order = program` (the transaction's whole stream, from its begin):
+        // Eager Commit removed the commit record and its wait, not their program order.
         m.begin_ordered();
         let k = &mut self.cores[c];
         let own = k.redo.checkpoint(m, false);

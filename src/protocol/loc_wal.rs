@@ -48,7 +48,7 @@ use crate::cache::Victim;
 use crate::log::ec::{BlkTag, DATA_SLOTS};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::loc::{self, Pair, MAX_LIVE_TXS, PAIRS_PER_BLOCK};
-use crate::machine::Machine;
+use crate::machine::{Machine, Stream};
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
@@ -83,6 +83,11 @@ struct TxSt {
     /// Its blocks in the window's write list: `ws[ws_start..ws_end]`.
     ws_start: usize,
     ws_end: usize,
+    /// Its ordered write stream under `ordering.log_order = program`: each of its log writes
+    /// after the previous one, whichever transaction of the window is running (Speculative
+    /// Persistence keeps the streams of a window's transactions apart, each in its program
+    /// order).
+    stream: Stream,
 }
 
 counters! {
@@ -168,6 +173,9 @@ struct Win {
     barrier: Barrier,
     /// Transactions committed on this core (acknowledged when their window is durable).
     committed: u64,
+    /// `ordering.log_order = program` orders every write ([`Machine::begin_tx_order`]): each
+    /// transaction's log writes go in its own stream, the close's in one more.
+    program: bool,
     /// Number of the open window (from 1); every earlier window of the core is durable.
     number: u64,
     /// A transaction is running (begun, not yet committed or aborted).
@@ -314,6 +322,7 @@ impl Win {
             pending: Vec::with_capacity(1024),
             barrier: Barrier::default(),
             committed: 0,
+            program: false,
             number: 1,
             in_tx: false,
             logged_sig: [0; 64],
@@ -364,6 +373,15 @@ impl Win {
     /// program's current bytes. `last` gives the block its transaction's TxCnt.
     fn log_block(&mut self, m: &mut Machine, owner: usize, home: BlockId, data: Option<&BlockData>, last: bool) {
         self.barrier.before_write(m);
+        let outer = self.program.then(|| m.swap_stream(self.win[owner].stream));
+        self.log_block_in_stream(m, owner, home, data, last);
+        if let Some(outer) = outer {
+            self.win[owner].stream = m.swap_stream(outer);
+        }
+    }
+
+    /// [`Win::log_block`] once the write's stream is chosen.
+    fn log_block_in_stream(&mut self, m: &mut Machine, owner: usize, home: BlockId, data: Option<&BlockData>, last: bool) {
         self.win[owner].logged += 1;
         let tx_cnt = if last { self.tx_cnt(owner) } else { 0 };
         let tag = BlkTag {
@@ -436,6 +454,9 @@ impl Win {
     /// by a running transaction carried over into the next window (a forced close), whose home
     /// copies take the window's bytes copied before that transaction's first store.
     fn close_window(&mut self, m: &mut Machine, ord: &mut Order, carried: &[BlockId]) {
+        // Under `log_order = program` the close's own writes (pairs, METAs, checkpoint, head)
+        // form one stream, apart from the running transaction's (on N cores another core's).
+        let outer = self.program.then(|| m.swap_stream(Stream::FRESH));
         self.closing = true;
         let mut records = self.log_rest(m);
         self.add_pairs(&mut records);
@@ -453,6 +474,9 @@ impl Win {
         self.acknowledge(m);
         self.checkpoint_and_truncate(m, ord, order, carried);
         self.reset_window();
+        if let Some(outer) = outer {
+            m.swap_stream(outer);
+        }
     }
 
     /// A dependent on another core needs this core's open window durable now. Between
@@ -686,6 +710,7 @@ impl Win {
 
     fn begin(&mut self, m: &mut Machine) {
         self.barrier.at_begin(m);
+        self.program = m.begin_tx_order();
         if self.next_seq - self.safe_seq >= MAX_LIVE_TXS - 1 {
             m.quiesce();
             self.safe_seq = self.trunc_seq;
@@ -696,7 +721,8 @@ impl Win {
         // Window sizes: at most SD committed transactions, and the aborted ones, in a window.
         assert!(self.win.len() < MAX_WINDOW_TXS, "a speculation window holds at most {MAX_WINDOW_TXS} transactions");
         assert!(self.committed_in_win < self.sd, "a full window was not closed");
-        self.win.push(TxSt { seq, aborted: false, logged: 0, coalesced: 0, last: None, ws_start: n, ws_end: n });
+        let stream = if self.program { Stream::FRESH } else { Stream::default() };
+        self.win.push(TxSt { seq, aborted: false, logged: 0, coalesced: 0, last: None, ws_start: n, ws_end: n, stream });
         self.in_tx = true;
     }
 
