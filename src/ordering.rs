@@ -291,7 +291,8 @@ impl Knobs {
     /// `as-issued` and `log_order = program`); reads `log_order` only when `write_order` orders.
     #[inline]
     pub fn program_order(&self) -> bool {
-        matches!(self.write_order(), WriteOrder::Accepted | WriteOrder::Durable) && self.log_order() == LogOrder::Program
+        matches!(self.write_order(), WriteOrder::Accepted | WriteOrder::Durable)
+            && self.log_order() == LogOrder::Program
     }
 
     /// The knobs read since the machine was built.
@@ -435,7 +436,13 @@ mod tests {
         assert_eq!(c.ordering.resolve(), Ordering { log_order: LogOrder::ExemptEcLoc, ..r });
         assert_eq!(
             c.ordering.differences(),
-            ["commit_flush=invalidate", "flush_cost=per-level", "write_order=durable", "phase_barrier=begin", "conflict=transaction"]
+            [
+                "commit_flush=invalidate",
+                "flush_cost=per-level",
+                "write_order=durable",
+                "phase_barrier=begin",
+                "conflict=transaction"
+            ]
         );
     }
 
@@ -499,7 +506,10 @@ mod tests {
         let e = Config::build(None, &["ordering.write_order=sometimes".into()]).unwrap_err();
         assert!(e.0.contains("accepted") && e.0.contains("durable"), "{e}");
         let e = Config::build(None, &["ordering.log_order=loose".into()]).unwrap_err();
-        assert!(e.0.contains("unknown variant `loose`") && e.0.contains("exempt-ec-loc") && e.0.contains("program"), "{e}");
+        assert!(
+            e.0.contains("unknown variant `loose`") && e.0.contains("exempt-ec-loc") && e.0.contains("program"),
+            "{e}"
+        );
         assert!(!e.0.contains('\n'));
         let e = Config::build(None, &["ordering.speed=1".into()]).unwrap_err();
         assert!(e.0.contains("unknown config key `ordering.speed`") && e.0.contains("phase_barrier"), "{e}");

@@ -396,7 +396,9 @@ impl Win {
         if self.bug == Some(Bug::MetaBeforeData) && self.closing && data.is_none() {
             self.held.push((at, home));
         } else {
-            let t = group::write_data(m, at, home, data);
+            // Under `log_order = program` the core does not wait for the write: it joins its
+            // transaction's stream, which the controller accepts write by write.
+            let t = if self.program { group::issue_data(m, at, home, data) } else { group::write_data(m, at, home, data) };
             self.note_write(gi, t.done, t.durable);
         }
         self.logged_at.push((home, at));
@@ -870,5 +872,53 @@ impl Protocol for LocWal {
             list.extend(self.x.list());
         }
         list
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::protocol::ec_wal::tests::log_writes_of_one_transaction;
+
+    /// A window of two transactions (speculation degree 2), four blocks each, all logged when
+    /// the window closes. Under the strictest reading each transaction's four log blocks go one
+    /// after another, each started when its previous one is durable, the two transactions'
+    /// streams in flight together; the close's META follows. With LOC's log writes exempt all
+    /// eight overlap across the banks.
+    #[test]
+    fn a_speculation_windows_log_writes_are_serialised_per_transaction_under_strictest() {
+        let loc = |layout: &Layout, cfg: &Config| LocWal::new(layout, 2, cfg.min_write_cycles(), None);
+        use WriteKind::{LogData as D, LogMeta as M};
+        let offsets = |w: &[(Cycle, Cycle, WriteKind)]| -> Vec<(u64, u64, WriteKind)> {
+            w.iter().map(|x| ((x.0 - w[0].0).0, (x.1 - w[0].0).0, x.2)).collect()
+        };
+        // In issue order: the first transaction's four blocks (slots 0-3 of the first group),
+        // the second's first three (slots 4-6; its lines' commit flush, 4 x 29 cycles, comes
+        // first), the full group's META in the second transaction's stream, its last block in
+        // the next group, whose META the close writes after that block's data started.
+        let w = log_writes_of_one_transaction(&["ordering.preset=strictest"], loc, 2);
+        let tx1 = [(0, 168, D), (168, 336, D), (336, 504, D), (504, 672, D)];
+        let tx2 = [(116, 284, D), (284, 452, D), (452, 620, D), (620, 788, M), (788, 956, D)];
+        let close = [(789, 957, M)];
+        let want: Vec<(u64, u64, WriteKind)> = tx1.into_iter().chain(tx2).chain(close).collect();
+        assert_eq!(offsets(&w), want, "strictest: {w:?}");
+        // Exempt: the first four together, the next three once the core has flushed their
+        // lines, the fourth of the second transaction when its bank is free.
+        let e = log_writes_of_one_transaction(&["ordering.preset=strictest", "ordering.log_order=exempt-ec-loc"], loc, 2);
+        let want = [
+            (0, 168, D),
+            (0, 168, D),
+            (0, 168, D),
+            (0, 168, D),
+            (116, 284, D),
+            (116, 284, D),
+            (116, 284, D),
+            (117, 285, M),
+            (168, 336, D),
+            (285, 453, M),
+        ];
+        assert_eq!(offsets(&e), want, "exempt: {e:?}");
+        assert_eq!(e[0].0, w[0].0, "the same first log write");
     }
 }
