@@ -193,6 +193,23 @@ struct Parked {
     txs_committed: u64,
     acked: u64,
     unacked: std::collections::VecDeque<Cycle>,
+    /// Its transaction's ordered write stream (`log_order = program`), while it is parked.
+    stream: Stream,
+}
+
+/// An ordered sequence of writes ([`Machine::begin_ordered`], [`Machine::begin_tx_order`]): the
+/// acceptance and durability of its latest write, if a sequence is under way, and whether it is
+/// a transaction's whole stream (`log_order = program`), which the commit-time sequences of the
+/// protocols then join instead of starting their own.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stream {
+    chain: Option<(Cycle, Cycle)>,
+    whole: bool,
+}
+
+impl Stream {
+    /// A transaction's stream before its first write.
+    pub const FRESH: Stream = Stream { chain: Some((Cycle::ZERO, Cycle::ZERO)), whole: true };
 }
 
 /// The simulated machine (everything but the protocol and the workload).
@@ -257,6 +274,8 @@ pub struct Machine {
     /// An ordered sequence of writes under way ([`Machine::begin_ordered`]): the acceptance
     /// and durability of its latest write.
     chain: Option<(Cycle, Cycle)>,
+    /// `chain` is the running transaction's whole stream ([`Machine::begin_tx_order`]).
+    whole_stream: bool,
     /// With more than one core, per LLC slot: the cycle of the latest store to the line it holds
     /// (reset when a line is filled from memory; empty with one core). A write-back of the line
     /// carries the bytes of that store, so it starts no earlier ([`Machine::write_back`]), also
@@ -380,6 +399,7 @@ impl Machine {
             flush_pending: Cycle::ZERO,
             ord: Knobs::new(cfg.ordering.resolve()),
             chain: None,
+            whole_stream: false,
             meta_checksum: cfg.log.meta_checksum,
             stale: None,
             stored_at,
@@ -427,6 +447,7 @@ impl Machine {
             out.flush_pending = self.flush_pending;
             out.txs_committed = self.txs_committed;
             out.acked = self.acked;
+            out.stream = Stream { chain: self.chain, whole: self.whole_stream };
             // Two empty queues are interchangeable, and most switches find both empty (a
             // synchronous commit fills and drains the queue at once): then nothing moves, and
             // the 32-byte queue headers the commit just wrote are not reloaded.
@@ -440,6 +461,7 @@ impl Machine {
             self.flush_pending = inn.flush_pending;
             self.txs_committed = inn.txs_committed;
             self.acked = inn.acked;
+            (self.chain, self.whole_stream) = (inn.stream.chain, inn.stream.whole);
             if moves {
                 // ... and core `c`'s queue in, the placeholder out to its entry.
                 std::mem::swap(&mut inn.unacked, &mut self.unacked);
@@ -930,18 +952,53 @@ impl Machine {
     }
 
     /// From now until [`Machine::end_ordered`], the writes issued form one ordered sequence
-    /// (a transaction's commit-time writes), if `ordering.write_order` asks for one.
+    /// (a transaction's commit-time writes), if `ordering.write_order` asks for one. Inside a
+    /// transaction's whole stream ([`Machine::begin_tx_order`]) they continue it.
     #[inline]
     pub fn begin_ordered(&mut self) {
-        if matches!(self.ord.write_order(), WriteOrder::Accepted | WriteOrder::Durable) {
+        if matches!(self.ord.write_order(), WriteOrder::Accepted | WriteOrder::Durable) && !self.whole_stream {
             self.chain = Some((Cycle::ZERO, Cycle::ZERO));
         }
     }
 
-    /// End of the ordered sequence.
+    /// End of the ordered sequence (not of a transaction's whole stream).
     #[inline]
     pub fn end_ordered(&mut self) {
-        self.chain = None;
+        if !self.whole_stream {
+            self.chain = None;
+        }
+    }
+
+    /// A transaction begins: under `log_order = program` (with `write_order` `accepted` or
+    /// `durable`) every write issued from now until [`Machine::end_tx_order`] forms one ordered
+    /// sequence, its program order, whatever the protocol's own commit-time sequence covers.
+    /// Returns whether it does. Called by every protocol but the baseline (which has no
+    /// persistent write of its own).
+    #[inline]
+    pub fn begin_tx_order(&mut self) -> bool {
+        let on = self.ord.program_order();
+        if on {
+            (self.chain, self.whole_stream) = (Stream::FRESH.chain, true);
+        }
+        on
+    }
+
+    /// The transaction has issued its last write (its commit, or abort, is done).
+    #[inline]
+    pub fn end_tx_order(&mut self) {
+        if self.whole_stream {
+            (self.chain, self.whole_stream) = (None, false);
+        }
+    }
+
+    /// Make `s` the ordered sequence the next writes join, returning the one they joined so
+    /// far: Speculative Persistence keeps one stream per transaction of a window and issues
+    /// each log write in its own transaction's.
+    #[inline]
+    pub fn swap_stream(&mut self, s: Stream) -> Stream {
+        let old = Stream { chain: self.chain, whole: self.whole_stream };
+        (self.chain, self.whole_stream) = (s.chain, s.whole);
+        old
     }
 
     /// The phase barrier: stall until every write issued so far (deferred truncations

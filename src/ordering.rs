@@ -3,9 +3,10 @@
 //!
 //! Three presets: `overlapped`, locsim's own machine (log writes overlap across banks, the
 //! checkpoint runs in the background, the core never waits for it); `paper`, the machine the
-//! papers' text describes; `strictest`, `paper` with the strictest reading the text allows of
-//! its two ambiguous sentences (each ordered write durable before the next, and the next
-//! transaction waiting at its begin), which bounds the cost of ordering from above. Each knob may also be set alone (`--set ordering.<knob>=<value>`); its
+//! papers' text describes; `strictest`, `paper` with the strictest reading the text allows:
+//! every persistent write of a transaction in program order, each durable before the next, for
+//! every protocol (`write_order = durable`, `log_order = program`), and the next transaction
+//! waiting at its begin, which bounds the cost of ordering from above. Each knob may also be set alone (`--set ordering.<knob>=<value>`); its
 //! default value `preset` takes the preset's value. The sentence each knob comes from is quoted
 //! on its type; docs/ordering.md gives both readings where the text is ambiguous.
 
@@ -20,8 +21,8 @@ pub enum Preset {
     Overlapped,
     /// The papers' strict-ordering machine.
     Paper,
-    /// `paper` with `write_order = durable` and `phase_barrier = begin`: the strictest reading
-    /// of the papers' text (docs/ordering.md).
+    /// `paper` with `write_order = durable`, `log_order = program` and `phase_barrier =
+    /// begin`: the strictest reading of the papers' text (docs/ordering.md).
     Strictest,
 }
 
@@ -77,6 +78,30 @@ pub enum WriteOrder {
     Durable,
 }
 
+/// `ordering.log_order`: which writes of a transaction `write_order` orders (read only when
+/// `write_order` is `accepted` or `durable`). LOC ICCD 2014, section I: "The writes within and
+/// across transactions are persisted (i.e., written to persistent memory) in strict program
+/// order"; section II: Eager Commit removes the commit record and the wait before it ("Before a
+/// transaction commits, WAL needs to ensure that the new version of each updated data block of
+/// the transaction is completely persisted. Only after that, WAL updates the commit record.");
+/// section III: Speculative Persistence allows "blocks from different transactions to be
+/// written to the persistent memory log speculatively".
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogOrder {
+    /// The preset's value.
+    Preset,
+    /// Only each protocol's commit-time sequence (H-WAL's log, descriptors and commit record;
+    /// every WAL protocol's in-place updates; S-WAL's write-backs; ATOM's and HOOP's commit
+    /// writes); Eager Commit's and LOC's log writes are left out of it.
+    ExemptEcLoc,
+    /// Every persistent write of a transaction, from its begin to the end of its commit, in one
+    /// sequence (every protocol but the baseline); under Speculative Persistence each
+    /// transaction of a window its own sequence, and the window's close (pairs, METAs,
+    /// checkpoint) one more.
+    Program,
+}
+
 /// `ordering.phase_barrier`: when the next transaction may write. `loc-extended.txt` 1: "3)
 /// waiting for the completion of all memory writes within the transaction before a single write
 /// for the next transaction can be performed"; 2: "one phase cannot be started before the
@@ -124,6 +149,7 @@ pub struct OrderingConfig {
     pub write_order: WriteOrder,
     pub phase_barrier: PhaseBarrier,
     pub conflict: Conflict,
+    pub log_order: LogOrder,
 }
 
 impl Default for OrderingConfig {
@@ -135,6 +161,7 @@ impl Default for OrderingConfig {
             write_order: WriteOrder::Preset,
             phase_barrier: PhaseBarrier::Preset,
             conflict: Conflict::Preset,
+            log_order: LogOrder::Preset,
         }
     }
 }
@@ -147,6 +174,7 @@ pub struct Ordering {
     pub write_order: WriteOrder,
     pub phase_barrier: PhaseBarrier,
     pub conflict: Conflict,
+    pub log_order: LogOrder,
 }
 
 impl Ordering {
@@ -159,6 +187,7 @@ impl Ordering {
                 write_order: WriteOrder::AsIssued,
                 phase_barrier: PhaseBarrier::None,
                 conflict: Conflict::Line,
+                log_order: LogOrder::ExemptEcLoc,
             },
             Preset::Paper => Ordering {
                 commit_flush: CommitFlush::Invalidate,
@@ -166,23 +195,26 @@ impl Ordering {
                 write_order: WriteOrder::Accepted,
                 phase_barrier: PhaseBarrier::FirstWrite,
                 conflict: Conflict::Transaction,
+                log_order: LogOrder::ExemptEcLoc,
             },
             Preset::Strictest => Ordering {
                 write_order: WriteOrder::Durable,
                 phase_barrier: PhaseBarrier::Begin,
+                log_order: LogOrder::Program,
                 ..Ordering::of(Preset::Paper)
             },
         }
     }
 
     /// Each knob's name and value word, in the order of [`KNOBS`] (the bits of [`KnobsRead`]).
-    pub fn words(&self) -> [(&'static str, String); 5] {
+    pub fn words(&self) -> [(&'static str, String); 6] {
         [
             (KNOBS[0].0, word(&self.commit_flush)),
             (KNOBS[1].0, word(&self.flush_cost)),
             (KNOBS[2].0, word(&self.write_order)),
             (KNOBS[3].0, word(&self.phase_barrier)),
             (KNOBS[4].0, word(&self.conflict)),
+            (KNOBS[5].0, word(&self.log_order)),
         ]
     }
 }
@@ -249,6 +281,20 @@ impl Knobs {
         self.ord.conflict
     }
 
+    #[inline]
+    pub fn log_order(&self) -> LogOrder {
+        self.mark(5);
+        self.ord.log_order
+    }
+
+    /// Every persistent write of a transaction in one ordered sequence (`write_order` other than
+    /// `as-issued` and `log_order = program`); reads `log_order` only when `write_order` orders.
+    #[inline]
+    pub fn program_order(&self) -> bool {
+        matches!(self.write_order(), WriteOrder::Accepted | WriteOrder::Durable)
+            && self.log_order() == LogOrder::Program
+    }
+
     /// The knobs read since the machine was built.
     pub fn read(&self) -> KnobsRead {
         KnobsRead(self.read.get())
@@ -286,6 +332,10 @@ impl OrderingConfig {
                 Conflict::Preset => p.conflict,
                 v => v,
             },
+            log_order: match self.log_order {
+                LogOrder::Preset => p.log_order,
+                v => v,
+            },
         }
     }
 
@@ -302,23 +352,33 @@ impl OrderingConfig {
     }
 }
 
-/// The knobs in the order the ablation switches them on, each with its `paper` value.
-pub const KNOBS: [(&str, &str); 5] = [
+/// The knobs in the order the ablation switches them on, each with its `paper` value
+/// (`log_order`'s is `overlapped`'s too: under `paper` it orders what it orders today).
+pub const KNOBS: [(&str, &str); 6] = [
     ("commit_flush", "invalidate"),
     ("flush_cost", "per-level"),
     ("write_order", "accepted"),
     ("phase_barrier", "first-write"),
     ("conflict", "transaction"),
+    ("log_order", "exempt-ec-loc"),
 ];
 
+/// The ablation step that is `strictest` with `log_order = exempt-ec-loc`: the strictest
+/// reading before every write of a transaction was ordered (Eager Commit's and LOC's log writes
+/// exempt), to show what the exemption was worth.
+pub const STRICTEST_EXEMPT: &str = "strictest-exempt-ec-loc";
+
 /// The configuration overrides of an ablation step (the `ordering` axis of an experiment):
-/// `overlapped`, `paper`, `strictest`, a knob name (that knob alone at its `paper` value, the others as in
+/// `overlapped`, `paper`, `strictest`, [`STRICTEST_EXEMPT`], a knob name (that knob alone at its `paper` value, the others as in
 /// `overlapped`) or `+knob` (that knob and every knob before it in [`KNOBS`]: cumulative steps,
 /// the last one being `paper`). An unknown step names the allowed ones.
 pub fn step_sets(step: &str) -> Result<Vec<String>, String> {
     let set = |(k, v): &(&str, &str)| format!("ordering.{k}={v}");
     if ["overlapped", "paper", "strictest"].contains(&step) {
         return Ok(vec![format!("ordering.preset={step}")]);
+    }
+    if step == STRICTEST_EXEMPT {
+        return Ok(vec!["ordering.preset=strictest".into(), "ordering.log_order=exempt-ec-loc".into()]);
     }
     if let Some(i) = KNOBS.iter().position(|(k, _)| *k == step) {
         return Ok(vec![set(&KNOBS[i])]);
@@ -328,7 +388,7 @@ pub fn step_sets(step: &str) -> Result<Vec<String>, String> {
     }
     let knobs: Vec<&str> = KNOBS.iter().map(|(k, _)| *k).collect();
     Err(format!(
-        "ordering step `{step}`: allowed overlapped, paper, strictest, a knob ({}) or +knob (cumulative)",
+        "ordering step `{step}`: allowed overlapped, paper, strictest, {STRICTEST_EXEMPT}, a knob ({}) or +knob (cumulative)",
         knobs.join(", ")
     ))
 }
@@ -355,14 +415,48 @@ mod tests {
     }
 
     #[test]
-    fn strictest_is_paper_with_durable_write_order_and_the_barrier_at_begin() {
+    fn strictest_is_paper_with_durable_program_order_and_the_barrier_at_begin() {
         let c = Config::build(None, &["ordering.preset=strictest".into()]).unwrap();
         let r = c.ordering.resolve();
-        assert_eq!((r.write_order, r.phase_barrier), (WriteOrder::Durable, PhaseBarrier::Begin));
-        let back = Ordering { write_order: WriteOrder::Accepted, phase_barrier: PhaseBarrier::FirstWrite, ..r };
+        assert_eq!(
+            (r.write_order, r.phase_barrier, r.log_order),
+            (WriteOrder::Durable, PhaseBarrier::Begin, LogOrder::Program)
+        );
+        let back = Ordering {
+            write_order: WriteOrder::Accepted,
+            phase_barrier: PhaseBarrier::FirstWrite,
+            log_order: LogOrder::ExemptEcLoc,
+            ..r
+        };
         assert_eq!(back, Ordering::of(Preset::Paper));
         let c = Config::build(None, &step_sets("strictest").unwrap()).unwrap();
         assert_eq!(c.ordering.resolve(), r);
+        // The exemption: the same knobs, Eager Commit's and LOC's log writes out of the sequence.
+        let c = Config::build(None, &step_sets(STRICTEST_EXEMPT).unwrap()).unwrap();
+        assert_eq!(c.ordering.resolve(), Ordering { log_order: LogOrder::ExemptEcLoc, ..r });
+        assert_eq!(
+            c.ordering.differences(),
+            [
+                "commit_flush=invalidate",
+                "flush_cost=per-level",
+                "write_order=durable",
+                "phase_barrier=begin",
+                "conflict=transaction"
+            ]
+        );
+    }
+
+    #[test]
+    fn program_order_needs_an_ordering_write_order_and_reads_log_order_only_then() {
+        let k = Knobs::new(Ordering { log_order: LogOrder::Program, ..Ordering::of(Preset::Overlapped) });
+        assert!(!k.program_order());
+        assert_eq!(k.read().unread(), ["commit_flush", "flush_cost", "phase_barrier", "conflict", "log_order"]);
+        let k = Knobs::new(Ordering::of(Preset::Strictest));
+        assert!(k.program_order());
+        assert_eq!(k.read().unread(), ["commit_flush", "flush_cost", "phase_barrier", "conflict"]);
+        let k = Knobs::new(Ordering { log_order: LogOrder::Program, ..Ordering::of(Preset::Paper) });
+        assert!(k.program_order());
+        assert!(!Knobs::new(Ordering::of(Preset::Paper)).program_order());
     }
 
     #[test]
@@ -380,6 +474,7 @@ mod tests {
             ("phase_barrier", "first-write"),
             ("phase_barrier", "begin"),
             ("conflict", "transaction"),
+            ("log_order", "program"),
         ] {
             let c = Config::build(None, &[format!("ordering.{k}={v}")]).unwrap();
             assert_eq!(c.ordering.differences(), vec![format!("{k}={v}")]);
@@ -395,7 +490,9 @@ mod tests {
         assert_eq!(c.ordering.resolve(), Ordering::of(Preset::Overlapped));
         for (k, v) in KNOBS {
             let c = Config::build(None, &step_sets(k).unwrap()).unwrap();
-            assert_eq!(c.ordering.differences(), vec![format!("{k}={v}")]);
+            // `log_order`'s `paper` value is `overlapped`'s.
+            let want = if k == "log_order" { vec![] } else { vec![format!("{k}={v}")] };
+            assert_eq!(c.ordering.differences(), want);
         }
         let e = step_sets("+speed").unwrap_err();
         assert!(e.contains("allowed overlapped, paper, strictest") && e.contains("phase_barrier"), "{e}");
@@ -408,6 +505,12 @@ mod tests {
         assert!(!e.0.contains('\n'));
         let e = Config::build(None, &["ordering.write_order=sometimes".into()]).unwrap_err();
         assert!(e.0.contains("accepted") && e.0.contains("durable"), "{e}");
+        let e = Config::build(None, &["ordering.log_order=loose".into()]).unwrap_err();
+        assert!(
+            e.0.contains("unknown variant `loose`") && e.0.contains("exempt-ec-loc") && e.0.contains("program"),
+            "{e}"
+        );
+        assert!(!e.0.contains('\n'));
         let e = Config::build(None, &["ordering.speed=1".into()]).unwrap_err();
         assert!(e.0.contains("unknown config key `ordering.speed`") && e.0.contains("phase_barrier"), "{e}");
     }

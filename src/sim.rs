@@ -417,6 +417,8 @@ impl<P: Protocol> Pm for Sim<P> {
         }
         self.stats.pset_blocks += self.tx.tx_blocks.len() as u64;
         self.p.commit(&mut self.m);
+        // The transaction's ordered stream (`ordering.log_order = program`) ends with it.
+        self.m.end_tx_order();
         self.tx_ended();
     }
 
@@ -436,6 +438,7 @@ impl<P: Protocol> Pm for Sim<P> {
         }
         self.stats.txs_aborted += 1;
         self.p.abort(&mut self.m, &self.tx.written);
+        self.m.end_tx_order();
         self.tx_ended();
     }
 

@@ -321,6 +321,7 @@ impl Protocol for Atom {
         // Victims an access outside the protocol (a lock's) left for their owners.
         self.drain_victims(m);
         self.cores[m.core()].barrier.at_begin(m);
+        m.begin_tx_order();
     }
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {

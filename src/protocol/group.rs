@@ -96,12 +96,19 @@ impl Group {
 /// Write a data block into log block `at`: `data`, or the program's current bytes of `home`.
 /// Waits until the controller accepts it.
 pub fn write_data(m: &mut Machine, at: BlockId, home: BlockId, data: Option<&BlockData>) -> WriteTiming {
-    let t = match data {
-        Some(d) => m.write_encoded(at, WriteKind::LogData, || *d),
-        None => m.write_from_arch(at, WriteKind::LogData, home),
-    };
+    let t = issue_data(m, at, home, data);
     m.wait_until(t.accepted);
     t
+}
+
+/// [`write_data`] without the wait: the write is handed to the controller, which accepts it at
+/// the cycle its ordered stream allows (Speculative Persistence's per-transaction streams under
+/// `ordering.log_order = program`, in flight together).
+pub fn issue_data(m: &mut Machine, at: BlockId, home: BlockId, data: Option<&BlockData>) -> WriteTiming {
+    match data {
+        Some(d) => m.write_encoded(at, WriteKind::LogData, || *d),
+        None => m.write_from_arch(at, WriteKind::LogData, home),
+    }
 }
 
 /// The ring of block groups in the log area, and which of them may be reused.

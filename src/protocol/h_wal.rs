@@ -250,6 +250,7 @@ impl Protocol for HWal {
         self.drain_victims(m);
         let r = &mut self.regions[m.core()];
         r.barrier.at_begin(m);
+        m.begin_tx_order();
         r.tx_start = r.tail;
         r.tx_start_pos = r.tail_pos;
         r.tx_log_done = Cycle::ZERO;

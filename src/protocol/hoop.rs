@@ -333,6 +333,7 @@ impl Protocol for Hoop {
         let r = &mut self.regions[m.core()];
         debug_assert!(r.ws.is_empty());
         r.log_done = Cycle::ZERO;
+        m.begin_tx_order();
     }
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {

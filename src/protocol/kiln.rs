@@ -594,6 +594,7 @@ impl Protocol for Kiln {
 
     fn begin(&mut self, m: &mut Machine) {
         self.cores[m.core()].in_tx = true;
+        m.begin_tx_order();
     }
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {

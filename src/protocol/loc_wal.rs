@@ -48,7 +48,7 @@ use crate::cache::Victim;
 use crate::log::ec::{BlkTag, DATA_SLOTS};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::loc::{self, Pair, MAX_LIVE_TXS, PAIRS_PER_BLOCK};
-use crate::machine::Machine;
+use crate::machine::{Machine, Stream};
 use crate::pmem::{Layout, WriteKind};
 use crate::types::{blocks_of, Addr, BlockData, BlockId, Cycle};
 
@@ -83,6 +83,11 @@ struct TxSt {
     /// Its blocks in the window's write list: `ws[ws_start..ws_end]`.
     ws_start: usize,
     ws_end: usize,
+    /// Its ordered write stream under `ordering.log_order = program`: each of its log writes
+    /// after the previous one, whichever transaction of the window is running (Speculative
+    /// Persistence keeps the streams of a window's transactions apart, each in its program
+    /// order).
+    stream: Stream,
 }
 
 counters! {
@@ -168,6 +173,9 @@ struct Win {
     barrier: Barrier,
     /// Transactions committed on this core (acknowledged when their window is durable).
     committed: u64,
+    /// `ordering.log_order = program` orders every write ([`Machine::begin_tx_order`]): each
+    /// transaction's log writes go in its own stream, the close's in one more.
+    program: bool,
     /// Number of the open window (from 1); every earlier window of the core is durable.
     number: u64,
     /// A transaction is running (begun, not yet committed or aborted).
@@ -314,6 +322,7 @@ impl Win {
             pending: Vec::with_capacity(1024),
             barrier: Barrier::default(),
             committed: 0,
+            program: false,
             number: 1,
             in_tx: false,
             logged_sig: [0; 64],
@@ -364,6 +373,15 @@ impl Win {
     /// program's current bytes. `last` gives the block its transaction's TxCnt.
     fn log_block(&mut self, m: &mut Machine, owner: usize, home: BlockId, data: Option<&BlockData>, last: bool) {
         self.barrier.before_write(m);
+        let outer = self.program.then(|| m.swap_stream(self.win[owner].stream));
+        self.log_block_in_stream(m, owner, home, data, last);
+        if let Some(outer) = outer {
+            self.win[owner].stream = m.swap_stream(outer);
+        }
+    }
+
+    /// [`Win::log_block`] once the write's stream is chosen.
+    fn log_block_in_stream(&mut self, m: &mut Machine, owner: usize, home: BlockId, data: Option<&BlockData>, last: bool) {
         self.win[owner].logged += 1;
         let tx_cnt = if last { self.tx_cnt(owner) } else { 0 };
         let tag = BlkTag {
@@ -378,7 +396,9 @@ impl Win {
         if self.bug == Some(Bug::MetaBeforeData) && self.closing && data.is_none() {
             self.held.push((at, home));
         } else {
-            let t = group::write_data(m, at, home, data);
+            // Under `log_order = program` the core does not wait for the write: it joins its
+            // transaction's stream, which the controller accepts write by write.
+            let t = if self.program { group::issue_data(m, at, home, data) } else { group::write_data(m, at, home, data) };
             self.note_write(gi, t.done, t.durable);
         }
         self.logged_at.push((home, at));
@@ -436,6 +456,9 @@ impl Win {
     /// by a running transaction carried over into the next window (a forced close), whose home
     /// copies take the window's bytes copied before that transaction's first store.
     fn close_window(&mut self, m: &mut Machine, ord: &mut Order, carried: &[BlockId]) {
+        // Under `log_order = program` the close's own writes (pairs, METAs, checkpoint, head)
+        // form one stream, apart from the running transaction's (on N cores another core's).
+        let outer = self.program.then(|| m.swap_stream(Stream::FRESH));
         self.closing = true;
         let mut records = self.log_rest(m);
         self.add_pairs(&mut records);
@@ -453,6 +476,9 @@ impl Win {
         self.acknowledge(m);
         self.checkpoint_and_truncate(m, ord, order, carried);
         self.reset_window();
+        if let Some(outer) = outer {
+            m.swap_stream(outer);
+        }
     }
 
     /// A dependent on another core needs this core's open window durable now. Between
@@ -686,6 +712,7 @@ impl Win {
 
     fn begin(&mut self, m: &mut Machine) {
         self.barrier.at_begin(m);
+        self.program = m.begin_tx_order();
         if self.next_seq - self.safe_seq >= MAX_LIVE_TXS - 1 {
             m.quiesce();
             self.safe_seq = self.trunc_seq;
@@ -696,7 +723,8 @@ impl Win {
         // Window sizes: at most SD committed transactions, and the aborted ones, in a window.
         assert!(self.win.len() < MAX_WINDOW_TXS, "a speculation window holds at most {MAX_WINDOW_TXS} transactions");
         assert!(self.committed_in_win < self.sd, "a full window was not closed");
-        self.win.push(TxSt { seq, aborted: false, logged: 0, coalesced: 0, last: None, ws_start: n, ws_end: n });
+        let stream = if self.program { Stream::FRESH } else { Stream::default() };
+        self.win.push(TxSt { seq, aborted: false, logged: 0, coalesced: 0, last: None, ws_start: n, ws_end: n, stream });
         self.in_tx = true;
     }
 
@@ -844,5 +872,53 @@ impl Protocol for LocWal {
             list.extend(self.x.list());
         }
         list
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::protocol::ec_wal::tests::log_writes_of_one_transaction;
+
+    /// A window of two transactions (speculation degree 2), four blocks each, all logged when
+    /// the window closes. Under the strictest reading each transaction's four log blocks go one
+    /// after another, each started when its previous one is durable, the two transactions'
+    /// streams in flight together; the close's META follows. With LOC's log writes exempt all
+    /// eight overlap across the banks.
+    #[test]
+    fn a_speculation_windows_log_writes_are_serialised_per_transaction_under_strictest() {
+        let loc = |layout: &Layout, cfg: &Config| LocWal::new(layout, 2, cfg.min_write_cycles(), None);
+        use WriteKind::{LogData as D, LogMeta as M};
+        let offsets = |w: &[(Cycle, Cycle, WriteKind)]| -> Vec<(u64, u64, WriteKind)> {
+            w.iter().map(|x| ((x.0 - w[0].0).0, (x.1 - w[0].0).0, x.2)).collect()
+        };
+        // In issue order: the first transaction's four blocks (slots 0-3 of the first group),
+        // the second's first three (slots 4-6; its lines' commit flush, 4 x 29 cycles, comes
+        // first), the full group's META in the second transaction's stream, its last block in
+        // the next group, whose META the close writes after that block's data started.
+        let w = log_writes_of_one_transaction(&["ordering.preset=strictest"], loc, 2);
+        let tx1 = [(0, 168, D), (168, 336, D), (336, 504, D), (504, 672, D)];
+        let tx2 = [(116, 284, D), (284, 452, D), (452, 620, D), (620, 788, M), (788, 956, D)];
+        let close = [(789, 957, M)];
+        let want: Vec<(u64, u64, WriteKind)> = tx1.into_iter().chain(tx2).chain(close).collect();
+        assert_eq!(offsets(&w), want, "strictest: {w:?}");
+        // Exempt: the first four together, the next three once the core has flushed their
+        // lines, the fourth of the second transaction when its bank is free.
+        let e = log_writes_of_one_transaction(&["ordering.preset=strictest", "ordering.log_order=exempt-ec-loc"], loc, 2);
+        let want = [
+            (0, 168, D),
+            (0, 168, D),
+            (0, 168, D),
+            (0, 168, D),
+            (116, 284, D),
+            (116, 284, D),
+            (116, 284, D),
+            (117, 285, M),
+            (168, 336, D),
+            (285, 453, M),
+        ];
+        assert_eq!(offsets(&e), want, "exempt: {e:?}");
+        assert_eq!(e[0].0, w[0].0, "the same first log write");
     }
 }

@@ -312,7 +312,9 @@ impl Protocol for Proteus {
         }
     }
 
-    fn begin(&mut self, _m: &mut Machine) {}
+    fn begin(&mut self, m: &mut Machine) {
+        m.begin_tx_order();
+    }
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         m.access_range(addr, len, false);

@@ -170,6 +170,7 @@ impl Protocol for SWal {
     }
 
     fn begin(&mut self, m: &mut Machine) {
+        m.begin_tx_order();
         let r = &mut self.regions[m.core()];
         r.tx_start = r.tail;
     }
