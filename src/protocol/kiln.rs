@@ -508,24 +508,7 @@ impl Kiln {
         }
         let registered = self.cores[c].win_txs.last().map(|&(l, g, _)| (l, g));
         if let Some((local, seq)) = registered {
-            m.wait_until(self.reg_at);
-            let now = m.now;
-            self.reg_at = now;
-            self.reg_committed = self.reg_committed.max(seq);
-            if self.multi {
-                // The core's registered transactions, and which of its region's logged
-                // transactions the register may cover.
-                let b = BlockId(self.nv0.0 + nvllc::binding_block(self.slots, c));
-                m.nv_record(b, |_| Binding { local, seq }.encode(), now);
-            }
-            let committed = self.reg_committed;
-            m.nv_record(self.nv0, |_| Register { committed, applied: 0 }.encode(), now);
-            for x in std::mem::take(&mut self.cores[c].superseded) {
-                if m.hier.llc.is_version_of(x.slot, x.block) {
-                    m.hier.llc.invalidate_slot(x.slot);
-                    self.forget_line(m, x.slot, now);
-                }
-            }
+            self.register(m, c, local, seq);
         }
         self.c.window_stall_cycles += (m.now - before).0;
         if self.bug != Some(Bug::AckBeforeDurable) {
@@ -535,6 +518,48 @@ impl Kiln {
                 m.ack_core_through(c, self.cores[c].committed);
             }
         }
+        self.mark_registered(m, c);
+        let k = &self.cores[c];
+        // A forced close inside a transaction: the region holds only that transaction's lines.
+        debug_assert!(!mid_tx || k.fallback.iter().all(|f| f.2 == k.seq), "core {c}: committed lines in the region");
+        if !k.fallback.is_empty() && !mid_tx {
+            self.send_fallback_home(m, c, registered.map(|(r, _)| r));
+        }
+        let k = &mut self.cores[c];
+        k.ws.drain(..k.run_start);
+        k.run_start = 0;
+        k.win_txs.clear();
+        k.win_start = k.seq;
+        k.number += 1;
+        self.c.windows += 1;
+    }
+
+    /// The register moves to core `c`'s transaction `local` (global order `seq`), the last
+    /// its window committed; the registered versions that window superseded are dropped.
+    fn register(&mut self, m: &mut Machine, c: usize, local: u64, seq: u64) {
+        m.wait_until(self.reg_at);
+        let now = m.now;
+        self.reg_at = now;
+        self.reg_committed = self.reg_committed.max(seq);
+        if self.multi {
+            // The core's registered transactions, and which of its region's logged
+            // transactions the register may cover.
+            let b = BlockId(self.nv0.0 + nvllc::binding_block(self.slots, c));
+            m.nv_record(b, |_| Binding { local, seq }.encode(), now);
+        }
+        let committed = self.reg_committed;
+        m.nv_record(self.nv0, |_| Register { committed, applied: 0 }.encode(), now);
+        for x in std::mem::take(&mut self.cores[c].superseded) {
+            if m.hier.llc.is_version_of(x.slot, x.block) {
+                m.hier.llc.invalidate_slot(x.slot);
+                self.forget_line(m, x.slot, now);
+            }
+        }
+    }
+
+    /// The lines of core `c`'s closed window become registered ones: its committed
+    /// transactions' and, on N cores, the running transaction's versions of them.
+    fn mark_registered(&mut self, m: &mut Machine, c: usize) {
         let k = &mut self.cores[c];
         if self.multi {
             // The running transaction's versions of the window's lines are registered ones now.
@@ -553,29 +578,24 @@ impl Kiln {
                 }
             }
         }
-        // A forced close inside a transaction: the region holds only that transaction's lines.
-        debug_assert!(!mid_tx || k.fallback.iter().all(|f| f.2 == k.seq), "core {c}: committed lines in the region");
-        if !k.fallback.is_empty() && !mid_tx {
-            let mut done = m.now;
-            for &(home, at, local) in &k.fallback {
-                if registered.is_some_and(|(r, _)| local <= r) {
-                    m.background_read(at);
-                    let t = m.write_from_arch(home, WriteKind::Home, home);
-                    done = done.max(t.durable);
-                }
-            }
-            m.wait_until(done);
-            k.fallback.clear();
-            let next = k.seq;
-            self.write_head(m, c, next);
-        }
+    }
+
+    /// Core `c`'s fallback log goes home (the lines of its transactions up to the registered
+    /// `local` one) and its region is truncated.
+    fn send_fallback_home(&mut self, m: &mut Machine, c: usize, registered: Option<u64>) {
         let k = &mut self.cores[c];
-        k.ws.drain(..k.run_start);
-        k.run_start = 0;
-        k.win_txs.clear();
-        k.win_start = k.seq;
-        k.number += 1;
-        self.c.windows += 1;
+        let mut done = m.now;
+        for &(home, at, local) in &k.fallback {
+            if registered.is_some_and(|r| local <= r) {
+                m.background_read(at);
+                let t = m.write_from_arch(home, WriteKind::Home, home);
+                done = done.max(t.durable);
+            }
+        }
+        m.wait_until(done);
+        k.fallback.clear();
+        let next = k.seq;
+        self.write_head(m, c, next);
     }
 }
 

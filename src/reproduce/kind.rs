@@ -9,8 +9,7 @@
 //! overrides and the run lengths: no host timings, so that results are identical across runs,
 //! `--jobs` values and shards.
 
-use super::spec::Point;
-use super::table::Values;
+use super::point::{Point, Values};
 use crate::config::Config;
 use crate::protocol::ProtocolKind;
 use crate::runner::{self, RunResult, RunSpec};
