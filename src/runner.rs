@@ -182,7 +182,7 @@ pub fn gpf_figures(g: &crate::machine::GpfWork, cfg: &crate::config::Config) -> 
         if lines == 0.0 {
             0.0
         } else {
-            (lines / banks).ceil() * cfg.memory.write_latency_ns.0 as f64 + link_write.0 as f64 * ns_per_cycle
+            (lines / banks).ceil() * cfg.memory.write_latency_ns.get() as f64 + link_write.get() as f64 * ns_per_cycle
         }
     };
     let energy = |lines: f64| lines * 512.0 * cfg.pcm.program_energy_pj_per_bit / 1000.0;
@@ -734,7 +734,7 @@ fn figures(
         warmup_txs: spec.warmup_txs,
         warmup_steady_txs: None,
         cycles,
-        throughput_tx_per_mcycle: ratio(f.txs_committed as f64 * 1e6, cycles.0 as f64),
+        throughput_tx_per_mcycle: ratio(f.txs_committed as f64 * 1e6, cycles.get() as f64),
         normalized_throughput: None,
         program_write_bytes: f.program_write_bytes,
         mem_write_bytes: d.mem_write_bytes(),

@@ -187,7 +187,7 @@ fn sim_values(r: &RunResult) -> Vec<Option<f64>> {
         Some(r.program_write_bytes as f64),
         Some(r.log_write_bytes as f64),
         Some(r.pset_blocks_per_tx),
-        Some(r.cycles.0 as f64),
+        Some(r.cycles.get() as f64),
         Some(r.txs_committed as f64),
         Some(r.commit_to_ack_mean_cycles),
         Some(r.llc_miss_rate),
