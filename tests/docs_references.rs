@@ -120,7 +120,17 @@ fn dates(line: &str) -> Vec<String> {
 /// work.
 fn named_dates(line: &str) -> Vec<String> {
     const MONTHS: [&str; 12] = [
-        "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
         "December",
     ];
     let month = |w: &str| MONTHS.iter().any(|m| w == *m || (w.len() == 3 && m.starts_with(w)));

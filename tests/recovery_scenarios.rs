@@ -21,7 +21,11 @@ fn crash_before_any_part_of_a_commit_record_is_durable_recovers_the_previous_tra
     both(|p| {
         let rec = record(&spec(small_cfg(&[]), p, TXS, 11, None));
         for (k, &(c, _)) in commit_span(&rec).iter().enumerate().step_by(37) {
-            assert_same(&recovered_at(&rec, p, c - Cycle::new(1)), &s_k(&rec, k), &format!("{} tx {}", p.name(), k + 1));
+            assert_same(
+                &recovered_at(&rec, p, c - Cycle::new(1)),
+                &s_k(&rec, k),
+                &format!("{} tx {}", p.name(), k + 1),
+            );
         }
     });
 }

@@ -145,7 +145,13 @@ mod tests {
     use crate::pmem::WriteKind;
 
     fn w(t: u64, b: u64, v: u8) -> DurableWrite {
-        DurableWrite { started: Cycle::new(t), durable: Cycle::new(t), block: BlockId(b), kind: WriteKind::Home, data: [v; 64] }
+        DurableWrite {
+            started: Cycle::new(t),
+            durable: Cycle::new(t),
+            block: BlockId(b),
+            kind: WriteKind::Home,
+            data: [v; 64],
+        }
     }
 
     #[test]

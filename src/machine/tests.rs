@@ -364,7 +364,9 @@ fn commit_latency_runs_from_the_commit_call_to_the_acknowledgement() {
 fn ordered_writes_wait_for_the_previous_ones_durability_under_write_order_durable() {
     // Two log writes to different banks: overlapped they complete together; in program order
     // with `durable`, the second starts when the first is durable.
-    for (order, second_done) in [("as-issued", Cycle::new(168)), ("accepted", Cycle::new(168)), ("durable", Cycle::new(2 * 168))] {
+    for (order, second_done) in
+        [("as-issued", Cycle::new(168)), ("accepted", Cycle::new(168)), ("durable", Cycle::new(2 * 168))]
+    {
         let mut m = machine_with(&config(&[&format!("ordering.write_order={order}")]));
         m.begin_ordered();
         let a = m.write_block(BlockId(65537), WriteKind::LogData, [1; 64]);
@@ -427,7 +429,11 @@ fn clflush_pays_the_per_level_transit_of_a_dirty_l1_copy() {
     let mut m = machine_with(&config(&["ordering.flush_cost=per-level"]));
     m.access_block(BlockId(5), true);
     m.clflush(BlockId(5), WriteKind::Home);
-    assert_eq!(m.now, MISS + Cycle::new(1) + Cycle::new(8) + Cycle::new(21), "L1 look-up, then written into L2 and the LLC");
+    assert_eq!(
+        m.now,
+        MISS + Cycle::new(1) + Cycle::new(8) + Cycle::new(21),
+        "L1 look-up, then written into L2 and the LLC"
+    );
 }
 
 #[test]
@@ -482,7 +488,11 @@ fn switch_core_moves_the_running_cores_caches_and_a_dirty_line_crosses_between_c
     m.switch_core(0);
     assert_eq!(m.now, MISS);
     let a = m.access_block(b, false);
-    assert_eq!((a.level, m.now - MISS), (HitLevel::Llc, Cycle::new(30 + 8 + 21)), "core 0 lost its copy; core 1's is dirty");
+    assert_eq!(
+        (a.level, m.now - MISS),
+        (HitLevel::Llc, Cycle::new(30 + 8 + 21)),
+        "core 0 lost its copy; core 1's is dirty"
+    );
 }
 
 #[test]

@@ -58,7 +58,12 @@ fn write_is_durable_when_the_bank_finishes_it() {
     let t = c.write(Cycle::new(10), BlockId(3));
     assert_eq!(
         t,
-        WriteTiming { accepted: Cycle::new(10), started: Cycle::new(10), done: LAT + Cycle::new(10), durable: LAT + Cycle::new(10) }
+        WriteTiming {
+            accepted: Cycle::new(10),
+            started: Cycle::new(10),
+            done: LAT + Cycle::new(10),
+            durable: LAT + Cycle::new(10)
+        }
     );
     assert_eq!(c.writes, 1);
     assert_eq!(c.all_writes_done(), LAT + Cycle::new(10));
@@ -85,7 +90,15 @@ fn two_writes_to_one_block_complete_in_issue_order() {
 fn adr_makes_a_write_durable_when_accepted() {
     let mut c = ctl_with(&["machine.persist_domain=adr"]);
     let t = c.write(Cycle::new(10), BlockId(0));
-    assert_eq!(t, WriteTiming { accepted: Cycle::new(10), started: Cycle::new(10), done: LAT + Cycle::new(10), durable: Cycle::new(10) });
+    assert_eq!(
+        t,
+        WriteTiming {
+            accepted: Cycle::new(10),
+            started: Cycle::new(10),
+            done: LAT + Cycle::new(10),
+            durable: Cycle::new(10)
+        }
+    );
     let t = c.write(Cycle::new(11), BlockId(8));
     assert_eq!((t.durable, t.done), (Cycle::new(11), LAT * 2 + Cycle::new(10)), "durable before its bank is free");
 }
@@ -99,7 +112,10 @@ fn adr_accepts_a_banks_writes_in_issue_order_when_a_clock_is_behind() {
     let ahead = c.write(Cycle::new(500), BlockId(5));
     assert_eq!(ahead.durable, Cycle::new(500));
     let behind = c.write(Cycle::new(300), BlockId(5));
-    assert_eq!((behind.accepted, behind.durable, behind.done), (Cycle::new(500), Cycle::new(500), Cycle::new(500) + LAT * 2));
+    assert_eq!(
+        (behind.accepted, behind.durable, behind.done),
+        (Cycle::new(500), Cycle::new(500), Cycle::new(500) + LAT * 2)
+    );
     let other = c.write(Cycle::new(300), BlockId(6));
     assert_eq!((other.accepted, other.durable), (Cycle::new(300), Cycle::new(300)));
     // Under `memory` the bank orders completion, and acceptance stays the issue cycle.
@@ -236,7 +252,11 @@ fn a_cxl_read_adds_the_link_round_trip_and_two_crossings_per_switch() {
     // Direct attach: 168 (bank) + 70 (link); the bank is busy for its own 168 cycles only.
     let mut c = ctl_with(&["memory.attach=cxl"]);
     assert_eq!(c.read(Cycle::new(10), BlockId(0)), Cycle::new(10 + 168 + 70));
-    assert_eq!(c.read(Cycle::new(10), BlockId(8)), Cycle::new(10 + 168 + 168 + 70), "same bank: serialized on the bank");
+    assert_eq!(
+        c.read(Cycle::new(10), BlockId(8)),
+        Cycle::new(10 + 168 + 168 + 70),
+        "same bank: serialized on the bank"
+    );
     // Two switches of 35 ns each way: 70 + 2 * 2 * 35 = 210 added.
     let mut c = ctl_with(&["memory.attach=cxl", "memory.cxl_switch_hops=2"]);
     assert_eq!(c.read(Cycle::ZERO, BlockId(1)), Cycle::new(168 + 210));
@@ -253,7 +273,15 @@ fn a_cxl_write_starts_on_its_bank_after_the_link_and_is_durable_at_acceptance_un
     let mut c = ctl_with(&["memory.attach=cxl", "memory.cxl_switch_hops=1"]);
     // Accepted at issue; reaches the device 35 + 35 later; programmed for 168.
     let t = c.write(Cycle::new(10), BlockId(3));
-    assert_eq!(t, WriteTiming { accepted: Cycle::new(10), started: Cycle::new(80), done: Cycle::new(248), durable: Cycle::new(248) });
+    assert_eq!(
+        t,
+        WriteTiming {
+            accepted: Cycle::new(10),
+            started: Cycle::new(80),
+            done: Cycle::new(248),
+            durable: Cycle::new(248)
+        }
+    );
     assert_eq!(c.queued_at(Cycle::new(247)), 1);
     assert_eq!(c.queued_at(Cycle::new(248)), 0);
     // The bank is busy until 248: the next write to it waits for the bank, not the link.

@@ -504,62 +504,84 @@ fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
+/// An errno and the message of a failed open or create.
+type OpenError = (c_int, String);
+
+/// The errno of an I/O error (`EIO` when it has none).
+fn errno_of(e: &std::io::Error) -> c_int {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
 /// Map the pool file and start its trace.
 fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *mut c_void {
     STRICT.store(std::env::var("LOCSIM_PMEMOBJ_STRICT").is_ok_and(|v| v == "1"), Relaxed);
-    if let Some(l) = layout {
-        if l.len() >= LAYOUT_MAX {
-            fail(libc::ENAMETOOLONG, "Layout too long".to_string());
-            return std::ptr::null_mut();
+    let opened = (|| {
+        if layout.is_some_and(|l| l.len() >= LAYOUT_MAX) {
+            return Err((libc::ENAMETOOLONG, "Layout too long".to_string()));
         }
-    }
+        let fd = open_file(path, create)?;
+        let (base, size) = map_file(fd, path)?;
+        let unmap = |e: OpenError| {
+            // SAFETY: the mapping made above.
+            unsafe { libc::munmap(base, size as usize) };
+            e
+        };
+        let b = base as *mut u8;
+        let uuid = pool_header(b, size, path, layout, create.is_some()).map_err(unmap)?;
+        let pool = start_pool(path, b, size, create.is_some()).map_err(unmap)?;
+        install(pool, uuid).map_err(unmap)?;
+        Ok(base)
+    })();
+    opened.unwrap_or_else(|(code, msg)| {
+        fail(code, msg);
+        std::ptr::null_mut()
+    })
+}
+
+/// The pool file opened read-write: created with `create`'s size and mode when that is given
+/// with a size, else opened as it is.
+fn open_file(path: &str, create: Option<(u64, u32)>) -> Result<c_int, OpenError> {
     let cpath = CString::new(path).unwrap_or_default();
-    let fd = match create {
-        Some((size, mode)) if size != 0 => {
-            if size < MIN_POOL {
-                fail(libc::EINVAL, format!("size {size} smaller than {MIN_POOL}"));
-                return std::ptr::null_mut();
-            }
-            // SAFETY: a NUL-terminated path.
-            let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, mode) };
-            if fd < 0 {
-                let e = std::io::Error::last_os_error();
-                let code = e.raw_os_error().unwrap_or(libc::EIO);
-                if code == libc::EEXIST {
-                    fail(code, format!("file {path} already exists"));
-                } else {
-                    fail(code, format!("open \"{path}\": {e}"));
-                }
-                return std::ptr::null_mut();
-            }
-            // SAFETY: an open descriptor.
-            if unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
-                let e = std::io::Error::last_os_error();
-                unsafe { libc::close(fd) };
-                fail(e.raw_os_error().unwrap_or(libc::EIO), format!("ftruncate \"{path}\": {e}"));
-                return std::ptr::null_mut();
-            }
-            fd
+    let Some((size, mode)) = create.filter(|&(size, _)| size != 0) else {
+        // SAFETY: a NUL-terminated path.
+        let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR) };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err((errno_of(&e), format!("open \"{path}\": {e}")));
         }
-        _ => {
-            // SAFETY: a NUL-terminated path.
-            let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR) };
-            if fd < 0 {
-                let e = std::io::Error::last_os_error();
-                fail(e.raw_os_error().unwrap_or(libc::EIO), format!("open \"{path}\": {e}"));
-                return std::ptr::null_mut();
-            }
-            fd
-        }
+        return Ok(fd);
     };
+    if size < MIN_POOL {
+        return Err((libc::EINVAL, format!("size {size} smaller than {MIN_POOL}")));
+    }
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, mode) };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        let code = errno_of(&e);
+        if code == libc::EEXIST {
+            return Err((code, format!("file {path} already exists")));
+        }
+        return Err((code, format!("open \"{path}\": {e}")));
+    }
+    // SAFETY: an open descriptor.
+    if unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
+        let e = std::io::Error::last_os_error();
+        unsafe { libc::close(fd) };
+        return Err((errno_of(&e), format!("ftruncate \"{path}\": {e}")));
+    }
+    Ok(fd)
+}
+
+/// The whole file of `fd` mapped shared and read-write, and its size; closes `fd`.
+fn map_file(fd: c_int, path: &str) -> Result<(*mut c_void, u64), OpenError> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: an open descriptor.
     unsafe { libc::fstat(fd, &mut st) };
     let size = st.st_size as u64;
     if size < MIN_POOL {
         unsafe { libc::close(fd) };
-        fail(libc::EINVAL, format!("size {size} smaller than {MIN_POOL}"));
-        return std::ptr::null_mut();
+        return Err((libc::EINVAL, format!("size {size} smaller than {MIN_POOL}")));
     }
     // SAFETY: mapping the whole file shared, read-write.
     let base = unsafe {
@@ -568,21 +590,20 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
     unsafe { libc::close(fd) };
     if base == libc::MAP_FAILED {
         let e = std::io::Error::last_os_error();
-        fail(e.raw_os_error().unwrap_or(libc::EIO), format!("mmap \"{path}\": {e}"));
-        return std::ptr::null_mut();
+        return Err((errno_of(&e), format!("mmap \"{path}\": {e}")));
     }
-    let b = base as *mut u8;
-    let unmap = |e: c_int, msg: String| {
-        // SAFETY: the mapping made above.
-        unsafe { libc::munmap(base, size as usize) };
-        fail(e, msg);
-        std::ptr::null_mut()
-    };
+    Ok((base, size))
+}
+
+/// The pool's UUID: a new pool's header written (the file must be empty), an opened pool's
+/// header checked (magic, version, size, the layout when one is given); refused when the pool
+/// is already open in this process.
+fn pool_header(b: *mut u8, size: u64, path: &str, layout: Option<&str>, create: bool) -> Result<u64, OpenError> {
     // SAFETY: the mapping is `size` >= 8 MiB bytes.
     let hdr = unsafe { std::slice::from_raw_parts_mut(b, HEADER as usize) };
-    let uuid = if create.is_some() {
+    let uuid = if create {
         if hdr[..8] == MAGIC[..] || hdr.iter().any(|&x| x != 0) {
-            return unmap(libc::EINVAL, format!("file {path} is not an empty file"));
+            return Err((libc::EINVAL, format!("file {path} is not an empty file")));
         }
         let abs = std::fs::canonicalize(path).map_or_else(|_| path.to_string(), |p| p.display().to_string());
         let uuid = fnv(&abs) | 1;
@@ -598,20 +619,27 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
     } else {
         let word = |at: u64| u64::from_le_bytes(hdr[at as usize..at as usize + 8].try_into().unwrap());
         if hdr[..8] != MAGIC[..] || word(H_VERSION) != VERSION || word(H_SIZE) != size {
-            return unmap(libc::EINVAL, format!("\"{path}\" is not a locsim-pmemobj pool (or its size changed)"));
+            return Err((libc::EINVAL, format!("\"{path}\" is not a locsim-pmemobj pool (or its size changed)")));
         }
         let stored = hdr[LAYOUT_AT as usize..LAYOUT_AT as usize + LAYOUT_MAX].split(|&c| c == 0).next().unwrap_or(&[]);
         let stored = String::from_utf8_lossy(stored).into_owned();
         if let Some(l) = layout {
             if l != stored {
-                return unmap(libc::EINVAL, format!("wrong layout (\"{l}\"), pool created with layout \"{stored}\""));
+                return Err((libc::EINVAL, format!("wrong layout (\"{l}\"), pool created with layout \"{stored}\"")));
             }
         }
         word(H_UUID)
     };
     if slot_of_uuid(uuid).is_some() {
-        return unmap(libc::EINVAL, format!("\"{path}\": the pool is already open in this process"));
+        return Err((libc::EINVAL, format!("\"{path}\": the pool is already open in this process")));
     }
+    Ok(uuid)
+}
+
+/// The pool's state with its trace started: the trace file (`LOCSIM_TRACE`, else the pool's
+/// path with `.trace`), the shadow copy, the region and either the opened pool's non-zero
+/// pages as init records or the new header as the creation's first transaction.
+fn start_pool(path: &str, b: *mut u8, size: u64, create: bool) -> Result<Pool, OpenError> {
     let trace_path = std::env::var("LOCSIM_TRACE").unwrap_or_else(|_| format!("{path}.trace"));
     let file = File::create(&trace_path)
         .map(|f| Shared(std::sync::Arc::new(Mutex::new(BufWriter::with_capacity(1 << 20, f)))));
@@ -619,15 +647,14 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
         Ok(e) => e,
         Err(e) => {
             eprintln!("locsim-pmemobj: LOCSIM_TRACE {trace_path}: {e}");
-            return unmap(e.raw_os_error().unwrap_or(libc::EIO), format!("trace {trace_path}: {e}"));
+            return Err((errno_of(&e), format!("trace {trace_path}: {e}")));
         }
     };
     // The shadow starts as zero pages the system hands out lazily; the pool's non-zero pages
-    // are copied in (a fresh pool has none).
+    // are copied in. A new pool is zero but for the header written above; an opened one is
+    // read up to its heap's end.
+    let extent = if create { HEADER as usize } else { (word_at(b, H_BUMP).clamp(HEADER, size)) as usize };
     // SAFETY: the mapping.
-    // A new pool is zero but for the header written above; an opened one is read up to its
-    // heap's end.
-    let extent = if create.is_some() { HEADER as usize } else { (word_at(b, H_BUMP).clamp(HEADER, size)) as usize };
     let bytes = unsafe { std::slice::from_raw_parts(b, extent) };
     let mut shadow = vec![0u8; size as usize];
     for (i, c) in bytes.chunks(4096).enumerate() {
@@ -651,7 +678,7 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
     };
     pool.put(&Record::Region { base: 0, size });
     // At creation the header is the creation's first transaction; at open, init records.
-    let init: Vec<(usize, Vec<u8>)> = if create.is_some() {
+    let init: Vec<(usize, Vec<u8>)> = if create {
         Vec::new()
     } else {
         pool.shadow
@@ -664,22 +691,24 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
     for (i, c) in init {
         pool.put(&Record::Init { addr: (i * 4096) as u64, bytes: &c });
     }
-    if create.is_some() {
+    if create {
         pool.shadow[..HEADER as usize].fill(0);
         let core = th(core_of);
         pool.emit(core, &[], &[], &mut vec![(0, HEADER)], false);
     }
     if let Err(e) = std::io::Write::flush(&mut pool.file) {
         eprintln!("locsim-pmemobj: LOCSIM_TRACE {}: {e}", pool.trace_path);
-        return unmap(e.raw_os_error().unwrap_or(libc::EIO), format!("trace {}: {e}", pool.trace_path));
+        return Err((errno_of(&e), format!("trace {}: {e}", pool.trace_path)));
     }
+    Ok(pool)
+}
+
+/// `pool` in a free slot of the open pools, under `uuid`.
+fn install(pool: Pool, uuid: u64) -> Result<(), OpenError> {
+    let (base, size) = (pool.base, pool.size);
     let mut ps = pools();
-    let slot = match (0..SLOTS).find(|&s| SLOT_BASE[s].load(Relaxed) == 0) {
-        Some(s) => s,
-        None => {
-            drop(ps);
-            return unmap(libc::EMFILE, format!("more than {SLOTS} pools open"));
-        }
+    let Some(slot) = (0..SLOTS).find(|&s| SLOT_BASE[s].load(Relaxed) == 0) else {
+        return Err((libc::EMFILE, format!("more than {SLOTS} pools open")));
     };
     if ps.len() <= slot {
         ps.resize_with(slot + 1, || None);
@@ -687,9 +716,9 @@ fn open_pool(path: &str, layout: Option<&str>, create: Option<(u64, u32)>) -> *m
     ps[slot] = Some(pool);
     SLOT_SIZE[slot].store(size, Relaxed);
     SLOT_UUID[slot].store(uuid, Relaxed);
-    SLOT_BASE[slot].store(b as usize, Relaxed);
+    SLOT_BASE[slot].store(base, Relaxed);
     update_span();
-    base
+    Ok(())
 }
 
 #[no_mangle]
