@@ -15,8 +15,8 @@
 //! checking call by call that each outcome is the recorded one. If all are, SQLite given those
 //! outcomes would have made exactly those calls, and every figure of the replay is what
 //! running SQLite gives. If one is not (a journal that fills up under a small area, a
-//! defect that changes what SQLite reads back), [`replay`] says where and the caller runs
-//! SQLite instead ([`replay_measured`]).
+//! defect that changes what SQLite reads back), [`replay`](fn@replay) says where and the
+//! caller runs SQLite instead ([`replay_measured`]).
 //!
 //! A read's bytes are compared by a 64-bit digest: a wrong read that leaves the digest the same
 //! goes unnoticed with probability about 2^-64 per read.
