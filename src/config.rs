@@ -255,13 +255,13 @@ impl MemoryConfig {
     /// Switch hops allowed (checked once, in [`Config::validate`]).
     pub const HOPS_RANGE: std::ops::RangeInclusive<i64> = 0..=8;
     fn default_cxl_read_ns() -> Ns {
-        Ns(70)
+        Ns::new(70)
     }
     fn default_cxl_write_ns() -> Ns {
-        Ns(35)
+        Ns::new(35)
     }
     fn default_cxl_switch_hop_ns() -> Ns {
-        Ns(35)
+        Ns::new(35)
     }
     /// Cycles the CXL path adds to a read and to a write (0 and 0 under `ddr`).
     pub fn cxl_cycles(&self, cfg: &Config) -> (Cycle, Cycle) {
@@ -269,8 +269,8 @@ impl MemoryConfig {
             return (Cycle::ZERO, Cycle::ZERO);
         }
         let hops = self.cxl_switch_hops.max(0) as u64;
-        let read = Ns(self.cxl_read_ns.0 + 2 * hops * self.cxl_switch_hop_ns.0);
-        let write = Ns(self.cxl_write_ns.0 + hops * self.cxl_switch_hop_ns.0);
+        let read = Ns::new(self.cxl_read_ns.get() + 2 * hops * self.cxl_switch_hop_ns.get());
+        let write = Ns::new(self.cxl_write_ns.get() + hops * self.cxl_switch_hop_ns.get());
         (cfg.ns_to_cycles(read), cfg.ns_to_cycles(write))
     }
 }
@@ -312,13 +312,13 @@ impl Default for Config {
         Config {
             machine: MachineConfig { cores: 1, persist_domain: PersistDomain::Memory, bbpb_entries: 32 },
             core: CoreConfig { freq_mhz: 1000 },
-            l1: CacheConfig { size_bytes: 32 << 10, ways: 2, latency_cycles: Cycle(1) },
-            l2: CacheConfig { size_bytes: 256 << 10, ways: 8, latency_cycles: Cycle(8) },
-            llc: CacheConfig { size_bytes: 1 << 20, ways: 16, latency_cycles: Cycle(21) },
+            l1: CacheConfig { size_bytes: 32 << 10, ways: 2, latency_cycles: Cycle::new(1) },
+            l2: CacheConfig { size_bytes: 256 << 10, ways: 8, latency_cycles: Cycle::new(8) },
+            llc: CacheConfig { size_bytes: 1 << 20, ways: 16, latency_cycles: Cycle::new(21) },
             memory: MemoryConfig {
                 banks: 8,
-                read_latency_ns: Ns(168),
-                write_latency_ns: Ns(168),
+                read_latency_ns: Ns::new(168),
+                write_latency_ns: Ns::new(168),
                 write_queue_entries: 32,
                 device: Device::Ideal,
                 attach: Attach::Ddr,
@@ -362,7 +362,7 @@ impl Config {
     /// their latencies completes later).
     pub fn min_write_cycles(&self) -> Cycle {
         match self.memory.device {
-            Device::Pcm => self.ns_to_cycles(Ns(self.pcm.write_overhead_ns)),
+            Device::Pcm => self.ns_to_cycles(Ns::new(self.pcm.write_overhead_ns)),
             Device::Ideal => self.ns_to_cycles(self.memory.write_latency_ns),
         }
     }
@@ -370,13 +370,13 @@ impl Config {
     /// Convert a latency in ns to core cycles, rounding up: the one way from [`Ns`] to
     /// [`Cycle`].
     pub fn ns_to_cycles(&self, ns: Ns) -> Cycle {
-        Cycle((ns.0 * self.core.freq_mhz).div_ceil(1000))
+        Cycle::new((ns.get() * self.core.freq_mhz).div_ceil(1000))
     }
 
     /// Simulated seconds of a span of core cycles at `core.freq_mhz`: the one way from
     /// [`Cycle`] to wall time.
     pub fn cycles_to_seconds(&self, cycles: Cycle) -> f64 {
-        cycles.0 as f64 / (self.core.freq_mhz as f64 * 1e6)
+        cycles.get() as f64 / (self.core.freq_mhz as f64 * 1e6)
     }
 
     /// Defaults, then the TOML text of a config file (if any), then `key=value` overrides.
@@ -473,8 +473,8 @@ impl Config {
                     "a multiple of ways*64 giving a power-of-two number of sets, at most 2^36",
                 );
             }
-            if c.latency_cycles.0 > 10_000 {
-                return err(&format!("{name}.latency_cycles"), c.latency_cycles.0, "0..=10000");
+            if c.latency_cycles.get() > 10_000 {
+                return err(&format!("{name}.latency_cycles"), c.latency_cycles.get(), "0..=10000");
             }
         }
         if self.l1.size_bytes > self.l2.size_bytes || self.l2.size_bytes > self.llc.size_bytes {
@@ -490,11 +490,11 @@ impl Config {
         if !(1..=1024).contains(&m.banks) {
             return err("memory.banks", m.banks, "1..=1024");
         }
-        if !(1..=1_000_000).contains(&m.read_latency_ns.0) {
-            return err("memory.read_latency_ns", m.read_latency_ns.0, "1..=1000000");
+        if !(1..=1_000_000).contains(&m.read_latency_ns.get()) {
+            return err("memory.read_latency_ns", m.read_latency_ns.get(), "1..=1000000");
         }
-        if !(1..=1_000_000).contains(&m.write_latency_ns.0) {
-            return err("memory.write_latency_ns", m.write_latency_ns.0, "1..=1000000");
+        if !(1..=1_000_000).contains(&m.write_latency_ns.get()) {
+            return err("memory.write_latency_ns", m.write_latency_ns.get(), "1..=1000000");
         }
         if !(1..=4096).contains(&m.write_queue_entries) {
             return err("memory.write_queue_entries", m.write_queue_entries, "1..=4096");
@@ -510,8 +510,8 @@ impl Config {
             ("memory.cxl_write_ns", m.cxl_write_ns),
             ("memory.cxl_switch_hop_ns", m.cxl_switch_hop_ns),
         ] {
-            if v.0 > 100_000 {
-                return err(key, v.0, "0..=100000");
+            if v.get() > 100_000 {
+                return err(key, v.get(), "0..=100000");
             }
         }
         let s = &self.swal;
@@ -639,10 +639,10 @@ mod tests {
     #[test]
     fn defaults_are_table_one() {
         let c = Config::default();
-        assert_eq!((c.l1.size_bytes, c.l1.ways, c.l1.latency_cycles), (32768, 2, Cycle(1)));
-        assert_eq!((c.l2.size_bytes, c.l2.ways, c.l2.latency_cycles), (262144, 8, Cycle(8)));
-        assert_eq!((c.llc.size_bytes, c.llc.ways, c.llc.latency_cycles), (1 << 20, 16, Cycle(21)));
-        assert_eq!((c.memory.banks, c.ns_to_cycles(c.memory.read_latency_ns)), (8, Cycle(168)));
+        assert_eq!((c.l1.size_bytes, c.l1.ways, c.l1.latency_cycles), (32768, 2, Cycle::new(1)));
+        assert_eq!((c.l2.size_bytes, c.l2.ways, c.l2.latency_cycles), (262144, 8, Cycle::new(8)));
+        assert_eq!((c.llc.size_bytes, c.llc.ways, c.llc.latency_cycles), (1 << 20, 16, Cycle::new(21)));
+        assert_eq!((c.memory.banks, c.ns_to_cycles(c.memory.read_latency_ns)), (8, Cycle::new(168)));
         c.validate().unwrap();
     }
 
@@ -650,7 +650,7 @@ mod tests {
     fn set_overrides_a_value_and_keeps_its_type() {
         let c =
             Config::build(None, &["memory.write_latency_ns=300".into(), "machine.persist_domain=adr".into()]).unwrap();
-        assert_eq!(c.memory.write_latency_ns, Ns(300));
+        assert_eq!(c.memory.write_latency_ns, Ns::new(300));
         assert_eq!(c.machine.persist_domain, PersistDomain::Adr);
     }
 

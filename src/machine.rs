@@ -110,8 +110,8 @@ impl Default for LatencyHist {
 
 impl LatencyHist {
     pub fn add(&mut self, cycles: Cycle) {
-        self.buckets[((cycles.0 / 8) as usize).min(8192)] += 1;
-        (self.count, self.sum, self.max) = (self.count + 1, self.sum + cycles.0, self.max.max(cycles.0));
+        self.buckets[((cycles.get() / 8) as usize).min(8192)] += 1;
+        (self.count, self.sum, self.max) = (self.count + 1, self.sum + cycles.get(), self.max.max(cycles.get()));
     }
     pub fn mean(&self) -> f64 {
         if self.count == 0 {
@@ -128,10 +128,10 @@ impl LatencyHist {
         for (i, &n) in self.buckets.iter().enumerate() {
             seen += n;
             if seen >= want && n > 0 {
-                return Cycle(if i == 8192 { self.max } else { (i as u64 * 8 + 7).min(self.max) });
+                return Cycle::new(if i == 8192 { self.max } else { (i as u64 * 8 + 7).min(self.max) });
             }
         }
-        Cycle(self.max)
+        Cycle::new(self.max)
     }
 }
 
@@ -1120,7 +1120,7 @@ impl Machine {
                 }
                 let old: &BlockData = self.nvm[b.range()].try_into().expect("a block");
                 let cost = p.write_block_at(b.addr().0, old, d);
-                debug_assert_eq!(Ns(cost.latency_ns), p.block_latency_ns()[cost.chunks as usize]);
+                debug_assert_eq!(Ns::new(cost.latency_ns), p.block_latency_ns()[cost.chunks as usize]);
                 let cycles = self.pcm_write_cycles[cost.chunks as usize];
                 self.ctl.write_timed(at, b, min_start, cycles)
             }

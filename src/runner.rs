@@ -182,7 +182,7 @@ pub fn gpf_figures(g: &crate::machine::GpfWork, cfg: &crate::config::Config) -> 
         if lines == 0.0 {
             0.0
         } else {
-            (lines / banks).ceil() * cfg.memory.write_latency_ns.0 as f64 + link_write.0 as f64 * ns_per_cycle
+            (lines / banks).ceil() * cfg.memory.write_latency_ns.get() as f64 + link_write.get() as f64 * ns_per_cycle
         }
     };
     let energy = |lines: f64| lines * 512.0 * cfg.pcm.program_energy_pj_per_bit / 1000.0;
@@ -429,17 +429,20 @@ fn host_refused(r: crate::hostmem::Refused, spec: &RunSpec, layout: &Layout) -> 
     )
 }
 
-fn drive<P: Protocol>(
+/// The machine a run starts from: the device's initial image (the workload's data, the
+/// protocol's formatted log), the run's options and injected machine bugs; with it, a copy
+/// of the device's initial content when the run is recorded.
+fn build_machine<P: Protocol>(
     spec: &RunSpec,
-    mut wl: Workload,
-    data: Option<Populated<'_>>,
+    wl: &mut Workload,
+    data: Option<&Data>,
     layout: Layout,
-    p: P,
-) -> Result<RunOutput, String> {
+    p: &P,
+) -> Result<(Machine, Option<Vec<u8>>), String> {
     let refused = |r| host_refused(r, spec, &layout);
     let mut image = crate::hostmem::try_zeroed::<u8>(layout.total_bytes() as usize).map_err(refused)?;
     match data {
-        Some(Populated { data: d, .. }) => d.pages.copy_into(&d.bytes, &mut image),
+        Some(d) => d.pages.copy_into(&d.bytes, &mut image),
         None => wl.populate(&mut image[..layout.data_bytes as usize]),
     }
     p.format(&layout, &mut image);
@@ -469,6 +472,17 @@ fn drive<P: Protocol>(
     if spec.bug == Some(Bug::LostInvalidation) {
         m.inject_lost_invalidation();
     }
+    Ok((m, initial))
+}
+
+fn drive<P: Protocol>(
+    spec: &RunSpec,
+    mut wl: Workload,
+    data: Option<Populated<'_>>,
+    layout: Layout,
+    p: P,
+) -> Result<RunOutput, String> {
+    let (m, initial) = build_machine(spec, &mut wl, data.as_ref().map(|d| d.data), layout, &p)?;
     let mut sim = Sim::new(m, p, spec.record);
     if spec.record {
         sim.record_budget = crate::sim::RecordBudget::of_host(spec.warmup_txs.saturating_add(spec.txs))?;
@@ -720,7 +734,7 @@ fn figures(
         warmup_txs: spec.warmup_txs,
         warmup_steady_txs: None,
         cycles,
-        throughput_tx_per_mcycle: ratio(f.txs_committed as f64 * 1e6, cycles.0 as f64),
+        throughput_tx_per_mcycle: ratio(f.txs_committed as f64 * 1e6, cycles.get() as f64),
         normalized_throughput: None,
         program_write_bytes: f.program_write_bytes,
         mem_write_bytes: d.mem_write_bytes(),

@@ -489,7 +489,7 @@ impl<P: Protocol> Pm for Sim<P> {
 
     #[inline]
     fn compute(&mut self, cycles: u64) {
-        self.m.compute(Cycle(cycles));
+        self.m.compute(Cycle::new(cycles));
     }
 
     #[inline]

@@ -15,13 +15,25 @@
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 #[repr(transparent)]
-pub struct Cycle(pub u64);
+pub struct Cycle(u64);
 
 impl Cycle {
     /// Time zero; also the empty duration.
     pub const ZERO: Cycle = Cycle(0);
     /// Later than any simulated time ("never").
     pub const MAX: Cycle = Cycle(u64::MAX);
+
+    /// `n` cycles: a point in time or a duration.
+    #[inline]
+    pub const fn new(n: u64) -> Cycle {
+        Cycle(n)
+    }
+
+    /// The number of cycles.
+    #[inline]
+    pub const fn get(self) -> u64 {
+        self.0
+    }
 
     /// `self + rhs`, or [`Cycle::MAX`] when that is past it.
     #[inline]
@@ -99,7 +111,21 @@ impl std::fmt::Debug for Cycle {
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 #[repr(transparent)]
-pub struct Ns(pub u64);
+pub struct Ns(u64);
+
+impl Ns {
+    /// `n` nanoseconds.
+    #[inline]
+    pub const fn new(n: u64) -> Ns {
+        Ns(n)
+    }
+
+    /// The number of nanoseconds.
+    #[inline]
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
 
 impl std::ops::Add for Ns {
     type Output = Ns;

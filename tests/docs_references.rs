@@ -2,7 +2,8 @@
 //! who clones the repository cannot open the project's issue tracker, and history lives in git.
 //! So no tracked file under docs/, src/, experiments/, tests/, scripts/ or README.md cites an
 //! issue by number ("issue" and a number), a commit by its hash (the 7 - 12 hex digits of an
-//! abbreviated hash, or the 40 of a full one) or a date of work (YYYY-MM-DD); and
+//! abbreviated hash, or the 40 of a full one) or a date of work (YYYY-MM-DD, or a day, a month's
+//! name and a year in either order of day and month); and
 //! docs/performance.md, a reference rather than a notebook, stays within 500 lines.
 //!
 //! Data is not flagged: a hex number in the code carries its `0x` (or `0b`) prefix, a byte string
@@ -113,6 +114,38 @@ fn dates(line: &str) -> Vec<String> {
     found
 }
 
+/// Dates written with a month's name (in full or its three-letter abbreviation, capitalised):
+/// day, month, year or month, day, year (a comma allowed after the day); day 1 - 31, year
+/// 1900 - 2099. A month and a year alone ("HPCA, February 2017") are a citation, not a date of
+/// work.
+fn named_dates(line: &str) -> Vec<String> {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let month = |w: &str| MONTHS.iter().any(|m| w == *m || (w.len() == 3 && m.starts_with(w)));
+    let day = |w: &str| w.len() <= 2 && w.parse::<u32>().is_ok_and(|d| (1..=31).contains(&d));
+    let year = |w: &str| w.len() == 4 && w.parse::<u32>().is_ok_and(|y| (1900..2100).contains(&y));
+    let words: Vec<&str> = line.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let mut found = Vec::new();
+    for w in words.windows(3) {
+        if (day(w[0]) && month(w[1]) && year(w[2])) || (month(w[0]) && day(w[1]) && year(w[2])) {
+            found.push(w.join(" "));
+        }
+    }
+    found
+}
+
 /// Every violation in the tracked files of `SCOPE` under `root`, as `path:line: what`.
 fn violations(root: &Path) -> Vec<String> {
     let out =
@@ -125,6 +158,7 @@ fn violations(root: &Path) -> Vec<String> {
             found.extend(issue_citations(line).into_iter().map(|w| at("an issue number", w)));
             found.extend(hash_like(line).into_iter().map(|w| at("a commit hash", w)));
             found.extend(dates(line).into_iter().map(|w| at("a date", w)));
+            found.extend(named_dates(line).into_iter().map(|w| at("a date", w)));
         }
         if f == "docs/performance.md" && text.lines().count() > PERFORMANCE_MAX_LINES {
             found.push(format!("{f}: {} lines, more than {PERFORMANCE_MAX_LINES}", text.lines().count()));
@@ -159,6 +193,10 @@ fn the_rules_flag_citations_and_history_and_leave_data_alone() {
     assert!(hash_like("store 0x10008 2a00000000000000; mask 0b11111; 0x1e3228a; decade 1234567").is_empty());
     assert_eq!(dates(&format!("measured on {}-{}-07", 2026, 12)), vec![format!("{}-{}-07", 2026, 12)]);
     assert!(dates("Joshi et al., HPCA 2017, pages 361-372; 2026-13-01; x2026-12-07").is_empty());
+    let (dec, december) = (String::from("Dec"), format!("{}ember", "Dec"));
+    assert_eq!(named_dates(&format!("measured on {} {december} {}", 7, 2026)), vec![format!("7 {december} {}", 2026)]);
+    assert_eq!(named_dates(&format!("run of {dec} {}, {}", 7, 2026)), vec![format!("{dec} 7 {}", 2026)]);
+    assert!(named_dates("Joshi et al., MICRO 2015, December 2015; May 40 2026; 7 Decade 2026; Table 3 2026").is_empty());
 }
 
 #[test]

@@ -21,7 +21,11 @@ fn crash_before_any_part_of_a_commit_record_is_durable_recovers_the_previous_tra
     both(|p| {
         let rec = record(&spec(small_cfg(&[]), p, TXS, 11, None));
         for (k, &(c, _)) in commit_span(&rec).iter().enumerate().step_by(37) {
-            assert_same(&recovered_at(&rec, p, c - Cycle(1)), &s_k(&rec, k), &format!("{} tx {}", p.name(), k + 1));
+            assert_same(
+                &recovered_at(&rec, p, c - Cycle::new(1)),
+                &s_k(&rec, k),
+                &format!("{} tx {}", p.name(), k + 1),
+            );
         }
     });
 }
@@ -79,8 +83,8 @@ fn crash_on_either_side_of_a_truncation_recovers_the_same_data() {
     both(|p| {
         let rec = record(&spec(small_cfg(&[]), p, TXS, 15, None));
         for &h in durable_of(&rec, WriteKind::LogHead).iter().step_by(29) {
-            let (before, after) = (recovered_at(&rec, p, h - Cycle(1)), recovered_at(&rec, p, h));
-            let a = acked_at(&rec, h - Cycle(1));
+            let (before, after) = (recovered_at(&rec, p, h - Cycle::new(1)), recovered_at(&rec, p, h));
+            let a = acked_at(&rec, h - Cycle::new(1));
             let k = (a..=TXS as usize).find(|&k| s_k(&rec, k) == before).expect("before is some S_k");
             assert!(after == before || after == s_k(&rec, k + 1), "{}: head write at {h} changed the data", p.name());
         }
@@ -121,7 +125,7 @@ fn recovery_after_the_circular_log_wraps_ignores_stale_records() {
         let rec = record(&spec(cfg, p, 3000, 17, None));
         for (k, &(first, last)) in commit_span(&rec).iter().enumerate().skip(2500).step_by(23) {
             assert_same(
-                &recovered_at(&rec, p, first - Cycle(1)),
+                &recovered_at(&rec, p, first - Cycle::new(1)),
                 &s_k(&rec, k),
                 &format!("{} before commit {}", p.name(), k + 1),
             );
@@ -179,7 +183,7 @@ fn eager_commit_recovers_a_transaction_exactly_when_its_last_meta_is_durable() {
     let rec = record(&spec(small_cfg(&[]), EcWal, TXS, 24, None));
     for (k, &(first, last)) in commit_span_of(&rec, WriteKind::LogMeta).iter().enumerate().step_by(29) {
         assert_same(
-            &recovered_at(&rec, EcWal, first - Cycle(1)),
+            &recovered_at(&rec, EcWal, first - Cycle::new(1)),
             &s_k(&rec, k),
             &format!("before META of tx {}", k + 1),
         );

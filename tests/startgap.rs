@@ -31,9 +31,9 @@ fn ordered_move(bug: bool) -> Vec<(u64, u64, WriteKind)> {
     // A logical line not placed on physical line 15, the first move's source.
     let l = (0..16).find(|&l| g.physical_line(&m.sg.as_ref().unwrap().regs, l) != 15).unwrap();
     m.write_block(BlockId(64 + l), WriteKind::LogData, [1; 64]);
-    m.now = Cycle(1);
+    m.now = Cycle::new(1);
     m.write_block(BlockId(64 + l), WriteKind::LogData, [2; 64]);
-    m.record.as_ref().unwrap().durable.writes.iter().map(|w| (w.block.0, w.durable.0, w.kind)).collect()
+    m.record.as_ref().unwrap().durable.writes.iter().map(|w| (w.block.0, w.durable.get(), w.kind)).collect()
 }
 
 #[test]

@@ -32,7 +32,7 @@ fn first_access_misses_every_level_and_costs_the_three_lookups() {
     let mut h = hier();
     let a = h.access(BlockId(5), false);
     assert_eq!(a.level, HitLevel::Memory);
-    assert_eq!(a.lookup_cycles, Cycle(1) + Cycle(8) + Cycle(21));
+    assert_eq!(a.lookup_cycles, Cycle::new(1) + Cycle::new(8) + Cycle::new(21));
     assert_eq!(h.llc.block_at(a.llc_slot), Some(BlockId(5)));
     assert!(a.victim.is_none());
     assert!(h.l1.find(BlockId(5)).is_some() && h.l2.find(BlockId(5)).is_some());
@@ -44,10 +44,10 @@ fn l1_hit_costs_one_cycle() {
     let mut h = hier();
     h.access(BlockId(5), false);
     let a = h.access(BlockId(5), false);
-    assert_eq!((a.level, a.lookup_cycles), (HitLevel::L1, Cycle(1)));
+    assert_eq!((a.level, a.lookup_cycles), (HitLevel::L1, Cycle::new(1)));
     assert_eq!(h.llc.block_at(a.llc_slot), Some(BlockId(5)), "the LLC slot is known through the links");
     let a = h.access(BlockId(5), true);
-    assert_eq!((a.level, a.lookup_cycles), (HitLevel::L1, Cycle(1)));
+    assert_eq!((a.level, a.lookup_cycles), (HitLevel::L1, Cycle::new(1)));
     assert_eq!(h.stats.l1_hits, 2);
 }
 
@@ -61,7 +61,7 @@ fn l2_hit_costs_l1_plus_l2_lookups() {
     }
     assert!(h.l1.find(b).is_none() && h.l2.find(b).is_some());
     let a = h.access(b, false);
-    assert_eq!((a.level, a.lookup_cycles), (HitLevel::L2, Cycle(9)));
+    assert_eq!((a.level, a.lookup_cycles), (HitLevel::L2, Cycle::new(9)));
     assert_eq!(h.stats.l2_hits, 1);
 }
 
@@ -75,7 +75,7 @@ fn llc_hit_costs_all_three_lookups() {
     }
     assert!(h.l2.find(b).is_none() && h.l1.find(b).is_none());
     let a = h.access(b, false);
-    assert_eq!((a.level, a.lookup_cycles), (HitLevel::Llc, Cycle(30)));
+    assert_eq!((a.level, a.lookup_cycles), (HitLevel::Llc, Cycle::new(30)));
     assert_eq!((h.stats.llc_hits, h.stats.llc_misses), (1, 9));
 }
 
@@ -197,7 +197,7 @@ fn invalidate_reports_whether_cached_and_dirty_and_clean_keeps_the_line() {
 
 /// A level of `sets` sets of `ways` ways.
 fn level(sets: u64, ways: u64, latency_cycles: u64) -> CacheConfig {
-    CacheConfig { size_bytes: 64 * sets * ways, ways, latency_cycles: Cycle(latency_cycles) }
+    CacheConfig { size_bytes: 64 * sets * ways, ways, latency_cycles: Cycle::new(latency_cycles) }
 }
 
 fn small_config() -> Config {
@@ -234,10 +234,10 @@ fn hierarchy_stays_inclusive_and_reports_exactly_the_dirty_lines_it_drops() {
             }
             let write = rng.chance(0.3);
             let expect = match (h.l1.find(b), h.l2.find(b), h.llc.find(b)) {
-                (Some(_), _, _) => (HitLevel::L1, Cycle(1)),
-                (None, Some(_), _) => (HitLevel::L2, Cycle(9)),
-                (None, None, Some(_)) => (HitLevel::Llc, Cycle(30)),
-                _ => (HitLevel::Memory, Cycle(30)),
+                (Some(_), _, _) => (HitLevel::L1, Cycle::new(1)),
+                (None, Some(_), _) => (HitLevel::L2, Cycle::new(9)),
+                (None, None, Some(_)) => (HitLevel::Llc, Cycle::new(30)),
+                _ => (HitLevel::Memory, Cycle::new(30)),
             };
             let before = contents(&h.llc);
             let a = h.access(b, write);

@@ -194,7 +194,7 @@ pub(super) fn crash_report(a: &CrashArgs, verify: Option<crash::UserVerify>) -> 
         },
         crashes: a.crashes,
         exhaustive: a.exhaustive,
-        crash_at: a.crash_at.map(Cycle),
+        crash_at: a.crash_at.map(Cycle::new),
         replay_base: replay_base(a),
         threads: a.threads.resolve()?,
         progress: true,

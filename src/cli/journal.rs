@@ -7,27 +7,27 @@ use clap::Args;
 /// Configurations run by default: eight of the journal paper's configurations (its Table IV).
 pub const DEFAULT_CONFIGS: &str = "RR,RR-S2,RR-S2X,RU,RU-S2,RU-S2X,RU20-S2X,RU20-S2X-WH64";
 
+/// Where the trace comes from (a built-in application's, a recorded trace file, a SQL script),
+/// what a statement SQLite rejects does, the seed, the journal area and the transaction count:
+/// the arguments `journal` and `journal-crashtest` share.
 #[derive(Args, Debug)]
-pub struct JournalArgs {
+pub struct ReplayArgs {
     /// Application of Table III: fb, tw, kt, gm.
     #[arg(long, required_unless_present_any = ["trace_file", "sql"])]
     pub app: Option<String>,
     /// Trace 1..=4 of the application (increasing length).
     #[arg(long, default_value_t = 1)]
     pub trace: u32,
-    /// Replay a recorded SQL trace file instead (format: docs/journal.md).
+    /// A recorded SQL trace file instead (format: docs/journal.md).
     #[arg(long, value_name = "FILE", conflicts_with = "app")]
     pub trace_file: Option<String>,
-    /// Replay your own SQL script instead (`-`: standard input; form: docs/your-sqlite-app.md).
+    /// Your own SQL script instead (`-`: standard input; form: docs/your-sqlite-app.md).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["app", "trace_file"])]
     pub sql: Option<String>,
     /// A statement SQLite rejects: stop (exit 2 naming its line) or continue (counted in
     /// `statement_errors`, each printed to standard error with its line).
     #[arg(long, default_value = "stop", value_name = "stop|continue")]
     pub on_error: String,
-    /// Comma-separated configurations of Table IV (RR, RU20-S2X-WH64, ...).
-    #[arg(long, default_value = DEFAULT_CONFIGS)]
-    pub config: String,
     /// Seed of the trace generator and of SQLite's journal nonces.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -37,6 +37,15 @@ pub struct JournalArgs {
     /// Override the application trace's transaction count, 0..=1000000.
     #[arg(long, conflicts_with = "sql")]
     pub txs: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct JournalArgs {
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+    /// Comma-separated configurations of Table IV (RR, RU20-S2X-WH64, ...).
+    #[arg(long, default_value = DEFAULT_CONFIGS)]
+    pub config: String,
     /// Print the generated trace in the trace file format and exit.
     #[arg(long)]
     pub emit_trace: bool,
@@ -59,21 +68,8 @@ pub struct JournalArgs {
 
 #[derive(Args, Debug)]
 pub struct JournalCrashArgs {
-    /// Application of Table III: fb, tw, kt, gm.
-    #[arg(long, required_unless_present_any = ["trace_file", "sql"])]
-    pub app: Option<String>,
-    /// Trace 1..=4 of the application.
-    #[arg(long, default_value_t = 1)]
-    pub trace: u32,
-    /// Check a recorded SQL trace file instead.
-    #[arg(long, value_name = "FILE", conflicts_with = "app")]
-    pub trace_file: Option<String>,
-    /// Check your own SQL script instead (`-`: standard input).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["app", "trace_file"])]
-    pub sql: Option<String>,
-    /// A statement SQLite rejects: stop or continue (as in `locsim journal`).
-    #[arg(long, default_value = "stop", value_name = "stop|continue")]
-    pub on_error: String,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
     /// One configuration of Table IV.
     #[arg(long)]
     pub config: String,
@@ -88,14 +84,6 @@ pub struct JournalCrashArgs {
     /// place-taken-portion, stale-association-kept, portion-limit-shared.
     #[arg(long, value_name = "BUG")]
     pub inject_bug: Option<String>,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Frames (64 KiB) of the PCM journal area, 3..=64.
-    #[arg(long, default_value_t = journal::DEFAULT_FRAMES)]
-    pub frames: u64,
-    /// Override the application trace's transaction count, 0..=1000000.
-    #[arg(long, conflicts_with = "sql")]
-    pub txs: Option<u64>,
     #[command(flatten)]
     pub threads: super::ThreadsArg,
     /// Print one JSON object.
@@ -103,19 +91,12 @@ pub struct JournalCrashArgs {
     pub json: bool,
 }
 
-/// Where the trace comes from: a built-in application, a recorded trace file, a SQL script.
-struct Source<'a> {
-    app: &'a Option<String>,
-    trace: u32,
-    file: &'a Option<String>,
-    sql: &'a Option<String>,
-}
-
 /// Largest `--txs` of a generated application trace (the longest of Table III has 3 500).
 const MAX_TXS: u64 = 1_000_000;
 
-fn load_trace(src: Source, seed: u64, txs: Option<u64>) -> Result<(String, String, Trace), String> {
-    let Source { app, trace, file, sql } = src;
+fn load_trace(src: &ReplayArgs) -> Result<(String, String, Trace), String> {
+    let ReplayArgs { app, trace, trace_file: file, sql, seed, txs, .. } = src;
+    let (trace, seed, txs) = (*trace, *seed, *txs);
     if let Some(path) = sql {
         let bytes = if path == "-" {
             let mut b = Vec::new();
@@ -193,7 +174,7 @@ pub fn run(a: JournalArgs) -> Result<i32, String> {
 /// What `journal` prints, one result per configuration (the printer and [`super::json`] both
 /// take it from here); `None` once `--emit-trace` has printed the trace.
 pub(super) fn measure(a: &JournalArgs) -> Result<Option<Vec<journal::JournalResult>>, String> {
-    check_frames(a.frames)?;
+    check_frames(a.replay.frames)?;
     let policies: Vec<Policy> =
         a.config.split(',').map(str::trim).filter(|s| !s.is_empty()).map(Policy::parse).collect::<Result<_, _>>()?;
     if policies.is_empty() {
@@ -201,9 +182,8 @@ pub(super) fn measure(a: &JournalArgs) -> Result<Option<Vec<journal::JournalResu
     }
     let mut dev = journal::Device::build(&a.set, a.cpu_ns_per_command)?;
     dev.timing.cpu_time = journal::cpu::CpuTime::parse(&a.cpu_time)?;
-    let on_error = OnError::parse(&a.on_error)?;
-    let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
-    let (app, trace, tr) = load_trace(src, a.seed, a.txs)?;
+    let on_error = OnError::parse(&a.replay.on_error)?;
+    let (app, trace, tr) = load_trace(&a.replay)?;
     if a.emit_trace {
         super::emit(&tr.to_text());
         return Ok(None);
@@ -211,7 +191,7 @@ pub(super) fn measure(a: &JournalArgs) -> Result<Option<Vec<journal::JournalResu
     let tr = std::sync::Arc::new(tr);
     let mut rs = Vec::new();
     for p in &policies {
-        let r = journal::measure((&app, &trace), &tr, p, a.seed, a.frames, &dev, on_error)?;
+        let r = journal::measure((&app, &trace), &tr, p, a.replay.seed, a.replay.frames, &dev, on_error)?;
         if rs.is_empty() {
             for e in &r.statement_error_details {
                 eprintln!("{e}");
@@ -256,22 +236,21 @@ pub fn crashtest(a: JournalCrashArgs) -> Result<i32, String> {
 
 /// What `journal-crashtest` reports (the printer and [`super::json`] both take it from here).
 pub(super) fn campaign(a: &JournalCrashArgs) -> Result<crash::CrashReport, String> {
-    check_frames(a.frames)?;
+    check_frames(a.replay.frames)?;
     let policy = Policy::parse(&a.config)?;
     let bug = a.inject_bug.as_deref().map(Bug::parse).transpose()?;
     if a.crashes == 0 && a.crash_at.is_none() {
         return Err("--crashes 0: allowed 1 or more".into());
     }
-    let on_error = OnError::parse(&a.on_error)?;
+    let on_error = OnError::parse(&a.replay.on_error)?;
     let threads = a.threads.resolve()?;
-    let src = Source { app: &a.app, trace: a.trace, file: &a.trace_file, sql: &a.sql };
-    let (_, _, tr) = load_trace(src, a.seed, a.txs)?;
+    let (_, _, tr) = load_trace(&a.replay)?;
     let setup = Setup {
         policy,
         pcm: Default::default(),
         timing: Timing::default(),
-        frames: a.frames,
-        seed: a.seed,
+        frames: a.replay.frames,
+        seed: a.replay.seed,
         journal: true,
         bug,
         on_error,
@@ -288,19 +267,20 @@ pub(super) fn campaign(a: &JournalCrashArgs) -> Result<crash::CrashReport, Strin
 /// (which the crash checker adds): the trace's source and every argument that changes the run.
 fn replay_base(a: &JournalCrashArgs) -> String {
     let mut s = String::from("locsim journal-crashtest");
-    match (&a.sql, &a.trace_file, &a.app) {
+    let src = &a.replay;
+    match (&src.sql, &src.trace_file, &src.app) {
         (Some(path), _, _) => s += &format!(" --sql {path}"),
         (None, Some(path), _) => s += &format!(" --trace-file {path}"),
-        (None, None, app) => s += &format!(" --app {} --trace {}", app.as_deref().unwrap_or(""), a.trace),
+        (None, None, app) => s += &format!(" --app {} --trace {}", app.as_deref().unwrap_or(""), src.trace),
     }
-    if let Some(n) = a.txs {
+    if let Some(n) = a.replay.txs {
         s += &format!(" --txs {n}");
     }
-    if a.frames != journal::DEFAULT_FRAMES {
-        s += &format!(" --frames {}", a.frames);
+    if a.replay.frames != journal::DEFAULT_FRAMES {
+        s += &format!(" --frames {}", a.replay.frames);
     }
-    if a.on_error != "stop" {
-        s += &format!(" --on-error {}", a.on_error);
+    if src.on_error != "stop" {
+        s += &format!(" --on-error {}", src.on_error);
     }
     if let Some(b) = &a.inject_bug {
         s += &format!(" --inject-bug {b}");

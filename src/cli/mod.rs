@@ -378,7 +378,7 @@ fn build_config(a: &MachineArgs) -> Result<Config, String> {
     let mut cfg = Config::build(text.as_deref(), &a.sets).map_err(|e| e.0)?;
     // The shortcuts set their fields directly; `validate` checks them like any other value.
     if let Some(ns) = a.mem_latency_ns {
-        (cfg.memory.read_latency_ns, cfg.memory.write_latency_ns) = (Ns(ns), Ns(ns));
+        (cfg.memory.read_latency_ns, cfg.memory.write_latency_ns) = (Ns::new(ns), Ns::new(ns));
     }
     if let Some(sd) = sd {
         cfg.loc.speculation_degree = sd;

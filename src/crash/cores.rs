@@ -502,7 +502,7 @@ impl<'a> CoreSweep<'a> {
     fn interrupted(&mut self, t: Cycle, format: Option<LogFormat>, plan: &Plan) -> Result<(), String> {
         let layout = &self.rec.layout;
         let n = plan.writes.len();
-        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t.0).below(n as u64 + 1) as usize;
+        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t.get()).below(n as u64 + 1) as usize;
         let redo = plan.writes.iter().position(|(b, _)| !layout.is_data(*b)).unwrap_or(n);
         let decided = (cut == n || (cut <= redo && !recovery::reads_data_area(format))) && {
             self.prefixes += 1;
@@ -654,7 +654,7 @@ impl<'a> CoreSweep<'a> {
         if let Err(e) = self.check_data(t) {
             return Some(Err(e));
         }
-        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t.0).below(n as u64 + 1) as usize;
+        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t.get()).below(n as u64 + 1) as usize;
         let decided = cut <= redo && {
             self.prefixes += 1;
             !guard_due(self.prefixes, 3)

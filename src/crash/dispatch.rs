@@ -15,17 +15,17 @@ fn candidate_cycles(rec: &Recorded) -> Vec<Cycle> {
     let w = &rec.record.durable.writes;
     let mut times: Vec<Cycle> = w.iter().map(|x| x.durable).collect();
     times.dedup();
-    let end = rec.end_cycle.max(times.last().copied().unwrap_or(Cycle::ZERO)) + Cycle(1);
+    let end = rec.end_cycle.max(times.last().copied().unwrap_or(Cycle::ZERO)) + Cycle::new(1);
     let mut c = Vec::with_capacity(2 * times.len() + 2);
     c.push(Cycle::ZERO);
     for (i, &d) in times.iter().enumerate() {
         if i == 0 && d > Cycle::ZERO {
-            c.push(d - Cycle(1));
+            c.push(d - Cycle::new(1));
         }
         c.push(d);
-        let next = times.get(i + 1).copied().unwrap_or(end + Cycle(1));
-        if next - Cycle(1) > d {
-            c.push(next - Cycle(1));
+        let next = times.get(i + 1).copied().unwrap_or(end + Cycle::new(1));
+        if next - Cycle::new(1) > d {
+            c.push(next - Cycle::new(1));
         }
     }
     // The end of the run: every transaction issued and acknowledged, every write durable.

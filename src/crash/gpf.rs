@@ -145,7 +145,13 @@ mod tests {
     use crate::pmem::WriteKind;
 
     fn w(t: u64, b: u64, v: u8) -> DurableWrite {
-        DurableWrite { started: Cycle(t), durable: Cycle(t), block: BlockId(b), kind: WriteKind::Home, data: [v; 64] }
+        DurableWrite {
+            started: Cycle::new(t),
+            durable: Cycle::new(t),
+            block: BlockId(b),
+            kind: WriteKind::Home,
+            data: [v; 64],
+        }
     }
 
     #[test]
@@ -154,17 +160,17 @@ mod tests {
         let stores = [w(10, 5, 1), w(20, 2, 2), w(30, 7, 3), w(40, 5, 4)];
         let device = [w(35, 5, 1), w(50, 2, 2)];
         let mut cut = GpfCut::new(1, &initial, &stores, &device);
-        assert!(cut.state(Cycle(5)).is_none(), "nothing dirty");
-        assert!(cut.state(Cycle(15)).is_none(), "one dirty line, within the budget");
-        let s = cut.state(Cycle(30)).expect("three dirty, one written back");
+        assert!(cut.state(Cycle::new(5)).is_none(), "nothing dirty");
+        assert!(cut.state(Cycle::new(15)).is_none(), "one dirty line, within the budget");
+        let s = cut.state(Cycle::new(30)).expect("three dirty, one written back");
         assert_eq!(s.blocks.iter().map(|(b, d)| (b.0, d[0])).collect::<Vec<_>>(), vec![(5, 0), (7, 0)]);
         // Block 5 reached the device at 35: clean there until the store of 40.
-        let s = cut.state(Cycle(36)).expect("2 and 7 dirty");
+        let s = cut.state(Cycle::new(36)).expect("2 and 7 dirty");
         assert_eq!(s.blocks.iter().map(|(b, _)| b.0).collect::<Vec<_>>(), vec![7]);
-        let s = cut.state(Cycle(45)).expect("2, 5 and 7 dirty");
+        let s = cut.state(Cycle::new(45)).expect("2, 5 and 7 dirty");
         assert_eq!(s.blocks.iter().map(|(b, d)| (b.0, d[0])).collect::<Vec<_>>(), vec![(5, 1), (7, 0)]);
         // An earlier point starts over and gives the same state as before.
-        let s = cut.state(Cycle(30)).expect("again");
+        let s = cut.state(Cycle::new(30)).expect("again");
         assert_eq!(s.blocks.len(), 2);
         assert!(parse_budget(0).unwrap_err().contains("allowed 1 or more"));
     }

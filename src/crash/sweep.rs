@@ -410,7 +410,7 @@ impl<'a> Sweep<'a> {
         };
         // The data area of `img` holds the plan's redo writes (the overlay, see `plan`): judge
         // the recovered image as it stands.
-        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t.0).below(writes as u64 + 1) as usize;
+        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t.get()).below(writes as u64 + 1) as usize;
         let mut verdict = self.judge(a, i);
         // A prefix of redo writes alone leaves every block recovery reads as it was (when it
         // reads no data block, see `plan`), so recovering again makes the same plan and ends

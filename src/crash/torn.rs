@@ -93,7 +93,7 @@ pub fn variants(
     if a >= 64 {
         return out;
     }
-    let mut rng = Rng::derive(seed ^ 0x7042, t.0);
+    let mut rng = Rng::derive(seed ^ 0x7042, t.get());
     let units: Vec<Vec<usize>> = flight.iter().map(|(w, old)| changed_units(old, &w.data, a)).collect();
     let name = |w: &DurableWrite, u: &[usize], mask: u64| {
         let kept: Vec<String> =
@@ -157,16 +157,16 @@ mod tests {
     #[test]
     fn in_flight_means_started_and_not_durable() {
         let ws = [
-            write(Cycle(0), Cycle(10), 1, [0; 64]),
-            write(Cycle(5), Cycle(20), 2, [0; 64]),
-            write(Cycle(12), Cycle(30), 3, [0; 64]),
+            write(Cycle::new(0), Cycle::new(10), 1, [0; 64]),
+            write(Cycle::new(5), Cycle::new(20), 2, [0; 64]),
+            write(Cycle::new(12), Cycle::new(30), 3, [0; 64]),
         ];
         let ms = max_service(&ws);
-        assert_eq!(ms, Cycle(18));
-        assert_eq!(in_flight(&ws, 0, Cycle(9), ms), vec![0, 1]);
-        assert_eq!(in_flight(&ws, 1, Cycle(10), ms), vec![1], "durable at 10 is not in flight at 10");
-        assert_eq!(in_flight(&ws, 1, Cycle(11), ms), vec![1], "not started yet");
-        assert_eq!(in_flight(&ws, 1, Cycle(12), ms), vec![1, 2]);
+        assert_eq!(ms, Cycle::new(18));
+        assert_eq!(in_flight(&ws, 0, Cycle::new(9), ms), vec![0, 1]);
+        assert_eq!(in_flight(&ws, 1, Cycle::new(10), ms), vec![1], "durable at 10 is not in flight at 10");
+        assert_eq!(in_flight(&ws, 1, Cycle::new(11), ms), vec![1], "not started yet");
+        assert_eq!(in_flight(&ws, 1, Cycle::new(12), ms), vec![1, 2]);
     }
 
     #[test]
@@ -175,20 +175,20 @@ mod tests {
         new[0] = 1;
         new[17] = 2; // unit 2 at 8 bytes
         new[63] = 3; // unit 7
-        let w = write(Cycle(0), Cycle(10), 4, new);
+        let w = write(Cycle::new(0), Cycle::new(10), 4, new);
         let flight = [(&w, [0u8; 64])];
-        let states = variants(&flight, 8, true, 1, Cycle(5));
+        let states = variants(&flight, 8, true, 1, Cycle::new(5));
         assert_eq!(states.len(), 6, "2^3 - 2");
         let mut seen: Vec<BlockData> = states.iter().map(|s| s.blocks[0].1).collect();
         seen.sort();
         seen.dedup();
         assert_eq!(seen.len(), 6, "all distinct");
         assert!(seen.iter().all(|b| *b != new && *b != [0; 64]), "neither the old nor the new block");
-        assert_eq!(variants(&flight, 32, true, 1, Cycle(5)).len(), 2, "two 32-byte units");
-        assert!(variants(&flight, 64, true, 1, Cycle(5)).is_empty(), "64: the clean model");
-        let sampled = variants(&flight, 8, false, 1, Cycle(5));
+        assert_eq!(variants(&flight, 32, true, 1, Cycle::new(5)).len(), 2, "two 32-byte units");
+        assert!(variants(&flight, 64, true, 1, Cycle::new(5)).is_empty(), "64: the clean model");
+        let sampled = variants(&flight, 8, false, 1, Cycle::new(5));
         assert_eq!(sampled.len(), 1);
-        assert_eq!(sampled[0].blocks[0].1, variants(&flight, 8, false, 1, Cycle(5))[0].blocks[0].1, "seeded");
+        assert_eq!(sampled[0].blocks[0].1, variants(&flight, 8, false, 1, Cycle::new(5))[0].blocks[0].1, "seeded");
     }
 
     #[test]
@@ -198,13 +198,13 @@ mod tests {
         x[8] = 1;
         y[0] = 1;
         y[8] = 1;
-        let (w1, w2) = (write(Cycle(0), Cycle(10), 4, x), write(Cycle(0), Cycle(11), 5, y));
-        let one = write(Cycle(0), Cycle(12), 6, [7; 64]);
+        let (w1, w2) = (write(Cycle::new(0), Cycle::new(10), 4, x), write(Cycle::new(0), Cycle::new(11), 5, y));
+        let one = write(Cycle::new(0), Cycle::new(12), 6, [7; 64]);
         let mut single = [0u8; 64];
         single[3] = 9;
-        let w3 = write(Cycle(0), Cycle(12), 7, single);
+        let w3 = write(Cycle::new(0), Cycle::new(12), 7, single);
         let states =
-            variants(&[(&w1, [0; 64]), (&w2, [0; 64]), (&one, [7; 64]), (&w3, [0; 64])], 8, false, 3, Cycle(5));
+            variants(&[(&w1, [0; 64]), (&w2, [0; 64]), (&one, [7; 64]), (&w3, [0; 64])], 8, false, 3, Cycle::new(5));
         assert_eq!(states.len(), 3, "one each for the two tearable writes, one joint");
         assert_eq!(states[2].blocks.len(), 2);
     }

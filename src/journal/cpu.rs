@@ -5,8 +5,17 @@
 //! host-calibrated figure of the former model stays as the named variant
 //! [`CpuTime::HostCalibrated`]; a constant per command (`--cpu-ns-per-command`) overrides both.
 
-use super::media::{Timing, BOARD_CORE_MHZ};
 use std::sync::OnceLock;
+
+/// Host core cycles per SQLite virtual-machine instruction, measured on the journal traces
+/// against in-memory databases (the SQLite work alone, no journal model;
+/// `cargo test --release -- --ignored sqlite_host_cycles_per_vm_step --nocapture`, AMD EPYC:
+/// 425-707 cycles over the four applications in the least loaded of three runs, rounded to
+/// 600; docs/journal.md). The host-calibrated variant ([`CpuTime::HostCalibrated`])
+/// takes the board's core to need as many cycles per instruction.
+pub const HOST_CYCLES_PER_VM_STEP: u64 = 600;
+/// The board's core clock, MHz (Table I).
+pub const BOARD_CORE_MHZ: u64 = 667;
 
 /// The table of ARM instructions per command (one row per application, trace and journal mode).
 pub const ARM_TABLE: &str = include_str!("arm_instructions.csv");
@@ -25,7 +34,7 @@ pub enum CpuTime {
     #[default]
     ArmA9,
     /// The host's measured cycles per virtual-machine instruction taken for the board's
-    /// ([`Timing::cpu_ps_per_vm_step`]).
+    /// ([`super::media::Timing::cpu_ps_per_vm_step`]).
     HostCalibrated,
 }
 
@@ -116,17 +125,25 @@ pub struct CpuClock {
 
 impl CpuClock {
     /// The clock of a replay of trace `trace` of application `app` (the labels `journal`
-    /// prints; the table's rows are keyed by them) with the journal (`journal`) or without it.
-    /// A trace the table has no row for (a recorded trace, an SQL script) takes the ratio of
-    /// all rows of its journal mode together.
-    pub fn new(t: &Timing, app: &str, trace: &str, journal: bool) -> CpuClock {
-        if let Some(n) = t.cpu_ns_per_command {
+    /// prints; the table's rows are keyed by them) with the journal (`journal`) or without it:
+    /// `per_command` ns per command if set, else from `time` (the host-calibrated variant at
+    /// `ps_per_vm_step` per virtual-machine instruction). A trace the table has no row for (a
+    /// recorded trace, an SQL script) takes the ratio of all rows of its journal mode together.
+    pub fn new(
+        per_command: Option<u64>,
+        time: CpuTime,
+        ps_per_vm_step: u64,
+        app: &str,
+        trace: &str,
+        journal: bool,
+    ) -> CpuClock {
+        if let Some(n) = per_command {
             return CpuClock { per_command: Some(n), num: 0, den: 1, arm_per_vm_step: 0.0, source: "constant" };
         }
-        match t.cpu_time {
+        match time {
             CpuTime::HostCalibrated => CpuClock {
                 per_command: None,
-                num: t.cpu_ps_per_vm_step as u128,
+                num: ps_per_vm_step as u128,
                 den: 1000,
                 arm_per_vm_step: 0.0,
                 source: "host-calibrated",
@@ -172,6 +189,7 @@ impl CpuClock {
 
 #[cfg(test)]
 mod tests {
+    use super::super::media::Timing;
     use super::*;
 
     #[test]
@@ -203,17 +221,17 @@ mod tests {
     fn the_arm_clock_gives_the_tables_instructions_at_the_cpi_and_clock() {
         let t = Timing::default();
         let r = table().iter().find(|r| r.app == "tw" && r.trace == "2" && r.journal).expect("row");
-        let c = CpuClock::new(&t, "tw", "2", true);
+        let c = t.cpu_clock("tw", "2", true);
         assert_eq!(c.source, "arm-a9");
         let want = r.arm_instructions as u128 * A9_CPI_MILLI as u128 / BOARD_CORE_MHZ as u128;
         assert_eq!(c.ns(r.commands, r.vm_steps) as u128, want);
         assert!((c.arm_per_command(r.commands, r.vm_steps) - r.mean).abs() < 0.06);
         // No row: the pooled ratio; the constant and the host variant as before.
-        assert_eq!(CpuClock::new(&t, "file", "x.trace", true).source, "arm-a9-pooled");
+        assert_eq!(t.cpu_clock("file", "x.trace", true).source, "arm-a9-pooled");
         let fixed = Timing { cpu_ns_per_command: Some(7), ..Timing::default() };
-        assert_eq!(CpuClock::new(&fixed, "tw", "2", true).ns(3, 1000), 21);
+        assert_eq!(fixed.cpu_clock("tw", "2", true).ns(3, 1000), 21);
         let host = Timing { cpu_time: CpuTime::HostCalibrated, ..Timing::default() };
-        assert_eq!(CpuClock::new(&host, "tw", "2", true).ns(3, 1000), 1000 * t.cpu_ps_per_vm_step / 1000);
+        assert_eq!(host.cpu_clock("tw", "2", true).ns(3, 1000), 1000 * t.cpu_ps_per_vm_step / 1000);
         assert!(CpuTime::parse("x86").unwrap_err().contains("allowed arm-a9, host-calibrated"));
     }
 }

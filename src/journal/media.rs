@@ -7,6 +7,7 @@
 //! `0..k` and loses `k` and everything after; of the database writes not yet synced, each
 //! 512-byte sector survives or not at random (seeded), as on a disk that reorders its cache.
 
+use super::cpu::{CpuClock, CpuTime, BOARD_CORE_MHZ, HOST_CYCLES_PER_VM_STEP};
 use super::format::PAGE_BYTES;
 use crate::pcm::{Pcm, PcmConfig};
 use crate::rng::Rng;
@@ -51,18 +52,16 @@ pub struct Timing {
     /// measured on the board's ISA (the default) or the host-calibrated variant
     /// ([`super::cpu`]). Reported as `JournalResult::cpu_time_source`.
     #[serde(skip)]
-    pub cpu_time: super::cpu::CpuTime,
+    pub cpu_time: CpuTime,
 }
 
-/// Host core cycles per SQLite virtual-machine instruction, measured on the journal traces
-/// against in-memory databases (the SQLite work alone, no journal model;
-/// `cargo test --release -- --ignored sqlite_host_cycles_per_vm_step --nocapture`, AMD EPYC:
-/// 425-707 cycles over the four applications in the least loaded of three runs, rounded to
-/// 600; docs/journal.md). The host-calibrated variant ([`super::cpu::CpuTime::HostCalibrated`])
-/// takes the board's core to need as many cycles per instruction.
-pub const HOST_CYCLES_PER_VM_STEP: u64 = 600;
-/// The board's core clock, MHz (Table I).
-pub const BOARD_CORE_MHZ: u64 = 667;
+impl Timing {
+    /// The SQLite CPU clock of a replay of trace `trace` of application `app` with the journal
+    /// (`journal`) or without it, under this timing ([`CpuClock::new`]).
+    pub fn cpu_clock(&self, app: &str, trace: &str, journal: bool) -> CpuClock {
+        CpuClock::new(self.cpu_ns_per_command, self.cpu_time, self.cpu_ps_per_vm_step, app, trace, journal)
+    }
+}
 
 impl Default for Timing {
     fn default() -> Self {

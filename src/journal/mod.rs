@@ -18,6 +18,7 @@
 pub mod alloc;
 pub mod apps;
 pub mod bug;
+pub mod call_record;
 pub mod cpu;
 pub mod crash;
 pub mod format;
@@ -27,6 +28,7 @@ pub mod replay;
 pub mod script;
 pub mod sql_trace;
 pub mod vfs;
+pub mod vfs_call;
 pub mod vfs_tape;
 
 pub use apps::App;
@@ -188,8 +190,8 @@ pub fn measure(
         bug: None,
         on_error,
     };
-    let r = replay::replay_measured(tr, &setup)?;
-    let reference = replay::replay_measured(tr, &Setup { journal: false, ..setup.clone() })?;
+    let r = vfs_tape::replay_measured(tr, &setup)?;
+    let reference = vfs_tape::replay_measured(tr, &Setup { journal: false, ..setup.clone() })?;
     result_of(label, tr, &setup, dev, r, &reference)
 }
 
@@ -203,9 +205,9 @@ fn result_of(
     reference: &replay::Replay,
 ) -> Result<JournalResult, String> {
     let (policy, seed, frames) = (&setup.policy, setup.seed, setup.frames);
-    let clock = CpuClock::new(&dev.timing, label.0, label.1, true);
+    let clock = dev.timing.cpu_clock(label.0, label.1, true);
     let times = CommandTimes::of(&r, &clock);
-    let nref = CommandTimes::of(reference, &CpuClock::new(&dev.timing, label.0, label.1, false));
+    let nref = CommandTimes::of(reference, &dev.timing.cpu_clock(label.0, label.1, false));
     let cpu_ns = cpu_time_ns(&r, &clock);
     let arm_per_command = clock.arm_per_command(r.commands, vm_steps_of(&r));
     let spread = vm_step_spread(&r.vm_steps);
@@ -343,8 +345,8 @@ pub fn measure_point(
         on_error: Default::default(),
     };
     let tr = apps::generated(app, trace, seed);
-    let mut r = replay::replay_measured(&tr, &setup)?;
-    let times = CommandTimes::of(&r, &CpuClock::new(&dev.timing, app.code(), &trace.to_string(), journal));
+    let mut r = vfs_tape::replay_measured(&tr, &setup)?;
+    let times = CommandTimes::of(&r, &dev.timing.cpu_clock(app.code(), &trace.to_string(), journal));
     let m = &mut r.world.media;
     Ok(PointFigures {
         wear: Wear::of(m),

@@ -6,11 +6,10 @@ use super::alloc::Journal;
 use super::media::{EventKind, Media, Snapshot, Timing};
 use super::policy::Policy;
 use super::sql_trace::{Op, Trace};
-use super::vfs::{self, Bug, World};
-use super::vfs_tape::{self, Recording, Tape};
+use super::vfs::{self, Bug, Recording, World};
 use crate::pcm::PcmConfig;
 use rusqlite::{Connection, OpenFlags};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// SQLite's generator and the thread-local world make a replay exclusive per process.
 static LOCK: Mutex<()> = Mutex::new(());
@@ -198,34 +197,12 @@ pub fn replay_locked(
     Ok(replay_world(trace, setup, crash_at, kinds, digests, capture, false)?.0)
 }
 
-/// A plain replay of `trace` (no crash, no captured states, no digests), its SQLite calls
-/// recorded once per trace, seed and journal mode and replayed without SQLite under every
-/// other configuration ([`super::vfs_tape`]): the same [`Replay`] as [`replay`] gives. Replays with
-/// an injected defect, and those whose calls stop agreeing with the recording, run SQLite.
-pub fn replay_measured(trace: &Arc<Trace>, setup: &Setup) -> Result<Replay, String> {
-    if setup.bug.is_some() {
-        return replay(trace, setup, None, false, false);
-    }
-    if let Some(tape) = vfs_tape::kept(trace, setup) {
-        if let Ok(r) = vfs_tape::replay(&tape, setup) {
-            return Ok(r);
-        }
-        return replay(trace, setup, None, false, false);
-    }
-    let (r, tape) = record(trace, setup)?;
-    if let Some(tape) = tape {
-        vfs_tape::keep(trace, setup, tape);
-    }
-    Ok(r)
-}
-
-/// A plain replay of `trace` under `setup` with its SQLite calls recorded (the tape: none if
-/// the calls cannot be replayed, [`Tape::of`]).
-pub fn record(trace: &Trace, setup: &Setup) -> Result<(Replay, Option<Tape>), String> {
+/// A plain replay of `trace` under `setup` with its SQLite calls recorded
+/// ([`super::vfs_tape::record`] makes the tape of it).
+pub fn replay_recorded(trace: &Trace, setup: &Setup) -> Result<(Replay, Recording), String> {
     let _g = lock();
     let (r, rec) = replay_world(trace, setup, None, false, false, None, true)?;
-    let tape = Tape::of(rec.expect("recorded"), &r);
-    Ok((r, tape))
+    Ok((r, rec.expect("recorded")))
 }
 
 /// The world a replay under `setup` starts from: the media with a formatted journal area, and

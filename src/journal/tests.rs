@@ -207,7 +207,7 @@ fn sqlite_cpu_time_is_its_instructions_at_the_boards_rate_unless_a_constant_repl
     let row = cpu::table().iter().find(|r| r.app == "kt" && r.trace == "1" && r.journal).expect("kt 1 row");
     let arm = measured.vm_steps_per_command * row.arm_instructions as f64 / row.vm_steps as f64;
     assert!((measured.arm_instructions_per_command - arm).abs() < 1e-6, "{}", measured.arm_instructions_per_command);
-    let want = arm * cpu::A9_CPI_MILLI as f64 / media::BOARD_CORE_MHZ as f64;
+    let want = arm * cpu::A9_CPI_MILLI as f64 / cpu::BOARD_CORE_MHZ as f64;
     assert!((measured.avg_cmd_cpu_ns - want).abs() < 1.0, "{} vs {want}", measured.avg_cmd_cpu_ns);
     assert_eq!(
         (measured.cpu_time_source, fixed.cpu_time_source, host.cpu_time_source),
@@ -215,7 +215,7 @@ fn sqlite_cpu_time_is_its_instructions_at_the_boards_rate_unless_a_constant_repl
     );
     // The host-calibrated variant: the former figure.
     let ps = host.timing.cpu_ps_per_vm_step as f64;
-    assert_eq!(ps, (media::HOST_CYCLES_PER_VM_STEP * 1_000_000 / media::BOARD_CORE_MHZ) as f64);
+    assert_eq!(ps, (cpu::HOST_CYCLES_PER_VM_STEP * 1_000_000 / cpu::BOARD_CORE_MHZ) as f64);
     let want = host.vm_steps_per_command * ps / 1000.0;
     assert!((host.avg_cmd_cpu_ns - want).abs() < 1.0, "{} vs {want}", host.avg_cmd_cpu_ns);
     assert_eq!(host.arm_instructions_per_command, 0.0);
@@ -271,7 +271,7 @@ fn sqlite_alone(tr: &Trace) -> (f64, u64) {
 }
 
 /// The host's core cycles per SQLite virtual-machine instruction on the journal traces (trace 2
-/// of each application, median of 7 runs), the figure behind `media::HOST_CYCLES_PER_VM_STEP`.
+/// of each application, median of 7 runs), the figure behind `cpu::HOST_CYCLES_PER_VM_STEP`.
 /// A host timing, so not a test that can fail: run by hand with
 /// `cargo test --release -- --ignored sqlite_host_cycles_per_vm_step --nocapture`.
 #[test]
@@ -311,7 +311,7 @@ fn the_calls_recorded_under_one_configuration_replay_every_figure_of_another() {
     let traces = [App::Fb, App::Kt, App::Gm].map(|app| (format!("{app:?}"), apps::generate(app, 1, 5, Some(40))));
     for (app, tr) in traces.into_iter().chain([("rounds".to_string(), rounds())]) {
         let recorded =
-            |journal| replay::record(&tr, &Setup { journal, ..setup("RU20-S2X-WH16", 5) }).unwrap().1.unwrap();
+            |journal| vfs_tape::record(&tr, &Setup { journal, ..setup("RU20-S2X-WH16", 5) }).unwrap().1.unwrap();
         let (with, without) = (recorded(true), recorded(false));
         assert!(with.calls() > without.calls() && without.calls() > 20, "{} {}", with.calls(), without.calls());
         assert!(app != "rounds" || with.journal_reads() > 0, "the rollbacks read their journals");
@@ -345,15 +345,15 @@ fn a_replay_whose_calls_stop_agreeing_with_the_recording_runs_sqlite() {
     let small = Setup { frames: 3, ..roomy.clone() };
     let own = replay(&tr, &small, None, false, false).unwrap();
     assert!(!own.errors.is_empty(), "the small area fills up");
-    let (first, t) = replay::record(&tr, &roomy).unwrap();
+    let (first, t) = vfs_tape::record(&tr, &roomy).unwrap();
     let t = t.unwrap();
     assert!(first.errors.is_empty(), "{:?}", first.errors);
     let err = vfs_tape::replay(&t, &small).err().expect("the calls stop agreeing");
     assert!(err.contains("recorded"), "{err}");
     // Through the kept tape: the replay falls back to SQLite and gives its figures.
-    replay::replay_measured(&tr, &roomy).unwrap();
+    vfs_tape::replay_measured(&tr, &roomy).unwrap();
     assert!(vfs_tape::kept(&tr, &roomy).is_some());
-    let fell_back = replay::replay_measured(&tr, &small).unwrap();
+    let fell_back = vfs_tape::replay_measured(&tr, &small).unwrap();
     let n = Setup { journal: false, ..small.clone() };
     let reference = replay(&tr, &n, None, false, false).unwrap();
     let dev = Device::default();

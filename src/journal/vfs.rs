@@ -30,10 +30,10 @@ use std::sync::OnceLock;
 pub const VFS_NAME: &str = "locsim-journal";
 const VFS_NAME_C: &CStr = c"locsim-journal";
 use super::format::{HDR_SECTOR, RECORD_BYTES};
-/// What SQLite appends to a database file name to name its rollback journal.
-pub const SUFFIX: &str = "-journal";
 
 pub use super::bug::Bug;
+pub use super::call_record::Recording;
+pub use super::vfs_call::{Call, Outcome, SUFFIX};
 
 /// Everything the VFS works on.
 pub struct World {
@@ -58,7 +58,9 @@ impl World {
     pub fn call(&mut self, mut c: Call<'_>) -> Outcome {
         let err = Outcome { rc: c.io_error(), value: 0 };
         let mut rec = self.recording.take();
-        let written = rec.as_mut().and_then(|r| r.before(&c, self));
+        let written = rec
+            .as_mut()
+            .and_then(|r| r.before(&c, &self.media.dbs, |s, off, len| self.journal_page_source(s, off, len)));
         let out = catch_unwind(AssertUnwindSafe(|| apply(self, &mut c))).unwrap_or(err);
         if let Some(r) = &mut rec {
             r.push(&c, out, written);
@@ -82,83 +84,6 @@ impl World {
         Some((db_index(self, &slot.name)?, pgno.checked_sub(1)? * super::format::PAGE_BYTES))
     }
 }
-
-/// One call of SQLite into the VFS that reads or changes the [`World`]: the file callbacks'
-/// arguments (`journal`: the file is a journal slot, else a database file; `idx`: the slot or
-/// the database file's index). The calls that touch neither (close, locks, sector size) are not
-/// calls here.
-pub enum Call<'a> {
-    /// Open `name` with SQLite's `flags`: [`Outcome::value`] is the file's code (the index,
-    /// plus `1 << 20` for a journal slot), or -1 when it cannot be opened.
-    Open {
-        name: &'a str,
-        flags: c_int,
-    },
-    Read {
-        journal: bool,
-        idx: usize,
-        off: u64,
-        buf: &'a mut [u8],
-    },
-    Write {
-        journal: bool,
-        idx: usize,
-        off: u64,
-        data: &'a [u8],
-    },
-    Truncate {
-        journal: bool,
-        idx: usize,
-        size: u64,
-    },
-    Sync {
-        journal: bool,
-        idx: usize,
-    },
-    /// [`Outcome::value`]: the file's size.
-    FileSize {
-        journal: bool,
-        idx: usize,
-    },
-    Delete {
-        name: &'a str,
-    },
-    /// [`Outcome::value`]: 1 if the file exists.
-    Access {
-        name: &'a str,
-    },
-}
-
-impl Call<'_> {
-    /// What SQLite is told when the call cannot be carried out.
-    pub fn io_error(&self) -> c_int {
-        match self {
-            Call::Open { .. } => ffi::SQLITE_CANTOPEN,
-            Call::Read { .. } => ffi::SQLITE_IOERR_READ,
-            Call::Write { .. } => ffi::SQLITE_IOERR_WRITE,
-            Call::Truncate { .. } => ffi::SQLITE_IOERR_TRUNCATE,
-            Call::Sync { .. } => ffi::SQLITE_IOERR_FSYNC,
-            Call::FileSize { .. } => ffi::SQLITE_IOERR_FSTAT,
-            Call::Delete { .. } => ffi::SQLITE_IOERR_DELETE,
-            Call::Access { .. } => ffi::SQLITE_IOERR_ACCESS,
-        }
-    }
-}
-
-/// What a [`Call`] returns to SQLite: its result code, and the value of the calls that have one.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
-    pub rc: c_int,
-    pub value: i64,
-}
-
-impl Outcome {
-    fn rc(rc: c_int) -> Outcome {
-        Outcome { rc, value: 0 }
-    }
-}
-
-pub use super::vfs_tape::Recording;
 
 fn apply(w: &mut World, c: &mut Call<'_>) -> Outcome {
     match c {

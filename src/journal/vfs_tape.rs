@@ -11,12 +11,12 @@
 //! ([`Recording::measured`]) and every [`Call`] of its measured part, in order, with its
 //! arguments (a write's bytes as the runs that differ from a `Base` in the database files)
 //! and its [`Outcome`] (a read's bytes as a digest), and a replay under another configuration
-//! starts from those files and makes the same calls on its own [`World`] without SQLite,
+//! starts from those files and makes the same calls on its own [`super::vfs::World`] without SQLite,
 //! checking call by call that each outcome is the recorded one. If all are, SQLite given those
 //! outcomes would have made exactly those calls, and every figure of the replay is what
 //! running SQLite gives. If one is not (a journal that fills up under a small area, a
-//! defect that changes what SQLite reads back), [`replay`] says where and the caller runs
-//! SQLite instead ([`super::replay::replay_measured`]).
+//! defect that changes what SQLite reads back), [`replay`](fn@replay) says where and the
+//! caller runs SQLite instead ([`replay_measured`]).
 //!
 //! A read's bytes are compared by a 64-bit digest: a wrong read that leaves the digest the same
 //! goes unnoticed with probability about 2^-64 per read.
@@ -24,256 +24,14 @@
 //! Only plain replays are recorded and replayed: no crash, no captured states, no oracle
 //! digests, no injected defect (those runs exist to exercise the journal itself).
 
+use super::call_record::{base_bytes, decode, digest, Entry, Recording};
 use super::media::DbFile;
-use super::replay::{begin_measured, new_world, OnError, Replay, Setup};
+use super::replay::{self, begin_measured, new_world, OnError, Replay, Setup};
 use super::sql_trace::Trace;
-use super::vfs::{Call, Outcome, World};
+use super::vfs_call::{Call, Outcome};
 use crate::recent::Recent;
 use std::hash::{Hash, Hasher};
-use std::os::raw::c_int;
 use std::sync::Arc;
-
-/// A recorded call: [`Call`] with its buffers kept as a digest (reads) or in the tape's byte
-/// buffer (writes, in call order), and names as an index into the tape's names.
-#[derive(Clone, Copy, Debug)]
-enum Entry {
-    Open {
-        name: u32,
-        flags: c_int,
-    },
-    Read {
-        journal: bool,
-        idx: u32,
-        off: u64,
-        len: u32,
-        digest: u64,
-    },
-    /// `len` bytes: `base`'s bytes where the `runs` (the next bytes of the tape's byte buffer)
-    /// do not say otherwise ([`encode`]).
-    Write {
-        journal: bool,
-        idx: u32,
-        off: u64,
-        len: u32,
-        base: Base,
-        runs: u32,
-    },
-    Truncate {
-        journal: bool,
-        idx: u32,
-        size: u64,
-    },
-    Sync {
-        journal: bool,
-        idx: u32,
-    },
-    FileSize {
-        journal: bool,
-        idx: u32,
-    },
-    Delete {
-        name: u32,
-    },
-    Access {
-        name: u32,
-    },
-}
-
-/// What a recorded write's bytes are kept against: zeros, or the bytes of a database file at an
-/// offset at the time of the write (past the file's end: zeros). The database files are the
-/// same at every call of every replay of a tape (only the calls change them, and those are the
-/// recorded ones), so a write's bytes come back exactly whatever base was chosen; a good base
-/// makes the runs short: a database page written over its old version, a journal record's
-/// page image read from the database.
-#[derive(Clone, Copy, Debug)]
-enum Base {
-    Zero,
-    Db { db: u32, off: u64 },
-}
-
-/// `base`'s bytes (`len` of them) from the database files `dbs`, into `out`.
-fn base_bytes(base: Base, dbs: &[DbFile], len: usize, out: &mut Vec<u8>) {
-    out.clear();
-    if let Base::Db { db, off } = base {
-        let cur = &dbs[db as usize].cur;
-        let from = (off as usize).min(cur.len());
-        out.extend_from_slice(&cur[from..(from + len).min(cur.len())]);
-    }
-    out.resize(len, 0);
-}
-
-/// Append to `out` the runs that turn `base` into `data` (same length): for each, the gap
-/// since the last run's end and the run's length (LEB128), then its bytes. Differing bytes
-/// fewer than [`RUN_GAP`] apart share a run.
-fn encode(base: &[u8], data: &[u8], out: &mut Vec<u8>) {
-    let mut at = 0;
-    let mut i = 0;
-    while i < data.len() {
-        i = first_difference(base, data, i);
-        if i == data.len() {
-            break;
-        }
-        let start = i;
-        let mut end = i + 1;
-        let mut j = end;
-        while j < data.len() && j < end + RUN_GAP {
-            if data[j] != base[j] {
-                end = j + 1;
-            }
-            j += 1;
-        }
-        leb128(out, (start - at) as u64);
-        leb128(out, (end - start) as u64);
-        out.extend_from_slice(&data[start..end]);
-        at = end;
-        i = end;
-    }
-}
-
-/// The first index at or after `i` where `base` and `data` (same length) differ, or their
-/// length. Eight bytes at a time: a database page written over its old version differs in a
-/// few places, and the equal stretches between are most of what [`encode`] reads.
-fn first_difference(base: &[u8], data: &[u8], mut i: usize) -> usize {
-    let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-    while i + 8 <= data.len() {
-        let x = word(base, i) ^ word(data, i);
-        if x != 0 {
-            return i + (x.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while i < data.len() && data[i] == base[i] {
-        i += 1;
-    }
-    i
-}
-
-/// Equal bytes between two differing ones that [`encode`] keeps in one run (a run's header
-/// costs two bytes or more).
-const RUN_GAP: usize = 4;
-
-/// Apply the runs [`encode`] made to `buf` (the base's bytes).
-fn decode(mut runs: &[u8], buf: &mut [u8]) {
-    let mut at = 0;
-    while !runs.is_empty() {
-        let gap = read_leb128(&mut runs) as usize;
-        let n = read_leb128(&mut runs) as usize;
-        at += gap;
-        buf[at..at + n].copy_from_slice(&runs[..n]);
-        runs = &runs[n..];
-        at += n;
-    }
-}
-
-fn leb128(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn read_leb128(b: &mut &[u8]) -> u64 {
-    let (mut v, mut shift) = (0u64, 0);
-    loop {
-        let x = b[0];
-        *b = &b[1..];
-        v |= ((x & 0x7f) as u64) << shift;
-        if x < 0x80 {
-            return v;
-        }
-        shift += 7;
-    }
-}
-
-/// The calls of a replay in progress ([`World::recording`]).
-#[derive(Default)]
-pub struct Recording {
-    steps: Vec<(Entry, Outcome)>,
-    bytes: Vec<u8>,
-    names: Vec<String>,
-    /// The database files (name, bytes) at the start of the measured part, where the steps
-    /// begin ([`Recording::measured`]); none if the setup's calls cannot be left out.
-    start: Option<Vec<(String, Vec<u8>)>>,
-    scratch: Vec<u8>,
-}
-
-/// A recorded write's entry, made by [`Recording::before`].
-pub struct EntryOf(Entry);
-
-impl Recording {
-    fn name(&mut self, n: &str) -> u32 {
-        let i = self.names.iter().position(|m| m == n).unwrap_or_else(|| {
-            self.names.push(n.to_string());
-            self.names.len() - 1
-        });
-        i as u32
-    }
-
-    /// Before `c` is carried out on `w`: a write's entry, its bytes kept against a base in
-    /// `w`'s database files as they are now.
-    pub fn before(&mut self, c: &Call<'_>, w: &World) -> Option<EntryOf> {
-        let Call::Write { journal, idx, off, data } = *c else { return None };
-        let base = if journal { w.journal_page_source(idx, off, data.len()) } else { Some((idx, off)) };
-        let base = base.map_or(Base::Zero, |(db, off)| Base::Db { db: db as u32, off });
-        base_bytes(base, &w.media.dbs, data.len(), &mut self.scratch);
-        let before = self.bytes.len();
-        encode(&self.scratch, data, &mut self.bytes);
-        let runs = (self.bytes.len() - before) as u32;
-        Some(EntryOf(Entry::Write { journal, idx: idx as u32, off, len: data.len() as u32, base, runs }))
-    }
-
-    /// Keep `c`, carried out with `out` (`written`: what [`Recording::before`] made of it).
-    pub fn push(&mut self, c: &Call<'_>, out: Outcome, written: Option<EntryOf>) {
-        if let Some(EntryOf(e)) = written {
-            self.steps.push((e, out));
-            return;
-        }
-        let e = match c {
-            Call::Open { name, flags } => Entry::Open { name: self.name(name), flags: *flags },
-            Call::Read { journal, idx, off, buf } => Entry::Read {
-                journal: *journal,
-                idx: *idx as u32,
-                off: *off,
-                len: buf.len() as u32,
-                digest: digest(buf),
-            },
-            Call::Write { .. } => unreachable!("a write's entry is made before it is carried out"),
-            Call::Truncate { journal, idx, size } => {
-                Entry::Truncate { journal: *journal, idx: *idx as u32, size: *size }
-            }
-            Call::Sync { journal, idx } => Entry::Sync { journal: *journal, idx: *idx as u32 },
-            Call::FileSize { journal, idx } => Entry::FileSize { journal: *journal, idx: *idx as u32 },
-            Call::Delete { name } => Entry::Delete { name: self.name(name) },
-            Call::Access { name } => Entry::Access { name: self.name(name) },
-        };
-        self.steps.push((e, out));
-    }
-
-    /// Mark the start of the measured part, where the database files are `dbs` (settled). If no
-    /// setup call touched a journal, the setup's calls changed nothing but the database files
-    /// (every other effect of a database call is a statistic that the start of the measured
-    /// part clears), so the tape keeps the files' bytes in place of those calls; if one did
-    /// (no trace's setup does: it runs with `journal_mode=OFF`), nothing is taped.
-    pub fn measured(&mut self, dbs: &[DbFile]) {
-        let journal = |(e, _): &(Entry, Outcome)| match *e {
-            Entry::Open { flags, .. } => flags & rusqlite::ffi::SQLITE_OPEN_MAIN_JOURNAL != 0,
-            Entry::Read { journal, .. }
-            | Entry::Write { journal, .. }
-            | Entry::Truncate { journal, .. }
-            | Entry::Sync { journal, .. }
-            | Entry::FileSize { journal, .. } => journal,
-            Entry::Delete { name } => self.names[name as usize].ends_with(super::vfs::SUFFIX),
-            Entry::Access { .. } => false,
-        };
-        if !self.steps.iter().any(journal) {
-            debug_assert!(dbs.iter().all(|d| d.durable == d.cur), "settled");
-            self.start = Some(dbs.iter().map(|d| (d.name.clone(), d.cur.clone())).collect());
-        }
-        self.steps.clear();
-        self.bytes.clear();
-    }
-}
 
 /// What the replay loop learned from SQLite beside the calls: [`Replay`]'s counts.
 struct Counts {
@@ -327,17 +85,6 @@ impl Tape {
     }
 }
 
-/// A 64-bit digest of `b` (eight bytes at a time, then the tail and the length).
-fn digest(b: &[u8]) -> u64 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mix = |h: u64, x: u64| (h ^ x).wrapping_mul(K).rotate_left(31);
-    let words = b.chunks_exact(8);
-    let mut tail = [0u8; 8];
-    tail[..words.remainder().len()].copy_from_slice(words.remainder());
-    let h = words.fold(0x243f_6a88_85a3_08d3, |h, w| mix(h, u64::from_le_bytes(w.try_into().expect("8"))));
-    mix(mix(h, u64::from_le_bytes(tail)), b.len() as u64)
-}
-
 /// Make the calls of `tape` on a new world set up as `setup` says, each checked against its
 /// recorded outcome: the replay SQLite would give, or where the calls stop agreeing.
 pub fn replay(tape: &Tape, setup: &Setup) -> Result<Replay, String> {
@@ -388,6 +135,36 @@ pub fn replay(tape: &Tape, setup: &Setup) -> Result<Replay, String> {
         errors: c.errors.clone(),
         vm_steps: c.vm_steps.clone(),
     })
+}
+
+/// A plain replay of `trace` (no crash, no captured states, no digests), its SQLite calls
+/// recorded once per trace, seed and journal mode and replayed without SQLite under every
+/// other configuration (this module): the same [`Replay`] as [`replay::replay`] gives.
+/// Replays with an injected defect, and those whose calls stop agreeing with the recording,
+/// run SQLite.
+pub fn replay_measured(trace: &Arc<Trace>, setup: &Setup) -> Result<Replay, String> {
+    if setup.bug.is_some() {
+        return replay::replay(trace, setup, None, false, false);
+    }
+    if let Some(tape) = kept(trace, setup) {
+        if let Ok(r) = replay(&tape, setup) {
+            return Ok(r);
+        }
+        return replay::replay(trace, setup, None, false, false);
+    }
+    let (r, tape) = record(trace, setup)?;
+    if let Some(tape) = tape {
+        keep(trace, setup, tape);
+    }
+    Ok(r)
+}
+
+/// A plain replay of `trace` under `setup` with its SQLite calls recorded (the tape: none if
+/// the calls cannot be replayed, [`Tape::of`]).
+pub fn record(trace: &Trace, setup: &Setup) -> Result<(Replay, Option<Tape>), String> {
+    let (r, rec) = replay::replay_recorded(trace, setup)?;
+    let tape = Tape::of(rec, &r);
+    Ok((r, tape))
 }
 
 /// Bytes of tapes a process keeps for later replays.
@@ -466,8 +243,8 @@ mod tests {
     use super::*;
     use crate::journal::media::Timing;
     use crate::journal::policy::Policy;
+    use crate::journal::vfs::World;
     use crate::pcm::PcmConfig;
-    use crate::rng::Rng;
     use rusqlite::ffi;
 
     fn setup() -> Setup {
@@ -535,58 +312,5 @@ mod tests {
             let (rec, _) = recorded(&[c]);
             assert!(Tape::of(rec, &plain_replay()).is_none());
         }
-    }
-
-    #[test]
-    fn runs_rebuild_any_bytes_from_any_base_and_few_changes_stay_small() {
-        let mut rng = Rng::new(3);
-        for len in [0usize, 1, 5, 28, 1024] {
-            for changes in [0u64, 1, 3, 40, 2000] {
-                let base: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
-                let mut data = base.clone();
-                for _ in 0..changes.min(len as u64 * 2) {
-                    let i = rng.below(len as u64) as usize;
-                    data[i] = rng.below(256) as u8;
-                }
-                let mut runs = vec![];
-                encode(&base, &data, &mut runs);
-                let mut back = base.clone();
-                decode(&runs, &mut back);
-                assert_eq!(back, data, "len {len} changes {changes}");
-                if changes <= 3 {
-                    assert!(runs.len() <= 3 * (2 + 1 + RUN_GAP), "{} bytes of runs", runs.len());
-                }
-            }
-        }
-        // The word-wise skip finds what a byte-wise one finds: differences at every offset
-        // within and across words, at the ends, and none.
-        let bytewise = |base: &[u8], data: &[u8], i: usize| (i..data.len()).find(|&j| data[j] != base[j]);
-        for len in [0usize, 1, 7, 8, 9, 16, 23, 64] {
-            let base: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
-            for at in 0..=len {
-                let mut data = base.clone();
-                if let Some(x) = data.get_mut(at) {
-                    *x ^= 1 << rng.below(8);
-                }
-                for from in 0..=len {
-                    let want = bytewise(&base, &data, from).unwrap_or(len);
-                    assert_eq!(first_difference(&base, &data, from), want, "len {len} at {at} from {from}");
-                }
-            }
-        }
-        let mut big = vec![];
-        leb128(&mut big, 1 << 40);
-        assert_eq!(read_leb128(&mut &big[..]), 1 << 40);
-    }
-
-    #[test]
-    fn the_digest_tells_apart_bytes_lengths_and_positions() {
-        let a = [1u8, 2, 3, 4, 5, 6, 7, 8, 9];
-        assert_ne!(digest(&a), digest(&a[..8]));
-        assert_ne!(digest(&[0; 8]), digest(&[0; 16]));
-        let mut b = a;
-        b.swap(0, 8);
-        assert_ne!(digest(&a), digest(&b));
-        assert_eq!(digest(&a), digest(&a.clone()));
     }
 }

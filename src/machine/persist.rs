@@ -221,6 +221,6 @@ impl Machine {
         let now = self.now;
         let g = self.gpf.as_mut().expect("sampling under gpf");
         g.add(dirty, queued);
-        g.next = crate::types::Cycle(now.0 - now.0 % GPF_SAMPLE_CYCLES + GPF_SAMPLE_CYCLES);
+        g.next = crate::types::Cycle::new(now.get() - now.get() % GPF_SAMPLE_CYCLES + GPF_SAMPLE_CYCLES);
     }
 }

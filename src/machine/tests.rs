@@ -6,7 +6,7 @@ use super::*;
 use crate::cache::HitLevel;
 use crate::pmem::DurableWrite;
 
-const MISS: Cycle = Cycle(30 + 168);
+const MISS: Cycle = Cycle::new(30 + 168);
 const LLC_SETS: u64 = 1024;
 
 /// 4 MiB of data (65536 blocks), 64 KiB of log starting at block 65536.
@@ -51,7 +51,7 @@ fn load_miss_stalls_for_lookups_plus_memory_read() {
     let mut m = machine();
     let a = m.access_block(BlockId(5), false);
     assert_eq!(a.level, HitLevel::Memory);
-    assert_eq!(m.now, Cycle(198));
+    assert_eq!(m.now, Cycle::new(198));
     assert_eq!((m.stats().mem_reads, m.stats().mem_accesses), (1, 1));
 }
 
@@ -60,7 +60,7 @@ fn l1_hit_costs_one_cycle() {
     let mut m = machine();
     m.access_block(BlockId(5), false);
     m.access_block(BlockId(5), true);
-    assert_eq!(m.now, MISS + Cycle(1));
+    assert_eq!(m.now, MISS + Cycle::new(1));
     assert_eq!(m.stats().l1_hits, 1);
 }
 
@@ -72,14 +72,14 @@ fn l2_hit_costs_nine_cycles_and_llc_hit_thirty() {
     }
     assert_eq!(m.now, MISS * 3);
     assert_eq!(m.access_block(BlockId(3), false).level, HitLevel::L2);
-    assert_eq!(m.now, MISS * 3 + Cycle(9));
+    assert_eq!(m.now, MISS * 3 + Cycle::new(9));
 
     let mut m = machine();
     for k in 0..=8 {
         m.access_block(BlockId(3 + 512 * k), false);
     }
     assert_eq!(m.access_block(BlockId(3), false).level, HitLevel::Llc);
-    assert_eq!(m.now, MISS * 9 + Cycle(30));
+    assert_eq!(m.now, MISS * 9 + Cycle::new(30));
     assert_eq!(m.stats().mem_reads, 9, "an LLC hit reads no memory");
 }
 
@@ -87,10 +87,10 @@ fn l2_hit_costs_nine_cycles_and_llc_hit_thirty() {
 fn miss_to_a_bank_busy_with_a_write_waits_for_it() {
     let mut m = machine();
     let t = m.write_block(BlockId(8), WriteKind::Home, [1; 64]);
-    assert_eq!((t.accepted, t.done), (Cycle::ZERO, Cycle(168)));
+    assert_eq!((t.accepted, t.done), (Cycle::ZERO, Cycle::new(168)));
     assert_eq!(m.now, Cycle::ZERO, "the caller decides whether to wait");
     m.access_block(BlockId(0), false);
-    assert_eq!(m.now, Cycle(168) + Cycle(168), "read waits for bank 0");
+    assert_eq!(m.now, Cycle::new(168) + Cycle::new(168), "read waits for bank 0");
 }
 
 #[test]
@@ -112,7 +112,7 @@ fn dirty_untagged_victim_is_written_back_home_with_its_bytes() {
     let w = writes(&m);
     assert_eq!(w.len(), 1);
     assert_eq!((w[0].block, w[0].kind), (BlockId(2), WriteKind::Home));
-    assert_eq!(w[0].durable, MISS * 17 + Cycle(168));
+    assert_eq!(w[0].durable, MISS * 17 + Cycle::new(168));
     assert_eq!(w[0].data, [0xAB; 64]);
     assert_eq!(m.nvm[BlockId(2).range()], [0xAB; 64]);
     assert_eq!(m.stats().write_bytes_by_kind[WriteKind::Home as usize], 64);
@@ -133,8 +133,8 @@ fn victim_write_back_stalls_the_core_until_accepted_not_until_done() {
     let mut m = machine_with(&config(&["memory.write_queue_entries=1", "memory.write_latency_ns=10000"]));
     m.write_block(BlockId(1), WriteKind::Home, [0; 64]);
     store_then_evict(&mut m, 2, 0xCD, 0);
-    assert_eq!(m.now, Cycle(10_000), "queue full until the first write completes");
-    assert_eq!(writes(&m)[1].durable, Cycle(20_000));
+    assert_eq!(m.now, Cycle::new(10_000), "queue full until the first write completes");
+    assert_eq!(writes(&m)[1].durable, Cycle::new(20_000));
 }
 
 #[test]
@@ -144,22 +144,22 @@ fn clflush_of_a_dirty_line_issues_a_write_that_fence_waits_for_exactly() {
     m.arch[b.range()].fill(7);
     m.access_block(b, true);
     m.clflush(b, WriteKind::LogData);
-    assert_eq!(m.now, MISS + Cycle(1), "clflush costs an L1 look-up and does not wait");
+    assert_eq!(m.now, MISS + Cycle::new(1), "clflush costs an L1 look-up and does not wait");
     let w = writes(&m);
     assert_eq!(w.len(), 1);
     assert_eq!((w[0].block, w[0].kind, w[0].data), (b, WriteKind::LogData, [7; 64]));
-    let durable = MISS + Cycle(1) + Cycle(168);
+    let durable = MISS + Cycle::new(1) + Cycle::new(168);
     assert_eq!(w[0].durable, durable);
     let rec = &m.record.as_ref().unwrap().durable;
     let initial = vec![0u8; m.layout.total_bytes() as usize];
-    assert_eq!(rec.image_at(&initial, durable - Cycle(1))[b.range()], [0; 64]);
+    assert_eq!(rec.image_at(&initial, durable - Cycle::new(1))[b.range()], [0; 64]);
     assert_eq!(rec.image_at(&initial, durable)[b.range()], [7; 64]);
     m.fence();
     assert_eq!(m.now, durable);
     m.fence();
     assert_eq!(m.now, durable, "a second fence has nothing to wait for");
     let s = m.stats();
-    assert_eq!((s.fence_stall_cycles, s.flushes), (Cycle(168), 1));
+    assert_eq!((s.fence_stall_cycles, s.flushes), (Cycle::new(168), 1));
     assert_eq!(s.write_bytes_by_kind[WriteKind::LogData as usize], 64);
     assert!(m.hier.llc.find(b).is_none() && m.hier.l1.find(b).is_none());
 }
@@ -172,11 +172,11 @@ fn fence_after_two_flushes_to_one_bank_waits_for_the_later() {
     assert_eq!(m.now, MISS * 2);
     m.clflush(BlockId(5), WriteKind::Home);
     m.clflush(BlockId(13), WriteKind::Home);
-    assert_eq!(m.now, MISS * 2 + Cycle(2));
+    assert_eq!(m.now, MISS * 2 + Cycle::new(2));
     let d: Vec<Cycle> = writes(&m).iter().map(|w| w.durable).collect();
-    assert_eq!(d, [MISS * 2 + Cycle(1) + Cycle(168), MISS * 2 + Cycle(1) + Cycle(168) * 2]);
+    assert_eq!(d, [MISS * 2 + Cycle::new(1) + Cycle::new(168), MISS * 2 + Cycle::new(1) + Cycle::new(168) * 2]);
     m.fence();
-    assert_eq!(m.now, MISS * 2 + Cycle(1) + Cycle(168) * 2);
+    assert_eq!(m.now, MISS * 2 + Cycle::new(1) + Cycle::new(168) * 2);
 }
 
 #[test]
@@ -185,10 +185,10 @@ fn clflush_of_a_clean_line_issues_no_write_and_fence_does_not_stall() {
     m.access_block(BlockId(5), false);
     m.clflush(BlockId(5), WriteKind::Home);
     m.clflush(BlockId(6), WriteKind::Home); // not cached at all
-    assert_eq!(m.now, MISS + Cycle(2));
+    assert_eq!(m.now, MISS + Cycle::new(2));
     assert!(writes(&m).is_empty());
     m.fence();
-    assert_eq!(m.now, MISS + Cycle(2));
+    assert_eq!(m.now, MISS + Cycle::new(2));
     assert_eq!(m.stats().fence_stall_cycles, Cycle::ZERO);
     assert!(m.hier.llc.find(BlockId(5)).is_none(), "a clean line is still dropped");
 }
@@ -198,9 +198,9 @@ fn with_adr_fence_after_a_flush_does_not_stall() {
     let mut m = machine_with(&config(&["machine.persist_domain=adr"]));
     m.access_block(BlockId(5), true);
     m.clflush(BlockId(5), WriteKind::Home);
-    assert_eq!(writes(&m)[0].durable, MISS + Cycle(1));
+    assert_eq!(writes(&m)[0].durable, MISS + Cycle::new(1));
     m.fence();
-    assert_eq!(m.now, MISS + Cycle(1));
+    assert_eq!(m.now, MISS + Cycle::new(1));
 }
 
 #[test]
@@ -226,7 +226,7 @@ fn under_eadr_a_hardware_write_is_durable_when_accepted_and_stores_are_not_recor
     m.access_block(BlockId(5), true);
     assert!(writes(&m).is_empty(), "without persist_stores the stores stay out of the drain");
     let t = m.write_block(BlockId(9), WriteKind::LogData, [1; 64]);
-    assert_eq!((t.durable, t.done), (MISS, MISS + Cycle(168)));
+    assert_eq!((t.durable, t.done), (MISS, MISS + Cycle::new(168)));
 }
 
 #[test]
@@ -252,50 +252,50 @@ fn the_bbb_persist_buffer_coalesces_and_drains_its_oldest_entry_when_full() {
 #[test]
 fn deferred_write_is_issued_only_when_time_reaches_it() {
     let mut m = machine();
-    m.defer_write(Cycle(1000), BlockId(3), WriteKind::LogHead, [9; 64]);
-    m.compute(Cycle(500));
+    m.defer_write(Cycle::new(1000), BlockId(3), WriteKind::LogHead, [9; 64]);
+    m.compute(Cycle::new(500));
     m.access_block(BlockId(100), false);
     m.write_block(BlockId(101), WriteKind::Home, [0; 64]);
-    assert_eq!(m.now, MISS + Cycle(500));
+    assert_eq!(m.now, MISS + Cycle::new(500));
     assert_eq!(writes(&m).len(), 1, "only the write issued now");
     m.quiesce();
     let w = writes(&m);
     assert_eq!(w.len(), 2);
     assert_eq!((w[1].block, w[1].kind, w[1].data), (BlockId(3), WriteKind::LogHead, [9; 64]));
-    assert!(w[1].durable >= Cycle(1000) + Cycle(168));
-    assert_eq!(w[1].durable, Cycle(1000) + Cycle(168), "bank 3 is free at 1000");
-    assert_eq!(m.now, Cycle(1000) + Cycle(168), "quiesce waits for the deferred write");
+    assert!(w[1].durable >= Cycle::new(1000) + Cycle::new(168));
+    assert_eq!(w[1].durable, Cycle::new(1000) + Cycle::new(168), "bank 3 is free at 1000");
+    assert_eq!(m.now, Cycle::new(1000) + Cycle::new(168), "quiesce waits for the deferred write");
 }
 
 #[test]
 fn deferred_write_occupies_its_bank_from_its_own_cycle() {
     let mut m = machine();
-    m.defer_write(Cycle(100), BlockId(8), WriteKind::Home, [0; 64]);
-    m.compute(Cycle(200));
+    m.defer_write(Cycle::new(100), BlockId(8), WriteKind::Home, [0; 64]);
+    m.compute(Cycle::new(200));
     m.access_block(BlockId(0), false);
-    assert_eq!(writes(&m)[0].durable, Cycle(100) + Cycle(168));
-    assert_eq!(m.now, Cycle(100) + Cycle(168) + Cycle(168), "the read at 230 waits for bank 0");
+    assert_eq!(writes(&m)[0].durable, Cycle::new(100) + Cycle::new(168));
+    assert_eq!(m.now, Cycle::new(100) + Cycle::new(168) + Cycle::new(168), "the read at 230 waits for bank 0");
 }
 
 #[test]
 fn deferred_writes_reach_the_controller_in_cycle_order() {
     let mut m = machine();
-    m.defer_write(Cycle(300), BlockId(1), WriteKind::Home, [1; 64]);
-    m.defer_write(Cycle(200), BlockId(2), WriteKind::Home, [2; 64]);
-    m.defer_write(Cycle(200), BlockId(10), WriteKind::Home, [3; 64]);
+    m.defer_write(Cycle::new(300), BlockId(1), WriteKind::Home, [1; 64]);
+    m.defer_write(Cycle::new(200), BlockId(2), WriteKind::Home, [2; 64]);
+    m.defer_write(Cycle::new(200), BlockId(10), WriteKind::Home, [3; 64]);
     m.quiesce();
     let got: Vec<(BlockId, Cycle)> = writes(&m).iter().map(|w| (w.block, w.durable)).collect();
-    assert_eq!(got, [(BlockId(2), Cycle(368)), (BlockId(10), Cycle(536)), (BlockId(1), Cycle(468))]);
-    assert_eq!(m.now, Cycle(536));
+    assert_eq!(got, [(BlockId(2), Cycle::new(368)), (BlockId(10), Cycle::new(536)), (BlockId(1), Cycle::new(468))]);
+    assert_eq!(m.now, Cycle::new(536));
 }
 
 #[test]
 fn defer_write_at_a_past_cycle_is_issued_now() {
     let mut m = machine();
-    m.compute(Cycle(50));
-    m.defer_write(Cycle(10), BlockId(4), WriteKind::Commit, [4; 64]);
+    m.compute(Cycle::new(50));
+    m.defer_write(Cycle::new(10), BlockId(4), WriteKind::Commit, [4; 64]);
     assert_eq!(writes(&m).len(), 1);
-    assert_eq!(writes(&m)[0].durable, Cycle(50) + Cycle(168));
+    assert_eq!(writes(&m)[0].durable, Cycle::new(50) + Cycle::new(168));
 }
 
 #[test]
@@ -305,7 +305,7 @@ fn quiesce_waits_for_every_outstanding_write() {
     m.write_block(BlockId(8), WriteKind::Home, [0; 64]);
     assert_eq!(m.now, Cycle::ZERO);
     m.quiesce();
-    assert_eq!(m.now, Cycle(168) * 2);
+    assert_eq!(m.now, Cycle::new(168) * 2);
 }
 
 #[test]
@@ -337,23 +337,23 @@ fn kind_of_classifies_data_log_head_and_log_blocks() {
 fn latency_quantiles_are_upper_bounds_within_one_bucket() {
     let mut h = LatencyHist::default();
     for c in 1..=1000u64 {
-        h.add(Cycle(c));
+        h.add(Cycle::new(c));
     }
     assert_eq!(h.mean(), 500.5);
     let p99 = h.quantile(0.99);
-    assert!((Cycle(990)..=Cycle(997)).contains(&p99), "p99 {p99}");
-    assert_eq!(h.quantile(1.0), Cycle(1000));
-    h.add(Cycle(1_000_000));
-    assert_eq!(h.quantile(1.0), Cycle(1_000_000), "overflow bucket reports the maximum");
+    assert!((Cycle::new(990)..=Cycle::new(997)).contains(&p99), "p99 {p99}");
+    assert_eq!(h.quantile(1.0), Cycle::new(1000));
+    h.add(Cycle::new(1_000_000));
+    assert_eq!(h.quantile(1.0), Cycle::new(1_000_000), "overflow bucket reports the maximum");
 }
 
 #[test]
 fn commit_latency_runs_from_the_commit_call_to_the_acknowledgement() {
     let mut m = machine();
-    m.now = Cycle(100);
+    m.now = Cycle::new(100);
     m.txs_committed += 1;
     m.note_commit_called();
-    m.now = Cycle(430);
+    m.now = Cycle::new(430);
     m.ack_through(1);
     assert_eq!((m.commit_latency.mean(), m.acked), (330.0, 1));
 }
@@ -364,16 +364,18 @@ fn commit_latency_runs_from_the_commit_call_to_the_acknowledgement() {
 fn ordered_writes_wait_for_the_previous_ones_durability_under_write_order_durable() {
     // Two log writes to different banks: overlapped they complete together; in program order
     // with `durable`, the second starts when the first is durable.
-    for (order, second_done) in [("as-issued", Cycle(168)), ("accepted", Cycle(168)), ("durable", Cycle(2 * 168))] {
+    for (order, second_done) in
+        [("as-issued", Cycle::new(168)), ("accepted", Cycle::new(168)), ("durable", Cycle::new(2 * 168))]
+    {
         let mut m = machine_with(&config(&[&format!("ordering.write_order={order}")]));
         m.begin_ordered();
         let a = m.write_block(BlockId(65537), WriteKind::LogData, [1; 64]);
         let b = m.write_block(BlockId(65538), WriteKind::LogData, [2; 64]);
         m.end_ordered();
-        assert_eq!((a.durable, b.durable), (Cycle(168), second_done), "{order}");
+        assert_eq!((a.durable, b.durable), (Cycle::new(168), second_done), "{order}");
         // Outside the ordered section writes overlap again.
         let c = m.write_block(BlockId(65539), WriteKind::LogData, [3; 64]);
-        assert_eq!(c.durable, Cycle(168), "{order}");
+        assert_eq!(c.durable, Cycle::new(168), "{order}");
     }
 }
 
@@ -381,17 +383,17 @@ fn ordered_writes_wait_for_the_previous_ones_durability_under_write_order_durabl
 fn the_phase_barrier_waits_for_every_write_deferred_ones_included() {
     let mut m = machine();
     m.write_block(BlockId(1), WriteKind::Home, [1; 64]);
-    m.defer_encoded(Cycle(400), BlockId(65536), WriteKind::LogHead, || [9; 64]);
+    m.defer_encoded(Cycle::new(400), BlockId(65536), WriteKind::LogHead, || [9; 64]);
     m.phase_barrier();
-    assert_eq!(m.now, Cycle(400) + Cycle(168), "the deferred truncation is issued at 400 and done 168 later");
-    assert_eq!(m.stats().barrier_stall_cycles, Cycle(568));
+    assert_eq!(m.now, Cycle::new(400) + Cycle::new(168), "the deferred truncation is issued at 400 and done 168 later");
+    assert_eq!(m.stats().barrier_stall_cycles, Cycle::new(568));
     m.phase_barrier();
-    assert_eq!(m.stats().barrier_stall_cycles, Cycle(568), "nothing left to wait for");
+    assert_eq!(m.stats().barrier_stall_cycles, Cycle::new(568), "nothing left to wait for");
 }
 
 #[test]
 fn the_flush_cost_is_one_llc_write_or_each_level_the_dirty_copy_passes() {
-    for (cost, expected) in [("llc-write", Cycle(21)), ("per-level", Cycle(8 + 21))] {
+    for (cost, expected) in [("llc-write", Cycle::new(21)), ("per-level", Cycle::new(8 + 21))] {
         let mut m = machine_with(&config(&[&format!("ordering.flush_cost={cost}"), "ordering.commit_flush=clean"]));
         let s = m.access_block(BlockId(5), true).llc_slot;
         assert_eq!(m.flush_cycles(s), expected, "{cost}: dirty in L1");
@@ -427,30 +429,34 @@ fn clflush_pays_the_per_level_transit_of_a_dirty_l1_copy() {
     let mut m = machine_with(&config(&["ordering.flush_cost=per-level"]));
     m.access_block(BlockId(5), true);
     m.clflush(BlockId(5), WriteKind::Home);
-    assert_eq!(m.now, MISS + Cycle(1) + Cycle(8) + Cycle(21), "L1 look-up, then written into L2 and the LLC");
+    assert_eq!(
+        m.now,
+        MISS + Cycle::new(1) + Cycle::new(8) + Cycle::new(21),
+        "L1 look-up, then written into L2 and the LLC"
+    );
 }
 
 #[test]
 fn each_core_keeps_its_clock_and_its_transactions_across_switches() {
     let mut m = machine_with(&config(&["machine.cores=2"]));
-    m.now = Cycle(100);
+    m.now = Cycle::new(100);
     m.txs_committed += 1;
     m.note_commit_called();
     m.switch_core(1);
     assert_eq!((m.core(), m.now, m.txs_committed), (1, Cycle::ZERO, 0));
-    m.now = Cycle(50);
+    m.now = Cycle::new(50);
     m.txs_committed += 1;
     m.note_commit_called();
-    m.now = Cycle(70);
+    m.now = Cycle::new(70);
     m.ack_through(1);
     // Core 1 acknowledges core 0's transaction at its own cycle; core 0's clock is untouched.
-    m.now = Cycle(400);
+    m.now = Cycle::new(400);
     m.ack_core_through(0, 1);
-    assert_eq!((m.now, m.clock_of(0), m.acked), (Cycle(400), Cycle(100), 1));
+    assert_eq!((m.now, m.clock_of(0), m.acked), (Cycle::new(400), Cycle::new(100), 1));
     m.switch_core(0);
-    assert_eq!((m.now, m.txs_committed, m.acked, m.clock_of(1)), (Cycle(100), 1, 1, Cycle(400)));
+    assert_eq!((m.now, m.txs_committed, m.acked, m.clock_of(1)), (Cycle::new(100), 1, 1, Cycle::new(400)));
     let r = m.record.as_ref().unwrap();
-    assert_eq!((r.acks.clone(), r.ack_cores.clone()), (vec![(Cycle(70), 1), (Cycle(400), 1)], vec![1, 0]));
+    assert_eq!((r.acks.clone(), r.ack_cores.clone()), (vec![(Cycle::new(70), 1), (Cycle::new(400), 1)], vec![1, 0]));
     // Latencies: core 1's 70 - 50, core 0's 400 - 100.
     assert_eq!(m.commit_latency.mean(), (20.0 + 300.0) / 2.0);
 }
@@ -472,17 +478,21 @@ fn switch_core_moves_the_running_cores_caches_and_a_dirty_line_crosses_between_c
     // Core 1's private caches are empty: an LLC hit, then the owner's L2 probe (8) and the
     // transfer of its dirty line through the LLC (21).
     let a = m.access_block(b, false);
-    assert_eq!((a.level, m.now), (HitLevel::Llc, Cycle(30 + 8 + 21)));
+    assert_eq!((a.level, m.now), (HitLevel::Llc, Cycle::new(30 + 8 + 21)));
     let s = m.stats();
     assert_eq!((s.downgrades, s.c2c_transfers, s.invalidations), (1, 1, 0));
     // Core 1 stores: an L1 hit in S goes to the directory (8 + 21) and invalidates core 0 (8).
     m.access_block(b, true);
-    assert_eq!(m.now, Cycle(59) + Cycle(1) + Cycle(8) + Cycle(21) + Cycle(8));
+    assert_eq!(m.now, Cycle::new(59) + Cycle::new(1) + Cycle::new(8) + Cycle::new(21) + Cycle::new(8));
     assert_eq!(m.stats().invalidations, 1);
     m.switch_core(0);
     assert_eq!(m.now, MISS);
     let a = m.access_block(b, false);
-    assert_eq!((a.level, m.now - MISS), (HitLevel::Llc, Cycle(30 + 8 + 21)), "core 0 lost its copy; core 1's is dirty");
+    assert_eq!(
+        (a.level, m.now - MISS),
+        (HitLevel::Llc, Cycle::new(30 + 8 + 21)),
+        "core 0 lost its copy; core 1's is dirty"
+    );
 }
 
 #[test]
@@ -490,7 +500,7 @@ fn with_one_core_the_coherence_counters_stay_zero_and_switching_to_core_0_change
     let mut m = machine();
     m.access_block(BlockId(5), true);
     m.switch_core(0);
-    assert_eq!(m.access_block(BlockId(5), false).lookup_cycles, Cycle(1));
+    assert_eq!(m.access_block(BlockId(5), false).lookup_cycles, Cycle::new(1));
     let s = m.stats();
     assert_eq!((s.invalidations, s.downgrades, s.c2c_transfers), (0, 0, 0));
 }
@@ -581,22 +591,22 @@ fn a_write_back_from_a_core_behind_starts_no_earlier_than_the_lines_latest_store
         m.switch_core(1);
         // The read that fetches the line leaves its bank at MISS; the store hits L1 later.
         m.access_block(b, false);
-        m.now = Cycle(5000);
+        m.now = Cycle::new(5000);
         m.access_block(b, true);
-        let stored = Cycle(5001);
+        let stored = Cycle::new(5001);
         assert_eq!(m.now, stored);
         m.switch_core(0);
-        m.now = Cycle(100);
+        m.now = Cycle::new(100);
         m.clflush(b, WriteKind::Home);
         let w = writes(&m);
         assert_eq!(w.len(), 1, "{domain}");
         assert_eq!(w[0].started, stored, "{domain}: the write starts at the store");
         // clflush costs core 0 an L1 look-up (the dirty copy is core 1's).
-        let issued = Cycle(100) + Cycle(1);
+        let issued = Cycle::new(100) + Cycle::new(1);
         if waits {
             assert_eq!((w[0].durable, m.now), (stored, stored), "adr: accepted (durable) at the store");
         } else {
-            assert_eq!((w[0].durable, m.now), (stored + Cycle(168), issued), "memory: the core does not wait");
+            assert_eq!((w[0].durable, m.now), (stored + Cycle::new(168), issued), "memory: the core does not wait");
         }
     }
 }
@@ -613,16 +623,16 @@ fn a_fence_waits_for_a_write_back_of_its_flushed_line_by_a_core_ahead() {
     m.switch_core(1);
     m.access_block(b, true);
     m.switch_core(0);
-    m.now = Cycle(5000);
+    m.now = Cycle::new(5000);
     m.clflush(b, WriteKind::Home);
     let durable = writes(&m)[0].durable;
-    assert!(durable > Cycle(5000), "core 0's write-back: {durable}");
+    assert!(durable > Cycle::new(5000), "core 0's write-back: {durable}");
     m.switch_core(1);
     let before = m.now;
     m.clflush(b, WriteKind::Home);
     assert_eq!(writes(&m).len(), 1, "the line is clean: no second write");
     m.fence();
-    eprintln!("now {} durable {} before {}", m.now.0, durable.0, before.0);
+    eprintln!("now {} durable {} before {}", m.now.get(), durable.get(), before.get());
     assert_eq!(m.now, durable, "from {before}: the fence waits for core 0 write-back");
     // With one core a clean line's flush waits for nothing.
     let mut m = machine();
@@ -632,7 +642,7 @@ fn a_fence_waits_for_a_write_back_of_its_flushed_line_by_a_core_ahead() {
     let t = m.now;
     m.clflush(b, WriteKind::Home);
     m.fence();
-    assert_eq!(m.now, t + Cycle(1), "an L1 look-up only");
+    assert_eq!(m.now, t + Cycle::new(1), "an L1 look-up only");
 }
 
 /// `mfence` is per core: it waits for the running core's flushes, not for another core's.
@@ -640,7 +650,7 @@ fn a_fence_waits_for_a_write_back_of_its_flushed_line_by_a_core_ahead() {
 fn a_fence_waits_only_for_its_own_cores_flushes() {
     let mut m = two_cores();
     m.access_block(BlockId(5), true);
-    m.now = Cycle(5000);
+    m.now = Cycle::new(5000);
     m.clflush(BlockId(5), WriteKind::Home);
     let durable = writes(&m)[0].durable;
     m.switch_core(1);

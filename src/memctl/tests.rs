@@ -3,7 +3,7 @@
 
 use super::*;
 
-const LAT: Cycle = Cycle(168);
+const LAT: Cycle = Cycle::new(168);
 
 fn ctl() -> MemCtl {
     MemCtl::new(&Config::default())
@@ -29,7 +29,7 @@ fn blocks_are_interleaved_across_banks_by_block_number() {
 fn read_to_a_free_bank_takes_the_read_latency() {
     let mut c = ctl();
     assert_eq!(c.read(Cycle::ZERO, BlockId(0)), LAT);
-    assert_eq!(c.read(Cycle(10), BlockId(1)), LAT + Cycle(10));
+    assert_eq!(c.read(Cycle::new(10), BlockId(1)), LAT + Cycle::new(10));
     assert_eq!(c.reads, 2);
 }
 
@@ -37,7 +37,7 @@ fn read_to_a_free_bank_takes_the_read_latency() {
 fn second_read_to_a_busy_bank_waits_for_it() {
     let mut c = ctl();
     let first = c.read(Cycle::ZERO, BlockId(0));
-    assert_eq!(c.read(Cycle(5), BlockId(8)), first + LAT, "same bank: serialized");
+    assert_eq!(c.read(Cycle::new(5), BlockId(8)), first + LAT, "same bank: serialized");
     // Issued exactly when the bank frees: no wait.
     let second = first + LAT;
     assert_eq!(c.read(second, BlockId(16)), second + LAT);
@@ -55,13 +55,18 @@ fn reads_to_different_banks_overlap() {
 #[test]
 fn write_is_durable_when_the_bank_finishes_it() {
     let mut c = ctl();
-    let t = c.write(Cycle(10), BlockId(3));
+    let t = c.write(Cycle::new(10), BlockId(3));
     assert_eq!(
         t,
-        WriteTiming { accepted: Cycle(10), started: Cycle(10), done: LAT + Cycle(10), durable: LAT + Cycle(10) }
+        WriteTiming {
+            accepted: Cycle::new(10),
+            started: Cycle::new(10),
+            done: LAT + Cycle::new(10),
+            durable: LAT + Cycle::new(10)
+        }
     );
     assert_eq!(c.writes, 1);
-    assert_eq!(c.all_writes_done(), LAT + Cycle(10));
+    assert_eq!(c.all_writes_done(), LAT + Cycle::new(10));
 }
 
 #[test]
@@ -70,7 +75,7 @@ fn write_waits_behind_a_read_on_the_same_bank_and_a_read_behind_a_write() {
     assert_eq!(c.read(Cycle::ZERO, BlockId(0)), LAT);
     let t = c.write(Cycle::ZERO, BlockId(8));
     assert_eq!((t.accepted, t.done, t.durable), (Cycle::ZERO, LAT * 2, LAT * 2));
-    assert_eq!(c.read(Cycle(1), BlockId(16)), LAT * 3);
+    assert_eq!(c.read(Cycle::new(1), BlockId(16)), LAT * 3);
 }
 
 #[test]
@@ -84,10 +89,18 @@ fn two_writes_to_one_block_complete_in_issue_order() {
 #[test]
 fn adr_makes_a_write_durable_when_accepted() {
     let mut c = ctl_with(&["machine.persist_domain=adr"]);
-    let t = c.write(Cycle(10), BlockId(0));
-    assert_eq!(t, WriteTiming { accepted: Cycle(10), started: Cycle(10), done: LAT + Cycle(10), durable: Cycle(10) });
-    let t = c.write(Cycle(11), BlockId(8));
-    assert_eq!((t.durable, t.done), (Cycle(11), LAT * 2 + Cycle(10)), "durable before its bank is free");
+    let t = c.write(Cycle::new(10), BlockId(0));
+    assert_eq!(
+        t,
+        WriteTiming {
+            accepted: Cycle::new(10),
+            started: Cycle::new(10),
+            done: LAT + Cycle::new(10),
+            durable: Cycle::new(10)
+        }
+    );
+    let t = c.write(Cycle::new(11), BlockId(8));
+    assert_eq!((t.durable, t.done), (Cycle::new(11), LAT * 2 + Cycle::new(10)), "durable before its bank is free");
 }
 
 /// Under `adr` a write issued at a cycle before the last acceptance of its bank (another core's
@@ -96,32 +109,35 @@ fn adr_makes_a_write_durable_when_accepted() {
 #[test]
 fn adr_accepts_a_banks_writes_in_issue_order_when_a_clock_is_behind() {
     let mut c = ctl_with(&["machine.persist_domain=adr"]);
-    let ahead = c.write(Cycle(500), BlockId(5));
-    assert_eq!(ahead.durable, Cycle(500));
-    let behind = c.write(Cycle(300), BlockId(5));
-    assert_eq!((behind.accepted, behind.durable, behind.done), (Cycle(500), Cycle(500), Cycle(500) + LAT * 2));
-    let other = c.write(Cycle(300), BlockId(6));
-    assert_eq!((other.accepted, other.durable), (Cycle(300), Cycle(300)));
+    let ahead = c.write(Cycle::new(500), BlockId(5));
+    assert_eq!(ahead.durable, Cycle::new(500));
+    let behind = c.write(Cycle::new(300), BlockId(5));
+    assert_eq!(
+        (behind.accepted, behind.durable, behind.done),
+        (Cycle::new(500), Cycle::new(500), Cycle::new(500) + LAT * 2)
+    );
+    let other = c.write(Cycle::new(300), BlockId(6));
+    assert_eq!((other.accepted, other.durable), (Cycle::new(300), Cycle::new(300)));
     // Under `memory` the bank orders completion, and acceptance stays the issue cycle.
     let mut c = ctl();
-    c.write(Cycle(500), BlockId(5));
-    let behind = c.write(Cycle(300), BlockId(5));
-    assert_eq!((behind.accepted, behind.durable), (Cycle(300), Cycle(500) + LAT * 2));
+    c.write(Cycle::new(500), BlockId(5));
+    let behind = c.write(Cycle::new(300), BlockId(5));
+    assert_eq!((behind.accepted, behind.durable), (Cycle::new(300), Cycle::new(500) + LAT * 2));
 }
 
 #[test]
 fn full_write_queue_delays_acceptance_until_the_earliest_write_completes() {
     let mut c = ctl_with(&["memory.write_queue_entries=2"]);
     assert_eq!(c.write(Cycle::ZERO, BlockId(0)).done, LAT);
-    assert_eq!(c.write(Cycle(10), BlockId(1)).done, LAT + Cycle(10));
+    assert_eq!(c.write(Cycle::new(10), BlockId(1)).done, LAT + Cycle::new(10));
     // Queue full at 20; the earliest in-flight write completes at 168.
-    let t = c.write(Cycle(20), BlockId(2));
+    let t = c.write(Cycle::new(20), BlockId(2));
     assert_eq!((t.accepted, t.done, t.durable), (LAT, LAT * 2, LAT * 2));
-    assert_eq!(c.queue_full_stall_cycles, LAT - Cycle(20));
+    assert_eq!(c.queue_full_stall_cycles, LAT - Cycle::new(20));
     // Full again ({178, 336}): the next one waits for 178, not 177, not 336.
-    let t = c.write(Cycle(170), BlockId(3));
-    assert_eq!(t.accepted, LAT + Cycle(10));
-    assert_eq!(c.queue_full_stall_cycles, LAT - Cycle(20) + Cycle(8));
+    let t = c.write(Cycle::new(170), BlockId(3));
+    assert_eq!(t.accepted, LAT + Cycle::new(10));
+    assert_eq!(c.queue_full_stall_cycles, LAT - Cycle::new(20) + Cycle::new(8));
 }
 
 #[test]
@@ -147,7 +163,7 @@ fn one_entry_queue_serializes_writes_to_different_banks() {
 fn adr_write_stalled_by_a_full_queue_is_durable_at_its_late_acceptance() {
     let mut c = ctl_with(&["memory.write_queue_entries=1", "machine.persist_domain=adr"]);
     c.write(Cycle::ZERO, BlockId(0));
-    let t = c.write(Cycle(5), BlockId(1));
+    let t = c.write(Cycle::new(5), BlockId(1));
     assert_eq!((t.accepted, t.durable, t.done), (LAT, LAT, LAT * 2));
 }
 
@@ -157,17 +173,17 @@ fn all_writes_done_is_the_latest_completion() {
     assert_eq!(c.all_writes_done(), Cycle::ZERO);
     c.write(Cycle::ZERO, BlockId(0));
     c.write(Cycle::ZERO, BlockId(8));
-    c.write(Cycle(50), BlockId(1));
+    c.write(Cycle::new(50), BlockId(1));
     assert_eq!(c.all_writes_done(), LAT * 2);
 }
 
 #[test]
 fn latencies_are_converted_from_ns_with_the_core_clock() {
     let c = ctl_with(&["core.freq_mhz=2000", "memory.write_latency_ns=300"]);
-    assert_eq!((c.read_cycles(), c.write_cycles()), (LAT * 2, Cycle(600)));
+    assert_eq!((c.read_cycles(), c.write_cycles()), (LAT * 2, Cycle::new(600)));
     let mut c = ctl_with(&["memory.read_latency_ns=35", "memory.write_latency_ns=95"]);
-    assert_eq!(c.read(Cycle::ZERO, BlockId(0)), Cycle(35));
-    assert_eq!(c.write(Cycle::ZERO, BlockId(0)).done, Cycle(35) + Cycle(95));
+    assert_eq!(c.read(Cycle::ZERO, BlockId(0)), Cycle::new(35));
+    assert_eq!(c.write(Cycle::ZERO, BlockId(0)).done, Cycle::new(35) + Cycle::new(95));
 }
 
 /// The write queue as first written: one min-heap of completion cycles, completed writes
@@ -206,7 +222,7 @@ fn the_sorted_write_queue_matches_a_min_heap_model_on_random_traffic() {
         let mut now = Cycle::ZERO;
         for step in 0..20_000 {
             // Multiples of 10 cycles: completions often coincide with issue cycles.
-            now += Cycle(10 * rng.below(4) * rng.below(6));
+            now += Cycle::new(10 * rng.below(4) * rng.below(6));
             let b = BlockId(rng.below(1000));
             if rng.below(5) == 0 {
                 let done = c.read(now, b);
@@ -216,8 +232,8 @@ fn the_sorted_write_queue_matches_a_min_heap_model_on_random_traffic() {
                 continue;
             }
             let (min_start, cycles) = (
-                if rng.below(4) == 0 { now + Cycle(10 * rng.below(50)) } else { Cycle::ZERO },
-                Cycle(10 * (5 + rng.below(30))),
+                if rng.below(4) == 0 { now + Cycle::new(10 * rng.below(50)) } else { Cycle::ZERO },
+                Cycle::new(10 * (5 + rng.below(30))),
             );
             let t = c.write_timed(now, b, min_start, cycles);
             let (accepted, done) = m.write(now, c.bank_of(b), min_start, cycles);
@@ -235,14 +251,18 @@ fn the_sorted_write_queue_matches_a_min_heap_model_on_random_traffic() {
 fn a_cxl_read_adds_the_link_round_trip_and_two_crossings_per_switch() {
     // Direct attach: 168 (bank) + 70 (link); the bank is busy for its own 168 cycles only.
     let mut c = ctl_with(&["memory.attach=cxl"]);
-    assert_eq!(c.read(Cycle(10), BlockId(0)), Cycle(10 + 168 + 70));
-    assert_eq!(c.read(Cycle(10), BlockId(8)), Cycle(10 + 168 + 168 + 70), "same bank: serialized on the bank");
+    assert_eq!(c.read(Cycle::new(10), BlockId(0)), Cycle::new(10 + 168 + 70));
+    assert_eq!(
+        c.read(Cycle::new(10), BlockId(8)),
+        Cycle::new(10 + 168 + 168 + 70),
+        "same bank: serialized on the bank"
+    );
     // Two switches of 35 ns each way: 70 + 2 * 2 * 35 = 210 added.
     let mut c = ctl_with(&["memory.attach=cxl", "memory.cxl_switch_hops=2"]);
-    assert_eq!(c.read(Cycle::ZERO, BlockId(1)), Cycle(168 + 210));
+    assert_eq!(c.read(Cycle::ZERO, BlockId(1)), Cycle::new(168 + 210));
     // At 2 GHz the ns become cycles: (168 + 70) ns = 476 cycles.
     let mut c = ctl_with(&["memory.attach=cxl", "core.freq_mhz=2000"]);
-    assert_eq!(c.read(Cycle::ZERO, BlockId(1)), Cycle(336 + 140));
+    assert_eq!(c.read(Cycle::ZERO, BlockId(1)), Cycle::new(336 + 140));
     // `ddr` ignores the CXL keys.
     let mut c = ctl_with(&["memory.cxl_switch_hops=3", "memory.cxl_read_ns=500"]);
     assert_eq!(c.read(Cycle::ZERO, BlockId(1)), LAT);
@@ -252,19 +272,27 @@ fn a_cxl_read_adds_the_link_round_trip_and_two_crossings_per_switch() {
 fn a_cxl_write_starts_on_its_bank_after_the_link_and_is_durable_at_acceptance_under_adr() {
     let mut c = ctl_with(&["memory.attach=cxl", "memory.cxl_switch_hops=1"]);
     // Accepted at issue; reaches the device 35 + 35 later; programmed for 168.
-    let t = c.write(Cycle(10), BlockId(3));
-    assert_eq!(t, WriteTiming { accepted: Cycle(10), started: Cycle(80), done: Cycle(248), durable: Cycle(248) });
-    assert_eq!(c.queued_at(Cycle(247)), 1);
-    assert_eq!(c.queued_at(Cycle(248)), 0);
+    let t = c.write(Cycle::new(10), BlockId(3));
+    assert_eq!(
+        t,
+        WriteTiming {
+            accepted: Cycle::new(10),
+            started: Cycle::new(80),
+            done: Cycle::new(248),
+            durable: Cycle::new(248)
+        }
+    );
+    assert_eq!(c.queued_at(Cycle::new(247)), 1);
+    assert_eq!(c.queued_at(Cycle::new(248)), 0);
     // The bank is busy until 248: the next write to it waits for the bank, not the link.
-    let t = c.write(Cycle(20), BlockId(11));
-    assert_eq!((t.started, t.done), (Cycle(248), Cycle(416)));
+    let t = c.write(Cycle::new(20), BlockId(11));
+    assert_eq!((t.started, t.done), (Cycle::new(248), Cycle::new(416)));
     // A META-style minimum start later than the link's arrival binds.
-    let t = c.write_after(Cycle(20), BlockId(4), Cycle(500));
-    assert_eq!(t.started, Cycle(500));
+    let t = c.write_after(Cycle::new(20), BlockId(4), Cycle::new(500));
+    assert_eq!(t.started, Cycle::new(500));
     for d in ["gpf", "gpf-no-writeback"] {
         let mut c = ctl_with(&["memory.attach=cxl", &format!("machine.persist_domain={d}")]);
-        let t = c.write(Cycle(10), BlockId(3));
-        assert_eq!((t.accepted, t.started, t.durable), (Cycle(10), Cycle(45), Cycle(10)), "{d}");
+        let t = c.write(Cycle::new(10), BlockId(3));
+        assert_eq!((t.accepted, t.started, t.durable), (Cycle::new(10), Cycle::new(45), Cycle::new(10)), "{d}");
     }
 }

@@ -594,7 +594,7 @@ impl Pcm {
     /// Device time of a block write by its programmed chunks (0 to 8), ns: what
     /// [`WriteCost::latency_ns`] is for a 64-byte write.
     pub fn block_latency_ns(&self) -> [Ns; 9] {
-        self.block_latency_ns.map(Ns)
+        self.block_latency_ns.map(Ns::new)
     }
 
     pub fn config(&self) -> &PcmConfig {

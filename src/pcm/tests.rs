@@ -638,7 +638,7 @@ fn toggle_four_times(p: &mut Pcm, by_block: bool) -> (RetireFigures, RetireFigur
     let states = [0u8, 4, 0, 4, 0];
     for (i, w) in states.windows(2).enumerate() {
         if let Some(r) = &mut p.retire {
-            r.cycle = Cycle(100 * (i as u64 + 1));
+            r.cycle = Cycle::new(100 * (i as u64 + 1));
         }
         let (old, new) = (log_block(w[0]), log_block(w[1]));
         if by_block {
@@ -661,10 +661,10 @@ fn a_cell_sticks_at_its_endurance_and_a_write_that_would_change_it_fails_its_rea
         let want = RetireFigures {
             name: "log",
             retired_cells: 1,
-            first_retired: cell(3, Cycle(300)),
+            first_retired: cell(3, Cycle::new(300)),
             failed_writes: 1,
             failed_cells: 1,
-            first_failed_write: cell(4, Cycle(400)),
+            first_failed_write: cell(4, Cycle::new(400)),
         };
         assert_eq!(log, want, "{word_bits}-bit words, block path {by_block}");
         assert_eq!(device, RetireFigures { name: "device", ..want });

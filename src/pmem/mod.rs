@@ -227,7 +227,7 @@ mod tests {
             let spread = [1, 3, 50, 10_000][seed as usize % 4];
             let writes: Vec<DurableWrite> = (0..n)
                 .map(|i| {
-                    let durable = Cycle(match seed % 3 {
+                    let durable = Cycle::new(match seed % 3 {
                         0 => i as u64 + rng.below(spread),
                         1 => (n - i) as u64 * 2 + rng.below(spread),
                         _ => rng.below(spread),

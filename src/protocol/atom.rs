@@ -244,7 +244,7 @@ impl Atom {
         let r = &mut self.cores[c];
         let b = r.ws[i];
         let hold = if self.bug == Some(Bug::InPlaceBeforeUndo) { Cycle::ZERO } else { r.ready[i] };
-        self.n.held_back_cycles += hold.saturating_sub(m.now).0;
+        self.n.held_back_cycles += hold.saturating_sub(m.now).get();
         let data = m.keep_bytes.then(|| m.arch_block(b));
         // Held back also when written from behind the metadata line's writer.
         let t = m.write_encoded_durable_after(b, WriteKind::Home, hold, || data.expect("payloads kept"));

@@ -70,7 +70,7 @@ impl Group {
     pub fn write_meta(&mut self, m: &mut Machine, min_write_cycles: Cycle, bug: Option<Bug>) -> WriteTiming {
         let after = match bug {
             Some(Bug::MetaBeforeData) => Cycle::ZERO,
-            _ => (self.data_done + Cycle(1)).saturating_sub(min_write_cycles),
+            _ => (self.data_done + Cycle::new(1)).saturating_sub(min_write_cycles),
         };
         if bug != Some(Bug::MetaBeforeData) {
             m.durable_after_accepted(self.data_durable);
@@ -201,8 +201,8 @@ mod tests {
 
     #[test]
     fn the_meta_completes_after_its_data() {
-        let t = meta_after_busy_data(Cycle(168));
-        assert_eq!(t.done, Cycle(168) * 3 + Cycle(1), "started one cycle after the data's start");
+        let t = meta_after_busy_data(Cycle::new(168));
+        assert_eq!(t.done, Cycle::new(168) * 3 + Cycle::new(1), "started one cycle after the data's start");
     }
 
     #[test]
@@ -210,6 +210,6 @@ mod tests {
     fn a_meta_started_too_early_is_caught() {
         // Breaking the rule on purpose: a shortest write latency longer than the device's
         // lets the META start (and complete) before the data it names.
-        meta_after_busy_data(Cycle(168) * 3);
+        meta_after_busy_data(Cycle::new(168) * 3);
     }
 }

@@ -319,6 +319,63 @@ impl Hoop {
             self.gc(m, c);
         }
     }
+
+    /// The OOP buffer's content (`words`, `block_slice`): the transaction's written words, each
+    /// once, with their current (final) values. Its lines become clean: persistent out of
+    /// place, dropped on eviction.
+    fn pack_words(&mut self, m: &mut Machine, c: usize, ws: &[BlockId]) {
+        self.words.clear();
+        self.block_slice.clear();
+        for &b in ws {
+            let mask = std::mem::take(&mut self.word_mask[b.0 as usize]);
+            for i in 0..8 {
+                if mask >> i & 1 == 1 {
+                    let at = b.0 as usize * 64 + i * 8;
+                    let v = u64::from_le_bytes(m.arch[at..at + 8].try_into().expect("a word"));
+                    self.words.push(((b.0 * 8) as u32 + i as u32, v));
+                }
+            }
+            self.block_slice.push((self.words.len() - 1) / WORDS);
+            if let Some(s) = m.hier.llc.find(b) {
+                if m.hier.llc.aux(s) == tag(c) {
+                    m.hier.llc.set_aux(s, 0);
+                    m.hier.clean_slot(s);
+                }
+            }
+        }
+    }
+
+    /// Writes the buffer's slices but the commit mark: each slice's body, and the mark word of
+    /// every slice before the last.
+    fn flush_body(&mut self, m: &mut Machine, c: usize, first: u64, slices: usize) {
+        let last = slices - 1;
+        for s in 0..slices {
+            self.write_slice(m, c, first, s, false);
+            if s != last {
+                self.write_slice(m, c, first, s, true);
+            }
+        }
+    }
+
+    /// The mapping table after a commit: each line's newest version is now in this
+    /// transaction's slices, from `first`.
+    fn map_committed(&mut self, m: &Machine, c: usize, ws: &[BlockId], first: u64) {
+        for (&b, &s) in ws.iter().zip(&self.block_slice) {
+            let slice = self.regions[c].slice_block(first + s as u64);
+            let data = if m.keep_bytes { m.arch_block(b) } else { [0; 64] };
+            match self.map[b.0 as usize] {
+                0 => {
+                    self.entries.push(Entry { block: b, slice, data });
+                    self.map[b.0 as usize] = self.entries.len() as u32;
+                }
+                e => {
+                    let e = &mut self.entries[e as usize - 1];
+                    e.slice = slice;
+                    e.data = data;
+                }
+            }
+        }
+    }
 }
 
 impl Protocol for Hoop {
@@ -363,28 +420,8 @@ impl Protocol for Hoop {
     fn commit(&mut self, m: &mut Machine) {
         let c = m.core();
         self.drop_victims(m);
-        // The OOP buffer's content: the transaction's words, each once, with their current
-        // (final) values. Its lines become clean: persistent out of place, dropped on eviction.
-        self.words.clear();
-        self.block_slice.clear();
         let ws = std::mem::take(&mut self.regions[c].ws);
-        for &b in &ws {
-            let mask = std::mem::take(&mut self.word_mask[b.0 as usize]);
-            for i in 0..8 {
-                if mask >> i & 1 == 1 {
-                    let at = b.0 as usize * 64 + i * 8;
-                    let v = u64::from_le_bytes(m.arch[at..at + 8].try_into().expect("a word"));
-                    self.words.push(((b.0 * 8) as u32 + i as u32, v));
-                }
-            }
-            self.block_slice.push((self.words.len() - 1) / WORDS);
-            if let Some(s) = m.hier.llc.find(b) {
-                if m.hier.llc.aux(s) == tag(c) {
-                    m.hier.llc.set_aux(s, 0);
-                    m.hier.clean_slot(s);
-                }
-            }
-        }
+        self.pack_words(m, c, &ws);
         if self.words.is_empty() {
             // Nothing to persist (a read-only transaction).
             self.regions[c].ws = ws;
@@ -404,12 +441,7 @@ impl Protocol for Hoop {
         if !held {
             // Flush the buffer: every slice but the commit mark, then (intra-transaction
             // ordering) the mark once they are durable.
-            for s in 0..slices {
-                self.write_slice(m, c, first, s, false);
-                if s != last {
-                    self.write_slice(m, c, first, s, true);
-                }
-            }
+            self.flush_body(m, c, first, slices);
             m.wait_until(self.regions[c].log_done);
         }
         let log_done = self.regions[c].log_done;
@@ -422,30 +454,10 @@ impl Protocol for Hoop {
         m.ack_through(m.txs_committed);
         if held {
             // Injected bug: the rest of the buffer reaches NVM only behind the mark.
-            for s in 0..slices {
-                self.write_slice(m, c, first, s, false);
-                if s != last {
-                    self.write_slice(m, c, first, s, true);
-                }
-            }
+            self.flush_body(m, c, first, slices);
         }
         m.end_ordered();
-        // The mapping table: each line's newest version is now in this transaction's slices.
-        for (&b, &s) in ws.iter().zip(&self.block_slice) {
-            let slice = self.regions[c].slice_block(first + s as u64);
-            let data = if m.keep_bytes { m.arch_block(b) } else { [0; 64] };
-            match self.map[b.0 as usize] {
-                0 => {
-                    self.entries.push(Entry { block: b, slice, data });
-                    self.map[b.0 as usize] = self.entries.len() as u32;
-                }
-                e => {
-                    let e = &mut self.entries[e as usize - 1];
-                    e.slice = slice;
-                    e.data = data;
-                }
-            }
-        }
+        self.map_committed(m, c, &ws, first);
         let r = &mut self.regions[c];
         r.seq += 1;
         r.ws = ws;

@@ -12,7 +12,7 @@
 //! A store to a line holding an earlier transaction's committed data first writes that data
 //! home and waits until it is durable (NVM keeps the old version, the LLC the new one).
 //!
-//! **LOC-Kiln** (`loose`): the same NV-LLC with speculation windows of SD committed
+//! **LOC-Kiln** (`loc_kiln`): the same NV-LLC with speculation windows of SD committed
 //! transactions. Commit still flushes L1/L2 into the LLC and records the lines, but the
 //! commit register moves, and transactions are acknowledged, once per window: no transaction
 //! waits on another's persistence inside the window. A store to a committed line keeps the old
@@ -103,9 +103,9 @@ fn with_records(layout: Layout, cfg: &crate::config::Config, name: &str) -> Resu
     Ok(layout)
 }
 
-fn build(b: &super::Build<'_>, loose: bool) -> Kiln {
+fn build(b: &super::Build<'_>, loc_kiln: bool) -> Kiln {
     let (sd, w, slots) = (b.cfg.loc.speculation_degree, b.cfg.min_write_cycles(), (b.cfg.llc.size_bytes / 64) as usize);
-    Kiln::new(b.layout, loose, sd, w, slots, b.bug)
+    Kiln::new(b.layout, loc_kiln, sd, w, slots, b.bug)
 }
 
 /// LLC `aux` of a committed line whose transaction the register covers (a [`Version`]'s
@@ -189,7 +189,7 @@ struct CoreTx {
 
 pub struct Kiln {
     bug: Option<Bug>,
-    loose: bool,
+    loc_kiln: bool,
     /// More than one core.
     multi: bool,
     sd: u64,
@@ -222,7 +222,7 @@ pub struct Kiln {
 }
 
 impl Kiln {
-    pub fn new(layout: &Layout, loose: bool, sd: u32, write_cycles: Cycle, llc_slots: usize, bug: Option<Bug>) -> Kiln {
+    pub fn new(layout: &Layout, loc_kiln: bool, sd: u32, write_cycles: Cycle, llc_slots: usize, bug: Option<Bug>) -> Kiln {
         let n = layout.cores as usize;
         assert!(layout.nvllc_bytes >= nvllc::bytes(llc_slots, layout.cores), "layout built with with_nvllc");
         assert!(layout.total_bytes() / 64 < (1 << 31) - 1, "versioned LLC tags hold 31-bit block numbers");
@@ -248,9 +248,9 @@ impl Kiln {
         };
         Kiln {
             bug,
-            loose,
+            loc_kiln,
             multi: n > 1,
-            sd: if loose { sd as u64 } else { 1 },
+            sd: if loc_kiln { sd as u64 } else { 1 },
             nv0: layout.nvllc_block0(),
             slots: llc_slots,
             write_cycles,
@@ -280,7 +280,7 @@ impl Kiln {
     fn record_line(&mut self, m: &mut Machine, s: Slot, home: BlockId, seq: u64, cid: usize, data: BlockData) {
         let before = m.now;
         m.wait_until(self.slot_free_at[s.0]);
-        self.c.slot_reuse_stall_cycles += (m.now - before).0;
+        self.c.slot_reuse_stall_cycles += (m.now - before).get();
         let now = m.now;
         m.nv_record(self.data_block(s), |_| data, now);
         m.nv_record(self.tag_block(s), |_| nvllc::encode_owned_tag(Some((home.0, seq, cid as u8))), now);
@@ -489,7 +489,7 @@ impl Kiln {
     fn close_window(&mut self, m: &mut Machine, c: usize) {
         let before = m.now;
         let mid_tx = self.cores[c].in_tx;
-        if self.multi && self.loose {
+        if self.multi && self.loc_kiln {
             // Every window it depends on is registered first (they are, unless the injected
             // `dependent-before-source` skipped that).
             for (i, w) in self.deps.sources(c) {
@@ -508,26 +508,9 @@ impl Kiln {
         }
         let registered = self.cores[c].win_txs.last().map(|&(l, g, _)| (l, g));
         if let Some((local, seq)) = registered {
-            m.wait_until(self.reg_at);
-            let now = m.now;
-            self.reg_at = now;
-            self.reg_committed = self.reg_committed.max(seq);
-            if self.multi {
-                // The core's registered transactions, and which of its region's logged
-                // transactions the register may cover.
-                let b = BlockId(self.nv0.0 + nvllc::binding_block(self.slots, c));
-                m.nv_record(b, |_| Binding { local, seq }.encode(), now);
-            }
-            let committed = self.reg_committed;
-            m.nv_record(self.nv0, |_| Register { committed, applied: 0 }.encode(), now);
-            for x in std::mem::take(&mut self.cores[c].superseded) {
-                if m.hier.llc.is_version_of(x.slot, x.block) {
-                    m.hier.llc.invalidate_slot(x.slot);
-                    self.forget_line(m, x.slot, now);
-                }
-            }
+            self.register(m, c, local, seq);
         }
-        self.c.window_stall_cycles += (m.now - before).0;
+        self.c.window_stall_cycles += (m.now - before).get();
         if self.bug != Some(Bug::AckBeforeDurable) {
             if !self.multi {
                 m.ack_through(m.txs_committed);
@@ -535,6 +518,48 @@ impl Kiln {
                 m.ack_core_through(c, self.cores[c].committed);
             }
         }
+        self.mark_registered(m, c);
+        let k = &self.cores[c];
+        // A forced close inside a transaction: the region holds only that transaction's lines.
+        debug_assert!(!mid_tx || k.fallback.iter().all(|f| f.2 == k.seq), "core {c}: committed lines in the region");
+        if !k.fallback.is_empty() && !mid_tx {
+            self.send_fallback_home(m, c, registered.map(|(r, _)| r));
+        }
+        let k = &mut self.cores[c];
+        k.ws.drain(..k.run_start);
+        k.run_start = 0;
+        k.win_txs.clear();
+        k.win_start = k.seq;
+        k.number += 1;
+        self.c.windows += 1;
+    }
+
+    /// The register moves to core `c`'s transaction `local` (global order `seq`), the last
+    /// its window committed; the registered versions that window superseded are dropped.
+    fn register(&mut self, m: &mut Machine, c: usize, local: u64, seq: u64) {
+        m.wait_until(self.reg_at);
+        let now = m.now;
+        self.reg_at = now;
+        self.reg_committed = self.reg_committed.max(seq);
+        if self.multi {
+            // The core's registered transactions, and which of its region's logged
+            // transactions the register may cover.
+            let b = BlockId(self.nv0.0 + nvllc::binding_block(self.slots, c));
+            m.nv_record(b, |_| Binding { local, seq }.encode(), now);
+        }
+        let committed = self.reg_committed;
+        m.nv_record(self.nv0, |_| Register { committed, applied: 0 }.encode(), now);
+        for x in std::mem::take(&mut self.cores[c].superseded) {
+            if m.hier.llc.is_version_of(x.slot, x.block) {
+                m.hier.llc.invalidate_slot(x.slot);
+                self.forget_line(m, x.slot, now);
+            }
+        }
+    }
+
+    /// The lines of core `c`'s closed window become registered ones: its committed
+    /// transactions' and, on N cores, the running transaction's versions of them.
+    fn mark_registered(&mut self, m: &mut Machine, c: usize) {
         let k = &mut self.cores[c];
         if self.multi {
             // The running transaction's versions of the window's lines are registered ones now.
@@ -553,29 +578,24 @@ impl Kiln {
                 }
             }
         }
-        // A forced close inside a transaction: the region holds only that transaction's lines.
-        debug_assert!(!mid_tx || k.fallback.iter().all(|f| f.2 == k.seq), "core {c}: committed lines in the region");
-        if !k.fallback.is_empty() && !mid_tx {
-            let mut done = m.now;
-            for &(home, at, local) in &k.fallback {
-                if registered.is_some_and(|(r, _)| local <= r) {
-                    m.background_read(at);
-                    let t = m.write_from_arch(home, WriteKind::Home, home);
-                    done = done.max(t.durable);
-                }
-            }
-            m.wait_until(done);
-            k.fallback.clear();
-            let next = k.seq;
-            self.write_head(m, c, next);
-        }
+    }
+
+    /// Core `c`'s fallback log goes home (the lines of its transactions up to the registered
+    /// `local` one) and its region is truncated.
+    fn send_fallback_home(&mut self, m: &mut Machine, c: usize, registered: Option<u64>) {
         let k = &mut self.cores[c];
-        k.ws.drain(..k.run_start);
-        k.run_start = 0;
-        k.win_txs.clear();
-        k.win_start = k.seq;
-        k.number += 1;
-        self.c.windows += 1;
+        let mut done = m.now;
+        for &(home, at, local) in &k.fallback {
+            if registered.is_some_and(|r| local <= r) {
+                m.background_read(at);
+                let t = m.write_from_arch(home, WriteKind::Home, home);
+                done = done.max(t.durable);
+            }
+        }
+        m.wait_until(done);
+        k.fallback.clear();
+        let next = k.seq;
+        self.write_head(m, c, next);
     }
 }
 
@@ -598,7 +618,7 @@ impl Protocol for Kiln {
     }
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        if self.multi && self.loose {
+        if self.multi && self.loc_kiln {
             self.cross(m, addr, len);
         }
         for b in blocks_of(addr, len) {
@@ -608,7 +628,7 @@ impl Protocol for Kiln {
     }
 
     fn before_store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        if self.multi && self.loose {
+        if self.multi && self.loc_kiln {
             self.cross(m, addr, len);
         }
         let c = m.core();
@@ -619,7 +639,7 @@ impl Protocol for Kiln {
             if aux == 0 || aux == mine {
                 continue;
             }
-            if self.loose {
+            if self.loc_kiln {
                 self.cores[c].versions.snapshot(m, b);
             } else {
                 // Isolation: no other core's running transaction wrote the line, and Kiln
@@ -630,7 +650,7 @@ impl Protocol for Kiln {
                 let t = m.write_from_arch(b, WriteKind::Home, b);
                 m.wait_until(t.durable);
                 self.c.old_version_writebacks += 1;
-                self.c.old_version_stall_cycles += (m.now - before).0;
+                self.c.old_version_stall_cycles += (m.now - before).get();
                 let now = m.now;
                 self.forget_line(m, s, now);
                 m.hier.llc.set_aux(s, 0);
@@ -780,7 +800,7 @@ impl Protocol for Kiln {
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut list = self.c.list();
-        if self.multi && self.loose {
+        if self.multi && self.loc_kiln {
             list.extend(self.x.list());
         }
         list

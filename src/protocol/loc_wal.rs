@@ -630,7 +630,7 @@ impl Win {
             m.wait_until(self.log_durable);
         }
         self.acked_at = m.now;
-        self.c.window_stall_cycles += (m.now - before).0;
+        self.c.window_stall_cycles += (m.now - before).get();
         super::assert_durable_at_ack(m.now, self.log_durable, self.bug);
         m.ack_core_through(self.core, self.committed);
         for (at, b) in std::mem::take(&mut self.held) {

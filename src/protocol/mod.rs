@@ -292,9 +292,9 @@ mod invariant_tests {
 
     #[test]
     fn an_acknowledgement_before_durability_is_caught_unless_injected() {
-        assert_durable_at_ack(Cycle(200), Cycle(200), None);
-        assert!(std::panic::catch_unwind(|| assert_durable_at_ack(Cycle(199), Cycle(200), None)).is_err());
-        assert_durable_at_ack(Cycle(199), Cycle(200), Some(Bug::AckBeforeDurable));
+        assert_durable_at_ack(Cycle::new(200), Cycle::new(200), None);
+        assert!(std::panic::catch_unwind(|| assert_durable_at_ack(Cycle::new(199), Cycle::new(200), None)).is_err());
+        assert_durable_at_ack(Cycle::new(199), Cycle::new(200), Some(Bug::AckBeforeDurable));
     }
 
     #[test]

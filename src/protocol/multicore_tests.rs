@@ -142,7 +142,7 @@ fn run_on(kind: ProtocolKind, cfg: &Config, per_core: usize, seed: u64, bug: Opt
                         p.begin(&mut m);
                         running[c] = Some(r);
                     }
-                    None => m.compute(Cycle(50)),
+                    None => m.compute(Cycle::new(50)),
                 }
             }
             Some(mut r) => {
@@ -249,7 +249,7 @@ fn check(kind: ProtocolKind, r: &Run) -> Result<usize, String> {
             img[r.writes[w].block.range()].copy_from_slice(&r.writes[w].data);
             w += 1;
         }
-        let last = cycles.get(k + 1).map_or(d, |&n| n - Cycle(1));
+        let last = cycles.get(k + 1).map_or(d, |&n| n - Cycle::new(1));
         for t in [d, last] {
             while a < by_ack.len() && r.txs[by_ack[a]].acked <= t {
                 apply(&r.txs[by_ack[a]], &mut expected);

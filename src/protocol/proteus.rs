@@ -184,7 +184,7 @@ impl Proteus {
             None => self.spill_oldest(m),
         };
         m.wait_until(self.slots[i].free_at);
-        self.c.lpq_stall_cycles += (m.now - before).0;
+        self.c.lpq_stall_cycles += (m.now - before).get();
         i
     }
 
@@ -329,7 +329,7 @@ impl Protocol for Proteus {
             }
             // Log-load (a load of the line), then the log-flush instruction.
             m.access_block(b, false);
-            m.compute(Cycle(1));
+            m.compute(Cycle::new(1));
             let data = if m.keep_bytes { m.arch_block(b) } else { [0; 64] };
             self.cores[c].logged.push(b);
             if self.bug == Some(Bug::StoreBeforeLogFlush) {
@@ -392,7 +392,7 @@ mod tests {
         let cfg = Config::build(None, &["machine.cores=2".into(), "proteus.lpq_entries=8".into()]).unwrap();
         let layout = crate::pmem::Layout::new(1 << 16, 1 << 20).with_cores(2).with_nvllc(fmt::bytes(8));
         let mut m = Machine::new(&cfg, layout, vec![0; layout.total_bytes() as usize], false);
-        let mut p = Proteus::new(&layout, &cfg.proteus, Cycle(20), None);
+        let mut p = Proteus::new(&layout, &cfg.proteus, Cycle::new(20), None);
         let mut rng = Rng::new(5);
         let (mut spills, mut drops) = (0, 0);
         for step in 0..3000 {
@@ -407,7 +407,7 @@ mod tests {
                 p.insert(&mut m, c, BlockId(rng.below(1024)), [step as u8; 64]);
                 spills += p.c.lpq_spills - before;
             }
-            m.now += Cycle(rng.below(400));
+            m.now += Cycle::new(rng.below(400));
             let unowned = p.slots.iter().filter(|s| s.owner.is_none()).count();
             assert_eq!(p.unowned, unowned, "seed 5, step {step}");
         }

@@ -125,7 +125,7 @@ impl Region {
     fn write_in_place(&mut self, m: &mut Machine, costs: &SwalConfig) {
         for i in 0..self.ws.len() {
             let (a, len) = self.ws[i];
-            m.compute(Cycle(costs.apply_instructions));
+            m.compute(Cycle::new(costs.apply_instructions));
             m.access_range(a, len as usize, true);
         }
         for i in 0..self.ws.len() {
@@ -177,13 +177,13 @@ impl Protocol for SWal {
 
     fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         if !self.regions[m.core()].ws.is_empty() {
-            m.compute(Cycle(self.costs.lookup_instructions));
+            m.compute(Cycle::new(self.costs.lookup_instructions));
         }
         m.access_range(addr, len, false);
     }
 
     fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
-        m.compute(Cycle(self.costs.append_instructions));
+        m.compute(Cycle::new(self.costs.append_instructions));
         let r = &mut self.regions[m.core()];
         let h = EntryHeader { seq: r.seq, addr: addr.0, len: len as u32, kind: KIND_DATA };
         self.buf.clear();

@@ -28,6 +28,10 @@ use crate::log::nvllc::{self, Binding, Register};
 use crate::pmem::{read_block, Layout};
 use crate::types::BlockId;
 
+/// A block to write home: (sequence number, 0 = fallback log / 1 = NV-LLC line, position,
+/// home block, where the data is).
+type Candidate = (u64, u8, u64, u64, BlockId);
+
 pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     let nv0 = layout.nvllc_block0();
     let reg = Register::decode(&image[nv0.range()])
@@ -35,82 +39,16 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
     if reg.committed.checked_add(1 << 32).is_none() {
         return Err(format!("corrupt log at block {}: committed {} within 2^32 of 2^64", nv0.0, reg.committed));
     }
-    let slots = nvllc::slots_in(layout.nvllc_bytes, layout.cores);
-    let data_blocks = layout.data_bytes / 64;
-    let wanted = |seq: u64| reg.applied < seq && seq <= reg.committed;
-    // (seq, 0 = log / 1 = line, position, home, where the data is)
-    let mut cands: Vec<(u64, u8, u64, u64, BlockId)> = Vec::new();
+    let mut cands: Vec<Candidate> = Vec::new();
     let mut heads = Vec::with_capacity(layout.cores as usize);
     // Per core: the global number its binding registers (with one core, the register's).
     let mut bound = Vec::with_capacity(layout.cores as usize);
     for c in 0..layout.cores as usize {
-        let (log0, blocks) = layout.log_region(c);
-        let head = LogHead::decode(&image[log0.range()])
-            .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
-        if head.format != LogFormat::Kiln {
-            return Err(format!("corrupt log at block {}: log head format {:?}, expected Kiln", log0.0, head.format));
-        }
-        // With more than one core the region's TxIDs are core-local: only the transaction its
-        // Core Binding names may count, as the global number it committed as.
-        let binding = match layout.cores {
-            1 => None,
-            _ => {
-                let b = BlockId(nv0.0 + nvllc::binding_block(slots, c));
-                Some(Binding::decode(&image[b.range()]).ok_or_else(|| {
-                    format!("corrupt log at block {}: core {c}'s NV-LLC binding does not decode", b.0)
-                })?)
-            }
-        };
-        bound.push(binding.map_or(reg.committed, |b| b.seq));
-        let groups = (blocks - 1) / GROUP_BLOCKS;
-        super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
-        let mut end_sid = head.start;
-        for (sid, g0, meta) in valid_groups(image, log0.0, groups, head.start) {
-            end_sid = sid + 1;
-            for (slot, t) in meta.tags.iter().enumerate() {
-                let Some(t) = t else { continue };
-                let d = t.tx_id.wrapping_sub(head.start_seq as u8) as u64;
-                if d >= 128 {
-                    return Err(format!(
-                        "corrupt log at block {}: fallback log TxID {} not within 128 of the head's {}",
-                        g0 + slot as u64,
-                        t.tx_id,
-                        head.start_seq
-                    ));
-                }
-                let seq = match binding {
-                    None => head.start_seq + d,
-                    Some(b) if b.local == head.start_seq + d => b.seq,
-                    Some(_) => continue,
-                };
-                if wanted(seq) && (t.addr as u64) < data_blocks {
-                    let pos = ((c as u64) << 48) | ((sid - head.start) * 8 + slot as u64);
-                    cands.push((seq, 0, pos, t.addr as u64, BlockId(g0 + slot as u64)));
-                }
-            }
-        }
-        let local = binding.map_or(reg.committed, |b| b.local);
-        heads.push((
-            log0,
-            LogHead { format: LogFormat::Kiln, start: end_sid, start_seq: head.start_seq.max(local.saturating_add(1)) },
-        ));
+        let (registered, head) = region_candidates(layout, image, &reg, c, &mut cands)?;
+        bound.push(registered);
+        heads.push(head);
     }
-    for s in 0..slots {
-        let tag = &image[BlockId(nv0.0 + nvllc::tag_block(s)).range()];
-        if let Some((home, seq)) = nvllc::decode_tag(tag) {
-            if nvllc::tag_cid(tag) as u32 >= layout.cores {
-                let b = nv0.0 + nvllc::tag_block(s);
-                return Err(format!(
-                    "corrupt log at block {b}: NV-LLC tag of core {} of {}",
-                    nvllc::tag_cid(tag),
-                    layout.cores
-                ));
-            }
-            if wanted(seq) && seq <= bound[nvllc::tag_cid(tag) as usize] && home < data_blocks {
-                cands.push((seq, 1, s as u64, home, BlockId(nv0.0 + nvllc::data_block(s))));
-            }
-        }
-    }
+    line_candidates(layout, image, &reg, &bound, &mut cands)?;
     sort_candidates(&mut cands, reg.applied + 1..=reg.committed);
     let mut plan = Plan { writes: Vec::with_capacity(cands.len() + 1 + heads.len()), ..Plan::default() };
     for &(_, _, _, home, at) in &cands {
@@ -122,6 +60,101 @@ pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
         plan.writes.push((log0, head.encode()));
     }
     Ok(plan)
+}
+
+/// Core `c`'s fallback-log region: pushes onto `cands` each block of a transaction the register
+/// covers (and, with more than one core, the one its Core Binding names); returns the global
+/// number the core's binding registers and the region's head block with the head to rewrite.
+fn region_candidates(
+    layout: &Layout,
+    image: &[u8],
+    reg: &Register,
+    c: usize,
+    cands: &mut Vec<Candidate>,
+) -> Result<(u64, (BlockId, LogHead)), String> {
+    let nv0 = layout.nvllc_block0();
+    let data_blocks = layout.data_bytes / 64;
+    let (log0, blocks) = layout.log_region(c);
+    let head = LogHead::decode(&image[log0.range()])
+        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
+    if head.format != LogFormat::Kiln {
+        return Err(format!("corrupt log at block {}: log head format {:?}, expected Kiln", log0.0, head.format));
+    }
+    // With more than one core the region's TxIDs are core-local: only the transaction its
+    // Core Binding names may count, as the global number it committed as.
+    let binding = match layout.cores {
+        1 => None,
+        _ => {
+            let slots = nvllc::slots_in(layout.nvllc_bytes, layout.cores);
+            let b = BlockId(nv0.0 + nvllc::binding_block(slots, c));
+            Some(
+                Binding::decode(&image[b.range()])
+                    .ok_or_else(|| format!("corrupt log at block {}: core {c}'s NV-LLC binding does not decode", b.0))?,
+            )
+        }
+    };
+    let groups = (blocks - 1) / GROUP_BLOCKS;
+    super::head_in_range(&head, log0, groups * GROUP_BLOCKS)?;
+    let mut end_sid = head.start;
+    for (sid, g0, meta) in valid_groups(image, log0.0, groups, head.start) {
+        end_sid = sid + 1;
+        for (slot, t) in meta.tags.iter().enumerate() {
+            let Some(t) = t else { continue };
+            let d = t.tx_id.wrapping_sub(head.start_seq as u8) as u64;
+            if d >= 128 {
+                return Err(format!(
+                    "corrupt log at block {}: fallback log TxID {} not within 128 of the head's {}",
+                    g0 + slot as u64,
+                    t.tx_id,
+                    head.start_seq
+                ));
+            }
+            let seq = match binding {
+                None => head.start_seq + d,
+                Some(b) if b.local == head.start_seq + d => b.seq,
+                Some(_) => continue,
+            };
+            if reg.applied < seq && seq <= reg.committed && (t.addr as u64) < data_blocks {
+                let pos = ((c as u64) << 48) | ((sid - head.start) * 8 + slot as u64);
+                cands.push((seq, 0, pos, t.addr as u64, BlockId(g0 + slot as u64)));
+            }
+        }
+    }
+    let local = binding.map_or(reg.committed, |b| b.local);
+    let start_seq = head.start_seq.max(local.saturating_add(1));
+    let registered = binding.map_or(reg.committed, |b| b.seq);
+    Ok((registered, (log0, LogHead { format: LogFormat::Kiln, start: end_sid, start_seq })))
+}
+
+/// The NV-LLC lines recorded as committed: pushes onto `cands` each line of a transaction the
+/// register covers and its owner core's binding `bound` registers.
+fn line_candidates(
+    layout: &Layout,
+    image: &[u8],
+    reg: &Register,
+    bound: &[u64],
+    cands: &mut Vec<Candidate>,
+) -> Result<(), String> {
+    let nv0 = layout.nvllc_block0();
+    let data_blocks = layout.data_bytes / 64;
+    for s in 0..nvllc::slots_in(layout.nvllc_bytes, layout.cores) {
+        let tag = &image[BlockId(nv0.0 + nvllc::tag_block(s)).range()];
+        if let Some((home, seq)) = nvllc::decode_tag(tag) {
+            if nvllc::tag_cid(tag) as u32 >= layout.cores {
+                let b = nv0.0 + nvllc::tag_block(s);
+                return Err(format!(
+                    "corrupt log at block {b}: NV-LLC tag of core {} of {}",
+                    nvllc::tag_cid(tag),
+                    layout.cores
+                ));
+            }
+            let wanted = reg.applied < seq && seq <= reg.committed;
+            if wanted && seq <= bound[nvllc::tag_cid(tag) as usize] && home < data_blocks {
+                cands.push((seq, 1, s as u64, home, BlockId(nv0.0 + nvllc::data_block(s))));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Sort candidates by (seq, kind, position), the order they are written home in. They were

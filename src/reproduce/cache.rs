@@ -7,7 +7,7 @@
 //! revision alone does not say what code ran. Values are stored as the bit patterns of the f64s,
 //! so a cached point prints exactly as a fresh one.
 
-use super::table::Values;
+use super::point::Values;
 use crate::runner::{GIT_REV, VERSION};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

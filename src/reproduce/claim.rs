@@ -17,7 +17,7 @@
 //! verdict names them. A claim over a series or x value the data lack is "not evaluated", never
 //! "supported".
 
-use super::table::Grid;
+use super::grid::Grid;
 use serde::Deserialize;
 
 #[derive(Deserialize, Clone, Debug)]

@@ -9,8 +9,7 @@
 //! overrides and the run lengths: no host timings, so that results are identical across runs,
 //! `--jobs` values and shards.
 
-use super::spec::Point;
-use super::table::Values;
+use super::point::{Point, Values};
 use crate::config::Config;
 use crate::protocol::ProtocolKind;
 use crate::runner::{self, RunResult, RunSpec};
@@ -188,7 +187,7 @@ fn sim_values(r: &RunResult) -> Vec<Option<f64>> {
         Some(r.program_write_bytes as f64),
         Some(r.log_write_bytes as f64),
         Some(r.pset_blocks_per_tx),
-        Some(r.cycles.0 as f64),
+        Some(r.cycles.get() as f64),
         Some(r.txs_committed as f64),
         Some(r.commit_to_ack_mean_cycles),
         Some(r.llc_miss_rate),

@@ -17,7 +17,9 @@
 
 pub mod cache;
 pub mod claim;
+pub mod grid;
 pub mod kind;
+pub mod point;
 mod progress;
 pub mod report;
 mod schedule;
@@ -29,12 +31,12 @@ pub mod worker;
 
 use crate::bench::BenchRow;
 use kind::Job;
+use point::{Point, Values};
 use serde::{Deserialize, Serialize};
-use spec::{Point, Spec};
+use spec::Spec;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use table::Values;
 
 /// What `reproduce` was asked to do.
 #[derive(Clone, Debug)]

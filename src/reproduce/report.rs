@@ -2,9 +2,10 @@
 //! mean tables, and each claim with the verdict computed from the data.
 
 use super::claim::{fmt, Verdict};
+use super::grid::Grid;
 use super::spec::{Chart, Spec};
 use super::svg::{self, escape, Panel};
-use super::table::{Grid, Table};
+use super::table::Table;
 use crate::bench::BenchRow;
 use std::fmt::Write;
 

@@ -46,8 +46,7 @@ pub fn run<T: Sync, R: Send>(
     let free: Mutex<VecDeque<usize>> = Mutex::new((0..items.len()).filter(|&i| !exclusive[i]).collect());
     // Held while an exclusive item runs.
     let running_chain = Mutex::new(());
-    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
-    let worker = |w: usize| loop {
+    on_workers(items.len(), jobs, |w| {
         let i = match running_chain.try_lock() {
             Ok(guard) => match pop(&chain) {
                 Some(i) => {
@@ -59,29 +58,19 @@ pub fn run<T: Sync, R: Send>(
             },
             Err(_) => None,
         };
-        let (i, r) = match i {
-            Some(done) => done,
+        match i {
+            Some(done) => Some(done),
             None => match pop(&free) {
-                Some(i) => (i, f(&items[i], w)),
+                Some(i) => Some((i, f(&items[i], w))),
                 None => {
                     // Only the chain is left: wait for the worker running it, then take the next.
                     let _guard = running_chain.lock().unwrap_or_else(|e| e.into_inner());
-                    match pop(&chain) {
-                        Some(i) => (i, f(&items[i], w)),
-                        None => return,
-                    }
+                    let i = pop(&chain)?;
+                    Some((i, f(&items[i], w)))
                 }
             },
-        };
-        results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
-    };
-    std::thread::scope(|s| {
-        for w in 0..jobs.max(1) {
-            let worker = &worker;
-            s.spawn(move || worker(w));
         }
-    });
-    results.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().map(|r| r.expect("every item ran")).collect()
+    })
 }
 
 /// The position in `pending` of the item to take next: the first that is not `blocked`, else
@@ -98,11 +87,21 @@ fn in_order<T: Sync, R: Send>(
     f: impl Fn(&T, usize) -> R + Sync,
 ) -> Vec<R> {
     let pending: Mutex<VecDeque<usize>> = Mutex::new((0..items.len()).collect());
-    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
-    let worker = |w: usize| loop {
-        let Some(i) = pop(&pending) else { return };
-        let r = f(&items[i], w);
-        results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+    on_workers(items.len(), jobs, |w| {
+        let i = pop(&pending)?;
+        Some((i, f(&items[i], w)))
+    })
+}
+
+/// Runs `next(worker)` on `jobs` threads (`worker` in `0..jobs`), each until it gives `None`;
+/// every `Some((i, r))` is the result of item `i` of `n`, each item run once. Returns the
+/// results in item order.
+fn on_workers<R: Send>(n: usize, jobs: usize, next: impl Fn(usize) -> Option<(usize, R)> + Sync) -> Vec<R> {
+    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..n).map(|_| None).collect());
+    let worker = |w: usize| {
+        while let Some((i, r)) = next(w) {
+            results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+        }
     };
     std::thread::scope(|s| {
         for w in 0..jobs.max(1) {

@@ -7,6 +7,7 @@
 
 use super::claim::Claim;
 use super::kind::{Check, Kind};
+use super::point::Point;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -122,30 +123,6 @@ pub struct Spec {
 
 /// The machines a spec's `machines` key may name (`ordering.preset` values).
 pub const MACHINES: [&str; 3] = ["paper", "overlapped", "strictest"];
-
-/// One simulation: coordinates (axis name, value), sorted by axis name, and a seed.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Point {
-    pub coords: Vec<(String, String)>,
-    pub seed: u64,
-}
-
-impl Point {
-    pub fn get(&self, axis: &str) -> Option<&str> {
-        self.coords.iter().find(|(a, _)| a == axis).map(|(_, v)| v.as_str())
-    }
-
-    /// The same point with `axis` set to `value`.
-    pub fn with(&self, axis: &str, value: &str) -> Point {
-        let mut p = self.clone();
-        for (a, v) in &mut p.coords {
-            if a == axis {
-                *v = value.to_string();
-            }
-        }
-        p
-    }
-}
 
 /// A TOML scalar as canonical text (`168`, `sps`, `0.5`, `true`).
 fn value_text(v: &toml::Value) -> Result<String, String> {

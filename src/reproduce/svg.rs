@@ -3,8 +3,8 @@
 //! data give the same bytes.
 
 use super::claim::fmt;
+use super::grid::Grid;
 use super::spec::Chart;
-use super::table::Grid;
 use std::fmt::Write;
 
 const WIDTH: f64 = 760.0;

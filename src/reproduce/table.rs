@@ -1,16 +1,15 @@
 //! A spec's results: one row per point (metric values, derived ones appended), the CSV text,
 //! and the grid a figure shows (mean per x value and series).
 
-use super::spec::{Point, Spec};
+use super::grid::Grid;
+use super::point::{Point, Values};
+use super::spec::Spec;
 use std::collections::BTreeMap;
 
 /// Every point of a spec with its values, in `Spec::all_points` order; columns `Spec::columns`.
 pub struct Table {
     pub rows: Vec<(Point, Vec<Option<f64>>)>,
 }
-
-/// Metric values of one point as run (kind's columns only).
-pub type Values = Vec<Option<f64>>;
 
 impl Table {
     /// Assemble the table from per-point values (`lookup` must know every point of the spec),
@@ -94,31 +93,6 @@ impl Table {
             .map(|row| row.iter().map(|&(s, n, missing)| (!missing && n > 0).then(|| s / n as f64)).collect())
             .collect();
         Grid { xs, series, cells }
-    }
-}
-
-/// Means per series (rows) and x value (columns).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Grid {
-    pub xs: Vec<String>,
-    pub series: Vec<String>,
-    /// `cells[series][x]`.
-    pub cells: Vec<Vec<Option<f64>>>,
-}
-
-impl Grid {
-    pub fn get(&self, x: &str, series: &str) -> Option<f64> {
-        let xi = self.xs.iter().position(|v| v == x)?;
-        let si = self.series.iter().position(|v| v == series)?;
-        self.cells[si][xi]
-    }
-
-    /// Arithmetic mean of a series over the x values (None if any is missing).
-    pub fn average(&self, series: &str) -> Option<f64> {
-        let si = self.series.iter().position(|v| v == series)?;
-        let vals: Option<Vec<f64>> = self.cells[si].iter().copied().collect();
-        let vals = vals?;
-        (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
     }
 }
 

@@ -2,8 +2,10 @@
 //! identical CSVs across `--jobs` values, with the cache, and after sharding and merging.
 
 use super::claim::Claim;
-use super::spec::{self, Point};
-use super::table::{Grid, Table};
+use super::grid::Grid;
+use super::point::Point;
+use super::spec;
+use super::table::Table;
 use super::*;
 use crate::testdir::TempDir;
 

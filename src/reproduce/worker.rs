@@ -12,8 +12,7 @@
 //! child gives the same bytes as run in the parent.
 
 use super::kind::{Job, Kind};
-use super::spec::Point;
-use super::table::Values;
+use super::point::{Point, Values};
 use crate::bench::BenchRow;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};

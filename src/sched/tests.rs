@@ -113,7 +113,7 @@ fn the_earliest_core_runs_each_operation_ties_to_the_lower_id() {
         "0:commit",
     ];
     assert_eq!(names(&log), expected);
-    assert_eq!((0..3).map(|c| s.m.clock_of(c)).collect::<Vec<_>>(), [Cycle(20), Cycle(16), Cycle(10)]);
+    assert_eq!((0..3).map(|c| s.m.clock_of(c)).collect::<Vec<_>>(), [Cycle::new(20), Cycle::new(16), Cycle::new(10)]);
 }
 
 /// A waiter is blocked until the release and resumes at the release cycle, paying its retry:
@@ -136,14 +136,14 @@ fn a_lock_waiter_resumes_at_the_release_and_pays_its_retry() {
     };
     // Core 0 takes the lock (a miss); core 1, having computed 10, tries it (blocked).
     let take0 = cost(&mut m, 0, Cycle::ZERO);
-    assert!(take0 > Cycle(10), "the first take outlasts core 1's compute");
-    let try1 = cost(&mut m, 1, Cycle(10));
+    assert!(take0 > Cycle::new(10), "the first take outlasts core 1's compute");
+    let try1 = cost(&mut m, 1, Cycle::new(10));
     // Core 0 computes 100, commits and releases the lock.
-    let rel0 = cost(&mut m, 0, take0 + Cycle(100));
-    let release = take0 + Cycle(100) + rel0;
+    let rel0 = cost(&mut m, 0, take0 + Cycle::new(100));
+    let release = take0 + Cycle::new(100) + rel0;
     assert_eq!(s.m.clock_of(0), release);
     // Core 1 resumes at the release (or its own clock, if later), retries, commits, releases.
-    let resume = (Cycle(10) + try1).max(release);
+    let resume = (Cycle::new(10) + try1).max(release);
     let retry1 = cost(&mut m, 1, resume);
     let rel1 = cost(&mut m, 1, resume + retry1);
     assert_eq!(s.m.clock_of(1), resume + retry1 + rel1);

@@ -13,7 +13,7 @@ const NONE: u64 = u64::MAX;
 /// The order of core `c` at clock `t`: earlier clock first, then lower core id.
 #[inline(always)]
 pub(crate) fn key(t: Cycle, c: usize) -> u64 {
-    (t.0 << CORE_BITS) | c as u64
+    (t.get() << CORE_BITS) | c as u64
 }
 
 /// The multi-core front-end state kept by [`super::Sim`] beside the running core's: the other cores'

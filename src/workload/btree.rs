@@ -261,7 +261,7 @@ pub struct BTree {
     /// (inner node, index of the child taken) from the root down, for the running operation.
     path: Vec<(Addr, usize)>,
     keys: super::keys::Keys,
-    /// The trees side by side (one: today's layout).
+    /// The trees side by side (one: the single-tree layout).
     parts: super::Partitions,
 }
 

@@ -45,7 +45,7 @@ pub struct Partitions {
 }
 
 impl Partitions {
-    /// `n` copies of a structure of `bytes` bytes; with one copy, exactly `bytes` (today's
+    /// `n` copies of a structure of `bytes` bytes; with one copy, exactly `bytes` (the
     /// single-structure layout).
     pub fn new(n: u64, bytes: u64) -> Partitions {
         Partitions { n, stride: if n == 1 { bytes } else { bytes.div_ceil(64) * 64 } }

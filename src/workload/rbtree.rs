@@ -209,7 +209,7 @@ pub struct RbTree {
     /// Keys drawn from the whole key space.
     keys: super::keys::Keys,
     key_space: u64,
-    /// The trees side by side (one: today's layout).
+    /// The trees side by side (one: the single-tree layout).
     parts: Partitions,
 }
 

@@ -49,7 +49,7 @@ pub fn torn_replay(
     let mut run = spec(Config::build(None, &sets).unwrap(), p, txs, 1, None);
     run.workload = w;
     let mut cs = locsim::crash::CrashSpec::new(run, 1);
-    (cs.exhaustive, cs.crash_at, cs.atomicity) = (exhaustive, Some(Cycle(t)), 8);
+    (cs.exhaustive, cs.crash_at, cs.atomicity) = (exhaustive, Some(Cycle::new(t)), 8);
     locsim::crash::check(&cs).unwrap()
 }
 

@@ -153,7 +153,17 @@ pub fn run(tests: Vec<Test>) -> ExitCode {
         .or_else(|| std::env::var("RUST_TEST_THREADS").ok().and_then(|v| v.parse().ok()))
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .clamp(1, n.max(1));
-    let queue = Mutex::new(selected.into_iter().rev().collect::<Vec<_>>());
+    let results = run_tests(selected, threads, args.quiet);
+    if args.quiet && n > 0 {
+        println!();
+    }
+    report(&results, filtered, start)
+}
+
+/// Runs `tests` on `threads` threads, printing each verdict as it comes (a line, or with
+/// `quiet` a character); the verdicts in that order.
+fn run_tests(tests: Vec<Test>, threads: usize, quiet: bool) -> Vec<(String, Verdict)> {
+    let queue = Mutex::new(tests.into_iter().rev().collect::<Vec<_>>());
     let (tx, rx) = mpsc::channel::<(String, Verdict)>();
     let ci = crate::in_ci();
     let mut results = Vec::new();
@@ -178,7 +188,7 @@ pub fn run(tests: Vec<Test>) -> ExitCode {
         drop(tx);
         let mut out = std::io::stdout();
         for (name, v) in rx {
-            let _ = match (&v, args.quiet) {
+            let _ = match (&v, quiet) {
                 (Verdict::Ok, false) => writeln!(out, "test {name} ... ok"),
                 (Verdict::Failed(_), false) => writeln!(out, "test {name} ... FAILED"),
                 (Verdict::Ignored(m), false) => writeln!(out, "test {name} ... ignored, {m}"),
@@ -190,9 +200,12 @@ pub fn run(tests: Vec<Test>) -> ExitCode {
             results.push((name, v));
         }
     });
-    if args.quiet && n > 0 {
-        println!();
-    }
+    results
+}
+
+/// Prints the failures and libtest's `test result:` line, records the skipped tests; the
+/// exit status (101 when one failed).
+fn report(results: &[(String, Verdict)], filtered: usize, start: Instant) -> ExitCode {
     let failed: Vec<(&String, &String)> = results
         .iter()
         .filter_map(|(n, v)| match v {

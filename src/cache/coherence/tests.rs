@@ -7,7 +7,7 @@ use super::*;
 use crate::config::Config;
 use crate::rng::Rng;
 
-const MISS: Cycle = Cycle(1 + 8 + 21);
+const MISS: Cycle = Cycle::new(1 + 8 + 21);
 const LLC_SETS: u64 = 1024;
 
 fn config(sets: &[&str]) -> Config {
@@ -37,7 +37,7 @@ fn a_first_load_makes_the_core_the_exclusive_owner() {
     assert_eq!(dir_of(&h, 5), (0b10, Some(1)), "E at core 1");
     // E -> M on a store costs nothing beyond the L1 hit.
     let a = on(&mut h, 1, 5, true);
-    assert_eq!((a.level, a.lookup_cycles), (HitLevel::L1, Cycle(1)));
+    assert_eq!((a.level, a.lookup_cycles), (HitLevel::L1, Cycle::new(1)));
     assert_eq!((h.stats.invalidations, h.stats.downgrades, h.stats.c2c_transfers), (0, 0, 0));
 }
 
@@ -46,11 +46,11 @@ fn a_load_of_a_line_held_clean_elsewhere_downgrades_the_owner_for_one_l2_lookup(
     let mut h = hier(2);
     on(&mut h, 0, 5, false);
     let a = on(&mut h, 1, 5, false);
-    assert_eq!((a.level, a.lookup_cycles), (HitLevel::Llc, MISS + Cycle(8)));
+    assert_eq!((a.level, a.lookup_cycles), (HitLevel::Llc, MISS + Cycle::new(8)));
     assert_eq!(dir_of(&h, 5), (0b11, None), "both S");
     assert_eq!((h.stats.downgrades, h.stats.c2c_transfers), (1, 0));
     // A third load, by either core, hits its own copy.
-    assert_eq!(on(&mut h, 0, 5, false).lookup_cycles, Cycle(1));
+    assert_eq!(on(&mut h, 0, 5, false).lookup_cycles, Cycle::new(1));
 }
 
 #[test]
@@ -58,7 +58,7 @@ fn a_load_of_a_line_modified_elsewhere_is_a_cache_to_cache_transfer_through_the_
     let mut h = hier(2);
     on(&mut h, 0, 5, true);
     let a = on(&mut h, 1, 5, false);
-    assert_eq!((a.level, a.lookup_cycles), (HitLevel::Llc, MISS + Cycle(8) + Cycle(21)));
+    assert_eq!((a.level, a.lookup_cycles), (HitLevel::Llc, MISS + Cycle::new(8) + Cycle::new(21)));
     assert_eq!((h.stats.downgrades, h.stats.c2c_transfers), (1, 1));
     let s3 = h.llc.find(BlockId(5)).unwrap();
     assert!(h.llc.dirty(s3), "the dirty data went to the LLC");
@@ -77,11 +77,11 @@ fn a_store_hitting_a_shared_copy_upgrades_at_the_directory_and_invalidates_the_o
     on(&mut h, 1, 5, false);
     // L1 hit (1) + the way to the directory (8 + 21) + the sharer's invalidation (8).
     let a = on(&mut h, 1, 5, true);
-    assert_eq!((a.level, a.lookup_cycles), (HitLevel::L1, Cycle(1 + 8 + 21 + 8)));
+    assert_eq!((a.level, a.lookup_cycles), (HitLevel::L1, Cycle::new(1 + 8 + 21 + 8)));
     assert_eq!(dir_of(&h, 5), (0b10, Some(1)), "M at core 1");
     assert_eq!(h.stats.invalidations, 1);
     assert!(h.private(0).1.find(BlockId(5)).is_none() && h.private(0).0.find(BlockId(5)).is_none());
-    assert_eq!(on(&mut h, 1, 5, true).lookup_cycles, Cycle(1), "now M: a silent store");
+    assert_eq!(on(&mut h, 1, 5, true).lookup_cycles, Cycle::new(1), "now M: a silent store");
 }
 
 #[test]
@@ -96,7 +96,7 @@ fn an_upgrade_with_no_other_sharer_left_pays_the_way_to_the_directory_only() {
     assert!(h.private(0).1.find(BlockId(5)).is_none());
     assert_eq!(dir_of(&h, 5), (0b10, None), "core 1 still S");
     let a = on(&mut h, 1, 5, true);
-    assert_eq!(a.lookup_cycles, Cycle(1) + Cycle(8) + Cycle(21));
+    assert_eq!(a.lookup_cycles, Cycle::new(1) + Cycle::new(8) + Cycle::new(21));
     assert_eq!(h.stats.invalidations, 0);
 }
 
@@ -107,10 +107,10 @@ fn a_store_miss_invalidates_every_sharer_in_parallel_and_takes_a_dirty_owners_li
         on(&mut h, c, 5, false);
     }
     let a = on(&mut h, 3, 5, true);
-    assert_eq!((a.level, a.lookup_cycles), (HitLevel::Llc, MISS + Cycle(8)), "three sharers, one probe time");
+    assert_eq!((a.level, a.lookup_cycles), (HitLevel::Llc, MISS + Cycle::new(8)), "three sharers, one probe time");
     assert_eq!((h.stats.invalidations, h.stats.c2c_transfers), (3, 0));
     let a = on(&mut h, 2, 5, true);
-    assert_eq!(a.lookup_cycles, MISS + Cycle(8) + Cycle(21), "the owner's dirty line crosses over");
+    assert_eq!(a.lookup_cycles, MISS + Cycle::new(8) + Cycle::new(21), "the owner's dirty line crosses over");
     assert_eq!((h.stats.invalidations, h.stats.c2c_transfers), (4, 1));
     assert_eq!(dir_of(&h, 5), (0b100, Some(2)));
 }

@@ -124,7 +124,7 @@ fn random_hist(rng: &mut Rng, cores: u8, txs: usize, lines: usize) -> Hist {
             })
             .collect();
         let reads: Vec<u64> = (0..rng.below(3)).map(|_| rng.below(lines as u64)).collect();
-        h.tx(rng.below(cores as u64) as u8, Cycle(cycle), &stores, &reads);
+        h.tx(rng.below(cores as u64) as u8, Cycle::new(cycle), &stores, &reads);
     }
     // Per core: acknowledge a prefix of its transactions, one step at a time, each after its
     // commit call, in that core's order.
@@ -133,7 +133,7 @@ fn random_hist(rng: &mut Rng, cores: u8, txs: usize, lines: usize) -> Hist {
         let (mut at, mut n) = (Cycle::ZERO, 0);
         for k in (0..txs).filter(|&k| h.core[k] == c) {
             n += 1;
-            at = at.max(h.record.commit_called[k]) + Cycle(rng.below(4));
+            at = at.max(h.record.commit_called[k]) + Cycle::new(rng.below(4));
             if rng.chance(0.6) {
                 entries.push((at, c, n));
             }
@@ -205,9 +205,9 @@ fn the_checker_agrees_with_every_subset_on_random_concurrent_histories() {
         let txs = 1 + rng.below(9) as usize;
         let lines = 1 + rng.below(4) as usize;
         let h = random_hist(&mut rng, cores, txs, lines);
-        let end = h.record.commit_called.last().copied().unwrap_or(Cycle::ZERO) + Cycle(8);
+        let end = h.record.commit_called.last().copied().unwrap_or(Cycle::ZERO) + Cycle::new(8);
         for _ in 0..3 {
-            let t = Cycle(rng.below((end + Cycle(1)).0));
+            let t = Cycle::new(rng.below((end + Cycle::new(1)).get()));
             let valid = h.valid_sets(t);
             for (i, recovered) in candidates(&mut rng, &h, &valid).iter().enumerate() {
                 let context = format!("seed {seed}, t {t}, image {i}");
@@ -232,9 +232,9 @@ fn with_one_core_the_checker_is_the_prefix_rule() {
         let lines = 1 + rng.below(8) as usize;
         let h = random_hist(&mut rng, 1, txs, lines);
         let history = h.history();
-        let end = h.record.commit_called.last().copied().unwrap_or(Cycle::ZERO) + Cycle(8);
+        let end = h.record.commit_called.last().copied().unwrap_or(Cycle::ZERO) + Cycle::new(8);
         for _ in 0..8 {
-            let t = Cycle(rng.below((end + Cycle(1)).0));
+            let t = Cycle::new(rng.below((end + Cycle::new(1)).get()));
             let a = h.acked_mask(t).count_ones() as usize;
             let i = history.issued(t) as usize;
             let prefix = |k: usize| h.image(if k == 64 { u64::MAX } else { (1u64 << k) - 1 });
@@ -270,10 +270,10 @@ fn named(txs: &[Named], acks: &[(u8, u64)]) -> Hist {
     let mut h = Hist::new(4);
     for (k, (core, writes, reads)) in txs.iter().enumerate() {
         let stores: Vec<(u64, Vec<u8>)> = writes.iter().map(|&(l, v)| (l * 64, vec![v; 64])).collect();
-        h.tx(*core, Cycle(1 + k as u64), &stores, reads);
+        h.tx(*core, Cycle::new(1 + k as u64), &stores, reads);
     }
     for &(core, n) in acks {
-        h.ack(Cycle(100), core, n);
+        h.ack(Cycle::new(100), core, n);
     }
     h
 }
@@ -288,7 +288,7 @@ fn area(lines: &[(u64, u8)]) -> Vec<u8> {
 }
 
 fn check(h: &Hist, recovered: &[u8]) -> Result<Vec<u32>, Failure> {
-    judge(&h.history(), &h.initial, &h.oracle, recovered, Cycle(200))
+    judge(&h.history(), &h.initial, &h.oracle, recovered, Cycle::new(200))
 }
 
 #[test]
@@ -352,7 +352,7 @@ fn a_torn_transaction_is_caught() {
 fn bytes_of_an_unissued_or_uncommitted_write_are_caught() {
     let h = named(&[(0, &[(0, 7)], &[]), (1, &[(1, 9)], &[])], &[]);
     // At cycle 1 transaction 1's commit has not been called.
-    let f = judge(&h.history(), &h.initial, &h.oracle, &area(&[(1, 9)]), Cycle(1)).unwrap_err();
+    let f = judge(&h.history(), &h.initial, &h.oracle, &area(&[(1, 9)]), Cycle::new(1)).unwrap_err();
     assert_eq!((f.line, f.tx, f.core, f.reason.clone()), (1, Some(1), Some(1), Reason::Unissued), "{f}");
     // A line no committed transaction writes must keep its initial bytes.
     let f = check(&h, &area(&[(2, 3)])).unwrap_err();

@@ -292,7 +292,7 @@ pub fn random_run<P: Protocol>(b: &mut Bench<P>, seed: u64, txs: usize, blocks: 
             if done >= txs {
                 // Let this core idle past the others so they can finish.
                 b.m.switch_core(c);
-                b.m.compute(Cycle(1000));
+                b.m.compute(Cycle::new(1000));
                 continue;
             }
             b.begin(c);
