@@ -9,7 +9,7 @@
 //!   line costs `swal.append_instructions`;
 //! - loads read in place, with no look-up (the newest bytes are home);
 //! - commit: flush every line the transaction stored to, fence; then invalidate the log with
-//!   one write, the head's next generation (PMDK: `ulog_inc_gen_num`), flush, fence; return;
+//!   one write, the head's next generation (PMDK: `ULOG_INC_FIRST_GEN_NUM`), flush, fence; return;
 //! - abort: copy the old bytes back from the log, flush those lines, fence, invalidate.
 //!
 //! Log format: [`crate::log::sundo`]; recovery: [`crate::recovery::sundo`].
