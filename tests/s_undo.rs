@@ -96,6 +96,21 @@ fn every_injected_bug_is_caught() {
     }
 }
 
+/// Under 8-byte atomicity the first write to a slot never written may leave only some of its
+/// units durable over zeros, its `gen` unit alone among them: with a zero check read as the
+/// unchecked form, that is an entry of the running generation naming line 0 (128 violations in
+/// this run); with the `nocheck` marker, no entry. Every point of a short run, with its torn
+/// states.
+#[test]
+fn torn_entries_at_eight_byte_atomicity_are_no_entries() {
+    let mut cs = crash_spec(SUndo, WorkloadKind::Sps, &["log.size_bytes=65536"], 100, 0.0, None, 1);
+    cs.exhaustive = true;
+    cs.atomicity = 8;
+    let r = check(&cs).unwrap();
+    assert_eq!((r.crash_points, r.violations), (1202, 0), "{:?}", r.first_violation);
+    assert_eq!(r.torn_states, 53400);
+}
+
 fn image(layout: &Layout, gen: u64) -> Vec<u8> {
     let mut img = vec![0u8; layout.total_bytes() as usize];
     for (i, b) in img[..layout.data_bytes as usize].iter_mut().enumerate() {

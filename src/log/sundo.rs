@@ -11,15 +11,17 @@
 //! | bytes   | field | meaning                                                              |
 //! |---------|-------|----------------------------------------------------------------------|
 //! | 0..8    | home  | u64: byte address of the logged line in the data area (a multiple of 64) |
-//! | 8..16   | check | u64: FNV-1a (64-bit) over bytes 0..8 and 16..88, bit 0 set; 0 in the unchecked form |
+//! | 8..16   | check | u64: FNV-1a (64-bit) over bytes 0..8 and 16..88, bit 0 set; [`UNCHECKED`] in the unchecked form |
 //! | 16..24  | gen   | u64: the generation (the head's `start_seq`) the entry was logged in |
 //! | 24..88  | old   | the line's 64 old bytes                                              |
 //! | 88..128 | 0     | padding to the cache line, as PMDK aligns an undo entry              |
 //!
 //! The entry spans two lines, which become durable separately: a torn entry (one line new, the
-//! other still an earlier entry's or zero) fails its check. Check 0 is the unchecked form,
-//! written only by the injected bug `unchecked-undo-entry` (a library without the check):
-//! recovery then takes the entry whole.
+//! other still an earlier entry's or zero) fails its check. [`UNCHECKED`] in place of the check
+//! is the unchecked form, written only by the injected bug `unchecked-undo-entry` (a library
+//! without the check): recovery then takes the entry whole. The marker is not 0, so that a slot
+//! never written (zero) with only its `gen` unit new, a torn state under 8-byte atomicity, is no
+//! entry.
 
 use super::le;
 use crate::types::{BlockData, BlockId, BLOCK_BYTES};
@@ -29,6 +31,9 @@ pub const ENTRY_BYTES: usize = 128;
 /// Blocks of one entry.
 pub const ENTRY_BLOCKS: u64 = 2;
 const OLD_AT: usize = 24;
+/// The check field of the unchecked form: `nocheck` and a zero byte, little-endian; bit 0 clear,
+/// so never a check.
+pub const UNCHECKED: u64 = u64::from_le_bytes(*b"nocheck\0");
 
 /// A decoded entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +42,7 @@ pub struct Entry {
     pub home: u64,
     pub gen: u64,
     pub old: BlockData,
-    /// In the checked form (its check held); `false`: the unchecked form (check 0).
+    /// In the checked form (its check held); `false`: the unchecked form ([`UNCHECKED`]).
     pub checked: bool,
 }
 
@@ -47,28 +52,26 @@ impl Entry {
         le::put_u64(&mut b, 0, self.home);
         le::put_u64(&mut b, 16, self.gen);
         b[OLD_AT..OLD_AT + BLOCK_BYTES].copy_from_slice(&self.old);
-        if self.checked {
-            let c = check(&b);
-            le::put_u64(&mut b, 8, c);
-        }
+        let c = if self.checked { check(&b) } else { UNCHECKED };
+        le::put_u64(&mut b, 8, c);
         b
     }
 
     /// Decode the 128 bytes of an entry; `None` when its check fails (torn, stale in part,
-    /// damaged, or never written with a check).
+    /// damaged, or never written).
     pub fn decode(b: &[u8]) -> Option<Entry> {
         let stored = le::u64_at(b, 8);
-        if stored != 0 && stored != check(b) {
+        if stored != UNCHECKED && stored != check(b) {
             return None;
         }
         let mut old = [0u8; BLOCK_BYTES];
         old.copy_from_slice(&b[OLD_AT..OLD_AT + BLOCK_BYTES]);
-        Some(Entry { home: le::u64_at(b, 0), gen: le::u64_at(b, 16), old, checked: stored != 0 })
+        Some(Entry { home: le::u64_at(b, 0), gen: le::u64_at(b, 16), old, checked: stored != UNCHECKED })
     }
 }
 
 /// FNV-1a (64-bit) over an entry's bytes 0..8 and 16..88 (all but the check and the padding),
-/// with bit 0 set so that it is never 0 (the unchecked form).
+/// with bit 0 set so that it is never [`UNCHECKED`] (nor 0, a slot never written).
 fn check(b: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &x in b[..8].iter().chain(&b[16..OLD_AT + BLOCK_BYTES]) {
@@ -110,10 +113,30 @@ mod tests {
         assert!(b[88..].iter().all(|&x| x == 0), "padding");
         assert_eq!(b[8] & 1, 1, "a check has bit 0 set");
         assert_eq!(Entry::decode(&b), Some(e));
-        // The unchecked form: check 0, decoded whole.
+        // The unchecked form: the marker in place of the check, decoded whole.
         let u = entry(false).encode();
-        assert_eq!(&u[8..16], &[0; 8]);
+        assert_eq!(&u[8..16], b"nocheck\0");
         assert_eq!(Entry::decode(&u), Some(entry(false)));
+    }
+
+    #[test]
+    fn a_slot_never_written_with_some_units_of_an_entry_is_no_entry() {
+        // Under 8-byte atomicity the first write to a slot may leave any of its 11 units new
+        // over zeros (the crash checker found the `gen` unit alone, which a zero check once
+        // let through as the unchecked form).
+        for e in [entry(true), Entry { home: 0, old: [0; 64], ..entry(true) }] {
+            let new = e.encode();
+            for mask in 0u32..(1 << 11) - 1 {
+                let mut torn = [0u8; ENTRY_BYTES];
+                for u in (0..11).filter(|u| mask >> u & 1 == 1) {
+                    torn[u * 8..u * 8 + 8].copy_from_slice(&new[u * 8..u * 8 + 8]);
+                }
+                let got = Entry::decode(&torn);
+                // Units equal to zero in the entry itself leave a mask that is the whole entry.
+                assert!(got.is_none() || got == Some(e), "mask {mask:#x}: {got:?}");
+            }
+        }
+        assert_eq!(Entry::decode(&[0u8; ENTRY_BYTES]), None, "zeros are no entry");
     }
 
     #[test]
