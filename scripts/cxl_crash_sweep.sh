@@ -9,7 +9,7 @@ set -euo pipefail
 bin=${1:?usage: scripts/cxl_crash_sweep.sh BIN [CRASHES] [BUDGET]}
 crashes=${2:-2000}
 budget=${3:-64}
-protocols="s-wal h-wal ec-wal loc-wal kiln loc-kiln atom proteus hoop"
+protocols="s-wal h-wal ec-wal loc-wal kiln loc-kiln atom proteus hoop s-undo"
 echo "| check | protocol | workload | cores | crash points | violations | cut-short states |"
 echo "|---|---|---|---|---|---|---|"
 row() { # LABEL PROTOCOL WORKLOAD CORES ARGS...

@@ -21,7 +21,7 @@ import sys
 VALUES = ["0", "1", "-1", "2", "3", "7", "17", "33", "63", "64", "65", "100", "1000", "4097", "65536",
           "4294967296", "18446744073709551615", "99999999999999999999", "1e19", "1e308", "-0.5", "0.5",
           "1.5", "nan", "inf", '"x"', '""', "true", "false"]
-PROTOCOLS = "baseline,s-wal,h-wal,ec-wal,loc-wal,kiln,loc-kiln,proteus,atom,hoop"
+PROTOCOLS = "baseline,s-wal,h-wal,ec-wal,loc-wal,kiln,loc-kiln,proteus,atom,hoop,s-undo"
 WORKLOADS = ["btree", "hash", "rbtree", "sdg", "sqlite"]
 
 

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-PROTOCOLS = "s-wal,h-wal,ec-wal,loc-wal,kiln,loc-kiln,proteus,atom,hoop"
+PROTOCOLS = "s-wal,h-wal,ec-wal,loc-wal,kiln,loc-kiln,proteus,atom,hoop,s-undo"
 # The key that sizes a workload's transactions.
 TX_SIZE = {"sps": "swaps_per_tx", "btree": "ops_per_tx", "hash": "ops_per_tx", "rbtree": "ops_per_tx",
            "sdg": "ops_per_tx"}

@@ -26,6 +26,7 @@ macro_rules! registration_table {
                 Proteus = 6 => proteus,
                 Atom = 7 => atom,
                 Hoop = 8 => hoop reads_data_area,
+                SUndo = 9 => sundo,
             }
             protocols {
                 baseline { Baseline => BASELINE },
@@ -37,6 +38,7 @@ macro_rules! registration_table {
                 proteus { Proteus => PROTEUS },
                 atom { Atom => ATOM },
                 hoop { Hoop => HOOP },
+                s_undo { SUndo => S_UNDO },
                 #[cfg(test)] trivial { #[cfg(test)] Trivial => TRIVIAL },
             }
         }

@@ -15,7 +15,7 @@ fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
 }
 
-const ALL: &str = "baseline,s-wal,h-wal,ec-wal,loc-wal,kiln,loc-kiln,atom,proteus,hoop";
+const ALL: &str = "baseline,s-wal,h-wal,ec-wal,loc-wal,kiln,loc-kiln,atom,proteus,hoop,s-undo";
 
 #[test]
 fn every_protocol_runs_under_both_gpf_domains_and_reports_the_drain_work() {

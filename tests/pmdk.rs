@@ -518,7 +518,7 @@ fn the_traces_run_under_every_protocol_and_crash_check_clean_and_a_killed_progra
         "data_store",
     );
     ok(&run(&b.exact.join("mapcli"), &["hashmap_atomic", "mc.pool", "1"], &dir, &[], &mapcli_script(40)), "mapcli");
-    let protocols = "baseline,s-wal,h-wal,ec-wal,loc-wal,kiln,loc-kiln,atom,proteus,hoop";
+    let protocols = "baseline,s-wal,h-wal,ec-wal,loc-wal,kiln,loc-kiln,atom,proteus,hoop,s-undo";
     for t in ["ds.pool.trace", "mc.pool.trace"] {
         let trace = dir.join(t);
         let o =

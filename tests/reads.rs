@@ -83,7 +83,7 @@ fn a_run_gives_the_same_figures_whatever_the_domain_and_loc_keys_it_never_read()
             // What each protocol reads decides how many of the grid's 20 runs others answer.
             let expected = match p {
                 // The domain in full (the buffers' size only under `bbb`), no `[loc]` key.
-                Baseline | SWal => 20 - 5,
+                Baseline | SWal | SUndo => 20 - 5,
                 // The queue's cover only (memory or not): 2 classes; no `[loc]` key.
                 // (Plain Kiln's window is one transaction whatever the degree.)
                 HWal | EcWal | Kiln | Proteus | Atom | Hoop => 20 - 2,

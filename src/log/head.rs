@@ -5,7 +5,7 @@
 //! | bytes  | field      | meaning                                                        |
 //! |--------|------------|----------------------------------------------------------------|
 //! | 0..8   | magic      | `LOCSIMLH`                                                     |
-//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups, 4 = LOC groups, 5 = Kiln fallback groups, 6 = Proteus spilled undo entries, 7 = ATOM undo groups, 8 = HOOP slices |
+//! | 8..12  | format     | u32: 1 = H-WAL block log, 2 = S-WAL entry log, 3 = EC groups, 4 = LOC groups, 5 = Kiln fallback groups, 6 = Proteus spilled undo entries, 7 = ATOM undo groups, 8 = HOOP slices, 9 = S-Undo entries |
 //! | 12..16 | reserved   | 0                                                              |
 //! | 16..24 | start      | u64: first valid log position (blocks for H-WAL, bytes S-WAL)  |
 //! | 24..32 | start_seq  | u64: sequence number of the transaction logged at `start`      |
@@ -23,6 +23,7 @@
 //! | Proteus | 0 | 0: the finish registers in the LPQ state say what is live (docs/formats/proteus-log.md) |
 //! | Atom | 0 | the sequence number of the region's transaction whose log is not freed (its groups carry it) |
 //! | Hoop | the position of the first valid slice | the sequence number of the transaction there; `home_below` is the global commit order below which every transaction is at home (garbage-collected) |
+//! | SUndo | 0 | the generation whose undo entries are valid; commit invalidates them by moving to the next (docs/formats/sundo-log.md) |
 //!
 //! **Two-slot form** (`loc.two_slot_head`, LOC-WAL; the torn-write fix of docs/faults.md, off by
 //! default): bytes 12..16 hold 1, and `start`, `start_seq` live in two slots written

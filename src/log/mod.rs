@@ -11,6 +11,7 @@
 //! - [`proteus`]: Proteus's undo entries, in its log pending queue and spilled to memory.
 //! - [`atom`]: ATOM's hardware undo log (metadata lines and old-data entries).
 //! - [`hoop`]: HOOP's out-of-place region of memory slices.
+//! - [`sundo`]: S-Undo's software undo log (old lines written through the cache, PMDK's form).
 
 pub mod atom;
 pub mod ec;
@@ -19,6 +20,7 @@ pub mod hoop;
 pub mod loc;
 pub mod nvllc;
 pub mod proteus;
+pub mod sundo;
 pub mod swal;
 pub mod wal;
 

@@ -161,10 +161,16 @@ pub enum Bug {
     /// HOOP's garbage collection writes home only the lines whose newest version is in the
     /// running core's region and frees only that region.
     GcOwnRegion,
+    /// S-Undo: no fence after an undo entry's flush, before the store it protects.
+    UndoWithoutFence,
+    /// S-Undo: the log is invalidated before the transaction's lines are flushed.
+    InvalidateBeforeFlush,
+    /// S-Undo: undo entries are written without their check (the unchecked form).
+    UncheckedUndoEntry,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 17] = [
+    pub const ALL: [Bug; 20] = [
         Bug::AckBeforeDurable,
         Bug::CommitBeforeLog,
         Bug::TruncateBeforeCheckpoint,
@@ -182,6 +188,9 @@ impl Bug {
         Bug::FreeLogBeforeData,
         Bug::DependentBeforeSource,
         Bug::GcOwnRegion,
+        Bug::UndoWithoutFence,
+        Bug::InvalidateBeforeFlush,
+        Bug::UncheckedUndoEntry,
     ];
 
     pub fn name(self) -> &'static str {
@@ -203,6 +212,9 @@ impl Bug {
             Bug::FreeLogBeforeData => "free-log-before-data",
             Bug::DependentBeforeSource => "dependent-before-source",
             Bug::GcOwnRegion => "gc-own-region",
+            Bug::UndoWithoutFence => "undo-without-fence",
+            Bug::InvalidateBeforeFlush => "invalidate-before-flush",
+            Bug::UncheckedUndoEntry => "unchecked-undo-entry",
         }
     }
 
@@ -254,6 +266,15 @@ impl Bug {
             }
             Bug::GcOwnRegion => {
                 "HOOP's garbage collection writes home only the lines whose newest version is in the running core's OOP region and moves only that region's head, whose home_below then also covers other cores' transactions not yet home (needs --cores 2 or more)"
+            }
+            Bug::UndoWithoutFence => {
+                "S-Undo does not fence after flushing an undo entry: the store it protects goes ahead, and its line can be durable at home before the entry that undoes it"
+            }
+            Bug::InvalidateBeforeFlush => {
+                "S-Undo invalidates its log (the head's next generation, flushed and fenced) before flushing the transaction's lines: a crash between leaves part of the transaction home and nothing to undo it"
+            }
+            Bug::UncheckedUndoEntry => {
+                "S-Undo writes its undo entries without their check: recovery cannot tell a torn entry (its first line durable, its second not) from a whole one, and writes the stale second line's bytes home"
             }
         }
     }

@@ -665,3 +665,21 @@ fn victims_left_by_accesses_outside_the_protocol_go_to_their_owners_and_an_abort
         check(kind, &Run { layout, initial, writes: rec.durable.writes, txs }).unwrap();
     }
 }
+
+/// S-Undo (software undo logging): a commit returns after its lines are flushed and its log
+/// invalidated, and locks are released after that, so regions need no order
+/// (docs/protocols/s-undo.md, "On N cores"). Every crash point of six seeds on 2 to 4 cores,
+/// and on 4 under `adr`; its bugs that break the order within a core are caught on two.
+#[test]
+fn s_undo_rolls_back_every_crash_point_on_two_to_four_cores_and_its_bugs_are_caught() {
+    let s_undo = ProtocolKind::parse("s-undo").expect("registered by name");
+    recovers_on_two_to_four_cores(s_undo);
+    let mut cfg = config(4);
+    cfg.machine.persist_domain = crate::config::PersistDomain::Adr;
+    let points = crash_check_on(s_undo, &cfg, 0..3, None).unwrap();
+    assert!(points > 1000, "s-undo under adr: {points} points");
+    for bug in [Bug::InvalidateBeforeFlush, Bug::UncheckedUndoEntry] {
+        let found = crash_check(s_undo, 2, 0..6, Some(bug));
+        assert!(found.is_err(), "{} not caught on two cores", bug.name());
+    }
+}

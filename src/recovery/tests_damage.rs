@@ -383,6 +383,7 @@ damaged_recovery!(loc_kiln_recovers_any_damaged_image_or_reports_it, ProtocolKin
 damaged_recovery!(proteus_recovers_any_damaged_image_or_reports_it, ProtocolKind::Proteus);
 damaged_recovery!(atom_recovers_any_damaged_image_or_reports_it, ProtocolKind::Atom);
 damaged_recovery!(hoop_recovers_any_damaged_image_or_reports_it, ProtocolKind::Hoop);
+damaged_recovery!(s_undo_recovers_any_damaged_image_or_reports_it, ProtocolKind::SUndo);
 
 /// Regressions found by the properties above under overflow checks (`cargo test` without
 /// `--release`): a head near the end of the number space made the group scan (`start +
