@@ -102,7 +102,7 @@ impl Default for YcsbConfig {
             max_scan_length: 100,
             index: IndexKind::Default,
             compute_cycles_per_op: 94,
-            compute_cycles_per_field_written: 50,
+            compute_cycles_per_field_written: 47,
         }
     }
 }
@@ -150,7 +150,7 @@ pub enum Letter {
 }
 
 /// The operations of YCSB's `CoreWorkload`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     Read,
     Update,
@@ -828,8 +828,6 @@ mod tests {
     fn zetan_is_zeta_of_ten_to_the_ten_at_0_99() {
         let z = crate::workload::keys::zeta(ITEM_COUNT + 1, ZIPFIAN_CONSTANT);
         assert!((z / ZETAN - 1.0).abs() < 1e-10, "{z}");
-        // Not of 10^16, the ITEM_COUNT later YCSB versions declare beside the same ZETAN.
-        assert!(crate::workload::keys::zeta(10_000_000_000_000_000, ZIPFIAN_CONSTANT) > 45.0);
     }
 
     #[test]
