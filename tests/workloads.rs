@@ -56,7 +56,7 @@ fn every_workload_runs_under_every_protocol_with_the_same_program_writes() {
         let base = &rs[0];
         assert_eq!(base["normalized_throughput"], 1.0, "{w}");
         if w == "ycsb-c" {
-            // Read only: nothing written, by the program or any protocol.
+            // Read only: the program stores nothing (a protocol may still log the empty commit).
             for r in rs {
                 assert_eq!((r["program_write_bytes"].as_u64(), r["pset_blocks_per_tx"].as_f64()), (Some(0), Some(0.0)));
             }
@@ -104,7 +104,7 @@ fn no_workload_shows_a_violation_under_crashes_and_aborts() {
 
 #[test]
 fn an_injected_bug_is_caught_on_every_workload() {
-    // A read-only workload (YCSB's C) writes nothing a crash could lose.
+    // A read-only workload (YCSB's C) stores no data a crash could lose.
     for w in workloads().into_iter().filter(|&w| w != "ycsb-c") {
         for (p, bug) in
             [("h-wal", "commit-before-log"), ("ec-wal", "meta-before-data"), ("s-wal", "truncate-before-checkpoint")]
