@@ -17,6 +17,8 @@ const SMALL: &[&str] = &[
     "workload.sqlite.rows=2048",
     "workload.sqlite.file_capacity_bytes=4194304",
     "log.size_bytes=4194304",
+    "workload.ycsb.records=4096",
+    "workload.ycsb.operations=8000",
 ];
 
 fn workloads() -> Vec<&'static str> {
@@ -53,7 +55,16 @@ fn every_workload_runs_under_every_protocol_with_the_same_program_writes() {
         let rs = v.as_array().unwrap();
         let base = &rs[0];
         assert_eq!(base["normalized_throughput"], 1.0, "{w}");
-        assert!(base["pset_blocks_per_tx"].as_f64().unwrap() >= 1.0, "{w}");
+        if w == "ycsb-c" {
+            // Read only: the program stores nothing (a protocol may still log the empty commit).
+            for r in rs {
+                assert_eq!((r["program_write_bytes"].as_u64(), r["pset_blocks_per_tx"].as_f64()), (Some(0), Some(0.0)));
+            }
+            continue;
+        }
+        // The other workloads write in every transaction; most of YCSB B's (5% updates) and D's (5% inserts) only read.
+        let least = if w == "ycsb-b" || w == "ycsb-d" { 0.05 } else { 1.0 };
+        assert!(base["pset_blocks_per_tx"].as_f64().unwrap() >= least, "{w}");
         for r in &rs[1..] {
             assert_eq!(r["program_write_bytes"], base["program_write_bytes"], "{w} {}", r["protocol"]);
             assert_eq!(r["pset_blocks_per_tx"], base["pset_blocks_per_tx"], "{w} {}", r["protocol"]);
@@ -93,7 +104,8 @@ fn no_workload_shows_a_violation_under_crashes_and_aborts() {
 
 #[test]
 fn an_injected_bug_is_caught_on_every_workload() {
-    for w in workloads() {
+    // A read-only workload (YCSB's C) stores no data a crash could lose.
+    for w in workloads().into_iter().filter(|&w| w != "ycsb-c") {
         for (p, bug) in
             [("h-wal", "commit-before-log"), ("ec-wal", "meta-before-data"), ("s-wal", "truncate-before-checkpoint")]
         {

@@ -461,7 +461,7 @@ fn workloads(a: WorkloadsArgs) -> Result<i32, String> {
         let r = runner::execute(&spec)?.result;
         rows.push(WorkloadRow {
             workload: w.name(),
-            parameters: tree.get(w.name()).cloned().unwrap_or(toml::Value::Table(Default::default())),
+            parameters: tree.get(w.section()).cloned().unwrap_or(toml::Value::Table(Default::default())),
             data_bytes: w.build(&cfg.workload).data_bytes(),
             pset_blocks_per_tx: r.pset_blocks_per_tx,
             pset_txs: r.txs_committed,

@@ -558,6 +558,44 @@ impl BTree {
         (pos < n && pm.load_u64(key_at(leaf, pos)) == key).then(|| pm.load_u32(value_at(leaf, pos)))
     }
 
+    /// Write an empty tree (one root leaf) into a zeroed area, inside the caller's transaction:
+    /// a structure that keeps its own entries in the tree (YCSB's index) starts from it.
+    pub fn format<P: Pm>(&self, pm: &mut P) {
+        let root = self.alloc(pm);
+        write_header(pm, root, KIND_LEAF, 0, 0);
+        pm.store_u64(ROOT_AT, root.0);
+    }
+
+    /// A range scan: up to `n` entries from the first key `>= start`, in key order, into
+    /// `out` (cleared first), along the leaf chain; loads only. Each leaf's share is one load of
+    /// its key run and one of its value run.
+    pub fn scan<P: Pm>(&mut self, pm: &mut P, start: u64, n: usize, out: &mut Vec<(u64, u32)>) {
+        out.clear();
+        let (mut leaf, mut cnt) = self.descend(pm, start);
+        let mut pos = self.search(pm, leaf, cnt, start, false);
+        let (mut kb, mut vb) = ([0u8; 8 * LEAF_SLOTS as usize], [0u8; 4 * LEAF_SLOTS as usize]);
+        while out.len() < n {
+            if pos >= cnt {
+                let next = pm.load_u64(leaf + NEXT_OFF);
+                if next == 0 {
+                    break;
+                }
+                pm.compute(self.cost.node);
+                (leaf, cnt, pos) = (Addr(next), count(pm, Addr(next)).min(LEAF_SLOTS as usize), 0);
+                continue;
+            }
+            let take = (cnt - pos).min(n - out.len());
+            pm.load(key_at(leaf, pos), &mut kb[..8 * take]);
+            pm.load(value_at(leaf, pos), &mut vb[..4 * take]);
+            out.extend(
+                kb[..8 * take].chunks_exact(8).zip(vb[..4 * take].chunks_exact(4)).map(|(k, v)| {
+                    (u64::from_le_bytes(k.try_into().unwrap()), u32::from_le_bytes(v.try_into().unwrap()))
+                }),
+            );
+            pos += take;
+        }
+    }
+
     /// Insert `key` with `value`, or overwrite its value. Returns whether the key is new.
     pub fn insert<P: Pm>(&mut self, pm: &mut P, key: u64, value: u32) -> bool {
         let (leaf, n) = self.descend(pm, key);

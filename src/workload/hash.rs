@@ -273,6 +273,25 @@ impl HashTable {
         Found { link, entry: cur, head }
     }
 
+    /// A lookup (loads only): the first 8 value bytes stored under `key` (for an entry inserted
+    /// with seed `s`, `s` itself: [`kv::value_bytes`]'s first word), `None` if absent. A
+    /// structure that keeps its own records (YCSB's index) stores their addresses so.
+    pub fn get<P: Pm>(&self, pm: &mut P, key: u64) -> Option<u64> {
+        let e = self.find(pm, key).entry;
+        (e != 0).then(|| pm.load_u64(Addr(e + VALUE)))
+    }
+
+    /// The line of `key`'s bucket head (its lock id on several cores).
+    pub fn bucket_line(&self, key: u64) -> u64 {
+        self.bucket_of(key).0 / 64
+    }
+
+    /// Entries in use in a data area (the single-allocator layout), for a verifier that has
+    /// already passed [`HashTable::verify`].
+    pub fn entries_in(&self, data: &[u8]) -> Result<u64, String> {
+        self.slab.used_in(data)
+    }
+
     fn insert<P: Pm>(&self, pm: &mut P, key: u64, seed: u64) {
         pm.compute(self.cfg.compute_cycles_per_insert);
         let found = self.find(pm, key);

@@ -20,6 +20,7 @@ pub mod sqlite;
 pub mod trace_replay;
 pub mod tx_tape;
 pub mod user;
+pub mod ycsb;
 
 use crate::rng::Rng;
 /// The key-value workloads' populate, run_tx and data_bytes come from this trait.
@@ -148,6 +149,8 @@ pub struct WorkloadConfig {
     pub rbtree: rbtree::RbTreeConfig,
     pub sdg: sdg::SdgConfig,
     pub sqlite: sqlite::SqliteConfig,
+    #[serde(default)]
+    pub ycsb: ycsb::YcsbConfig,
 }
 
 impl Default for WorkloadConfig {
@@ -161,6 +164,7 @@ impl Default for WorkloadConfig {
             rbtree: Default::default(),
             sdg: Default::default(),
             sqlite: Default::default(),
+            ycsb: Default::default(),
         }
     }
 }
@@ -173,7 +177,8 @@ impl WorkloadConfig {
         self.hash.validate()?;
         self.rbtree.validate()?;
         self.sdg.validate()?;
-        self.sqlite.validate()
+        self.sqlite.validate()?;
+        self.ycsb.validate()
     }
 }
 
@@ -203,6 +208,15 @@ macro_rules! workloads {
                     $(WorkloadKind::$variant => $name,)*
                     WorkloadKind::$tvariant => $tname,
                     WorkloadKind::User => "user",
+                }
+            }
+
+            /// The configuration section it reads (`workload.<section>`): the YCSB workloads
+            /// share one.
+            pub fn section(self) -> &'static str {
+                match self {
+                    $(WorkloadKind::$variant => stringify!($cfg),)*
+                    WorkloadKind::$tvariant | WorkloadKind::User => "",
                 }
             }
 
@@ -327,6 +341,12 @@ impl Workload {
             Workload::Sqlite(_) => Err("workload sqlite runs on one core: SQLite's own locking serialises \
                 writers on one database file, so one connection per core would run one writer at a time"
                 .into()),
+            Workload::YcsbA(_)
+            | Workload::YcsbB(_)
+            | Workload::YcsbC(_)
+            | Workload::YcsbD(_)
+            | Workload::YcsbE(_)
+            | Workload::YcsbF(_) => Ok(()),
             // Locked by its replayer ([`trace_replay::TraceWorkload::open_cores`]).
             Workload::Trace(_) => Ok(()),
             Workload::User(_) => {
@@ -378,6 +398,12 @@ impl Workload {
             Workload::RbTree(w) => Some(follow::parts(w.partitions(), || Box::new(w.follower()))),
             Workload::BTree(w) => Some(follow::parts(w.partitions(), || Box::new(w.follower()))),
             Workload::Sqlite(w) => Some(Box::new(w.follower())),
+            Workload::YcsbA(w) => Some(Box::new(w.follower())),
+            Workload::YcsbB(w) => Some(Box::new(w.follower())),
+            Workload::YcsbC(w) => Some(Box::new(w.follower())),
+            Workload::YcsbD(w) => Some(Box::new(w.follower())),
+            Workload::YcsbE(w) => Some(Box::new(w.follower())),
+            Workload::YcsbF(w) => Some(Box::new(w.follower())),
             _ => None,
         }
     }
@@ -390,6 +416,12 @@ workloads! {
     RbTree "rbtree" rbtree::RbTree.rbtree;
     Sdg "sdg" sdg::Sdg.sdg;
     Sqlite "sqlite" sqlite::Sqlite.sqlite;
+    YcsbA "ycsb-a" ycsb::YcsbA.ycsb;
+    YcsbB "ycsb-b" ycsb::YcsbB.ycsb;
+    YcsbC "ycsb-c" ycsb::YcsbC.ycsb;
+    YcsbD "ycsb-d" ycsb::YcsbD.ycsb;
+    YcsbE "ycsb-e" ycsb::YcsbE.ycsb;
+    YcsbF "ycsb-f" ycsb::YcsbF.ycsb;
     @replayed Trace "trace" trace_replay::TraceWorkload;
 }
 
@@ -408,6 +440,7 @@ macro_rules! clonable {
     };
 }
 clonable!(sps::Sps, btree::BTree, hash::HashTable, rbtree::RbTree, sdg::Sdg);
+clonable!(ycsb::YcsbA, ycsb::YcsbB, ycsb::YcsbC, ycsb::YcsbD, ycsb::YcsbE, ycsb::YcsbF);
 
 impl Clonable for sqlite::Sqlite {
     fn try_clone_as(&self) -> Option<Self> {
