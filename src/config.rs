@@ -18,7 +18,8 @@ pub struct Config {
     pub core: CoreConfig,
     pub l1: CacheConfig,
     pub l2: CacheConfig,
-    pub llc: CacheConfig,
+    /// The shared last-level cache; its capacity grows with the cores ([`LlcConfig`]).
+    pub llc: LlcConfig,
     pub memory: MemoryConfig,
     pub log: LogConfig,
     pub pcm: crate::pcm::PcmConfig,
@@ -214,6 +215,24 @@ pub struct CacheConfig {
     pub latency_cycles: Cycle,
 }
 
+/// The shared last-level cache. Its capacity is `size_per_core_bytes` per core, as chips build
+/// it (a slice per core), unless `size_bytes` fixes it; [`Config::llc_cache`] is the one place
+/// that resolves it. The sets are indexed by the block number's low bits, so a derived capacity
+/// counts the cores down to a power of two (3 cores: 2 slices); every other count is exact.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LlcConfig {
+    /// The whole shared capacity in bytes whatever the cores; 0 (the default) derives it from
+    /// `size_per_core_bytes`.
+    pub size_bytes: u64,
+    /// Capacity per core in bytes (Table I's one-core LLC), used when `size_bytes` is 0.
+    pub size_per_core_bytes: u64,
+    /// Associativity, the same at every capacity (more cores add sets, not ways).
+    pub ways: u64,
+    /// Lookup latency in core cycles, the same at every capacity (Table I's one-core figure).
+    pub latency_cycles: Cycle,
+}
+
 /// The memory controller and the NVM device behind it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -314,7 +333,7 @@ impl Default for Config {
             core: CoreConfig { freq_mhz: 1000 },
             l1: CacheConfig { size_bytes: 32 << 10, ways: 2, latency_cycles: Cycle::new(1) },
             l2: CacheConfig { size_bytes: 256 << 10, ways: 8, latency_cycles: Cycle::new(8) },
-            llc: CacheConfig { size_bytes: 1 << 20, ways: 16, latency_cycles: Cycle::new(21) },
+            llc: LlcConfig { size_bytes: 0, size_per_core_bytes: 1 << 20, ways: 16, latency_cycles: Cycle::new(21) },
             memory: MemoryConfig {
                 banks: 8,
                 read_latency_ns: Ns::new(168),
@@ -457,7 +476,14 @@ impl Config {
     /// [`Config::validate`] of the caches: ways, sizes, latencies, inclusion.
     fn validate_caches(&self) -> Result<(), ConfigError> {
         let err = |k: &str, v: u64, allowed: &str| Err(ConfigError(format!("{k} = {v}: allowed {allowed}")));
-        for (name, c) in [("l1", &self.l1), ("l2", &self.l2), ("llc", &self.llc)] {
+        let llc = &self.llc;
+        let per_core =
+            CacheConfig { size_bytes: llc.size_per_core_bytes, ways: llc.ways, latency_cycles: llc.latency_cycles };
+        let fixed = CacheConfig { size_bytes: llc.size_bytes, ..per_core.clone() };
+        let levels =
+            [("l1", &self.l1, "size_bytes"), ("l2", &self.l2, "size_bytes"), ("llc", &per_core, "size_per_core_bytes")];
+        let fixed = (llc.size_bytes != 0).then_some(("llc", &fixed, "size_bytes"));
+        for (name, c, size_key) in levels.into_iter().chain(fixed) {
             if !(1..=16).contains(&c.ways) {
                 return err(&format!("{name}.ways"), c.ways, "1..=16");
             }
@@ -467,20 +493,42 @@ impl Config {
                 || !(lines / c.ways).is_power_of_two()
                 || c.size_bytes > 1 << 36
             {
-                return err(
-                    &format!("{name}.size_bytes"),
-                    c.size_bytes,
-                    "a multiple of ways*64 giving a power-of-two number of sets, at most 2^36",
-                );
+                let allowed = "a multiple of ways*64 giving a power-of-two number of sets, at most 2^36";
+                let allowed =
+                    if size_key == "size_bytes" && name == "llc" { format!("0 or {allowed}") } else { allowed.into() };
+                return err(&format!("{name}.{size_key}"), c.size_bytes, &allowed);
             }
             if c.latency_cycles.get() > 10_000 {
                 return err(&format!("{name}.latency_cycles"), c.latency_cycles.get(), "0..=10000");
             }
         }
-        if self.l1.size_bytes > self.l2.size_bytes || self.l2.size_bytes > self.llc.size_bytes {
+        let shared = self.llc_cache().size_bytes;
+        if shared > 1 << 36 {
+            let allowed =
+                format!("at most 2^36 / {} slices (machine.cores = {})", self.llc_slices(), self.machine.cores);
+            return err("llc.size_per_core_bytes", llc.size_per_core_bytes, &allowed);
+        }
+        if self.l1.size_bytes > self.l2.size_bytes || self.l2.size_bytes > shared {
             return Err(ConfigError("cache sizes: inclusive hierarchy needs l1 <= l2 <= llc".into()));
         }
         Ok(())
+    }
+
+    /// The slices of a derived LLC: the cores, counted down to a power of two so that the sets
+    /// stay a power of two.
+    fn llc_slices(&self) -> u64 {
+        1 << self.machine.cores.max(1).ilog2()
+    }
+
+    /// The shared LLC as built: `llc.size_bytes` if set, else `llc.size_per_core_bytes` times
+    /// the cores (counted down to a power of two). One core: Table I's 1 MiB.
+    pub fn llc_cache(&self) -> CacheConfig {
+        let llc = &self.llc;
+        let size_bytes = match llc.size_bytes {
+            0 => llc.size_per_core_bytes.saturating_mul(self.llc_slices()),
+            fixed => fixed,
+        };
+        CacheConfig { size_bytes, ways: llc.ways, latency_cycles: llc.latency_cycles }
     }
 
     /// [`Config::validate`] of the memory and of S-WAL's software costs.
@@ -641,7 +689,8 @@ mod tests {
         let c = Config::default();
         assert_eq!((c.l1.size_bytes, c.l1.ways, c.l1.latency_cycles), (32768, 2, Cycle::new(1)));
         assert_eq!((c.l2.size_bytes, c.l2.ways, c.l2.latency_cycles), (262144, 8, Cycle::new(8)));
-        assert_eq!((c.llc.size_bytes, c.llc.ways, c.llc.latency_cycles), (1 << 20, 16, Cycle::new(21)));
+        assert_eq!((c.llc.size_per_core_bytes, c.llc.ways, c.llc.latency_cycles), (1 << 20, 16, Cycle::new(21)));
+        assert_eq!(c.llc_cache().size_bytes, 1 << 20);
         assert_eq!((c.memory.banks, c.ns_to_cycles(c.memory.read_latency_ns)), (8, Cycle::new(168)));
         c.validate().unwrap();
     }
@@ -675,6 +724,26 @@ mod tests {
         assert!(e.0.contains("machine.persist_domain"), "{e}");
         let e = Config::build(None, &["machine.bbpb_entries=0".into()]).unwrap_err();
         assert_eq!(e.0, "machine.bbpb_entries = 0: allowed 1..=1024");
+    }
+
+    #[test]
+    fn the_llc_grows_with_the_cores_unless_fixed() {
+        let at = |sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            Config::build(None, &sets).map(|c| c.llc_cache().size_bytes).map_err(|e| e.0)
+        };
+        assert_eq!(at(&["machine.cores=4"]), Ok(4 << 20));
+        assert_eq!(at(&["machine.cores=8", "llc.size_per_core_bytes=2097152"]), Ok(16 << 20));
+        assert_eq!(at(&["machine.cores=3"]), Ok(2 << 20), "counted down to a power of two");
+        assert_eq!(at(&["machine.cores=4", "llc.size_bytes=524288"]), Ok(524288), "a fixed size wins");
+        let e = at(&["llc.size_per_core_bytes=1000"]).unwrap_err();
+        assert!(e.starts_with("llc.size_per_core_bytes = 1000: allowed a multiple of ways*64"), "{e}");
+        let e = at(&["llc.size_per_core_bytes=65536", "l2.size_bytes=131072"]).unwrap_err();
+        assert!(e.contains("l1 <= l2 <= llc"), "{e}");
+        let e = at(&["machine.cores=16", "llc.size_per_core_bytes=68719476736"]).unwrap_err();
+        assert_eq!(e, "llc.size_per_core_bytes = 68719476736: allowed at most 2^36 / 16 slices (machine.cores = 16)");
+        let e = at(&["llc.size_bytes=1000"]).unwrap_err();
+        assert!(e.starts_with("llc.size_bytes = 1000: allowed 0 or a multiple"), "{e}");
     }
 
     #[test]

@@ -381,7 +381,7 @@ fn bad_arguments_get_one_line_naming_the_allowed_values_and_exit_2() {
     // Found by a sweep of every key over extreme values: each of these had panicked or aborted.
     assert_usage_error(
         &["run", "--workload", "sps", "--protocol", "kiln", "--set", "llc.size_bytes=68719476736"],
-        &["llc.size_bytes = 68719476736", "31-bit block numbers", "2^37"],
+        &["an LLC of 68719476736 bytes", "31-bit block numbers", "2^37"],
     );
     assert_usage_error(
         &["run", "--workload", "sps", "--set", "memory.device=pcm", "--set", "pcm.chunk_program_ns=1e308"],

@@ -96,7 +96,8 @@ pub struct Hierarchy {
 
 impl Hierarchy {
     pub fn new(cfg: &Config) -> Hierarchy {
-        let (l1, l2, llc) = (SetAssoc::new_inner(&cfg.l1), SetAssoc::new_inner(&cfg.l2), SetAssoc::new(&cfg.llc));
+        let (l1, l2, llc) =
+            (SetAssoc::new_inner(&cfg.l1), SetAssoc::new_inner(&cfg.l2), SetAssoc::new(&cfg.llc_cache()));
         let coh = (cfg.machine.cores > 1).then(|| Box::new(coherence::Coherence::new(cfg)));
         Hierarchy { l1, l2, llc, stats: CacheStats::default(), coh }
     }

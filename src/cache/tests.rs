@@ -5,7 +5,7 @@
 //! sets too.
 
 use super::*;
-use crate::config::{CacheConfig, Config};
+use crate::config::{CacheConfig, Config, LlcConfig};
 use crate::rng::Rng;
 use std::collections::{HashSet, VecDeque};
 
@@ -200,9 +200,19 @@ fn level(sets: u64, ways: u64, latency_cycles: u64) -> CacheConfig {
     CacheConfig { size_bytes: 64 * sets * ways, ways, latency_cycles: Cycle::new(latency_cycles) }
 }
 
+/// `c` as a fixed-size LLC.
+fn fixed(c: &CacheConfig) -> LlcConfig {
+    LlcConfig {
+        size_bytes: c.size_bytes,
+        size_per_core_bytes: c.size_bytes,
+        ways: c.ways,
+        latency_cycles: c.latency_cycles,
+    }
+}
+
 fn small_config() -> Config {
     let mut c = Config::default();
-    (c.l1, c.l2, c.llc) = (level(2, 2, 1), level(4, 4, 8), level(8, 8, 21));
+    (c.l1, c.l2, c.llc) = (level(2, 2, 1), level(4, 4, 8), fixed(&level(8, 8, 21)));
     c
 }
 
@@ -510,7 +520,7 @@ fn hierarchy_matches_a_reference_model() {
     for (g, (l1, l2, llc)) in geometries.into_iter().enumerate() {
         for seed in [1u64, 2, 0xC0FFEE] {
             let mut cfg = Config::default();
-            (cfg.l1, cfg.l2, cfg.llc) = (l1.clone(), l2.clone(), llc.clone());
+            (cfg.l1, cfg.l2, cfg.llc) = (l1.clone(), l2.clone(), fixed(&llc));
             let mut h = Hierarchy::new(&cfg);
             let mut r = RefHierarchy {
                 l1: RefLevel::new(&l1),

@@ -90,13 +90,13 @@ pub static LOC_KILN: super::Registration<Kiln> = super::Registration {
 /// The layout with the NV-LLC's records (one per LLC slot), or the one line saying the memory
 /// is too large for their 31-bit block numbers.
 fn with_records(layout: Layout, cfg: &crate::config::Config, name: &str) -> Result<Layout, String> {
-    let layout = layout.with_nvllc(nvllc::bytes((cfg.llc.size_bytes / 64) as usize, layout.cores));
+    let layout = layout.with_nvllc(nvllc::bytes((cfg.llc_cache().size_bytes / 64) as usize, layout.cores));
     if layout.total_bytes() / 64 >= (1 << 31) - 1 {
         return Err(format!(
-            "the simulated memory of {} bytes with {name}'s NV-LLC records (llc.size_bytes = {}, log.size_bytes = \
+            "the simulated memory of {} bytes with {name}'s NV-LLC records (an LLC of {} bytes, log.size_bytes = \
              {}): the NV-LLC's tags hold 31-bit block numbers, allowed below 2^37 bytes",
             layout.total_bytes(),
-            cfg.llc.size_bytes,
+            cfg.llc_cache().size_bytes,
             cfg.log.size_bytes
         ));
     }
@@ -104,7 +104,7 @@ fn with_records(layout: Layout, cfg: &crate::config::Config, name: &str) -> Resu
 }
 
 fn build(b: &super::Build<'_>, loc_kiln: bool) -> Kiln {
-    let (sd, w, slots) = (b.cfg.loc.speculation_degree, b.cfg.min_write_cycles(), (b.cfg.llc.size_bytes / 64) as usize);
+    let (sd, w, slots) = (b.cfg.loc.speculation_degree, b.cfg.min_write_cycles(), (b.cfg.llc_cache().size_bytes / 64) as usize);
     Kiln::new(b.layout, loc_kiln, sd, w, slots, b.bug)
 }
 

@@ -8,7 +8,8 @@ use crate::config::Config;
 use crate::rng::Rng;
 
 const MISS: Cycle = Cycle::new(1 + 8 + 21);
-const LLC_SETS: u64 = 1024;
+/// The LLC's sets on two cores: 2 MiB (1 MiB per core), 16 ways.
+const LLC_SETS_2: u64 = 2048;
 
 fn config(sets: &[&str]) -> Config {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
@@ -119,13 +120,13 @@ fn a_store_miss_invalidates_every_sharer_in_parallel_and_takes_a_dirty_owners_li
 fn an_llc_eviction_back_invalidates_every_core_and_gathers_their_dirty_bits() {
     let mut h = hier(2);
     on(&mut h, 1, 7, true);
-    on(&mut h, 0, 7 + LLC_SETS, false);
+    on(&mut h, 0, 7 + LLC_SETS_2, false);
     // Core 0 fills the rest of the LLC set (16 ways); the 17th block pushes out block 7, the
     // least recently used, which only core 1 holds, dirty.
     for k in 2..16 {
-        assert!(on(&mut h, 0, 7 + k * LLC_SETS, false).victim.is_none());
+        assert!(on(&mut h, 0, 7 + k * LLC_SETS_2, false).victim.is_none());
     }
-    let a = on(&mut h, 0, 7 + 16 * LLC_SETS, false);
+    let a = on(&mut h, 0, 7 + 16 * LLC_SETS_2, false);
     assert_eq!(a.victim, Some(Victim { block: BlockId(7), tag: 0, version: false, slot: a.llc_slot }));
     assert!(h.private(1).0.find(BlockId(7)).is_none() && h.private(1).1.find(BlockId(7)).is_none());
     assert_eq!(h.stats.llc_dirty_evictions, 1);

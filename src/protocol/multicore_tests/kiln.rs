@@ -432,7 +432,7 @@ fn loc_kiln_registers_a_source_window_before_its_dependent_on_another_core() {
     // The NV-LLC: the register at the last global number; each core's binding at its last
     // registered transaction (core-local, global).
     let nv0 = b.m.layout.nvllc_block0();
-    let slots = (cfg.llc.size_bytes / 64) as usize;
+    let slots = (cfg.llc_cache().size_bytes / 64) as usize;
     let nv = |k: u64| crate::pmem::read_block(&b.m.nvm, BlockId(nv0.0 + k));
     assert_eq!(nvllc::Register::decode(&nv(0)), Some(nvllc::Register { committed: 3, applied: 0 }));
     assert_eq!(nvllc::Binding::decode(&nv(nvllc::binding_block(slots, 0))), Some(nvllc::Binding { local: 1, seq: 1 }));
