@@ -319,7 +319,7 @@ pub(crate) mod tests {
         let kinds: Vec<WriteKind> = w.iter().map(|x| x.2).collect();
         assert_eq!(kinds, [WriteKind::LogData, WriteKind::LogData, WriteKind::LogData, WriteKind::LogData, WriteKind::LogMeta]);
         let s0 = w[0].0;
-        let expected: Vec<(Cycle, Cycle)> = (0..5).map(|i| (s0 + Cycle(168 * i), s0 + Cycle(168 * (i + 1)))).collect();
+        let expected: Vec<(Cycle, Cycle)> = (0..5).map(|i| (s0 + Cycle::new(168 * i), s0 + Cycle::new(168 * (i + 1)))).collect();
         assert_eq!(w.iter().map(|x| (x.0, x.1)).collect::<Vec<_>>(), expected, "strictest: {w:?}");
         let e = log_writes_of_one_transaction(&[STRICTEST, EXEMPT], ec, 1);
         let (s0, last) = (e[0].0, e[4].1);
@@ -327,7 +327,7 @@ pub(crate) mod tests {
         // The data writes start together on four banks and the META one cycle later (after its
         // group's data have started): the whole log phase in one write latency and a cycle,
         // where the strictest reading takes five.
-        assert_eq!(e.iter().map(|x| x.0 - s0).collect::<Vec<_>>(), [0, 0, 0, 0, 1].map(Cycle), "exempt: {e:?}");
-        assert_eq!(last - s0, Cycle(168 + 1), "exempt: {e:?}");
+        assert_eq!(e.iter().map(|x| x.0 - s0).collect::<Vec<_>>(), [0, 0, 0, 0, 1].map(Cycle::new), "exempt: {e:?}");
+        assert_eq!(last - s0, Cycle::new(168 + 1), "exempt: {e:?}");
     }
 }

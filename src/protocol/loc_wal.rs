@@ -891,7 +891,7 @@ mod tests {
         let loc = |layout: &Layout, cfg: &Config| LocWal::new(layout, 2, cfg.min_write_cycles(), None);
         use WriteKind::{LogData as D, LogMeta as M};
         let offsets = |w: &[(Cycle, Cycle, WriteKind)]| -> Vec<(u64, u64, WriteKind)> {
-            w.iter().map(|x| ((x.0 - w[0].0).0, (x.1 - w[0].0).0, x.2)).collect()
+            w.iter().map(|x| ((x.0 - w[0].0).get(), (x.1 - w[0].0).get(), x.2)).collect()
         };
         // In issue order: the first transaction's four blocks (slots 0-3 of the first group),
         // the second's first three (slots 4-6; its lines' commit flush, 4 x 29 cycles, comes

@@ -107,7 +107,7 @@ impl Region {
     /// Flush every line of the write set (charging the loop's `apply` per line), fence.
     fn flush_lines(&mut self, m: &mut Machine, costs: &SwalConfig) {
         for &b in &self.ws {
-            m.compute(Cycle(costs.apply_instructions));
+            m.compute(Cycle::new(costs.apply_instructions));
             m.clflush(b, WriteKind::Home);
         }
         m.fence();
@@ -148,7 +148,7 @@ impl SUndo {
         }
         // The copy's source: the line is read (it is stored to next).
         m.access_block(b, false);
-        m.compute(Cycle(self.costs.append_instructions));
+        m.compute(Cycle::new(self.costs.append_instructions));
         let at = entry_block(r.log0, i);
         if m.keep_bytes {
             let checked = self.bug != Some(Bug::UncheckedUndoEntry);
@@ -179,7 +179,7 @@ impl Protocol for SUndo {
 
     fn before_store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         // The range-tree look-up of `pmemobj_tx_add_range`.
-        m.compute(Cycle(self.costs.lookup_instructions));
+        m.compute(Cycle::new(self.costs.lookup_instructions));
         let c = m.core();
         let before = self.regions[c].ws.len();
         for b in blocks_of(addr, len) {
@@ -230,7 +230,7 @@ impl Protocol for SUndo {
         // entry, stores the line), flushes the lines, fences, then invalidates the log.
         for i in 0..r.ws.len() {
             let at = entry_block(r.log0, i as u64);
-            m.compute(Cycle(self.costs.apply_instructions));
+            m.compute(Cycle::new(self.costs.apply_instructions));
             m.access_block(at, false);
             m.access_block(BlockId(at.0 + 1), false);
             m.access_block(r.ws[i], true);
