@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Every distinct crash cycle: for each durable state, its first and last cycle.
-fn candidate_cycles(rec: &Recorded) -> Vec<Cycle> {
+pub(super) fn candidate_cycles(rec: &Recorded) -> Vec<Cycle> {
     let w = &rec.record.durable.writes;
     let mut times: Vec<Cycle> = w.iter().map(|x| x.durable).collect();
     times.dedup();

@@ -622,13 +622,16 @@ impl<O: Oracle> Overlaid for Engine<'_, O> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::dispatch::{check_recorded, estimate_line};
+    use super::super::concurrent::History;
+    use super::super::dispatch::{candidate_cycles, check_recorded, estimate_line};
+    use super::super::oracle::{closure::Closure, prefix::Prefix};
     use super::*;
     use crate::config::Config;
-    use crate::protocol::ProtocolKind;
+    use crate::protocol::{Bug, ProtocolKind};
     use crate::runner::{execute, RunSpec};
     use crate::types::{blocks_of, Addr};
     use crate::workload::WorkloadKind;
+    use std::collections::BTreeMap;
 
     /// The exhaustive check's estimate: the whole time at the rate so far, and what is left.
     #[test]
@@ -760,5 +763,66 @@ mod tests {
         assert_eq!(r.violations_by_kind.get(&ViolationKind::Structure), Some(&r.violations), "{r:?}");
         let detail = r.first_violation.map(|v| v.detail).unwrap_or_default();
         assert!(detail.contains("index"), "{detail}");
+    }
+
+    /// The violations of one point, by kind, with `prefix` counted as `closure`.
+    fn found_at(
+        now: &BTreeMap<ViolationKind, u64>,
+        before: &BTreeMap<ViolationKind, u64>,
+    ) -> BTreeMap<ViolationKind, u64> {
+        let as_closure = |k: ViolationKind| if k == ViolationKind::Prefix { ViolationKind::Closure } else { k };
+        now.iter()
+            .map(|(k, n)| (as_closure(*k), n - before.get(k).copied().unwrap_or(0)))
+            .filter(|&(_, n)| n > 0)
+            .collect()
+    }
+
+    /// With one core every closed set of transactions is a prefix (docs/model.md section 5):
+    /// the engine with the closure oracle finds, at every candidate crash point of a one-core
+    /// run, a `closure` violation exactly where the prefix oracle finds a `prefix` one, and the
+    /// same other violations. Over a sound run and runs with an injected bug, through a whole
+    /// recovery (H-WAL) and each incremental recoverer (Kiln's tracker, HOOP's scan cache).
+    #[test]
+    fn with_one_core_the_closure_oracle_finds_what_the_prefix_oracle_finds() {
+        let cases = [
+            (ProtocolKind::HWal, None),
+            (ProtocolKind::HWal, Some(Bug::AckBeforeDurable)),
+            (ProtocolKind::Kiln, Some(Bug::AckBeforeDurable)),
+            (ProtocolKind::Hoop, Some(Bug::CommitBeforeLog)),
+        ];
+        for (protocol, bug) in cases {
+            let run = RunSpec {
+                cfg: Config::default(),
+                workload: WorkloadKind::Sps,
+                protocol,
+                txs: 200,
+                warmup_txs: 0,
+                seed: 5,
+                abort_rate: 0.0,
+                bug,
+                record: true,
+                tape: false,
+                prefault: false,
+            };
+            let spec = CrashSpec::new(run.clone(), 0);
+            let rec = execute(&run).unwrap().recorded.unwrap();
+            let sparse = Sparse::of(&rec.initial);
+            let verifier = run.workload.build(&run.cfg.workload);
+            let h = History::new(&rec.oracle, &rec.record, &rec.initial[..rec.layout.data_bytes as usize]);
+            let prefix = Prefix::new(&spec, &rec, &verifier, &sparse, false);
+            let mut by_prefix = Engine::new(&spec, &rec, prefix, &sparse, false);
+            let closure = Closure::new(&spec, &rec, &h, &verifier, &sparse);
+            let mut by_closure = Engine::new(&spec, &rec, closure, &sparse, false);
+            let mut points_found = 0;
+            for t in candidate_cycles(&rec) {
+                let before = (by_prefix.part.by_kind.clone(), by_closure.part.by_kind.clone());
+                by_prefix.check_point(t);
+                by_closure.check_point(t);
+                let found = found_at(&by_prefix.part.by_kind, &before.0);
+                assert_eq!(found, found_at(&by_closure.part.by_kind, &before.1), "{protocol:?}, {bug:?}, at {t}");
+                points_found += usize::from(!found.is_empty());
+            }
+            assert_eq!(points_found > 0, bug.is_some(), "{protocol:?}, {bug:?}: {points_found} points violate");
+        }
     }
 }

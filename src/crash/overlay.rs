@@ -225,8 +225,9 @@ pub(crate) trait Overlaid {
     /// After a recovery of the durable image made with the overlay still laid (an incremental
     /// recoverer reading the home blocks from under it,
     /// [`super::incremental::IncrementalRecovery::recover`]): on the recoverer's guard use
-    /// (`guard`), a whole recovery of the durable image (the overlay taken away) must agree; then `plan` is laid in the old one's place ([`Overlaid::overlay_update`]),
-    /// or on an error the overlay is taken away.
+    /// (`guard`), a whole recovery of the durable image (the overlay taken away) must agree;
+    /// then `plan` is laid in the old one's place ([`Overlaid::overlay_update`]), or on an
+    /// error the overlay is taken away.
     fn lay_recovered(
         &mut self,
         plan: Result<Plan, String>,
