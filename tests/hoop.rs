@@ -183,8 +183,8 @@ fn a_torn_head_loses_committed_transactions_unless_it_has_two_slots() {
 /// a seeded mix of slice writes (committed, open, torn or out-of-step transactions, overwrites
 /// of scanned slices, wraps), head moves in two regions and changes of home blocks, recovery
 /// resuming from the cache (its scans and its replay) makes the plan a whole recovery makes.
-/// The same through a second cache the crash checker's way (`Sweep::recover_laid` and
-/// `Sweep::same_again_laid`, src/crash/sweep.rs): the image it is given has junk over its data
+/// The same through a second cache the crash checker's way (`Engine::lay` and
+/// `Engine::crash_during_recovery`, src/crash/engine.rs): the image it is given has junk over its data
 /// area (the checker's overlay) and its home blocks are read through a view of the image; and
 /// after each recovery, with a prefix of the plan's home writes shown through the view, it
 /// makes what a whole recovery of the image with that prefix made makes (every other step

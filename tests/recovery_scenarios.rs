@@ -212,7 +212,7 @@ fn eager_commit_data_blocks_without_their_meta_are_invisible() {
 /// the plan (or the error) is the same whatever the data area holds, and for S-WAL it is not
 /// (its redo records hold single stores merged into the home block). The crash checker relies
 /// on this to reuse a plan across crash points that differ only in data-area blocks and to
-/// decide the idempotence of a cut inside the redo writes (`Sweep::plan`, `src/crash/sweep.rs`).
+/// decide the idempotence of a cut inside the redo writes (`Engine::lay_whole`, `src/crash/engine.rs`).
 #[test]
 fn recovery_never_reads_the_data_area() {
     use locsim::protocol::ProtocolKind::{Kiln, LocKiln, LocWal};

@@ -1,7 +1,10 @@
 //! The crash checker's dispatcher: the crash points of a recorded run (every candidate cycle,
 //! or a draw of them), split into contiguous chunks over worker threads, each worker one
-//! engine over its chunk; the workers' parts summed into the report.
+//! [`Engine`] over its chunk (with the prefix oracle on one core, the closure oracle on N); the
+//! workers' parts summed into the report.
 
+use super::engine::Engine;
+use super::oracle::{closure::Closure, prefix::Prefix, Oracle};
 use super::{CrashReport, CrashSpec, GpfCutReport, Part, Violation, ViolationKind, WorkerSeconds};
 use crate::hostmem::Sparse;
 use crate::rng::Rng;
@@ -11,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Every distinct crash cycle: for each durable state, its first and last cycle.
-fn candidate_cycles(rec: &Recorded) -> Vec<Cycle> {
+pub(super) fn candidate_cycles(rec: &Recorded) -> Vec<Cycle> {
     let w = &rec.record.durable.writes;
     let mut times: Vec<Cycle> = w.iter().map(|x| x.durable).collect();
     times.dedup();
@@ -177,7 +180,7 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
     let bar = spec.progress.then(|| progress_bar(spec, points.len() as u64)).flatten();
     let sparse = &Sparse::of(&rec.initial);
     // With other workers beside it, a worker commits its per-block arrays at its start (see
-    // `Sweep::new`).
+    // `Engine::new`).
     let shared = threads > 1;
     // With more than one core: the concurrent history, indexed once for every worker.
     let history = (rec.layout.cores > 1).then(|| {
@@ -192,26 +195,17 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
                 s.spawn(move || {
                     let start = Instant::now();
                     let verifier = spec.run.workload.build(&spec.run.cfg.workload);
-                    if let Some(h) = history {
-                        let mut sweep = super::cores::CoreSweep::new(spec, rec, h, &verifier, sparse);
-                        let starting = start.elapsed();
-                        for &t in pts {
-                            let before = sweep.part.violations;
-                            sweep.check_point(t);
-                            done.fetch_add(1, Ordering::Relaxed);
-                            found.fetch_add(sweep.part.violations - before, Ordering::Relaxed);
+                    let verifier = &verifier;
+                    match history {
+                        Some(h) => {
+                            let oracle = Closure::new(spec, rec, h, verifier, sparse);
+                            walk(Engine::new(spec, rec, oracle, sparse, shared), start, pts, done, found)
                         }
-                        return Part { starting, ..sweep.part };
+                        None => {
+                            let oracle = Prefix::new(spec, rec, verifier, sparse, shared);
+                            walk(Engine::new(spec, rec, oracle, sparse, shared), start, pts, done, found)
+                        }
                     }
-                    let mut sweep = super::sweep::Sweep::new(spec, rec, &verifier, sparse, shared);
-                    let starting = start.elapsed();
-                    for &t in pts {
-                        let before = sweep.part.violations;
-                        sweep.check_point(t);
-                        done.fetch_add(1, Ordering::Relaxed);
-                        found.fetch_add(sweep.part.violations - before, Ordering::Relaxed);
-                    }
-                    Part { starting, ..sweep.part }
                 })
             })
             .collect();
@@ -235,6 +229,25 @@ fn sweep_all(spec: &CrashSpec, rec: &Recorded, points: &[Cycle]) -> Vec<Part> {
         }
         workers.into_iter().map(|w| w.join().expect("crash-check worker panicked")).collect()
     })
+}
+
+/// One worker's walk over its points `pts` (made at `start`), counting the points done and the
+/// violations found for the progress bar.
+fn walk<O: Oracle>(
+    mut engine: Engine<'_, O>,
+    start: Instant,
+    pts: &[Cycle],
+    done: &AtomicU64,
+    found: &AtomicU64,
+) -> Part {
+    let starting = start.elapsed();
+    for &t in pts {
+        let before = engine.part.violations;
+        engine.check_point(t);
+        done.fetch_add(1, Ordering::Relaxed);
+        found.fetch_add(engine.part.violations - before, Ordering::Relaxed);
+    }
+    Part { starting, ..engine.part }
 }
 
 /// How long an exhaustive check runs before it estimates its whole time.

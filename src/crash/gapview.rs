@@ -1,8 +1,8 @@
 //! Start-Gap under the crash checker (docs/formats/startgap.md): the durable writes to the log
-//! area and the register block are physical, recovery reads the logical log. Both sweeps (one
-//! core, `Sweep` in `sweep.rs`; N cores, `CoreSweep` in `cores.rs`) keep their durable image in the logical
-//! layout and route the writes Start-Gap owns here; before each recovery the log area of their
-//! image is brought up to the physical image ([`GapView::refresh`]).
+//! area and the register block are physical, recovery reads the logical log. The engine
+//! (`Engine` in `engine.rs`) keeps its durable image in the logical layout and routes the
+//! writes Start-Gap owns here; before each recovery the log area of its image is brought up to
+//! the physical image ([`GapView::refresh`]).
 
 use crate::pmem::Layout;
 use crate::recovery;

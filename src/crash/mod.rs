@@ -25,13 +25,13 @@
 //! definition), and timing: a protocol that is correct but slow passes.
 
 pub mod concurrent;
-mod cores;
 mod dispatch;
+mod engine;
 mod gapview;
 pub mod gpf;
 pub mod incremental;
+mod oracle;
 mod overlay;
-mod sweep;
 pub mod torn;
 
 pub use dispatch::{check, check_run};
@@ -214,8 +214,8 @@ pub struct CrashReport {
 /// The crash checker's workers' time, split by what it grows with: `starting`, a worker's own
 /// images and verifier (a copy of the initial image: grows with the memory); `following`, bringing a
 /// worker from one point to the next (landing the durable writes between them, applying the
-/// transactions committed between them to the oracle, the incremental verifier and the Kiln
-/// tracker catching up on the blocks those changed), which grows with the transactions between
+/// transactions committed between them to the oracle, the incremental verifier and an incremental
+/// recoverer catching up on the blocks those changed), which grows with the transactions between
 /// points; `at_points`,
 /// checking each state (recovery, the comparison with S_k, the prefix search, idempotence),
 /// which grows with the points. Host timing: not part of the verdicts.

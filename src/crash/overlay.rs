@@ -1,9 +1,8 @@
-//! The overlay of both sweeps: recovery's redo writes laid over the data area of a worker's
-//! durable image, so that the image's data area is the recovered one while durable writes
-//! keep landing (a write to a block under the overlay goes to the overlay's record of the
-//! durable content, which taking the overlay away restores). The cost of a point is then what
-//! changed in the plan since the last one, not the plan's length (`Sweep::plan` in
-//! `sweep.rs`, `CoreSweep::track` in `cores.rs`).
+//! The overlay: recovery's redo writes laid over the data area of a worker's durable image, so
+//! that the image's data area is the recovered one while durable writes keep landing (a write
+//! to a block under the overlay goes to the overlay's record of the durable content, which
+//! taking the overlay away restores). The cost of a point is then what changed in the plan
+//! since the last one, not the plan's length (`Engine::lay` in `engine.rs`).
 
 use crate::log::head::LogFormat;
 use crate::pmem::Layout;
@@ -11,7 +10,7 @@ use crate::recovery::Plan;
 use crate::types::{BlockData, BlockId};
 
 /// Blocks laid over an image, each with the durable content under it.
-pub(super) struct Overlay {
+pub(crate) struct Overlay {
     /// The durable content under each laid block, in laying order.
     under: Vec<(BlockId, BlockData)>,
     /// Per data block: its entry in `under`, valid when stamped `gen` (a stamp, so that taking
@@ -26,15 +25,15 @@ pub(super) struct Overlay {
 impl Overlay {
     /// An empty overlay over `at.len()` data blocks (`at` all `(0, 0)`, committed or not as
     /// the caller needs).
-    pub(super) fn new(at: Vec<(u32, u32)>) -> Overlay {
+    pub(crate) fn new(at: Vec<(u32, u32)>) -> Overlay {
         Overlay { under: Vec::new(), at, gen: 1, kept: Vec::new() }
     }
 
-    pub(super) fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.under.is_empty()
     }
 
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.under.len()
     }
 
@@ -54,33 +53,33 @@ impl Overlay {
 
     /// Is block `b` under the overlay?
     #[inline]
-    pub(super) fn covers(&self, b: BlockId) -> bool {
+    pub(crate) fn covers(&self, b: BlockId) -> bool {
         self.entry(b).is_some()
     }
 
     /// The durable content under block `b`, if it is laid.
     #[inline]
-    pub(super) fn durable(&self, b: BlockId) -> Option<&BlockData> {
+    pub(crate) fn durable(&self, b: BlockId) -> Option<&BlockData> {
         self.entry(b).map(|i| &self.under[i].1)
     }
 
     /// The durable content of block `b` of `img` (the image this overlay is laid over): its
     /// record if `b` is laid, else `img`'s block.
     #[inline]
-    pub(super) fn durable_in(&self, img: &[u8], b: BlockId) -> BlockData {
+    pub(crate) fn durable_in(&self, img: &[u8], b: BlockId) -> BlockData {
         self.durable(b).copied().unwrap_or_else(|| crate::pmem::read_block(img, b))
     }
 
     /// The durable content under block `b` to write, if it is laid.
     #[inline]
-    pub(super) fn durable_mut(&mut self, b: BlockId) -> Option<&mut BlockData> {
+    pub(crate) fn durable_mut(&mut self, b: BlockId) -> Option<&mut BlockData> {
         self.entry(b).map(|i| &mut self.under[i].1)
     }
 
     /// Lay block `b`, whose durable content is `d`, unless it is laid already (its first
     /// record stays: what taking the overlay away restores).
     #[inline]
-    pub(super) fn cover(&mut self, b: BlockId, d: impl FnOnce() -> BlockData) {
+    pub(crate) fn cover(&mut self, b: BlockId, d: impl FnOnce() -> BlockData) {
         if !self.covers(b) {
             self.at[b.0 as usize] = (self.gen, self.under.len() as u32);
             self.under.push((b, d()));
@@ -88,7 +87,7 @@ impl Overlay {
     }
 
     /// Take block `b` out of the overlay: its durable content, if it was laid.
-    pub(super) fn uncover(&mut self, b: BlockId) -> Option<BlockData> {
+    pub(crate) fn uncover(&mut self, b: BlockId) -> Option<BlockData> {
         let at = self.entry(b)?;
         let (_, d) = self.under.swap_remove(at);
         self.at[b.0 as usize] = (0, 0);
@@ -98,9 +97,14 @@ impl Overlay {
         Some(d)
     }
 
+    /// The blocks laid, in laying order.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = BlockId> + '_ {
+        self.under.iter().map(|(b, _)| *b)
+    }
+
     /// Host cache hint: start loading block `b`'s entry. No effect on results.
     #[inline]
-    pub(super) fn prefetch(&self, b: usize) {
+    pub(crate) fn prefetch(&self, b: usize) {
         if let Some(e) = self.at.get(b) {
             crate::hostmem::prefetch(e);
         }
@@ -108,7 +112,7 @@ impl Overlay {
 
     /// Take the overlay away: its entries in laying order, for the caller to write each
     /// block's durable content back, last laid first, and to hand back ([`Overlay::reuse`]).
-    pub(super) fn take(&mut self) -> Vec<(BlockId, BlockData)> {
+    pub(crate) fn take(&mut self) -> Vec<(BlockId, BlockData)> {
         self.gen = self.gen.wrapping_add(1);
         if self.gen == 0 {
             self.at.fill((0, 0));
@@ -118,7 +122,7 @@ impl Overlay {
     }
 
     /// The vector [`Overlay::take`] gave, emptied, for the next laying.
-    pub(super) fn reuse(&mut self, mut v: Vec<(BlockId, BlockData)>) {
+    pub(crate) fn reuse(&mut self, mut v: Vec<(BlockId, BlockData)>) {
         v.clear();
         if self.under.is_empty() {
             self.under = v;
@@ -126,10 +130,9 @@ impl Overlay {
     }
 }
 
-/// A sweep with an [`Overlay`] over its image: the laying, one home for both sweeps; each
-/// sweep writes its image through its own bookkeeping (`set_img`: the running difference, the
-/// follower's marks).
-pub(super) trait Overlaid {
+/// An image with an [`Overlay`] over it: the laying. The engine writes its image through its
+/// own bookkeeping (`set_img`: the oracle hears of each block written).
+pub(crate) trait Overlaid {
     fn overlay(&self) -> &Overlay;
     fn overlay_mut(&mut self) -> &mut Overlay;
     /// The image as it stands (logical, the overlay laid).
@@ -141,27 +144,6 @@ pub(super) trait Overlaid {
     /// Block `b` of the image as it stands.
     fn img_block(&self, b: BlockId) -> BlockData {
         self.img()[b.range()].try_into().expect("a block")
-    }
-
-    /// The guard of the Kiln tracker ([`crate::crash::incremental::kiln::Tracker`]), which keeps the
-    /// overlay up to date: a whole recovery of the image (Kiln's reads no data block, so the
-    /// overlay does not change it) makes `redo` redo writes, its last write to each block is
-    /// what the overlay lays there, and the overlay lays nothing else.
-    fn check_tracker(&self, redo: usize) {
-        let layout = self.layout();
-        let whole = crate::recovery::recover(Some(LogFormat::Kiln), layout, self.img())
-            .expect("crash checker: the Kiln tracker follows an image recovery rejects");
-        let n = whole.writes.iter().position(|(b, _)| !layout.is_data(*b)).unwrap_or(whole.writes.len());
-        assert_eq!(n, redo, "crash checker: the Kiln tracker's count of redo writes");
-        let mut last: Vec<(BlockId, BlockData)> = whole.writes[..n].iter().rev().copied().collect();
-        last.sort_by_key(|(b, _)| b.0);
-        last.dedup_by_key(|(b, _)| b.0);
-        for (b, d) in &last {
-            let laid = self.overlay().covers(*b);
-            assert!(laid && self.img()[b.range()] == d[..], "crash checker: the Kiln tracker's block {}", b.0);
-        }
-        let laid = self.overlay().len();
-        assert_eq!(last.len(), laid, "crash checker: the Kiln tracker lays blocks recovery does not write");
     }
 
     /// Lay the redo writes of `plan` (those before its first write outside the data area) over
@@ -200,8 +182,8 @@ pub(super) trait Overlaid {
     /// content back. The image and the overlay then stand as [`Overlaid::overlay_off`] and
     /// [`Overlaid::overlay_on`] would leave them (but for the order of the overlay's entries),
     /// at the cost of what changed between the two plans (consecutive crash states differ in a
-    /// few blocks) rather than twice the plan's length, and the running difference of a sweep
-    /// hears only of the blocks written.
+    /// few blocks) rather than twice the plan's length, and the oracle hears only of the blocks
+    /// written.
     fn overlay_update(&mut self, plan: &Plan) {
         let before = self.overlay().len();
         let mut kept = std::mem::take(&mut self.overlay_mut().kept);
@@ -240,11 +222,12 @@ pub(super) trait Overlaid {
         self.overlay_mut().kept = kept;
     }
 
-    /// After a recovery of the durable image made with the overlay still laid (HOOP's scan
-    /// cache reading the home blocks from under it, [`super::incremental::hoop::Recoverer::recover_under`]): on
-    /// the cache's guard use, a whole recovery of the durable image (the overlay taken away)
-    /// must agree; then `plan` is laid in the old one's place ([`Overlaid::overlay_update`]),
-    /// or on an error the overlay is taken away.
+    /// After a recovery of the durable image made with the overlay still laid (an incremental
+    /// recoverer reading the home blocks from under it,
+    /// [`super::incremental::IncrementalRecovery::recover`]): on the recoverer's guard use
+    /// (`guard`), a whole recovery of the durable image (the overlay taken away) must agree;
+    /// then `plan` is laid in the old one's place ([`Overlaid::overlay_update`]), or on an
+    /// error the overlay is taken away.
     fn lay_recovered(
         &mut self,
         plan: Result<Plan, String>,
@@ -254,7 +237,7 @@ pub(super) trait Overlaid {
         if guard {
             self.overlay_off();
             let whole = crate::recovery::recover(format, self.layout(), self.img());
-            assert!(whole == plan, "crash checker: HOOP's scan cache disagrees with a whole recovery");
+            assert!(whole == plan, "crash checker: an incremental recoverer disagrees with a whole recovery");
         }
         match &plan {
             Ok(p) => self.overlay_update(p),
@@ -292,7 +275,7 @@ mod tests {
             Laid { layout, img: img.to_vec(), overlay: Overlay::new(vec![(0, 0); blocks]), written: 0 }
         }
 
-        /// A durable write, as the sweeps land one: under the overlay, into its record.
+        /// A durable write, as the engine lands one: under the overlay, into its record.
         fn land(&mut self, b: BlockId, d: &BlockData) {
             match self.overlay.durable_mut(b) {
                 Some(x) => *x = *d,
@@ -324,7 +307,7 @@ mod tests {
     /// and laying the new plan do, over seeded plans (repeated blocks, blocks of the last plan
     /// kept with the same or other bytes, a write outside the data area ending the redo
     /// writes) and durable writes landing between them; and it writes fewer blocks (a plan
-    /// here repeats a third of the last one's writes; a crash sweep's consecutive plans share
+    /// here repeats a third of the last one's writes; a crash check's consecutive plans share
     /// most of theirs).
     #[test]
     fn updating_the_overlay_equals_taking_it_away_and_laying_the_new_plan() {

@@ -5,6 +5,7 @@
 //! [`crate::recovery::hoop::recover`] gives (a pure function of the image), which the checker's
 //! guards and the model-based test in `tests/hoop.rs` compare.
 
+use super::super::overlay::Overlay;
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::hoop::SLICE_BLOCKS;
 use crate::pmem::{read_block, Layout};
@@ -315,15 +316,14 @@ impl Cache {
     }
 }
 
-/// Recovery of a sweep's durable image, through HOOP's scan cache ([`Cache`])
-/// where the format is HOOP's and no Start-Gap view rewrites the log area behind the cache's
-/// back: the cache is told of every durable write ([`Recoverer::land`]), and a recovery of an
-/// image the cache has not heard of (the recovered image, or one with a prefix of a plan laid)
-/// goes through a copy of it. On the 1st, 8th, 64th, ... cached recovery a whole recovery runs
-/// beside it and must agree. Other formats recover whole.
+/// HOOP's incremental recoverer ([`super::IncrementalRecovery`]): recovery of the checker's
+/// durable image through HOOP's scan cache ([`Cache`]), which is told of every durable write
+/// ([`Recoverer::land`]); a recovery of an image the cache has not heard of (the recovered
+/// image, or one with a prefix of a plan laid) goes through a copy of it. On the 1st, 8th,
+/// 64th, ... use a whole recovery runs beside it and must agree. Not under Start-Gap, whose
+/// view rewrites the log area behind the cache's back ([`super::for_format`]).
 pub(crate) struct Recoverer {
-    format: Option<LogFormat>,
-    hoop: Option<Cache>,
+    hoop: Cache,
     copy: Cache,
     uses: u64,
     /// The length, the redone transactions and the last write's block of the plan the cache's
@@ -338,78 +338,71 @@ fn mark(plan: Option<&crate::recovery::Plan>) -> Option<(usize, u64, u64)> {
     Some((p.writes.len(), p.redone_txs, p.writes.last().map_or(u64::MAX, |(b, _)| b.0)))
 }
 
-impl Recoverer {
-    /// For `format` over `layout`; `gap`: a Start-Gap view refreshes the log area.
-    pub(crate) fn new(format: Option<LogFormat>, layout: &Layout, gap: bool) -> Recoverer {
-        let hoop = (format == Some(LogFormat::Hoop) && !gap).then(|| Cache::new(layout));
-        Recoverer { format, hoop, copy: Cache::default(), uses: 0, last: None }
-    }
+const FORMAT: Option<LogFormat> = Some(LogFormat::Hoop);
 
+impl Recoverer {
+    /// Over `layout`, nothing scanned yet.
+    pub(crate) fn new(layout: &Layout) -> Recoverer {
+        Recoverer { hoop: Cache::new(layout), copy: Cache::default(), uses: 0, last: None }
+    }
+}
+
+impl super::IncrementalRecovery for Recoverer {
     /// Block `b` of the durable image changed.
     #[inline]
-    pub(crate) fn land(&mut self, layout: &Layout, b: BlockId) {
-        if let Some(cache) = &mut self.hoop {
-            cache.land(layout, b);
-        }
+    fn land(&mut self, layout: &Layout, b: BlockId, _img: &[u8]) {
+        self.hoop.land(layout, b);
     }
 
     /// The durable image changed in ways [`Recoverer::land`] did not hear of: scan afresh.
-    pub(crate) fn forget(&mut self, layout: &Layout) {
-        if let Some(cache) = &mut self.hoop {
-            *cache = Cache::new(layout);
-        }
+    fn forget(&mut self, layout: &Layout) {
+        self.hoop = Cache::new(layout);
         self.last = None;
     }
 
-    /// Is HOOP's scan cache in use ([`Recoverer::recover_under`])?
-    pub(crate) fn caches(&self) -> bool {
-        self.hoop.is_some()
-    }
-
-    /// Recovery of the durable image through HOOP's scan cache ([`Recoverer::caches`]), its
-    /// data blocks read through `home` (the durable content of block `b`) while `img`'s data
-    /// area may hold the last plan laid over it. The second value says whether this use is the
-    /// 1st, 8th, 64th, ...: the caller then runs a whole recovery of the durable image, which
-    /// must agree (it alone can take its overlay away).
-    pub(crate) fn recover_under(
+    /// Recovery of the durable image through the scan cache, its data blocks read as the
+    /// overlay has them under it (the durable content) while `img`'s data area holds the last
+    /// plan laid over it. Every use is a whole plan ([`super::Recovered::Plan`]); on the 1st,
+    /// 8th, 64th, ... the engine runs a whole recovery of the durable image, which must agree
+    /// (it alone can take its overlay away).
+    fn recover(
         &mut self,
         layout: &Layout,
         img: &[u8],
-        home: impl Fn(BlockId) -> BlockData,
-    ) -> (Result<crate::recovery::Plan, String>, bool) {
-        let cache = self.hoop.as_mut().expect("recover_under: HOOP's scan cache in use");
-        let plan = recover_cached_with(layout, img, cache, home);
+        overlay: &Overlay,
+        _changed: &mut Vec<(BlockId, Option<BlockId>)>,
+    ) -> Option<super::Recovered> {
+        let plan = recover_cached_with(layout, img, &mut self.hoop, |b| overlay.durable_in(img, b));
         self.uses += 1;
         self.last = mark(plan.as_ref().ok());
-        (plan, crate::crash::guard_due(self.uses, 3))
+        Some(super::Recovered::Plan(plan, crate::crash::guard_due(self.uses, 3)))
     }
 
-    /// The check of a crash during recovery through HOOP's scan cache, for a crash after
+    /// The check of a crash during recovery through the scan cache, for a crash after
     /// `cut <= redo` of `plan`'s writes (all to the data area, in increasing block order, as
-    /// HOOP's plans are) over the durable image whose home block `b` is `durable(b)` and whose
-    /// log area is `img`'s: the second recovery, of that image with those writes made, runs
-    /// through the cache with the image's home blocks read as it has them (the prefix's from
-    /// `plan`, the others through `durable`) and its log area, which the prefix leaves as it
-    /// was, from `img`; nothing is written. True when it makes `plan` again: recovering from
-    /// there then ends where the first recovery did, which is what the whole check would find.
-    /// False, for the caller to check the whole way, when it makes another plan, when the cache
-    /// is not in use or the prefix has another shape, and on the 1st, 8th, 64th, ... use of the
-    /// cache (its guard). The prefix's blocks are reported to the cache as changed before this
-    /// recovery and again after it, so that the next one reads them from the durable image.
-    /// `plan` is the plan the cache's last recovery made (as the sweeps call it, right after
-    /// [`Recoverer::recover_under`]; checked by its length, redone transactions and last block,
-    /// false otherwise), so that a recovery that finds it again need not make it and compare
-    /// ([`recover_cached_again`]).
-    pub(crate) fn same_again(
+    /// HOOP's plans are) over the durable image whose home block `b` is what `overlay` has
+    /// under it and whose log area is `img`'s: the second recovery, of that image with those
+    /// writes made, runs through the cache with the image's home blocks read as it has them
+    /// (the prefix's from `plan`, the others the durable content) and its log area, which the
+    /// prefix leaves as it was, from `img`; nothing is written. True when it makes `plan`
+    /// again: recovering from there then ends where the first recovery did, which is what the
+    /// whole check would find. False, for the caller to check the whole way, when it makes
+    /// another plan, when the prefix has another shape, and on the 1st, 8th, 64th, ... use of
+    /// the cache (its guard). The prefix's blocks are reported to the cache as changed before
+    /// this recovery and again after it, so that the next one reads them from the durable
+    /// image. `plan` is the plan the cache's last recovery made (checked by its length,
+    /// redone transactions and last block, false otherwise), so that a recovery that finds it
+    /// again need not make it and compare ([`recover_cached_again`]).
+    fn same_again(
         &mut self,
         layout: &Layout,
         img: &[u8],
         plan: &crate::recovery::Plan,
         (cut, redo): (usize, usize),
-        durable: impl Fn(BlockId) -> BlockData,
+        overlay: &Overlay,
     ) -> bool {
         // `plan` must be the cache's last plan: a recovery that finds it again says so.
-        if !self.caches() || cut > redo || self.last != mark(Some(plan)) {
+        if cut > redo || self.last != mark(Some(plan)) {
             return false;
         }
         let prefix = &plan.writes[..cut];
@@ -417,7 +410,7 @@ impl Recoverer {
             return false;
         }
         for (b, _) in prefix {
-            self.land(layout, *b);
+            self.hoop.land(layout, *b);
         }
         // The recovery reads the prefix's blocks first, in its (increasing) order, as the cache
         // heard of them: the entry after the last one found is looked at before a search.
@@ -427,18 +420,17 @@ impl Recoverer {
                 Some((x, _)) if *x == b => next.get(),
                 _ => match prefix.binary_search_by_key(&b.0, |(x, _)| x.0) {
                     Ok(j) => j,
-                    Err(_) => return durable(b),
+                    Err(_) => return overlay.durable_in(img, b),
                 },
             };
             next.set(j + 1);
             prefix[j].1
         };
-        let cache = self.hoop.as_mut().expect("checked above");
-        let again = recover_cached_again(layout, img, cache, home);
+        let again = recover_cached_again(layout, img, &mut self.hoop, home);
         self.uses += 1;
         let guard = crate::crash::guard_due(self.uses, 3);
         for (b, _) in prefix {
-            self.land(layout, *b);
+            self.hoop.land(layout, *b);
         }
         match again {
             // `plan` again, known without making it.
@@ -454,26 +446,13 @@ impl Recoverer {
         }
     }
 
-    /// Recovery of `img`: the durable image (`second` false), or an image the cache has not
-    /// heard of (`second`).
-    pub(crate) fn recover(
-        &mut self,
-        layout: &Layout,
-        img: &[u8],
-        second: bool,
-    ) -> Result<crate::recovery::Plan, String> {
-        let Some(cache) = &mut self.hoop else { return crate::recovery::recover(self.format, layout, img) };
-        let plan = if second {
-            self.copy.clone_from(cache);
-            recover_cached(layout, img, &mut self.copy)
-        } else {
-            let plan = recover_cached(layout, img, cache);
-            self.last = mark(plan.as_ref().ok());
-            plan
-        };
+    /// Recovery of an image the cache has not heard of, through a copy of the cache.
+    fn recover_other(&mut self, layout: &Layout, img: &[u8]) -> Result<crate::recovery::Plan, String> {
+        self.copy.clone_from(&self.hoop);
+        let plan = recover_cached(layout, img, &mut self.copy);
         self.uses += 1;
         if crate::crash::guard_due(self.uses, 3) {
-            let whole = crate::recovery::recover(self.format, layout, img);
+            let whole = crate::recovery::recover(FORMAT, layout, img);
             assert!(whole == plan, "crash checker: HOOP's scan cache disagrees with a whole recovery");
         }
         plan

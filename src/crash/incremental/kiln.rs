@@ -2,16 +2,16 @@
 //! for the crash checker: the incremental recoverer of [`LogFormat::Kiln`]
 //! (`Incremental`, docs/crash-checker.md, "Cost").
 
+use super::super::overlay::Overlay;
 use crate::log::ec::{valid_groups, Meta, DATA_SLOTS, GROUP_BLOCKS};
 use crate::log::head::{LogFormat, LogHead};
 use crate::log::nvllc::{self, Binding, Register};
 use crate::pmem::Layout;
-use crate::types::BlockId;
+use crate::types::{BlockData, BlockId};
 use std::collections::BTreeSet;
 
-/// Kiln's recovery kept up to date block by block, for the crash checkers (`Sweep::track` in
-/// `src/crash/sweep.rs`, `CoreSweep::track` in `src/crash/cores.rs`): between two crash points a
-/// few hundred NV-LLC blocks land, while [`recover`](crate::recovery::kiln::recover) reads every slot and writes every
+/// Kiln's recovery kept up to date block by block, for the crash checker ([`Tracking`]):
+/// between two crash points a few hundred NV-LLC blocks land, while [`recover`](crate::recovery::kiln::recover) reads every slot and writes every
 /// committed line home (thousands of blocks), so the checker keeps the per-home outcome of
 /// [`recover`](crate::recovery::kiln::recover) here and re-derives only the homes a landed block affects. A fallback-log block
 /// re-derives what it can change (`Tracker::land_log`): a logged block, the home its tag names;
@@ -523,6 +523,108 @@ type LogCand = (u64, u64, u64, u64);
 fn mark(is_dirty: &mut [bool], dirty: &mut Vec<u32>, home: u64) {
     if !std::mem::replace(&mut is_dirty[home as usize], true) {
         dirty.push(home as u32);
+    }
+}
+
+/// Kiln's incremental recoverer ([`super::IncrementalRecovery`]): a [`Tracker`] while one
+/// follows the durable image. A tracker is built at a point where none follows (the first, or
+/// after one was dropped) once a block outside the data area has landed since the last try (a
+/// build fails only where recovery would, and recovery reads the log and the NV-LLC state);
+/// the whole plan is then laid once, and after that only the homes whose outcome changed.
+pub(crate) struct Tracking {
+    tracker: Option<Tracker>,
+    /// Whether building a tracker may succeed now.
+    retry: bool,
+    /// The tracker's uses (the 1st, 8th, 64th, ... compared with a whole recovery).
+    tracked: u64,
+}
+
+impl Default for Tracking {
+    fn default() -> Tracking {
+        Tracking { tracker: None, retry: true, tracked: 0 }
+    }
+}
+
+const FORMAT: Option<LogFormat> = Some(LogFormat::Kiln);
+
+impl super::IncrementalRecovery for Tracking {
+    #[inline]
+    fn land(&mut self, layout: &Layout, b: BlockId, img: &[u8]) {
+        match &mut self.tracker {
+            Some(tracker) => {
+                if !tracker.land(b, img) {
+                    self.tracker = None;
+                    self.retry = true;
+                }
+            }
+            None => self.retry |= !layout.is_data(b),
+        }
+    }
+
+    #[inline]
+    fn prefetch(&self, b: BlockId, data: &BlockData) {
+        if let Some(tracker) = &self.tracker {
+            tracker.prefetch(b, data);
+        }
+    }
+
+    fn forget(&mut self, _layout: &Layout) {
+        self.tracker = None;
+        self.retry = true;
+    }
+
+    fn recover(
+        &mut self,
+        layout: &Layout,
+        img: &[u8],
+        _overlay: &Overlay,
+        changed: &mut Vec<(BlockId, Option<BlockId>)>,
+    ) -> Option<super::Recovered> {
+        let mut whole = None;
+        if self.tracker.is_none() {
+            if !std::mem::take(&mut self.retry) {
+                return None;
+            }
+            self.tracker = Some(Tracker::new(layout, img)?);
+            // Kiln's recovery reads no data block: the overlay does not change its plan.
+            match crate::recovery::recover(FORMAT, layout, img) {
+                Ok(plan) => whole = Some(plan),
+                Err(_) => {
+                    self.tracker = None;
+                    return None;
+                }
+            }
+        }
+        let tracker = self.tracker.as_mut().expect("built above");
+        tracker.take_dirty(|home, from| changed.push((home, from)));
+        Some(super::Recovered::Homes { whole, redo: tracker.redo_writes(), writes: tracker.plan_writes() })
+    }
+
+    /// The guard of the tracker, which keeps the overlay up to date: a whole recovery of the
+    /// image (Kiln's reads no data block, so the overlay does not change it) makes `redo` redo
+    /// writes, its last write to each block is what the overlay lays there, and the overlay
+    /// lays nothing else.
+    fn check_laid(&mut self, layout: &Layout, img: &[u8], overlay: &Overlay, redo: usize) {
+        self.tracked += 1;
+        if !crate::crash::guard_due(self.tracked, 3) {
+            return;
+        }
+        let whole = crate::recovery::recover(FORMAT, layout, img)
+            .expect("crash checker: the Kiln tracker follows an image recovery rejects");
+        let n = whole.writes.iter().position(|(b, _)| !layout.is_data(*b)).unwrap_or(whole.writes.len());
+        assert_eq!(n, redo, "crash checker: the Kiln tracker's count of redo writes");
+        let mut last: Vec<(BlockId, BlockData)> = whole.writes[..n].iter().rev().copied().collect();
+        last.sort_by_key(|(b, _)| b.0);
+        last.dedup_by_key(|(b, _)| b.0);
+        for (b, d) in &last {
+            let laid = overlay.covers(*b);
+            assert!(laid && img[b.range()] == d[..], "crash checker: the Kiln tracker's block {}", b.0);
+        }
+        assert_eq!(last.len(), overlay.len(), "crash checker: the Kiln tracker lays blocks recovery does not write");
+    }
+
+    fn recover_other(&mut self, layout: &Layout, img: &[u8]) -> Result<crate::recovery::Plan, String> {
+        crate::recovery::recover(FORMAT, layout, img)
     }
 }
 
