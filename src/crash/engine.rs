@@ -403,7 +403,7 @@ impl<'a, O: Oracle> Engine<'a, O> {
     /// crash, and under [`Oracle::RECOVERS_RECOVERED`] the crash after the whole plan, are
     /// decided, and still checked on the 1st, 8th, 64th, ... such point.
     fn judge(&mut self, t: Cycle, a: u64, i: u64, laid: &Laid) -> Result<(), (ViolationKind, String)> {
-        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t.0).below(laid.writes as u64 + 1) as usize;
+        let cut = Rng::derive(self.spec.run.seed ^ 0x1DE0, t.get()).below(laid.writes as u64 + 1) as usize;
         let again = O::RECOVERS_RECOVERED && !laid.tracked;
         match (again, &laid.plan) {
             (true, Some(plan)) => self.judge_with_log_writes(t, a, i, plan, laid.redo)?,
