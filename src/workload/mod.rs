@@ -17,6 +17,7 @@ pub mod sdg;
 pub mod slab;
 pub mod sps;
 pub mod sqlite;
+pub mod tpcc;
 pub mod trace_replay;
 pub mod tx_tape;
 pub mod user;
@@ -148,6 +149,7 @@ pub struct WorkloadConfig {
     pub rbtree: rbtree::RbTreeConfig,
     pub sdg: sdg::SdgConfig,
     pub sqlite: sqlite::SqliteConfig,
+    pub tpcc: tpcc::TpccConfig,
 }
 
 impl Default for WorkloadConfig {
@@ -161,6 +163,7 @@ impl Default for WorkloadConfig {
             rbtree: Default::default(),
             sdg: Default::default(),
             sqlite: Default::default(),
+            tpcc: Default::default(),
         }
     }
 }
@@ -173,7 +176,8 @@ impl WorkloadConfig {
         self.hash.validate()?;
         self.rbtree.validate()?;
         self.sdg.validate()?;
-        self.sqlite.validate()
+        self.sqlite.validate()?;
+        self.tpcc.validate()
     }
 }
 
@@ -324,6 +328,7 @@ impl Workload {
             Workload::Sps(_) | Workload::BTree(_) | Workload::Hash(_) | Workload::RbTree(_) | Workload::Sdg(_) => {
                 Ok(())
             }
+            Workload::Tpcc(_) => Ok(()),
             Workload::Sqlite(_) => Err("workload sqlite runs on one core: SQLite's own locking serialises \
                 writers on one database file, so one connection per core would run one writer at a time"
                 .into()),
@@ -363,6 +368,7 @@ impl Workload {
         match &mut w {
             Workload::Sdg(s) => s.for_core(core, cores),
             Workload::Hash(h) => h.for_core(core),
+            Workload::Tpcc(t) => t.for_core(core, cores),
             _ => {}
         }
         Some(w)
@@ -390,6 +396,7 @@ workloads! {
     RbTree "rbtree" rbtree::RbTree.rbtree;
     Sdg "sdg" sdg::Sdg.sdg;
     Sqlite "sqlite" sqlite::Sqlite.sqlite;
+    Tpcc "tpcc" tpcc::Tpcc.tpcc;
     @replayed Trace "trace" trace_replay::TraceWorkload;
 }
 
@@ -407,7 +414,7 @@ macro_rules! clonable {
         })*
     };
 }
-clonable!(sps::Sps, btree::BTree, hash::HashTable, rbtree::RbTree, sdg::Sdg);
+clonable!(sps::Sps, btree::BTree, hash::HashTable, rbtree::RbTree, sdg::Sdg, tpcc::Tpcc);
 
 impl Clonable for sqlite::Sqlite {
     fn try_clone_as(&self) -> Option<Self> {
