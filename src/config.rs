@@ -411,9 +411,10 @@ impl Config {
                 s.split_once('=').ok_or_else(|| ConfigError(format!("--set `{s}`: expected key=value")))?;
             set_path(&mut tree, key.trim(), parse_value(value.trim()))?;
         }
-        let cfg: Config = tree
+        let mut cfg: Config = tree
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError(format!("config: {}", one_line(&e.to_string()))))?;
+        cfg.workload.tpcc.resolve(cfg.machine.cores);
         cfg.validate()?;
         Ok(cfg)
     }

@@ -526,7 +526,7 @@ fn drive<P: Protocol>(
         }
     }
     let end_cycle = sim.m.now;
-    finish(spec, sim, layout, initial, start, host, end_cycle)
+    finish(spec, sim, layout, initial, start, host, end_cycle, &wl)
 }
 
 /// The counters at the start of the measured region.
@@ -642,11 +642,12 @@ fn drive_cores<P: Protocol>(
     let host = Instant::now();
     sched::run(&mut sim, &mut wls, &mut streams, &sched::split(spec.txs, cores), spec.abort_rate)?;
     let end_cycle = sched::last_clock(&sim.m);
-    finish(spec, sim, layout, initial, start, host, end_cycle)
+    finish(spec, sim, layout, initial, start, host, end_cycle, &wls[0])
 }
 
 /// The figures of a run whose measured region ended at `end_cycle`, and what the crash checker
 /// needs if recording.
+#[allow(clippy::too_many_arguments)]
 fn finish<P: Protocol>(
     spec: &RunSpec,
     mut sim: Sim<P>,
@@ -655,8 +656,10 @@ fn finish<P: Protocol>(
     start: Start,
     host: Instant,
     end_cycle: Cycle,
+    wl: &Workload,
 ) -> Result<RunOutput, String> {
     let host_seconds = host.elapsed().as_secs_f64();
+    check_after_run(wl, &sim.m.arch[..layout.data_bytes as usize])?;
     let (s0, f0, c0, p0) = (start.machine, start.front, start.cycle, start.protocol);
     let d = sim.m.stats().since(&s0);
     let mut f = sim.stats.clone();
@@ -703,6 +706,16 @@ fn finish<P: Protocol>(
     let mut unread: Vec<String> = sim.m.ord.read().unread().iter().map(|k| format!("ordering.{k}")).collect();
     unread.extend(sim.m.domain_unread().map(String::from));
     Ok(RunOutput { result, recorded, unread })
+}
+
+/// TPC-C's consistency conditions on the program's view of the data area after every run
+/// (docs/tpcc.md, "Verifier"): a run that breaks them is an error. The other workloads are
+/// checked by the crash checker only.
+fn check_after_run(wl: &Workload, data: &[u8]) -> Result<(), String> {
+    match wl {
+        Workload::Tpcc(t) => t.verify(data).map_err(|e| format!("after the run: {e}")),
+        _ => Ok(()),
+    }
 }
 
 fn ratio(a: f64, b: f64) -> f64 {

@@ -375,7 +375,16 @@ fn build_config(a: &MachineArgs) -> Result<Config, String> {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|e| format!("--config {path}: {e}"))?),
         None => None,
     };
-    let mut cfg = Config::build(text.as_deref(), &a.sets).map_err(|e| e.0)?;
+    // `--cores` is one more `--set`, so that what the configuration resolves from the core
+    // count (`workload.tpcc.warehouses = cores`) sees it.
+    let mut sets = a.sets.clone();
+    if let Some(n) = a.cores {
+        sets.push(format!("machine.cores={n}"));
+    }
+    let mut cfg = Config::build(text.as_deref(), &sets).map_err(|e| match a.cores {
+        Some(_) if e.0.starts_with("machine.cores") => format!("--cores: {e}"),
+        _ => e.0,
+    })?;
     // The shortcuts set their fields directly; `validate` checks them like any other value.
     if let Some(ns) = a.mem_latency_ns {
         (cfg.memory.read_latency_ns, cfg.memory.write_latency_ns) = (Ns::new(ns), Ns::new(ns));

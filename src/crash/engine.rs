@@ -732,6 +732,25 @@ mod tests {
         }
     }
 
+    /// TPC-C: O_OL_CNT of district 1's first order (populated delivered, never written by a
+    /// transaction) one more in the initial image breaks consistency condition 4 in every S_k:
+    /// every crash point is a `structure` violation, named by the TPC-C verifier.
+    #[test]
+    fn a_broken_tpcc_consistency_condition_is_caught_at_every_point() {
+        let mut cfg = Config::default();
+        let t = &mut cfg.workload.tpcc;
+        (t.warehouses, t.scale, t.orders_per_warehouse) = ("1".into(), 100, 1000);
+        let (spec, run, mut rec) = sound_run(cfg, WorkloadKind::Tpcc);
+        let crate::workload::Workload::Tpcc(t) = WorkloadKind::Tpcc.build(&run.cfg.workload) else { unreachable!() };
+        let at = t.first_order_line_count_at();
+        assert!(untouched(&rec)(at));
+        rec.initial[at as usize] += 1;
+        let r = check_recorded(&spec, &run, &rec);
+        assert_eq!(r.violations, r.crash_points);
+        assert_eq!(r.violations_by_kind.get(&ViolationKind::Structure), Some(&r.violations), "{r:?}");
+        assert!(format!("{r:?}").contains("district 1: consistency condition 4"), "{r:?}");
+    }
+
     /// The same for the SQLite workload, through its follower: a key byte of a row on a table
     /// leaf no transaction writes, in the initial image, so that the index no longer matches
     /// the table in any S_k (integrity_check: "row missing from index"). Every crash point is a

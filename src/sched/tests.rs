@@ -177,8 +177,14 @@ fn locks_out_of_order_or_out_of_range_stop_the_run() {
 }
 
 /// The workloads that run on several cores.
-const MULTICORE: &[WorkloadKind] =
-    &[WorkloadKind::Sps, WorkloadKind::BTree, WorkloadKind::Hash, WorkloadKind::RbTree, WorkloadKind::Sdg];
+const MULTICORE: &[WorkloadKind] = &[
+    WorkloadKind::Sps,
+    WorkloadKind::BTree,
+    WorkloadKind::Hash,
+    WorkloadKind::RbTree,
+    WorkloadKind::Sdg,
+    WorkloadKind::Tpcc,
+];
 
 /// Small structures (contention on the SPS lines, the trees' splits and merges).
 fn small() -> WorkloadConfig {
@@ -189,6 +195,9 @@ fn small() -> WorkloadConfig {
     (c.hash.key_space, c.hash.buckets) = (4096, 64);
     c.rbtree.key_space = 4096;
     (c.sdg.vertices, c.sdg.initial_edges, c.sdg.max_edges) = (256, 1000, 2000);
+    // Two warehouses for four cores: two cores share each home warehouse, and New-Order's
+    // remote items and Payment's remote customers lock the other one.
+    (c.tpcc.warehouses, c.tpcc.scale, c.tpcc.orders_per_warehouse) = ("2".into(), 100, 3000);
     c.validate().unwrap();
     c
 }

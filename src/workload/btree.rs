@@ -561,6 +561,22 @@ impl BTree {
     /// Write an empty tree (one root leaf) into a zeroed area, inside the caller's transaction:
     /// a structure that keeps its own entries in the tree (YCSB's index) starts from it.
     pub fn format<P: Pm>(&self, pm: &mut P) {
+    /// The least key `>= key` and its value, if any (a descent, then at most one step along
+    /// the leaf chain: a non-root leaf is never empty). Ordered scans call it again from the
+    /// key after the one it gave.
+    pub fn ceiling<P: Pm>(&mut self, pm: &mut P, key: u64) -> Option<(u64, u32)> {
+        let (leaf, n) = self.descend(pm, key);
+        let pos = self.search(pm, leaf, n, key, false);
+        if pos < n {
+            return Some((pm.load_u64(key_at(leaf, pos)), pm.load_u32(value_at(leaf, pos))));
+        }
+        let next = Addr(pm.load_u64(leaf + NEXT_OFF));
+        (next.0 != 0 && count(pm, next) > 0).then(|| (pm.load_u64(key_at(next, 0)), pm.load_u32(value_at(next, 0))))
+    }
+
+    /// Start an empty tree in a zeroed area (one root leaf), inside the caller's transaction:
+    /// what [`BTree::populate`] does first, for a tree that another workload fills.
+    pub fn init_empty<P: Pm>(&self, pm: &mut P) {
         let root = self.alloc(pm);
         write_header(pm, root, KIND_LEAF, 0, 0);
         pm.store_u64(ROOT_AT, root.0);
@@ -594,6 +610,35 @@ impl BTree {
             );
             pos += take;
         }
+    /// Every (key, value) of a tree in a data area (addresses from 0, as [`BTree::verify`]
+    /// reads it), in key order, from the leftmost leaf along the leaf chain. Call it on an
+    /// area [`BTree::verify`] accepts: `Err` if the walk leaves the node slab or loops.
+    pub fn entries_in(&self, data: &[u8]) -> Result<Vec<(u64, u32)>, String> {
+        let ok = |a: u64| self.slab.contains(Addr(a)) && a + NODE_BYTES <= data.len() as u64;
+        let mut n = rd_u64(data, ROOT_AT.0);
+        for _ in 0..MAX_DEPTH {
+            if !ok(n) {
+                return Err(format!("btree: node address {n:#x} outside the node slab"));
+            }
+            if rd_u32(data, n) != KIND_INNER {
+                break;
+            }
+            n = rd_u64(data, child_at(Addr(n), 0).0);
+        }
+        let mut out = Vec::new();
+        let mut leaves = 0;
+        while n != 0 {
+            if !ok(n) || leaves > self.slab.capacity {
+                return Err(format!("btree: leaf chain leaves the node slab or loops at {n:#x}"));
+            }
+            let c = (rd_u32(data, n + COUNT_OFF) as usize).min(LEAF_SLOTS as usize);
+            for i in 0..c {
+                out.push((rd_u64(data, key_at(Addr(n), i).0), rd_u32(data, value_at(Addr(n), i).0)));
+            }
+            leaves += 1;
+            n = rd_u64(data, n + NEXT_OFF);
+        }
+        Ok(out)
     }
 
     /// Insert `key` with `value`, or overwrite its value. Returns whether the key is new.

@@ -17,6 +17,7 @@ pub mod sdg;
 pub mod slab;
 pub mod sps;
 pub mod sqlite;
+pub mod tpcc;
 pub mod trace_replay;
 pub mod tx_tape;
 pub mod user;
@@ -151,6 +152,7 @@ pub struct WorkloadConfig {
     pub sqlite: sqlite::SqliteConfig,
     #[serde(default)]
     pub ycsb: ycsb::YcsbConfig,
+    pub tpcc: tpcc::TpccConfig,
 }
 
 impl Default for WorkloadConfig {
@@ -165,6 +167,7 @@ impl Default for WorkloadConfig {
             sdg: Default::default(),
             sqlite: Default::default(),
             ycsb: Default::default(),
+            tpcc: Default::default(),
         }
     }
 }
@@ -179,6 +182,7 @@ impl WorkloadConfig {
         self.sdg.validate()?;
         self.sqlite.validate()?;
         self.ycsb.validate()
+        self.tpcc.validate()
     }
 }
 
@@ -338,6 +342,7 @@ impl Workload {
             Workload::Sps(_) | Workload::BTree(_) | Workload::Hash(_) | Workload::RbTree(_) | Workload::Sdg(_) => {
                 Ok(())
             }
+            Workload::Tpcc(_) => Ok(()),
             Workload::Sqlite(_) => Err("workload sqlite runs on one core: SQLite's own locking serialises \
                 writers on one database file, so one connection per core would run one writer at a time"
                 .into()),
@@ -383,6 +388,7 @@ impl Workload {
         match &mut w {
             Workload::Sdg(s) => s.for_core(core, cores),
             Workload::Hash(h) => h.for_core(core),
+            Workload::Tpcc(t) => t.for_core(core, cores),
             _ => {}
         }
         Some(w)
@@ -422,6 +428,7 @@ workloads! {
     YcsbD "ycsb-d" ycsb::YcsbD.ycsb;
     YcsbE "ycsb-e" ycsb::YcsbE.ycsb;
     YcsbF "ycsb-f" ycsb::YcsbF.ycsb;
+    Tpcc "tpcc" tpcc::Tpcc.tpcc;
     @replayed Trace "trace" trace_replay::TraceWorkload;
 }
 
@@ -441,6 +448,7 @@ macro_rules! clonable {
 }
 clonable!(sps::Sps, btree::BTree, hash::HashTable, rbtree::RbTree, sdg::Sdg);
 clonable!(ycsb::YcsbA, ycsb::YcsbB, ycsb::YcsbC, ycsb::YcsbD, ycsb::YcsbE, ycsb::YcsbF);
+clonable!(tpcc::Tpcc);
 
 impl Clonable for sqlite::Sqlite {
     fn try_clone_as(&self) -> Option<Self> {
