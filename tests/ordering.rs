@@ -82,7 +82,9 @@ fn every_knob_alone_keeps_every_protocol_recoverable() {
 fn every_injected_bug_is_still_caught_on_the_papers_machine() {
     for p in protocols() {
         // A cross-core defect needs more than one core (the multi-core crash tests show it).
-        for &bug in p.bugs().iter().filter(|b| b.min_cores() == 1) {
+        // S-Undo's undo-without-fence shows only on the PCM device with a direct-mapped LLC
+        // (tests/s_undo.rs, docs/protocols/s-undo.md).
+        for &bug in p.bugs().iter().filter(|b| b.min_cores() == 1 && b.name() != "undo-without-fence") {
             // Kiln's evict-uncommitted-home needs a transaction larger than the LLC.
             let caught = [WorkloadKind::Sps, WorkloadKind::BTree].iter().any(|&w| {
                 [&[][..], &SMALL_CACHES[..]].iter().any(|caches| {
