@@ -558,9 +558,6 @@ impl BTree {
         (pos < n && pm.load_u64(key_at(leaf, pos)) == key).then(|| pm.load_u32(value_at(leaf, pos)))
     }
 
-    /// Write an empty tree (one root leaf) into a zeroed area, inside the caller's transaction:
-    /// a structure that keeps its own entries in the tree (YCSB's index) starts from it.
-    pub fn format<P: Pm>(&self, pm: &mut P) {
     /// The least key `>= key` and its value, if any (a descent, then at most one step along
     /// the leaf chain: a non-root leaf is never empty). Ordered scans call it again from the
     /// key after the one it gave.
@@ -575,7 +572,8 @@ impl BTree {
     }
 
     /// Start an empty tree in a zeroed area (one root leaf), inside the caller's transaction:
-    /// what [`BTree::populate`] does first, for a tree that another workload fills.
+    /// what [`BTree::populate`] does first, for a tree that another workload fills (YCSB's
+    /// and TPC-C's indexes).
     pub fn init_empty<P: Pm>(&self, pm: &mut P) {
         let root = self.alloc(pm);
         write_header(pm, root, KIND_LEAF, 0, 0);
@@ -610,6 +608,8 @@ impl BTree {
             );
             pos += take;
         }
+    }
+
     /// Every (key, value) of a tree in a data area (addresses from 0, as [`BTree::verify`]
     /// reads it), in key order, from the leftmost leaf along the leaf chain. Call it on an
     /// area [`BTree::verify`] accepts: `Err` if the walk leaves the node slab or loops.

@@ -181,7 +181,7 @@ impl WorkloadConfig {
         self.rbtree.validate()?;
         self.sdg.validate()?;
         self.sqlite.validate()?;
-        self.ycsb.validate()
+        self.ycsb.validate()?;
         self.tpcc.validate()
     }
 }

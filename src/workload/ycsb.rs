@@ -480,7 +480,7 @@ impl YcsbCore {
         let mut pm = Native::new(&mut data[..n]);
         if let Index::Btree(b) = &self.index {
             pm.begin();
-            b.format(&mut Self::index_pm(&mut pm));
+            b.init_empty(&mut Self::index_pm(&mut pm));
             pm.commit();
         }
         let mut done = 0;
