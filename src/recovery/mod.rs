@@ -65,7 +65,7 @@ pub fn recover(format: Option<LogFormat>, layout: &Layout, image: &[u8]) -> Resu
 /// bytes of single stores, and HOOP's slices single words, which recovery merges into the home
 /// block it reads; every other format logs whole blocks, and its plan is a function of the log
 /// area (and Kiln's NV-LLC state) alone. The crash checker relies on the `false` answers
-/// (`Sweep::plan`, `src/crash/sweep.rs`); `recovery_never_reads_the_data_area` in
+/// (`Engine::lay`, `src/crash/engine.rs`); `recovery_never_reads_the_data_area` in
 /// `tests/recovery_scenarios.rs` checks both answers.
 pub fn reads_data_area(format: Option<LogFormat>) -> bool {
     format.is_some_and(format_reads_data_area)
