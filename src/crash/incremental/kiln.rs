@@ -10,7 +10,7 @@ use crate::pmem::Layout;
 use crate::types::{BlockData, BlockId};
 use std::collections::BTreeSet;
 
-/// Kiln's recovery kept up to date block by block, for the crash checker ([`Tracking`]):
+/// Kiln's recovery kept up to date block by block, for the crash checker (`Tracking`):
 /// between two crash points a few hundred NV-LLC blocks land, while [`recover`](crate::recovery::kiln::recover) reads every slot and writes every
 /// committed line home (thousands of blocks), so the checker keeps the per-home outcome of
 /// [`recover`](crate::recovery::kiln::recover) here and re-derives only the homes a landed block affects. A fallback-log block

@@ -1,7 +1,7 @@
 //! The crash checker's incremental recoverers: what the engine keeps between crash points so
 //! that recovering the next durable image costs what changed since, for the log formats whose
 //! whole recovery dominates a point (docs/crash-checker.md, "Cost"). Each is an
-//! [`IncrementalRecovery`], chosen by log format ([`for_format`]); each must give what the
+//! `IncrementalRecovery`, chosen by log format (`for_format`); each must give what the
 //! format's pure recovery ([`crate::recovery::recover`], a function of the durable image alone)
 //! gives, and compares itself with it on the 1st, 8th, 64th, ... use.
 //!
