@@ -176,6 +176,8 @@ const SIM_METRICS: &[Metric] = &[
     m("max_bit_updates", "programs of the most-written cell"),
     m("lifetime_years", "years"),
     m("energy_nj", "nJ"),
+    m("commit_to_ack_p99_cycles", "cycles"),
+    m("txs_aborted", "transactions"),
 ];
 
 fn sim_values(r: &RunResult) -> Vec<Option<f64>> {
@@ -195,6 +197,8 @@ fn sim_values(r: &RunResult) -> Vec<Option<f64>> {
         pcm.map(|p| p.max_bit_updates as f64),
         pcm.and_then(|p| p.lifetime_years),
         pcm.map(|p| p.energy_nj),
+        Some(r.commit_to_ack_p99_cycles.get() as f64),
+        Some(r.txs_aborted as f64),
     ]
 }
 
