@@ -468,8 +468,11 @@ fn points_differing_only_in_knobs_a_run_never_read_take_its_values_and_they_are_
         // 10 distinct runs per seed of the 20 points.
         if jobs == 1 {
             assert_eq!((summary.executed, summary.shared), (20, 20));
+        } else {
+            // Two workers may both run points of one class before either result is known: at
+            // least every distinct run, and some sharing.
+            assert!(summary.executed >= 20 && summary.shared > 0, "{jobs} jobs: {summary:?}");
         }
-        assert!(summary.shared >= 20, "{jobs} jobs: {} shared", summary.shared);
         each_point_has_its_own_values(&specs, &results, &format!("{jobs} jobs"));
     }
 }
