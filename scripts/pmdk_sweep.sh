@@ -6,6 +6,7 @@
 # throughput over baseline, write traffic, and the verdict of `locsim crashtest --crashes N`
 # (default 2000); then an injected protocol bug, which must be caught.
 # Usage: scripts/pmdk_sweep.sh [CRASHES] (needs jq, gcc, libpmemobj-dev; run from the repo).
+# PROTOCOLS="baseline s-undo" runs those only (the baseline first: the others are over it).
 set -euo pipefail
 crashes=${1:-2000}
 root=$(pwd)
@@ -34,7 +35,7 @@ for c in "new 64" "enqueue hello" "enqueue world" "dequeue" "enqueue again"; do 
 traces+=("queue (last run):queue.pool.trace")
 echo hello | bin/string_store_tx_writer sstx.pool > /dev/null
 traces+=("string_store_tx writer:sstx.pool.trace")
-protocols=(baseline s-wal h-wal ec-wal loc-wal kiln loc-kiln atom proteus hoop)
+read -ra protocols <<< "${PROTOCOLS:-baseline s-undo s-wal h-wal ec-wal loc-wal kiln loc-kiln atom proteus hoop}"
 echo "| program | transactions | $(IFS='|'; echo "${protocols[*]}" | sed 's/|/ | /g') |"
 echo "|---|---|$(for p in "${protocols[@]}"; do printf -- '---|'; done)"
 for t in "${traces[@]}"; do
