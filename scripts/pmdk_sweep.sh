@@ -5,13 +5,16 @@
 # removes, queue, string_store_tx), and for each trace prints one table row per protocol:
 # throughput over baseline, write traffic, and the verdict of `locsim crashtest --crashes N`
 # (default 2000); then an injected protocol bug, which must be caught.
-# Usage: scripts/pmdk_sweep.sh [CRASHES] (needs jq, gcc, libpmemobj-dev; run from the repo).
+# Usage: scripts/pmdk_sweep.sh [CRASHES] (needs jq, gcc, libpmemobj-dev, libpmemblk-dev,
+# libpmemlog-dev; run from the repo).
 # PROTOCOLS="baseline s-undo" runs those only (the baseline first: the others are over it).
 set -euo pipefail
 crashes=${1:-2000}
 root=$(pwd)
 ex=/usr/share/doc/libpmemobj-dev/examples
-[ -d "$ex" ] || { echo "libpmemobj-dev is not installed: apt-get install libpmemobj-dev" >&2; exit 2; }
+for h in "$ex" /usr/include/libpmemblk.h /usr/include/libpmemlog.h; do
+  [ -e "$h" ] || { echo "$h is missing: apt-get install libpmemobj-dev libpmemblk-dev libpmemlog-dev" >&2; exit 2; }
+done
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 cargo build -q --profile quick -p locsim-pmemobj --bin locsim -p locsim
 locsim=$CARGO_TARGET_DIR/quick/locsim

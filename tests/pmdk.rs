@@ -31,7 +31,9 @@ struct Built {
 }
 
 fn built() -> Result<&'static Built, testenv::Missing> {
-    testenv::require_packages(&["libpmemobj-dev"])?;
+    // The pmemblk and pmemlog examples include the headers of PMDK's libpmemblk and libpmemlog,
+    // whose API they implement over libpmemobj.
+    testenv::require_packages(&["libpmemobj-dev", "libpmemblk-dev", "libpmemlog-dev"])?;
     static B: OnceLock<Built> = OnceLock::new();
     Ok(B.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pmdk-{}", std::process::id()));
