@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: `cargo test --workspace --profile quick` (arguments after it are
-# passed on), whose tests install what they need themselves (crates/testenv), then one closing
+# The README's test command: `cargo test --workspace --profile quick --no-fail-fast` (arguments
+# after it are passed on; every test binary runs even when one fails, so the count is whole), whose tests install what they need themselves (crates/testenv), then one closing
 # line over every test binary that names what was missing:
 #
 #   612 passed, 0 failed, 3 skipped (needs chromium: 1; needs libpmemobj-dev: 2)
@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --workspace --profile quick "$@" 2>&1 | tee "$log"
+cargo test --workspace --profile quick --no-fail-fast "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 # The doc-tests of testenv repeat, as ignored, the tests the harness binaries reported skipped
 # (crates/testenv, "The run's last line"): left out of the count.
