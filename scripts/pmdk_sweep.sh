@@ -2,9 +2,10 @@
 # The PMDK examples under every protocol (docs/pmdk.md): builds locsim-pmemobj and PMDK's
 # example programs (Debian's libpmemobj-dev) at the plain level, records the acceptance set
 # (data_store over its seven maps at 500 operations, mapcli over rtree with 1,000 inserts and
-# removes, queue, string_store_tx), and for each trace prints one table row per protocol:
-# throughput over baseline, write traffic, and the verdict of `locsim crashtest --crashes N`
-# (default 2000); then an injected protocol bug, which must be caught.
+# removes, queue, string_store_tx) and the threaded tests/pmdk/threads.c (4 threads, replayed
+# on 4 cores), and for each trace prints one table row per protocol: throughput over
+# baseline, write traffic, and the verdict of `locsim crashtest --crashes N` (default 2000);
+# then injected protocol bugs, which must be caught.
 # Usage: scripts/pmdk_sweep.sh [CRASHES] (needs jq, gcc, libpmemobj-dev, libpmemblk-dev,
 # libpmemlog-dev; run from the repo).
 # PROTOCOLS="baseline s-undo" runs those only (the baseline first: the others are over it).
@@ -38,19 +39,23 @@ for c in "new 64" "enqueue hello" "enqueue world" "dequeue" "enqueue again"; do 
 traces+=("queue (last run):queue.pool.trace")
 echo hello | bin/string_store_tx_writer sstx.pool > /dev/null
 traces+=("string_store_tx writer:sstx.pool.trace")
+bin/threads threads.pool > /dev/null
+# (name:file:cores; one core when not given)
+traces+=("threads (4 threads, 4 cores):threads.pool.trace:4")
 read -ra protocols <<< "${PROTOCOLS:-baseline s-undo s-wal h-wal ec-wal loc-wal kiln loc-kiln atom proteus hoop}"
 echo "| program | transactions | $(IFS='|'; echo "${protocols[*]}" | sed 's/|/ | /g') |"
 echo "|---|---|$(for p in "${protocols[@]}"; do printf -- '---|'; done)"
 for t in "${traces[@]}"; do
-  name=${t%%:*}; file=${t#*:}
-  json=$("$locsim" run --trace "$file" -p "$(IFS=,; echo "${protocols[*]}")" --json)
+  IFS=: read -r name file cores <<< "$t"
+  cores=${cores:-1}
+  json=$("$locsim" run --trace "$file" --cores "$cores" -p "$(IFS=,; echo "${protocols[*]}")" --json)
   row="| $name | $(echo "$json" | jq '.[0].txs_committed') |"
   for p in "${protocols[@]}"; do
     r=$(echo "$json" | jq -r --arg p "$p" '.[] | select(.protocol == $p) | "\(.normalized_throughput * 1000 | round / 1000) / \(.write_traffic * 100 | round / 100)"')
     if [ "$p" = baseline ]; then
       v="-"
     else
-      v=$("$locsim" crashtest --trace "$file" -p "$p" --crashes "$crashes" --json | jq -r '.violations')
+      v=$("$locsim" crashtest --trace "$file" --cores "$cores" -p "$p" --crashes "$crashes" --json | jq -r '.violations')
       [ "$v" = 0 ] && v="0 ✓" || v="$v ✗"
     fi
     row="$row $r / $v |"
@@ -60,3 +65,7 @@ done
 echo
 out=$("$locsim" crashtest --trace ds-btree.trace -p h-wal --crashes "$crashes" --json --inject-bug ack-before-durable || true)
 echo "injected ack-before-durable under h-wal on data_store btree: $(echo "$out" | jq '.violations') violations"
+for pb in h-wal:ack-before-durable loc-wal:dependent-before-source; do
+  out=$("$locsim" crashtest --trace threads.pool.trace --cores 4 -p "${pb%%:*}" --crashes "$crashes" --json --inject-bug "${pb#*:}" || true)
+  echo "injected ${pb#*:} under ${pb%%:*} on threads, 4 cores: $(echo "$out" | jq '.violations') violations"
+done

@@ -2,7 +2,9 @@
 //! locsim-pmemobj (crates/pmemobj, include/libpmemobj.h) at both levels and against PMDK: they
 //! run, print what they print with PMDK, and their traces replay to the pool's bytes at close;
 //! the exact level finds the bugs of two broken copies at their source lines and none in the
-//! originals; the traces run under every protocol and crash-check clean. docs/pmdk.md.
+//! originals; the traces run under every protocol and crash-check clean. A threaded program of
+//! our own (tests/pmdk/threads.c) records one core per thread, and its trace runs and
+//! crash-checks on 4 cores. docs/pmdk.md.
 //!
 //! The examples come from the system package, which the tests install when it is missing
 //! (crates/testenv); where it cannot be had they are reported skipped, in CI (`CI` set) failed.
@@ -520,11 +522,10 @@ fn the_traces_run_under_every_protocol_and_crash_check_clean_and_a_killed_progra
         "data_store",
     );
     ok(&run(&b.exact.join("mapcli"), &["hashmap_atomic", "mc.pool", "1"], &dir, &[], &mapcli_script(40)), "mapcli");
-    let protocols = "baseline,s-wal,h-wal,ec-wal,loc-wal,kiln,loc-kiln,atom,proteus,hoop,s-undo";
     for t in ["ds.pool.trace", "mc.pool.trace"] {
         let trace = dir.join(t);
         let o =
-            Command::new(BIN).args(["run", "--trace"]).arg(&trace).args(["-p", protocols, "--json"]).output().unwrap();
+            Command::new(BIN).args(["run", "--trace"]).arg(&trace).args(["-p", PROTOCOLS, "--json"]).output().unwrap();
         assert!(o.status.success(), "{t}: {}", String::from_utf8_lossy(&o.stderr));
         let rs: Value = serde_json::from_slice(&o.stdout).unwrap();
         let (_, committed, aborted) = replay(&trace);
@@ -588,6 +589,111 @@ fn the_traces_run_under_every_protocol_and_crash_check_clean_and_a_killed_progra
     Ok(())
 }
 
+/// What tests/pmdk/threads.c prints with its defaults (4 threads, 300 transactions each),
+/// whatever the interleaving: the choices are a fixed sequence per thread.
+const THREADS_PRINTS: &str = "4 threads, 300 transactions each: 1080 committed, 120 aborted; total balance 64000; \
+                              268 entries in the threads' lists, 120 in the global list\n";
+
+/// Every protocol (`locsim crashtest --list-bugs` lists them; each runs on N cores).
+const PROTOCOLS: &str = "baseline,s-wal,h-wal,ec-wal,loc-wal,kiln,loc-kiln,atom,proteus,hoop,s-undo";
+
+/// Each core's (committed, aborted) transactions in `trace`.
+fn per_core(trace: &Path) -> std::collections::BTreeMap<u32, (u64, u64)> {
+    let mut d = Decoder::new(std::fs::File::open(trace).unwrap()).unwrap();
+    let mut n = std::collections::BTreeMap::new();
+    while let Some(rec) = d.next_record().unwrap() {
+        let (c, a) = match rec {
+            Record::Commit => (1, 0),
+            Record::Abort => (0, 1),
+            _ => continue,
+        };
+        let e: &mut (u64, u64) = n.entry(d.core()).or_default();
+        *e = (e.0 + c, e.1 + a);
+    }
+    n
+}
+
+/// `locsim crashtest --trace TRACE --cores 4 --crashes N -p PROTOCOL [--inject-bug BUG]`: its
+/// exit status and violations.
+fn crashtest_4(trace: &Path, protocol: &str, crashes: u32, bug: Option<&str>) -> (Option<i32>, Value) {
+    let mut c = Command::new(BIN);
+    c.args(["crashtest", "--trace"]).arg(trace).args(["-p", protocol, "--cores", "4", "--json", "--crashes"]);
+    c.arg(crashes.to_string());
+    if let Some(b) = bug {
+        c.args(["--inject-bug", b]);
+    }
+    let o = c.output().unwrap();
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (o.status.code(), r["violations"].clone())
+}
+
+fn a_threaded_program_records_a_core_per_thread_and_its_trace_runs_and_crash_checks_on_4_cores() -> testenv::Outcome {
+    let b = built()?;
+    let dir = b.dir.join("threads");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (level, bin) in [("pmdk", &b.pmdk), ("plain", &b.plain), ("exact", &b.exact)] {
+        let pool = dir.join(format!("{level}.pool"));
+        let o = run(&bin.join("threads"), &[pool.to_str().unwrap()], &dir, &[], "");
+        // The program checks itself (total balance, every list's entries): exit status 1 and
+        // a line on stderr when a check fails.
+        assert_eq!(ok(&o, &format!("threads ({level})")), THREADS_PRINTS, "{level}");
+        if level == "pmdk" {
+            continue;
+        }
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("locsim-pmemobj: bug"), "{level}: {err}");
+        // The stream is the commit order: replayed in it, the trace gives the pool's bytes.
+        replays_to_pool(&pool);
+        // A core per thread (the main thread, which creates the pool, is one of the four),
+        // each with its 30 aborted transactions and at least its 270 committed ones (the
+        // library's own: the pool's creation, an aborted allocation's free, the close).
+        let cores = per_core(&PathBuf::from(format!("{}.trace", pool.display())));
+        assert_eq!(cores.keys().copied().collect::<Vec<_>>(), [0, 1, 2, 3], "{level}");
+        for (core, (committed, aborted)) in &cores {
+            assert!(
+                *aborted == 30 && *committed >= 270,
+                "{level}: core {core}: {committed} committed, {aborted} aborted"
+            );
+        }
+    }
+    for level in ["plain", "exact"] {
+        let trace = dir.join(format!("{level}.pool.trace"));
+        let o = Command::new(BIN)
+            .args(["run", "--trace"])
+            .arg(&trace)
+            .args(["-p", PROTOCOLS, "--cores", "4", "--json"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{level}: {}", String::from_utf8_lossy(&o.stderr));
+        let rs: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let (_, committed, aborted) = replay(&trace);
+        assert_eq!(rs.as_array().unwrap().len(), PROTOCOLS.split(',').count());
+        for r in rs.as_array().unwrap() {
+            assert_eq!(
+                (r["txs_committed"].as_u64(), r["txs_aborted"].as_u64()),
+                (Some(committed), Some(aborted)),
+                "{level}: {r}"
+            );
+            assert_eq!(r["core_end_cycles"].as_array().map(Vec::len), Some(4), "{level}: {r}");
+        }
+        // On one core the first record of another core is refused.
+        let o = Command::new(BIN).args(["run", "--trace"]).arg(&trace).args(["-p", "h-wal"]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.code() == Some(2) && err.trim_end().ends_with("allowed 0..=0 (--cores 1)"), "{err}");
+    }
+    let trace = dir.join("plain.pool.trace");
+    for p in PROTOCOLS.split(',').filter(|&p| p != "baseline") {
+        assert_eq!(crashtest_4(&trace, p, 300, None), (Some(0), Value::from(0)), "{p}");
+    }
+    // Injected protocol bugs are caught on it: one of any core count, and one that needs a
+    // second core (a window made durable before the other core's window it read from).
+    for (p, bug) in [("h-wal", "ack-before-durable"), ("loc-wal", "dependent-before-source")] {
+        let (code, violations) = crashtest_4(&trace, p, 300, Some(bug));
+        assert!(code == Some(1) && violations.as_u64() > Some(0), "{p} {bug}: {code:?} {violations}");
+    }
+    Ok(())
+}
+
 testenv::tests![
     every_example_runs_at_both_levels_and_its_trace_replays_to_the_pool_at_close,
     the_examples_print_what_they_print_with_pmdk,
@@ -595,4 +701,5 @@ testenv::tests![
     the_exact_level_reports_a_missing_tx_add_and_a_missing_persist_at_their_lines_and_nothing_in_the_originals,
     a_wrong_layout_gets_pmdks_error_and_an_unwritable_trace_path_one_line,
     the_traces_run_under_every_protocol_and_crash_check_clean_and_a_killed_programs_trace_is_truncated,
+    a_threaded_program_records_a_core_per_thread_and_its_trace_runs_and_crash_checks_on_4_cores,
 ];

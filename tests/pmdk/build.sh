@@ -1,5 +1,6 @@
 #!/bin/sh
-# Build PMDK's example programs (libpmemobj-dev's examples) unmodified.
+# Build PMDK's example programs (libpmemobj-dev's examples) unmodified, and the test's own
+# (mkpool.c, threads.c).
 # Usage: build.sh EXAMPLES OUT CFLAGS... -- LIBS...
 set -e
 EX=$1; OUT=$2; shift 2
@@ -41,3 +42,5 @@ cc -o "$OUT/obj_pmemblk" "$EX/pmemblk/obj_pmemblk.c"
 for p in obj_pmemlog obj_pmemlog_macros obj_pmemlog_minimal obj_pmemlog_simple; do cc -o "$OUT/$p" "$EX/pmemlog/$p.c"; done
 for p in btree lists pi manpage setjmp buffons_needle_problem; do cc -o "$OUT/$p" "$EX/$p.c"; done
 cc -o "$OUT/mkpool" "$HERE/mkpool.c"
+# A threaded program of our own (tests/pmdk.rs): four threads under PMEMmutexes.
+cc -o "$OUT/threads" "$HERE/threads.c"

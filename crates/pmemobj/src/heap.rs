@@ -11,9 +11,14 @@
 //! while it lasts, and only then taken from the free lists: a freed object is not handed out
 //! again at once (hashmap_atomic's remove reads an entry after freeing it, which PMDK's
 //! allocator, recycling freed blocks late, lets it do).
-//! Every change the allocator makes goes through [`Writer`], which logs its old bytes for a
-//! transaction's rollback and names the range for the trace: the allocator's writes are the
-//! program's writes.
+//! Every change the allocator makes goes through [`Writer`], which names the range for the
+//! trace: the allocator's writes are the program's writes. Inside a transaction the writer
+//! logs the old bytes of the program's objects for its rollback, but not of the allocator's
+//! metadata (the heap's end, the free lists' heads and links, block headers), which the
+//! threads' transactions share: restoring an aborted transaction's snapshot of them would undo
+//! the allocations and frees other threads made meanwhile (handing their blocks out again).
+//! An aborted transaction's allocations are freed instead ([`TxLog::allocs`]), and its frees
+//! wait for its commit ([`TxLog::frees`]), as PMDK defers `pmemobj_tx_free`.
 
 /// Bytes of the pool header.
 pub const HEADER: u64 = 4096;
@@ -75,13 +80,23 @@ pub fn block_of(size: u64) -> Option<(u64, usize)> {
     }
 }
 
-/// One place that writes the pool: `base` is its mapping; each write logs the old bytes (when
-/// `undo` is given, inside a transaction) and the range touched.
+/// One place that writes the pool: `base` is its mapping; each write names the range touched
+/// and, inside a transaction (`tx`), logs the old bytes of what is not the allocator's.
 pub struct Writer<'a> {
     pub base: *mut u8,
     pub size: u64,
-    pub undo: Option<&'a mut Vec<(u64, Vec<u8>)>>,
+    pub tx: Option<TxLog<'a>>,
     pub touched: &'a mut Vec<(u64, u64)>,
+}
+
+/// A transaction's logs, as the allocator writes them.
+pub struct TxLog<'a> {
+    /// Old bytes of the ranges written, restored (last first) by an abort.
+    pub undo: &'a mut Vec<(u64, Vec<u8>)>,
+    /// The objects allocated, freed by an abort.
+    pub allocs: &'a mut Vec<u64>,
+    /// The objects freed, freed when the transaction commits (an abort keeps them).
+    pub frees: &'a mut Vec<u64>,
 }
 
 impl Writer<'_> {
@@ -96,19 +111,24 @@ impl Writer<'_> {
     }
 
     pub fn bytes(&mut self, off: u64, b: &[u8]) {
-        let n = b.len();
-        // SAFETY: as in `read`.
-        let dst = unsafe { std::slice::from_raw_parts_mut(self.base.add(off as usize), n) };
-        if let Some(u) = self.undo.as_deref_mut() {
-            u.push((off, dst.to_vec()));
+        if let Some(tx) = self.tx.as_mut() {
+            // SAFETY: as in `read`.
+            let old = unsafe { std::slice::from_raw_parts(self.base.add(off as usize), b.len()) };
+            tx.undo.push((off, old.to_vec()));
         }
-        self.touched.push((off, n as u64));
-        dst.copy_from_slice(b);
+        self.meta(off, b);
+    }
+
+    /// A write of the allocator's metadata: touched, never logged for a rollback.
+    fn meta(&mut self, off: u64, b: &[u8]) {
+        self.touched.push((off, b.len() as u64));
+        // SAFETY: as in `read`.
+        unsafe { std::slice::from_raw_parts_mut(self.base.add(off as usize), b.len()) }.copy_from_slice(b);
     }
 
     /// Zero `len` bytes at `off` (logged like a write).
     pub fn zero(&mut self, off: u64, len: u64) {
-        if let Some(u) = self.undo.as_deref_mut() {
+        if let Some(u) = self.tx.as_mut().map(|tx| &mut *tx.undo) {
             // SAFETY: as in `read`.
             let old = unsafe { std::slice::from_raw_parts(self.base.add(off as usize), len as usize) };
             u.push((off, old.to_vec()));
@@ -120,14 +140,15 @@ impl Writer<'_> {
 
     /// Allocate a block for `size` bytes of type `type_num`; the object's offset, or None when
     /// the pool is full. `exact`: an allocation class's object (`POBJ_CLASS_ID`), whose usable
-    /// size is `size` itself (its block is `size + 16` rounded up to 16 bytes).
+    /// size is `size` itself (its block is `size + 16` rounded up to 16 bytes). Inside a
+    /// transaction the object joins its allocations (an abort frees it).
     pub fn alloc(&mut self, size: u64, type_num: u64, flags: u64, exact: bool) -> Option<u64> {
         let (bs, class) = block_of(size)?;
         let bs = if exact { (size + OBJ_HDR).div_ceil(16) * 16 } else { bs };
         let head_at = H_FREE + 8 * class as u64;
         let bump = self.read(H_BUMP);
         let (block, bs) = if bump.checked_add(bs)? <= self.size {
-            self.write(H_BUMP, bump + bs);
+            self.meta(H_BUMP, &(bump + bs).to_le_bytes());
             (bump, bs)
         } else {
             let head = self.read(head_at);
@@ -135,21 +156,29 @@ impl Writer<'_> {
                 return None;
             }
             let next = self.read(head + 8);
-            self.write(head_at, next);
+            self.meta(head_at, &next.to_le_bytes());
             // A freed block keeps its size (it may be larger than the class's).
             (head, bs_of(self.read(head)))
         };
         let slack = if exact { bs - OBJ_HDR - size } else { 0 };
         let flags = flags | (slack << 56);
-        self.bytes(block, &[(bs | ALLOCATED | flags).to_le_bytes(), type_num.to_le_bytes()].concat());
+        self.meta(block, &[(bs | ALLOCATED | flags).to_le_bytes(), type_num.to_le_bytes()].concat());
         // The object's bytes are the program's from here: the range is touched (its stores
         // are the transaction's).
         self.touched.push((block + OBJ_HDR, bs - OBJ_HDR));
+        if let Some(tx) = self.tx.as_mut() {
+            tx.allocs.push(block + OBJ_HDR);
+        }
         Some(block + OBJ_HDR)
     }
 
-    /// Free the object at `off` (a block allocated before).
+    /// Free the object at `off` (a block allocated before); inside a transaction, when it
+    /// commits.
     pub fn free(&mut self, off: u64) {
+        if let Some(tx) = self.tx.as_mut() {
+            tx.frees.push(off);
+            return;
+        }
         let block = off - OBJ_HDR;
         let bs = bs_of(self.read(block));
         let class = class_down(bs);
@@ -225,7 +254,7 @@ mod tests {
         let mut pool = vec![0u8; 1 << 16];
         let base = pool.as_mut_ptr();
         let mut touched = Vec::new();
-        let mut w = Writer { base, size: 1 << 16, undo: None, touched: &mut touched };
+        let mut w = Writer { base, size: 1 << 16, tx: None, touched: &mut touched };
         w.write(H_BUMP, HEADER);
         let a = w.alloc(100, 3, 0, false).unwrap();
         let b = w.alloc(10, 4, 0, false).unwrap();
@@ -250,5 +279,32 @@ mod tests {
         assert_eq!(next_object(base, 1 << 16, HEADER + 320), Some(e));
         w.free(e);
         assert_eq!(usable(base, 1 << 16, e), 0);
+    }
+
+    #[test]
+    fn in_a_transaction_the_allocators_metadata_is_not_logged_and_frees_wait() {
+        let mut pool = vec![0u8; 1 << 16];
+        let base = pool.as_mut_ptr();
+        let (mut touched, mut undo, mut allocs, mut frees) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut w = Writer { base, size: 1 << 16, tx: None, touched: &mut touched };
+        w.write(H_BUMP, HEADER);
+        let a = w.alloc(100, 3, 0, false).unwrap();
+        let b = {
+            let tx = TxLog { undo: &mut undo, allocs: &mut allocs, frees: &mut frees };
+            let mut w = Writer { base, size: 1 << 16, tx: Some(tx), touched: &mut touched };
+            let b = w.alloc(100, 4, 0, false).unwrap();
+            w.zero(b, 112);
+            w.write(a, 7);
+            w.free(a);
+            b
+        };
+        // The free waits: the object is still allocated.
+        assert_eq!(usable(base, 1 << 16, a), 112);
+        // Logged: the zeroing of the new object and the write to the old one, not the heap's
+        // end or the new block's header.
+        assert_eq!(undo.iter().map(|u| (u.0, u.1.len())).collect::<Vec<_>>(), [(b, 112), (a, 8)]);
+        assert_eq!((allocs, frees), (vec![b], vec![a]));
+        // Both the metadata and the objects are touched (the trace's ranges).
+        assert!(touched.contains(&(H_BUMP, 8)) && touched.contains(&(b - OBJ_HDR, 16)));
     }
 }

@@ -11,9 +11,18 @@
 //! close every remaining difference becomes one last transaction, so the trace's stores,
 //! applied to its `init` image, give the pool's bytes at close.
 //!
-//! The rollback of an aborted transaction uses a volatile undo log: the pool file is made
-//! consistent by a normal close, not after a crash of the process (the crash checking is the
-//! simulator's, on the trace).
+//! Threads: each thread is a core, and the trace's transactions are written whole, each when
+//! it ends, under the pools' lock. The ranges one thread's open transaction has added or
+//! allocated are its own until it ends ([`Owned`], registered with the pool): another
+//! thread's transaction that ends meanwhile leaves them out of its differences, whatever its
+//! own ranges cover (at the plain level, a whole shared object reached through
+//! `pmemobj_direct`), so no transaction carries another's uncommitted bytes. The allocator's
+//! metadata is shared by all transactions and never rolled back byte by byte (src/heap.rs).
+//!
+//! The rollback of an aborted transaction uses a volatile undo log (of the program's objects:
+//! the allocator's metadata is shared by the threads, and an aborted transaction's objects are
+//! freed instead): the pool file is made consistent by a normal close, not after a crash of
+//! the process (the crash checking is the simulator's, on the trace).
 
 // The entry points are libpmemobj's C functions: C calls them with the pointers their manual
 // pages describe (`pmemobj_free(PMEMoid *)`, ...), as it would PMDK's; marking them `unsafe`
@@ -31,7 +40,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::fs::File;
 use std::io::BufWriter;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 type Oid = PMEMoid;
 
@@ -93,6 +102,17 @@ struct Pool {
     txs: u64,
     /// Bug reports: per (kind, site) the count and the first pool offset.
     bugs: BTreeMap<(u8, usize), (u64, u64, u64)>,
+    /// The ranges of the transactions open on the pool, one entry per thread.
+    open: Vec<Owned>,
+}
+
+/// The ranges (start, end) an open transaction has added or allocated: its thread writes them
+/// (under this lock, before it stores to them), the transactions of other threads that end
+/// meanwhile read them (holding the lock through their differences) and leave them out.
+type Owned = Arc<Mutex<Vec<(u64, u64)>>>;
+
+fn lock_owned(o: &Owned) -> std::sync::MutexGuard<'_, Vec<(u64, u64)>> {
+    o.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A pool lock's volatile state (reinitialised at each open: a new map).
@@ -152,6 +172,11 @@ struct Th {
     undo: Vec<(u64, Vec<u8>)>,
     /// Ranges added or allocated in the open transaction, merged (start -> end).
     added: BTreeMap<u64, u64>,
+    /// The same, as the pool's other threads see them.
+    owned: Owned,
+    /// Objects the open transaction allocated (an abort frees them) and freed (its commit
+    /// frees them).
+    allocs: Vec<u64>,
     frees: Vec<u64>,
     last_errno: c_int,
     /// Loads outside a transaction not yet written: (slot, offset, length).
@@ -300,8 +325,21 @@ impl Pool {
     }
 
     /// Write one transaction of `core`: its loads and exact stores in order, then the
-    /// differences in the ranges it touched; an abort leaves the shadow as it was.
-    fn emit(&mut self, core: u32, ops: &[Op], bytes: &[u8], touched: &mut Vec<(u64, u64)>, abort: bool) {
+    /// differences in the ranges it touched but those of the transactions open on other
+    /// threads (all but `me`, the writer's own); an abort leaves the shadow as it was.
+    fn emit(
+        &mut self,
+        core: u32,
+        ops: &[Op],
+        bytes: &[u8],
+        touched: &mut Vec<(u64, u64)>,
+        abort: bool,
+        me: Option<&Owned>,
+    ) {
+        // Held until the transaction is written: the other threads add no range meanwhile.
+        let others: Vec<Owned> = self.open.iter().filter(|o| me.is_none_or(|m| !Arc::ptr_eq(o, m))).cloned().collect();
+        let held: Vec<_> = others.iter().map(lock_owned).collect();
+        let theirs: Vec<(u64, u64)> = held.iter().flat_map(|g| g.iter().copied()).collect();
         self.set_core(core);
         self.put(&Record::Begin);
         let mut saved = Vec::new();
@@ -318,7 +356,7 @@ impl Pool {
                 }
             }
         }
-        for (off, len) in merged(touched) {
+        for (off, len) in without(merged(touched), theirs) {
             self.diff(off, len, abort.then_some(&mut saved));
         }
         if abort {
@@ -328,9 +366,15 @@ impl Pool {
         }
         self.put(if abort { &Record::Abort } else { &Record::Commit });
         self.txs += 1;
-        // The heap's furthest end so far (an aborted allocation leaves bytes beyond the end
-        // it restores).
+        // The heap's furthest end so far.
         self.extent = self.used();
+        drop(held);
+    }
+
+    /// The thread's transaction (its ranges `me`) has ended.
+    fn end_tx(&mut self, me: &Owned) {
+        self.open.retain(|o| !Arc::ptr_eq(o, me));
+        lock_owned(me).clear();
     }
 
     /// Record a bug once per (kind, site); the count at close.
@@ -367,6 +411,37 @@ fn merged(r: &mut Vec<(u64, u64)>) -> Vec<(u64, u64)> {
         }
     }
     r.clear();
+    out
+}
+
+/// The ranges (offset, length), sorted and disjoint, without the bytes of `skip`'s ranges
+/// (start, end).
+fn without(ranges: Vec<(u64, u64)>, mut skip: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    if skip.is_empty() {
+        return ranges;
+    }
+    skip.sort_unstable();
+    let mut out = Vec::new();
+    let mut k = 0;
+    for (off, len) in ranges {
+        let (mut pos, end) = (off, off + len);
+        // Skip ranges that end before this one starts (the ranges come in ascending order).
+        while k < skip.len() && skip[k].1 <= pos {
+            k += 1;
+        }
+        let mut j = k;
+        while pos < end && j < skip.len() && skip[j].0 < end {
+            let (s, e) = skip[j];
+            if s > pos {
+                out.push((pos, s - pos));
+            }
+            pos = pos.max(e);
+            j += 1;
+        }
+        if pos < end {
+            out.push((pos, end - pos));
+        }
+    }
     out
 }
 
@@ -481,7 +556,7 @@ fn report_unpersisted(t: &mut Th, ps: &mut [Option<Pool>], slot: Option<usize>) 
     }
     for (s, mut r) in by_slot {
         if let Some(p) = ps.get_mut(s).and_then(Option::as_mut) {
-            p.emit(core, &[], &[], &mut r, false);
+            p.emit(core, &[], &[], &mut r, false, None);
         }
     }
 }
@@ -682,12 +757,13 @@ fn start_trace(
         next_class: 128,
         txs: 0,
         bugs: BTreeMap::new(),
+        open: Vec::new(),
     };
     pool.put(&Record::Region { base: 0, size });
     if create {
         pool.shadow[..HEADER as usize].fill(0);
         let core = th(core_of);
-        pool.emit(core, &[], &[], &mut vec![(0, HEADER)], false);
+        pool.emit(core, &[], &[], &mut vec![(0, HEADER)], false, None);
     } else {
         let init: Vec<(usize, Vec<u8>)> = pool
             .shadow
@@ -784,10 +860,12 @@ pub extern "C" fn pmemobj_close(pop: *mut c_void) {
     SLOT_SIZE[slot].store(0, Relaxed);
     update_span();
     drop(ps);
-    // Whatever the transactions and persists did not name: one last transaction.
+    // Whatever the transactions and persists did not name: one last transaction (all of
+    // it: a transaction still open on another thread is the program's error).
+    p.open.clear();
     let used = p.used();
     if p.bytes()[..used] != p.shadow[..used] {
-        p.emit(core, &[], &[], &mut vec![(0, used as u64)], false);
+        p.emit(core, &[], &[], &mut vec![(0, used as u64)], false, None);
     }
     let n: u64 = p.bugs.values().map(|b| b.0).sum();
     if n > 0 {
@@ -904,7 +982,8 @@ pub extern "C" fn pmemobj_next(oid: Oid) -> Oid {
 }
 
 /// Run `f` on the pool of `slot` with a writer: inside the thread's transaction on that pool
-/// its writes are logged for rollback and touched by the transaction; otherwise they are one
+/// its writes are logged for rollback (but the allocator's metadata: src/heap.rs) and touched
+/// by the transaction, its allocations and frees are the transaction's; otherwise they are one
 /// atomic operation, written as a transaction of its own.
 fn with_writer<R>(slot: usize, f: impl FnOnce(&mut Writer) -> R) -> R {
     let mut t = TH.with(|t| std::mem::take(&mut *t.borrow_mut()));
@@ -913,11 +992,19 @@ fn with_writer<R>(slot: usize, f: impl FnOnce(&mut Writer) -> R) -> R {
     let mut ps = pools();
     let p = ps[slot].as_mut().expect("an open pool");
     let r = if in_tx {
-        let mut w = Writer { base: p.base as *mut u8, size: p.size, undo: Some(&mut t.undo), touched: &mut t.touched };
-        f(&mut w)
+        let known = t.allocs.len();
+        let tx = TxLog { undo: &mut t.undo, allocs: &mut t.allocs, frees: &mut t.frees };
+        let mut w = Writer { base: p.base as *mut u8, size: p.size, tx: Some(tx), touched: &mut t.touched };
+        let r = f(&mut w);
+        // The new objects are the transaction's before another thread's can end.
+        let mut owned = lock_owned(&t.owned);
+        for &off in &t.allocs[known..] {
+            owned.push((off - OBJ_HDR, off + usable(p.base as *const u8, p.size, off)));
+        }
+        r
     } else {
         let mut touched = Vec::new();
-        let mut w = Writer { base: p.base as *mut u8, size: p.size, undo: None, touched: &mut touched };
+        let mut w = Writer { base: p.base as *mut u8, size: p.size, tx: None, touched: &mut touched };
         let r = f(&mut w);
         // Outside a transaction: written by the caller when the operation ends.
         t.reserved.extend(touched.iter().map(|&(o, l)| (slot, o, l)));
@@ -942,7 +1029,7 @@ fn end_atomic(slot: usize) {
         let mut r: Vec<(u64, u64)> = t.reserved.iter().filter(|x| x.0 == slot).map(|x| (x.1, x.2)).collect();
         t.reserved.retain(|x| x.0 != slot);
         if let Some(p) = ps[slot].as_mut() {
-            p.emit(core, &[], &[], &mut r, false);
+            p.emit(core, &[], &[], &mut r, false, None);
         }
     } else {
         // Inside the transaction: the operation is part of it.
@@ -1239,7 +1326,7 @@ fn persist(addr: *const c_void, len: usize) {
         r.extend(t.reserved.iter().filter(|x| x.0 == slot).map(|x| (x.1, x.2)));
         t.reserved.retain(|x| x.0 != slot);
         if let Some(p) = ps[slot].as_mut() {
-            p.emit(core, &[], &[], &mut r, false);
+            p.emit(core, &[], &[], &mut r, false, None);
         }
     }
     TH.with(|x| *x.borrow_mut() = t);
@@ -1383,9 +1470,15 @@ pub unsafe extern "C" fn locsim_tx_begin(
                 let core = core_of(&mut t);
                 let mut r: Vec<(u64, u64)> = t.reserved.iter().filter(|x| x.0 == s).map(|x| (x.1, x.2)).collect();
                 if let (false, Some(p)) = (r.is_empty(), ps[s].as_mut()) {
-                    p.emit(core, &[], &[], &mut r, false);
+                    p.emit(core, &[], &[], &mut r, false, None);
                 }
                 t.reserved.retain(|x| x.0 != s);
+            }
+            // The transaction's ranges are its own from here (other threads' transactions
+            // leave them out).
+            lock_owned(&t.owned).clear();
+            if let Some(p) = ps[s].as_mut() {
+                p.open.push(t.owned.clone());
             }
             drop(ps);
             t.slot = s;
@@ -1394,6 +1487,7 @@ pub unsafe extern "C" fn locsim_tx_begin(
             t.touched.clear();
             t.undo.clear();
             t.added.clear();
+            t.allocs.clear();
             t.frees.clear();
             0
         }
@@ -1448,13 +1542,14 @@ fn commit_outermost() {
     let frees = std::mem::take(&mut t.frees);
     let mut ps = pools();
     if let Some(p) = ps[slot].as_mut() {
-        let mut w = Writer { base: p.base as *mut u8, size: p.size, undo: None, touched: &mut t.touched };
+        let mut w = Writer { base: p.base as *mut u8, size: p.size, tx: None, touched: &mut t.touched };
         for off in frees {
             w.free(off);
         }
         let core = core_of(&mut t);
         let (ops, bytes) = (std::mem::take(&mut t.ops), std::mem::take(&mut t.bytes));
-        p.emit(core, &ops, &bytes, &mut t.touched, false);
+        p.emit(core, &ops, &bytes, &mut t.touched, false, Some(&t.owned));
+        p.end_tx(&t.owned);
         t.ops = ops;
         t.bytes = bytes;
     }
@@ -1463,6 +1558,7 @@ fn commit_outermost() {
     t.bytes.clear();
     t.undo.clear();
     t.added.clear();
+    t.allocs.clear();
     TH.with(|x| *x.borrow_mut() = t);
 }
 
@@ -1496,7 +1592,8 @@ pub extern "C" fn pmemobj_tx_process() {
     }
 }
 
-/// Roll the whole transaction back and write it as aborted.
+/// Roll the whole transaction back and write it as aborted; its allocations are freed, a
+/// transaction of their own.
 fn rollback() {
     let mut t = TH.with(|t| std::mem::take(&mut *t.borrow_mut()));
     settle(&mut t);
@@ -1508,17 +1605,30 @@ fn rollback() {
         // The stores as they were made, then the abort (the simulator undoes them too).
         let mut touched = t.touched.clone();
         touched.extend(t.undo.iter().map(|(o, b)| (*o, b.len() as u64)));
-        p.emit(core, &ops, &bytes, &mut touched, true);
+        let mut again = touched.clone();
+        p.emit(core, &ops, &bytes, &mut touched, true, Some(&t.owned));
         for (off, old) in t.undo.drain(..).rev() {
             // SAFETY: logged ranges of the pool.
             unsafe { std::ptr::copy_nonoverlapping(old.as_ptr(), (p.base + off as usize) as *mut u8, old.len()) };
         }
+        if !t.allocs.is_empty() {
+            // The allocator's metadata was not rolled back (other threads' transactions may
+            // have allocated and freed since): the objects go back to the free lists, and the
+            // trace gets the heap as it is now (its end, the lists, the freed headers).
+            let mut w = Writer { base: p.base as *mut u8, size: p.size, tx: None, touched: &mut again };
+            for off in t.allocs.drain(..).rev() {
+                w.free(off);
+            }
+            p.emit(core, &[], &[], &mut again, false, Some(&t.owned));
+        }
+        p.end_tx(&t.owned);
     }
     drop(ps);
     t.ops.clear();
     t.bytes.clear();
     t.touched.clear();
     t.added.clear();
+    t.allocs.clear();
     t.frees.clear();
     TH.with(|x| *x.borrow_mut() = t);
 }
@@ -1621,6 +1731,7 @@ fn add_range(slot: usize, off: u64, len: u64, snapshot: bool) -> c_int {
         }
         t.touched.push((off, len));
         add_interval(&mut t.added, off, off + len);
+        lock_owned(&t.owned).push((off, off + len));
         None
     });
     match bad {
@@ -2104,10 +2215,13 @@ fn lock_of(p: *mut c_void) -> Option<*const Lock> {
     Some(&**l as *const Lock)
 }
 
+// Each lock call first reads the thread's pending exact-level store (`settle`): the lock
+// orders it before another thread's access to its bytes.
 macro_rules! lock_fn {
     ($name:ident, $field:ident, $f:path) => {
         #[no_mangle]
         pub extern "C" fn $name(_pop: *mut c_void, p: *mut c_void) -> c_int {
+            th(settle);
             match lock_of(p) {
                 // SAFETY: the lock lives until the pool closes.
                 Some(l) => unsafe { $f((*l).$field.get()) },
@@ -2129,6 +2243,7 @@ lock_fn!(pmemobj_cond_signal, cond, libc::pthread_cond_signal);
 
 #[no_mangle]
 pub extern "C" fn pmemobj_mutex_timedlock(_pop: *mut c_void, p: *mut c_void, t: *const libc::timespec) -> c_int {
+    th(settle);
     match lock_of(p) {
         // SAFETY: the lock lives until the pool closes.
         Some(l) => unsafe { libc::pthread_mutex_timedlock((*l).mutex.get(), t) },
@@ -2138,6 +2253,7 @@ pub extern "C" fn pmemobj_mutex_timedlock(_pop: *mut c_void, p: *mut c_void, t: 
 
 #[no_mangle]
 pub extern "C" fn pmemobj_cond_wait(_pop: *mut c_void, c: *mut c_void, m: *mut c_void) -> c_int {
+    th(settle);
     match (lock_of(c), lock_of(m)) {
         // SAFETY: both live until the pool closes.
         (Some(c), Some(m)) => unsafe { libc::pthread_cond_wait((*c).cond.get(), (*m).mutex.get()) },
@@ -2152,6 +2268,7 @@ pub extern "C" fn pmemobj_cond_timedwait(
     m: *mut c_void,
     t: *const libc::timespec,
 ) -> c_int {
+    th(settle);
     match (lock_of(c), lock_of(m)) {
         // SAFETY: both live until the pool closes.
         (Some(c), Some(m)) => unsafe { libc::pthread_cond_timedwait((*c).cond.get(), (*m).mutex.get(), t) },
@@ -2228,4 +2345,19 @@ pub extern "C" fn pmemobj_ctl_set(pop: *mut c_void, name: *const c_char, arg: *m
     }
     fail(libc::EINVAL, format!("{name}: not supported by locsim-pmemobj"));
     -1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without;
+
+    #[test]
+    fn without_cuts_the_skipped_bytes_out_of_the_ranges() {
+        // Ranges (offset, length), skips (start, end), unsorted and overlapping.
+        let r = vec![(0, 100), (200, 50), (300, 10)];
+        assert_eq!(without(r.clone(), vec![]), r);
+        assert_eq!(without(r.clone(), vec![(90, 210), (10, 20), (15, 30)]), [(0, 10), (30, 60), (210, 40), (300, 10)]);
+        assert_eq!(without(r.clone(), vec![(0, 1000)]), []);
+        assert_eq!(without(r, vec![(305, 306), (0, 100)]), [(200, 50), (300, 5), (306, 4)]);
+    }
 }
