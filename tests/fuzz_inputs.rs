@@ -247,17 +247,22 @@ fn trace_files_malformed_anyhow_give_one_line_errors() {
         generate(&g, &mut out).unwrap();
         corpus.push(out);
     }
-    // Transactions of several cores (`core` records), in both encodings.
+    // Transactions of several cores (`core` records), each taking a lock (`lock` records), in
+    // both encodings.
     for enc in [locsim_trace::Encoding::Binary, locsim_trace::Encoding::Text] {
         use locsim_trace::Record;
-        let mut e = locsim_trace::Encoder::new(Vec::new(), enc).unwrap();
+        let mut e = locsim_trace::Encoder::with_version(Vec::new(), enc, locsim_trace::LOCK_VERSION).unwrap();
         e.write(&Record::Region { base: 0x1000, size: 4096 }).unwrap();
         for (i, core) in [0, 2, 2, 1, 300, 0].into_iter().enumerate() {
             e.set_core(core).unwrap();
             let addr = 0x1000 + 64 * i as u64;
-            for r in
-                [Record::Begin, Record::Load { addr, len: 8 }, Record::Store { addr, bytes: &[7; 8] }, Record::Commit]
-            {
+            for r in [
+                Record::Begin,
+                Record::Lock { addr },
+                Record::Load { addr, len: 8 },
+                Record::Store { addr, bytes: &[7; 8] },
+                Record::Commit,
+            ] {
                 e.write(&r).unwrap();
             }
         }

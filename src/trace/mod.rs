@@ -23,7 +23,8 @@ use std::io::Write;
 pub use crate::workload::trace_replay::{open, Source};
 
 /// The [`Pm`] back end of `trace-gen`: plain memory ([`Native`]) whose every call is also
-/// written as a trace record.
+/// written as a trace record, a lock ([`Pm::lock`], taken only when other cores run) as a
+/// `lock` record naming its line.
 pub struct Recording<W: Write> {
     inner: Native,
     enc: Encoder<W>,
@@ -77,6 +78,10 @@ impl<W: Write> Pm for Recording<W> {
     fn concurrent(&self) -> bool {
         self.concurrent
     }
+    /// Lock ids are lines of the data area, which is the region from address 0.
+    fn lock(&mut self, id: u64) {
+        self.put(&Record::Lock { addr: id * format::LINE_BYTES });
+    }
     fn core(&self) -> usize {
         self.core
     }
@@ -111,10 +116,12 @@ const INIT_CHUNK: usize = 4096;
 ///
 /// With `machine.cores = N > 1`, each core runs its own driver state and streams, and its
 /// share of the warm-up and of the transactions, as `locsim run --cores N` splits them
-/// ([`crate::sched`]), taking its locks; the cores' transactions are written whole, in rounds
-/// (core 0's next transaction, core 1's, ...), each core's preceded by a `core` record: one
-/// serial order of the program, the same for every machine and protocol
-/// (docs/multicore.md, "Traces and programs on N cores").
+/// ([`crate::sched`]), taking its locks, which are written as `lock` records (format version
+/// 3), so that the replay takes them as the built-in run does; the cores' transactions are
+/// written whole, in rounds (core 0's next transaction, core 1's, ...), each core's preceded
+/// by a `core` record: one serial order of the program, the same for every machine and protocol
+/// (docs/multicore.md, "Traces and programs on N cores"). On one core a workload takes no lock
+/// and the trace is of version 2, as before the `lock` record existed.
 pub fn generate<W: Write>(g: &GenSpec, out: W) -> std::io::Result<u64> {
     let cores = g.cfg.machine.cores as usize;
     let mut wl = g.workload.build(&g.cfg.workload);
@@ -122,7 +129,8 @@ pub fn generate<W: Write>(g: &GenSpec, out: W) -> std::io::Result<u64> {
     let size = Layout::new(wl.data_bytes(), g.cfg.log.size_bytes).data_bytes;
     let mut mem = vec![0u8; size as usize];
     wl.populate(&mut mem);
-    let mut enc = Encoder::new(out, g.encoding)?;
+    let version = if cores > 1 { format::LOCK_VERSION } else { format::DEFAULT_VERSION };
+    let mut enc = Encoder::with_version(out, g.encoding, version)?;
     enc.write(&Record::Region { base: 0, size })?;
     enc.write(&Record::Warmup { txs: g.warmup_txs })?;
     for (i, chunk) in mem.chunks(INIT_CHUNK).enumerate() {

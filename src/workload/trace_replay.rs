@@ -10,15 +10,17 @@
 //! naming the record's offset, the core and the allowed range). On one core the records run as
 //! they stream. On N cores ([`TraceWorkload::open_cores`]) each core has its own replayer, a
 //! decoder over its own reader of the same trace that skips the other cores' records; it reads
-//! each of its transactions whole, then runs it under locks on every line the transaction loads
-//! or stores, taken in ascending order right after `begin` (conservative two-phase locking;
-//! docs/multicore.md, "Traces and programs on N cores", says why).
+//! each of its transactions whole, then runs it. A transaction with `lock` records (version 3:
+//! the program's own locks, as `trace-gen --cores N` records them) runs under exactly those,
+//! each taken at its place among the transaction's records; one without runs under locks on
+//! every line it loads or stores, taken in ascending order right after `begin` (conservative
+//! two-phase locking; docs/formats/trace.md, "Replay on N cores", says why).
 #![warn(missing_docs)]
 
 use super::Pm;
 use crate::rng::Rng;
 use crate::types::{blocks_of, Addr};
-use locsim_trace::{Decoder, Record};
+use locsim_trace::{Decoder, Record, LINE_BYTES};
 use std::io::Read;
 
 /// A byte source a trace is read from (a file, standard input, one branch of a [`crate::trace::tee::tee`]).
@@ -59,21 +61,24 @@ impl Ahead {
     }
 }
 
-/// One operation of a transaction read ahead of running it (N cores): data-area offsets; a
-/// store's bytes are `TxBuf::bytes[off..off + len]`.
+/// One operation of a transaction read ahead of running it (N cores): data-area offsets (a
+/// lock: a data-area line); a store's bytes are `TxBuf::bytes[off..off + len]`.
 #[derive(Copy, Clone)]
 enum Op {
     Load(u64, u64),
     Store(u64, usize, usize),
     Compute(u64),
+    Lock(u64),
 }
 
-/// The transaction a core reads whole before running it, and the lines it locks (reused).
+/// The transaction a core reads whole before running it, and the lines it touches (reused).
 #[derive(Default)]
 struct TxBuf {
     ops: Vec<Op>,
     bytes: Vec<u8>,
     lines: Vec<u64>,
+    /// Has it `lock` records (then it runs under those, not under `lines`)?
+    locked: bool,
 }
 
 /// A trace replayed as a workload. `Default` is the empty trace (the structural verifier of a
@@ -249,6 +254,8 @@ impl TraceWorkload {
                 Ok(Some(Record::Store { addr, bytes })) => pm.store(Addr(addr - base), bytes),
                 Ok(Some(Record::Load { addr, len })) => load(pm, &mut self.load_buf, addr - base, len),
                 Ok(Some(Record::Compute { cycles })) => pm.compute(cycles),
+                // One core: a back end without other cores ignores it.
+                Ok(Some(Record::Lock { addr })) => pm.lock((addr - base) / LINE_BYTES),
                 Ok(Some(Record::Begin)) => pm.begin(),
                 // Between transactions; the decoder has checked it names one of the machine's
                 // cores, which is core 0 while the runner runs one.
@@ -272,21 +279,52 @@ impl TraceWorkload {
 
     /// [`TraceWorkload::run_tx`] on N cores, as core `core`: its records up to the end of its
     /// next transaction (skipping the other cores'); records outside a transaction run as they
-    /// come, a transaction is read whole, then run: `begin`, a lock on each line it loads or
-    /// stores in ascending order, its operations, `commit` or `abort`.
+    /// come, a transaction is read whole ([`TraceWorkload::read_tx`]), then run: `begin`, a
+    /// lock on each line it loads or stores in ascending order unless it has `lock` records of
+    /// its own, its operations (its own locks among them, in their places), `commit` or `abort`.
     fn run_tx_on<P: Pm>(&mut self, pm: &mut P, core: u32) {
+        let Some(commit) = self.read_tx(pm, core) else { return };
+        let tx = &mut self.tx;
+        pm.begin();
+        if !tx.locked {
+            tx.lines.sort_unstable();
+            tx.lines.dedup();
+            for &l in &tx.lines {
+                pm.lock(l);
+            }
+        }
+        for &op in &tx.ops {
+            match op {
+                Op::Load(a, len) => load(pm, &mut self.load_buf, a, len),
+                Op::Store(a, off, len) => pm.store(Addr(a), &tx.bytes[off..off + len]),
+                Op::Compute(c) => pm.compute(c),
+                Op::Lock(l) => pm.lock(l),
+            }
+        }
+        if commit {
+            pm.commit()
+        } else {
+            pm.abort()
+        }
+    }
+
+    /// Core `core`'s records up to the end of its next transaction, into `self.tx` (records
+    /// outside a transaction run as they come): `Some(true)` if it commits, `Some(false)` if it
+    /// aborts, `None` at the end of the trace or on an error.
+    fn read_tx<P: Pm>(&mut self, pm: &mut P, core: u32) -> Option<bool> {
         let base = self.base;
         let Some(dec) = &mut self.dec else {
             self.ended = true;
-            return;
+            return None;
         };
         let mut ahead = self.ahead.take();
         let tx = &mut self.tx;
         tx.ops.clear();
         tx.bytes.clear();
         tx.lines.clear();
+        tx.locked = false;
         let mut in_tx = false;
-        let commit = loop {
+        loop {
             let r = match ahead.take() {
                 Some(a) => Ok(Some(a.record(base))),
                 None => dec.next_record(),
@@ -296,13 +334,13 @@ impl TraceWorkload {
                 Ok(None) => Record::End,
                 Err(e) => {
                     self.error = Some(e.to_string());
-                    return;
+                    return None;
                 }
             };
             if matches!(r, Record::End) {
                 // The decoder refuses an `end` inside a transaction.
                 self.ended = true;
-                return;
+                return None;
             }
             if let Record::Core { core } = r {
                 self.cur = core;
@@ -324,31 +362,18 @@ impl TraceWorkload {
                 }
                 Record::Compute { cycles } if in_tx => tx.ops.push(Op::Compute(cycles)),
                 Record::Compute { cycles } => pm.compute(cycles),
-                Record::Commit => break true,
-                Record::Abort => break false,
+                // The decoder allows it only inside a transaction.
+                Record::Lock { addr } => {
+                    tx.ops.push(Op::Lock((addr - base) / LINE_BYTES));
+                    tx.locked = true;
+                }
+                Record::Commit => return Some(true),
+                Record::Abort => return Some(false),
                 Record::Core { .. } => {}
                 Record::End | Record::Region { .. } | Record::Warmup { .. } | Record::Init { .. } => {
                     unreachable!("the decoder allows header records only in the header")
                 }
             }
-        };
-        pm.begin();
-        tx.lines.sort_unstable();
-        tx.lines.dedup();
-        for &l in &tx.lines {
-            pm.lock(l);
-        }
-        for &op in &tx.ops {
-            match op {
-                Op::Load(a, len) => load(pm, &mut self.load_buf, a, len),
-                Op::Store(a, off, len) => pm.store(Addr(a), &tx.bytes[off..off + len]),
-                Op::Compute(c) => pm.compute(c),
-            }
-        }
-        if commit {
-            pm.commit()
-        } else {
-            pm.abort()
         }
     }
 

@@ -6,7 +6,9 @@
 //! (`begin`, `load`, `store`, `compute`, `commit` or `abort`) and non-transactional `load` and
 //! `compute` records; `end` closes the stream. From version 2 a `core` record between
 //! transactions says which core runs the records that follow it (core 0 until the first one, and
-//! throughout a version-1 trace). The [`Decoder`] checks every rule of the format
+//! throughout a version-1 trace); from version 3 a `lock` record inside a transaction names a
+//! lock the program took there (the replayer on N cores then takes the transaction's recorded
+//! locks instead of locking every line it touches). The [`Decoder`] checks every rule of the format
 //! as it reads (bad bytes, truncation, a record out of the region, a store outside a
 //! transaction, ...) and names the byte offset (and, for text, the line) of the record at fault.
 //! It reads through one reused buffer: memory is bounded by the longest record, not by the
@@ -19,11 +21,21 @@ use std::io::{self, Read, Write};
 pub const MAGIC: [u8; 8] = *b"LOCTRACE";
 /// First word of a text trace (`locsim-trace 2`).
 pub const TEXT_MAGIC: &str = "locsim-trace";
-/// The format version this module writes (it reads every version from [`OLDEST_VERSION`]).
-pub const VERSION: u16 = 2;
+/// The newest format version: the decoder reads every version from [`OLDEST_VERSION`] to this
+/// one, and [`Encoder::with_version`] writes any of them.
+pub const VERSION: u16 = 3;
 /// The oldest version the decoder reads: version 1, the single-core format (no `core` record;
 /// every record runs on core 0).
 pub const OLDEST_VERSION: u16 = 1;
+/// The first version with the `core` record.
+pub const CORE_VERSION: u16 = 2;
+/// The first version with the `lock` record.
+pub const LOCK_VERSION: u16 = 3;
+/// The version [`Encoder::new`] writes: the oldest that holds every record but `lock`, so that
+/// a trace without locks reads in every locsim since version 2.
+pub const DEFAULT_VERSION: u16 = CORE_VERSION;
+/// Bytes of one line, the unit a `lock` record names (a lock on the line holding its address).
+pub const LINE_BYTES: u64 = 64;
 /// Core numbers a trace may name: `0..MAX_CORES` (a machine may have fewer: see
 /// [`Decoder::set_cores`]).
 pub const MAX_CORES: u64 = 1 << 16;
@@ -56,6 +68,8 @@ pub mod op {
     pub const COMPUTE: u8 = 0x15;
     /// `core n` (version 2)
     pub const CORE: u8 = 0x16;
+    /// `lock addr` (version 3)
+    pub const LOCK: u8 = 0x17;
     /// `end records`
     pub const END: u8 = 0xFF;
 }
@@ -112,6 +126,15 @@ pub enum Record<'a> {
     Core {
         /// Core number, `0..`[`MAX_CORES`].
         core: u32,
+    },
+    /// The running transaction takes the lock of the [`LINE_BYTES`]-byte line of the region
+    /// holding `addr` (version 3; only inside a transaction, lines ascending within it). The
+    /// lock is the program's, released when the transaction ends; it accesses nothing in the
+    /// region.
+    Lock {
+        /// A byte address inside the region; the lock is that of its line (line `(addr - base)
+        /// / 64` of the region).
+        addr: u64,
     },
     /// The end of the trace.
     End,
@@ -173,21 +196,40 @@ pub struct Encoder<W: Write> {
     scratch: Vec<u8>,
     /// The core the last `core` record named (0 before any).
     core: u32,
+    /// The version in the header: records it lacks are refused.
+    version: u16,
 }
 
 impl<W: Write> Encoder<W> {
-    /// Start a trace on `out`: the binary file header or the text version line.
-    pub fn new(mut out: W, enc: Encoding) -> io::Result<Encoder<W>> {
+    /// Start a trace on `out` of version [`DEFAULT_VERSION`] (every record but `lock`): the
+    /// binary file header or the text version line.
+    pub fn new(out: W, enc: Encoding) -> io::Result<Encoder<W>> {
+        Encoder::with_version(out, enc, DEFAULT_VERSION)
+    }
+
+    /// Start a trace on `out` of format version `version` ([`OLDEST_VERSION`]..=[`VERSION`]);
+    /// [`LOCK_VERSION`] to write `lock` records. A record the version lacks is refused
+    /// ([`io::ErrorKind::InvalidInput`]).
+    pub fn with_version(mut out: W, enc: Encoding, version: u16) -> io::Result<Encoder<W>> {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
+            let m = format!("trace format version {version}: this module writes {OLDEST_VERSION}..={VERSION}");
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+        }
         match enc {
             Encoding::Binary => {
                 let mut h = [0u8; HEADER_BYTES];
                 h[..8].copy_from_slice(&MAGIC);
-                h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+                h[8..10].copy_from_slice(&version.to_le_bytes());
                 out.write_all(&h)?;
             }
-            Encoding::Text => writeln!(out, "{TEXT_MAGIC} {VERSION}")?,
+            Encoding::Text => writeln!(out, "{TEXT_MAGIC} {version}")?,
         }
-        Ok(Encoder { out, enc, records: 0, scratch: Vec::with_capacity(64), core: 0 })
+        Ok(Encoder { out, enc, records: 0, scratch: Vec::with_capacity(64), core: 0, version })
+    }
+
+    /// The format version in the header.
+    pub fn version(&self) -> u16 {
+        self.version
     }
 
     /// Make `core` the core of the records that follow: writes a `core` record only when it
@@ -205,8 +247,18 @@ impl<W: Write> Encoder<W> {
         self.core
     }
 
-    /// Write one record. `End` writes the record count; nothing may follow it.
+    /// Write one record. `End` writes the record count; nothing may follow it. A `core` or
+    /// `lock` record in a version without it is refused, before anything is written.
     pub fn write(&mut self, r: &Record) -> io::Result<()> {
+        let since = match r {
+            Record::Core { .. } => CORE_VERSION,
+            Record::Lock { .. } => LOCK_VERSION,
+            _ => OLDEST_VERSION,
+        };
+        if self.version < since {
+            let m = format!("a `{}` record in a version-{} trace: allowed from version {since}", name(r), self.version);
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+        }
         match self.enc {
             Encoding::Binary => self.write_binary(r)?,
             Encoding::Text => self.write_text(r)?,
@@ -254,6 +306,10 @@ impl<W: Write> Encoder<W> {
                 s.push(op::CORE);
                 put_uleb(s, core.into());
             }
+            Record::Lock { addr } => {
+                s.push(op::LOCK);
+                put_uleb(s, addr);
+            }
             Record::End => {
                 s.push(op::END);
                 put_uleb(s, self.records);
@@ -285,6 +341,7 @@ impl<W: Write> Encoder<W> {
             Record::Load { addr, len } => writeln!(o, "load {addr:#x} {len}"),
             Record::Compute { cycles } => writeln!(o, "compute {cycles}"),
             Record::Core { core } => writeln!(o, "core {core}"),
+            Record::Lock { addr } => writeln!(o, "lock {addr:#x}"),
             Record::End => writeln!(o, "end"),
         }
     }
@@ -302,6 +359,24 @@ impl<W: Write> Encoder<W> {
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// A record's word (its text form's first word).
+fn name(r: &Record) -> &'static str {
+    match r {
+        Record::Region { .. } => "region",
+        Record::Warmup { .. } => "warmup",
+        Record::Init { .. } => "init",
+        Record::Begin => "begin",
+        Record::Commit => "commit",
+        Record::Abort => "abort",
+        Record::Load { .. } => "load",
+        Record::Store { .. } => "store",
+        Record::Compute { .. } => "compute",
+        Record::Core { .. } => "core",
+        Record::Lock { .. } => "lock",
+        Record::End => "end",
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Decoding
@@ -346,6 +421,8 @@ pub struct Decoder<R: Read> {
     /// Core numbers allowed: `0..cores`; `configured` when [`Decoder::set_cores`] set it.
     cores: u64,
     configured: bool,
+    /// Inside a transaction: the region line of its last `lock` record (locks ascend).
+    lock_line: Option<u64>,
 }
 
 /// How far [`Decoder::look_ahead`] runs ahead of the reader, in bytes (about a dozen small
@@ -376,6 +453,7 @@ impl<R: Read> Decoder<R> {
             core: 0,
             cores: MAX_CORES,
             configured: false,
+            lock_line: None,
         };
         d.fill(HEADER_BYTES)?;
         let head = &d.buf[d.pos..d.end];
@@ -517,7 +595,7 @@ impl<R: Read> Decoder<R> {
             };
             let step = match opcode {
                 op::BEGIN | op::COMMIT | op::ABORT => Some(()),
-                op::COMPUTE | op::WARMUP | op::CORE => num(&mut i).map(drop),
+                op::COMPUTE | op::WARMUP | op::CORE | op::LOCK => num(&mut i).map(drop),
                 op::LOAD | op::STORE | op::INIT => match (num(&mut i), num(&mut i)) {
                     (Some(addr), Some(len)) => {
                         if opcode != op::LOAD {
@@ -581,7 +659,10 @@ impl<R: Read> Decoder<R> {
             (_, Raw::Init { .. }) => {
                 return fail(self, "`init` after the body began: allowed only in the header".into())
             }
-            (Phase::Header | Phase::Idle, Raw::Begin) => self.phase = Phase::InTx,
+            (Phase::Header | Phase::Idle, Raw::Begin) => {
+                self.phase = Phase::InTx;
+                self.lock_line = None;
+            }
             (Phase::InTx, Raw::Begin) => {
                 return fail(self, "`begin` inside a transaction: transactions do not nest".into())
             }
@@ -591,8 +672,9 @@ impl<R: Read> Decoder<R> {
             (_, Raw::Store { .. }) => return fail(self, "`store` outside a transaction".into()),
             (Phase::Header | Phase::Idle, Raw::Load { .. } | Raw::Compute { .. }) => self.phase = Phase::Idle,
             (Phase::InTx, Raw::Load { .. } | Raw::Compute { .. }) => {}
-            (_, Raw::Core { .. }) if self.version < 2 => {
-                return fail(self, format!("`core` record in a version-{} trace: allowed from version 2", self.version))
+            (_, Raw::Core { .. } | Raw::Lock { .. }) if self.version < r.since() => {
+                let (v, since) = (self.version, r.since());
+                return fail(self, format!("`{name}` record in a version-{v} trace: allowed from version {since}"));
             }
             (Phase::InTx, Raw::Core { .. }) => {
                 return fail(self, "`core` inside a transaction: a transaction runs on one core".into())
@@ -605,6 +687,8 @@ impl<R: Read> Decoder<R> {
                 self.core = core as u32;
                 self.phase = Phase::Idle;
             }
+            (Phase::InTx, Raw::Lock { addr }) => self.check_lock(at, addr)?,
+            (_, Raw::Lock { .. }) => return fail(self, "`lock` outside a transaction".into()),
             (Phase::InTx, Raw::End { .. }) => {
                 return fail(self, "`end` inside a transaction: commit or abort it first".into())
             }
@@ -648,6 +732,27 @@ impl<R: Read> Decoder<R> {
         Ok(())
     }
 
+    /// A `lock` record's address: inside the region, its line at or after the transaction's
+    /// last lock's (ascending lines keep any set of cores free of deadlock; the same line again
+    /// is the lock already held).
+    fn check_lock(&mut self, at: u64, addr: u64) -> Result<(), TraceError> {
+        let (base, size) = self.region;
+        if addr < base || addr - base >= size {
+            let m = format!("`lock` at {addr:#x} outside the region {base:#x}..{:#x}", base + size);
+            return Err(self.err(at, &m));
+        }
+        let line = (addr - base) / LINE_BYTES;
+        if let Some(last) = self.lock_line.filter(|&l| l > line) {
+            let m = format!(
+                "`lock` at {addr:#x} (line {line} of the region) after line {last}: \
+                 a transaction's locks must ascend"
+            );
+            return Err(self.err(at, &m));
+        }
+        self.lock_line = Some(line);
+        Ok(())
+    }
+
     /// Turn a checked raw record into a [`Record`], its bytes borrowed from the buffer.
     fn materialise(&self, r: Raw) -> Record<'_> {
         match r {
@@ -661,6 +766,7 @@ impl<R: Read> Decoder<R> {
             Raw::Load { addr, len } => Record::Load { addr, len },
             Raw::Compute { cycles } => Record::Compute { cycles },
             Raw::Core { core } => Record::Core { core: core as u32 },
+            Raw::Lock { addr } => Record::Lock { addr },
             Raw::End { .. } => Record::End,
         }
     }
@@ -721,12 +827,13 @@ impl<R: Read> Decoder<R> {
             op::ABORT => Raw::Abort,
             op::COMPUTE => Raw::Compute { cycles: self.uleb(&mut at, rec, "cycle count")? },
             op::CORE => Raw::Core { core: self.uleb(&mut at, rec, "core number")? },
+            op::LOCK => Raw::Lock { addr: self.uleb(&mut at, rec, "lock address")? },
             op::END => Raw::End { records: Some(self.uleb(&mut at, rec, "record count")?) },
             other => {
                 return Err(self.err(
                     rec,
                     &format!(
-                        "unknown record type {other:#04x}: allowed 0x01-0x03, 0x10-0x16, 0xff (docs/formats/trace.md)"
+                        "unknown record type {other:#04x}: allowed 0x01-0x03, 0x10-0x17, 0xff (docs/formats/trace.md)"
                     ),
                 ))
             }
@@ -838,10 +945,20 @@ enum Raw {
     Store { addr: u64, len: u64 },
     Compute { cycles: u64 },
     Core { core: u64 },
+    Lock { addr: u64 },
     End { records: Option<u64> },
 }
 
 impl Raw {
+    /// The first version with this record.
+    fn since(&self) -> u16 {
+        match self {
+            Raw::Core { .. } => CORE_VERSION,
+            Raw::Lock { .. } => LOCK_VERSION,
+            _ => OLDEST_VERSION,
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Raw::Region { .. } => "region",
@@ -854,6 +971,7 @@ impl Raw {
             Raw::Store { .. } => "store",
             Raw::Compute { .. } => "compute",
             Raw::Core { .. } => "core",
+            Raw::Lock { .. } => "lock",
             Raw::End { .. } => "end",
         }
     }
@@ -935,6 +1053,10 @@ fn parse_text(word: &str, args: &[&str], count: usize, bytes: &mut Vec<u8>) -> R
             want(1, "core N")?;
             Raw::Core { core: number(args[0], "core")? }
         }
+        "lock" => {
+            want(1, "lock ADDR")?;
+            Raw::Lock { addr: number(args[0], "lock address")? }
+        }
         "begin" | "commit" | "abort" | "end" => {
             want(0, word)?;
             match word {
@@ -945,7 +1067,7 @@ fn parse_text(word: &str, args: &[&str], count: usize, bytes: &mut Vec<u8>) -> R
             }
         }
         other => {
-            let allowed = "region, warmup, init, begin, load, store, compute, commit, abort, core, end";
+            let allowed = "region, warmup, init, begin, load, store, compute, commit, abort, core, lock, end";
             return Err(format!("unknown record `{}`: allowed {allowed}", clip(other)));
         }
     })
@@ -962,7 +1084,9 @@ mod tests {
             Record::Init { addr: 0x7f00_0000_0010, bytes: &[1, 2, 3] },
             Record::Compute { cycles: 300 },
             Record::Begin,
+            Record::Lock { addr: 0x7f00_0000_0000 },
             Record::Load { addr: 0x7f00_0000_0000, len: 8 },
+            Record::Lock { addr: 0x7f00_0000_0fff },
             Record::Store { addr: 0x7f00_0000_0ff8, bytes: &[9; 8] },
             Record::Commit,
             Record::Begin,
@@ -979,8 +1103,9 @@ mod tests {
         ]
     }
 
+    /// `recs` as a trace of the newest version.
     fn encode(enc: Encoding, recs: &[Record]) -> Vec<u8> {
-        let mut e = Encoder::new(Vec::new(), enc).unwrap();
+        let mut e = Encoder::with_version(Vec::new(), enc, VERSION).unwrap();
         for r in recs {
             e.write(r).unwrap();
         }
@@ -1007,9 +1132,28 @@ mod tests {
 
     #[test]
     fn binary_bytes_are_little_endian_leb128_as_documented() {
-        let bytes = encode(Encoding::Binary, &[Record::Region { base: 0x80, size: 300 }, Record::End]);
+        let mut e = Encoder::new(Vec::new(), Encoding::Binary).unwrap();
+        e.write(&Record::Region { base: 0x80, size: 300 }).unwrap();
+        e.write(&Record::End).unwrap();
+        let bytes = e.finish().unwrap();
         assert_eq!(&bytes[..16], b"LOCTRACE\x02\x00\x00\x00\x00\x00\x00\x00");
         assert_eq!(&bytes[16..], &[0x01, 0x80, 0x01, 0xac, 0x02, 0xff, 0x01]);
+        // Version 3, a transaction locking the lines of 0x1040 and 0x10c0 (offsets 0x40 and 0xc0
+        // of the region at 0x1000: lines 1 and 3): opcode 0x17, then the address as LEB128.
+        let bytes = encode(
+            Encoding::Binary,
+            &[
+                Record::Region { base: 0x1000, size: 256 },
+                Record::Begin,
+                Record::Lock { addr: 0x1040 },
+                Record::Lock { addr: 0x10c0 },
+                Record::Commit,
+                Record::End,
+            ],
+        );
+        assert_eq!(&bytes[..16], b"LOCTRACE\x03\x00\x00\x00\x00\x00\x00\x00");
+        let want = [0x01, 0x80, 0x20, 0x80, 0x02, 0x10, 0x17, 0xc0, 0x20, 0x17, 0xc0, 0x21, 0x11, 0xff, 0x05];
+        assert_eq!(&bytes[16..], &want);
         // `core 300` between transactions: opcode 0x16, then 300 as LEB128 (ac 02).
         let bytes = encode(
             Encoding::Binary,
@@ -1059,8 +1203,10 @@ mod tests {
         // Compute, begin, load, begin (core 0), load and begin (core 3), compute (core 0).
         assert_eq!(cores_of(&ok, Some(4)).unwrap(), [0, 0, 0, 0, 3, 3, 0]);
         assert_eq!(cores_of(&encode(Encoding::Text, &sample()), None).unwrap(), [0, 0, 0, 0, 3, 3, 0]);
-        // A version-1 stream (the same bytes without `core` records, version 1) reads as core 0.
-        let v1: Vec<Record> = sample().into_iter().filter(|r| !matches!(r, Record::Core { .. })).collect();
+        // A version-1 stream (the same bytes without `core` and `lock` records, version 1) reads
+        // as core 0.
+        let v1: Vec<Record> =
+            sample().into_iter().filter(|r| !matches!(r, Record::Core { .. } | Record::Lock { .. })).collect();
         let mut bytes = encode(Encoding::Binary, &v1);
         bytes[8] = 1;
         let mut d = Decoder::new(&bytes[..]).unwrap();
@@ -1100,6 +1246,71 @@ mod tests {
             let e = cores_of(&bytes, None).expect_err(want).to_string();
             assert!(e.contains(want), "{e:?} should contain {want:?}");
         }
+    }
+
+    #[test]
+    fn lock_records_round_trip_in_both_encodings_and_every_bad_one_is_named_with_its_offset() {
+        let recs = [
+            Record::Region { base: 0x1000, size: 4096 },
+            Record::Begin,
+            Record::Lock { addr: 0x1000 },
+            Record::Lock { addr: 0x103f },
+            Record::Load { addr: 0x1000, len: 8 },
+            Record::Lock { addr: 0x1fff },
+            Record::Store { addr: 0x1ff8, bytes: &[1; 8] },
+            Record::Commit,
+            Record::End,
+        ];
+        let want: Vec<String> = recs.iter().map(|r| format!("{r:?}")).collect();
+        for enc in [Encoding::Binary, Encoding::Text] {
+            assert_eq!(decode(&encode(enc, &recs)).unwrap(), want, "{enc:?}");
+        }
+        let text = String::from_utf8(encode(Encoding::Text, &recs)).unwrap();
+        assert!(text.starts_with("locsim-trace 3\n") && text.contains("\nlock 0x103f\n"), "{text}");
+        // An encoder of an older version refuses the record before writing anything.
+        for v in [1, 2] {
+            let mut e = Encoder::with_version(Vec::new(), Encoding::Binary, v).unwrap();
+            e.write(&recs[0]).unwrap();
+            e.write(&recs[1]).unwrap();
+            let err = e.write(&recs[2]).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+            assert!(err.to_string().contains("allowed from version 3"), "{err}");
+            assert_eq!(e.records(), 2);
+        }
+        assert!(Encoder::with_version(Vec::new(), Encoding::Text, 4).is_err());
+        // The first lock of `ok` is the third record: at 16 + region (5 bytes) + begin (1).
+        let ok = encode(Encoding::Binary, &recs);
+        assert_eq!(ok[22], op::LOCK);
+        let e = decode(&[&ok[..22], &[op::LOCK], &[0xff; 10], &ok[25..]].concat()).unwrap_err();
+        assert_eq!(e.to_string(), "trace record at byte offset 22: lock address does not fit in 64 bits");
+        let e = decode(&[&ok[..22], &[op::LOCK, 0x80, 0x40]].concat()).unwrap_err();
+        assert_eq!(e.to_string(), "trace record at byte offset 22: `lock` at 0x2000 outside the region 0x1000..0x2000");
+        let e = decode(&[&ok[..22], &[op::LOCK, 0x80]].concat()).unwrap_err();
+        assert_eq!(e.offset, 22);
+        assert!(e.to_string().contains("the stream ends inside its lock address"), "{e}");
+        let mut v2 = ok.clone();
+        v2[8] = 2;
+        let e = decode(&v2).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "trace record at byte offset 22: `lock` record in a version-2 trace: allowed from version 3"
+        );
+        let t = |body: &str| format!("locsim-trace 3\nregion 0x1000 4096\n{body}").into_bytes();
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (t("begin\nlock 0x1040\nlock 0x1000\ncommit\nend\n"), "line 5 (byte offset 52): `lock` at 0x1000 (line 0 of the region) after line 1: a transaction's locks must ascend"),
+            (t("lock 0x1000\nend\n"), "line 3 (byte offset 34): `lock` outside a transaction"),
+            (t("begin\nlock 0xfff\ncommit\nend\n"), "`lock` at 0xfff outside the region 0x1000..0x2000"),
+            (t("begin\nlock x\ncommit\nend\n"), "lock address `x`: expected a number"),
+            (t("begin\nlock\ncommit\nend\n"), "`lock` takes 1 fields (lock ADDR), found 0"),
+            (t("begin\nlock 0x1000 8\ncommit\nend\n"), "`lock` takes 1 fields (lock ADDR), found 2"),
+            (b"locsim-trace 2\nregion 0 64\nbegin\nlock 0\ncommit\nend\n".to_vec(), "line 4 (byte offset 33): `lock` record in a version-2 trace"),
+        ];
+        for (bytes, want) in cases {
+            let e = decode(&bytes).expect_err(want).to_string();
+            assert!(e.contains(want), "{e:?} should contain {want:?}");
+        }
+        // A new transaction starts its ascent afresh.
+        assert!(decode(&t("begin\nlock 0x1040\ncommit\nbegin\nlock 0x1000\nabort\nend\n")).is_ok());
     }
 
     #[test]
@@ -1145,7 +1356,7 @@ mod tests {
             (ok[..5].to_vec(), "truncated file header"),
             // Found by tests/fuzz_inputs.rs (it panicked): the magic whole, the header cut short.
             (ok[..11].to_vec(), "truncated file header: 11 of 16"),
-            ([&ok[..8], &[3, 0], &ok[10..]].concat(), "version 3: this locsim reads versions 1..=2"),
+            ([&ok[..8], &[4, 0], &ok[10..]].concat(), "version 4: this locsim reads versions 1..=3"),
             ([&ok[..8], &[0, 0], &ok[10..]].concat(), "version 0"),
             (ok[..ok.len() - 1].to_vec(), "truncated"),
             ([&ok[..], &[0]].concat(), "bytes after the `end`"),
@@ -1157,7 +1368,7 @@ mod tests {
             (b"locsim-trace 1\nregion 0 64\nbegin\nend\n".to_vec(), "inside a transaction"),
             (b"locsim-trace 1\nregion 0 64\nfrob\nend\n".to_vec(), "unknown record `frob`"),
             (b"locsim-trace 1\nregion 0 64\nbegin\nstore 0 0g\n".to_vec(), "not hex"),
-            (b"locsim-trace 3\n".to_vec(), "version 3"),
+            (b"locsim-trace 4\n".to_vec(), "version 4"),
             (b"locsim-trace 1\nregion 0 0\nend\n".to_vec(), "region size 0"),
             (b"locsim-trace 1\nregion 0 64\nbegin\ncommit\nregion 0 64\nend\n".to_vec(), "second `region`"),
             (b"locsim-trace 1\nregion 0 64\nbegin\ncommit\ninit 0 00\nend\n".to_vec(), "`init` after the body"),
