@@ -109,6 +109,11 @@ impl Default for YcsbConfig {
 
 impl YcsbConfig {
     /// Range checks; one line naming the key, the value and what is allowed.
+    /// Bytes of one record: its key, then `field_count` fields of `field_bytes`.
+    pub fn record_bytes(&self) -> u64 {
+        8 + self.field_count * self.field_bytes
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         let check = |k: &str, v: u64, lo: u64, hi: u64| {
             if (lo..=hi).contains(&v) {
@@ -125,7 +130,7 @@ impl YcsbConfig {
         check("compute_cycles_per_op", self.compute_cycles_per_op, 0, 1_000_000)?;
         check("compute_cycles_per_field_written", self.compute_cycles_per_field_written, 0, 1_000_000)?;
         for l in Letter::ALL {
-            let bytes = YcsbCore::new(self, l).data_bytes();
+            let bytes = YcsbCore::data_bytes_of(self, l);
             if bytes > MAX_DATA_BYTES {
                 return Err(format!(
                     "workload.ycsb.records = {}: needs a {bytes}-byte data area with these record sizes, allowed at \
@@ -361,6 +366,33 @@ pub struct YcsbCore {
 
 impl YcsbCore {
     pub fn new(cfg: &YcsbConfig, letter: Letter) -> YcsbCore {
+        let (index, index_bytes, slab) = Self::layout(cfg, letter);
+        YcsbCore {
+            cfg: cfg.clone(),
+            letter,
+            scrambled: ScrambledZipfian::new(slab.capacity + 1),
+            skewed: Zipfian::new(if letter == Letter::D { cfg.records - 1 } else { 2 }, ZIPFIAN_CONSTANT),
+            buf: vec![0u8; cfg.record_bytes() as usize],
+            slab,
+            index,
+            index_bytes,
+            latest: cfg.records - 1,
+            ids: Vec::new(),
+            scan: Vec::new(),
+        }
+    }
+
+    /// Bytes of data area `letter` needs under `cfg`: the layout alone, without the generators
+    /// (`ycsb-d`'s zipfian sums zeta over every record), so that checking a configuration costs
+    /// no more than its arithmetic.
+    pub fn data_bytes_of(cfg: &YcsbConfig, letter: Letter) -> u64 {
+        let slab = Self::layout(cfg, letter).2;
+        slab.base.0 + slab.bytes()
+    }
+
+    /// The index, its bytes, and the record slab after it (one slot per record the run can
+    /// hold: the records loaded plus twice the inserts expected).
+    fn layout(cfg: &YcsbConfig, letter: Letter) -> (Index, u64, Slab) {
         let expected = (cfg.operations as f64 * letter.insert_share() * 2.0) as u64;
         let capacity = cfg.records + expected;
         let btree = match cfg.index {
@@ -382,22 +414,9 @@ impl YcsbCore {
             Index::Hash(h) => h.data_bytes(),
             Index::Btree(b) => b.data_bytes(),
         };
-        let record_len = (8 + cfg.field_count * cfg.field_bytes) as usize;
-        let slot = (record_len as u64).next_multiple_of(64);
         let records_at = (INDEX_AT + index_bytes).next_multiple_of(4096);
-        YcsbCore {
-            cfg: cfg.clone(),
-            letter,
-            slab: Slab::new(Addr(0), Addr(records_at), slot, capacity),
-            index,
-            index_bytes,
-            latest: cfg.records - 1,
-            scrambled: ScrambledZipfian::new(capacity + 1),
-            skewed: Zipfian::new(if letter == Letter::D { cfg.records - 1 } else { 2 }, ZIPFIAN_CONSTANT),
-            buf: vec![0u8; record_len],
-            ids: Vec::new(),
-            scan: Vec::new(),
-        }
+        let slot = cfg.record_bytes().next_multiple_of(64);
+        (index, index_bytes, Slab::new(Addr(0), Addr(records_at), slot, capacity))
     }
 
     pub fn letter(&self) -> Letter {
