@@ -22,27 +22,13 @@ use crate::pmem::{read_block, Layout};
 use crate::types::{BlockData, BlockId};
 
 pub fn recover(layout: &Layout, image: &[u8]) -> Result<Plan, String> {
-    let mut plan = Plan::default();
-    let mut heads = Vec::new();
-    for c in 0..layout.cores as usize {
-        heads.push(recover_region(layout, image, c, &mut plan)?);
-    }
-    plan.writes.extend(heads);
-    Ok(plan)
+    super::per_core_regions(layout, image, recover_region)
 }
 
 /// Undo core `c`'s running transaction into `plan`; returns its new head write.
 fn recover_region(layout: &Layout, image: &[u8], c: usize, plan: &mut Plan) -> Result<(BlockId, BlockData), String> {
     let (log0, blocks) = layout.log_region(c);
-    let head = LogHead::decode(&image[log0.range()])
-        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
-    if head.format != LogFormat::Atom {
-        return Err(format!("corrupt log at block {}: log head format {:?}, expected Atom", log0.0, head.format));
-    }
-    if head.start != 0 {
-        return Err(format!("corrupt log at block {}: ATOM's head has start {}, expected 0", log0.0, head.start));
-    }
-    super::head_in_range(&head, log0, 1)?;
+    let head = super::undo_head(image, log0, LogFormat::Atom, "ATOM")?;
     let seq = head.start_seq;
     let mut undo: Vec<(BlockId, BlockId)> = Vec::new(); // (home, entry), log order
     for g in 0..groups(blocks) {

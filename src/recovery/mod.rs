@@ -103,6 +103,42 @@ pub(crate) fn head_in_range(head: &crate::log::head::LogHead, log0: BlockId, spa
     Ok(())
 }
 
+/// The plan of a log kept as one region per core whose recoveries are independent (the undo
+/// logs, ATOM's and S-Undo's): each region's own writes, then every region's new head.
+pub(crate) fn per_core_regions(
+    layout: &crate::pmem::Layout,
+    image: &[u8],
+    region: impl Fn(&crate::pmem::Layout, &[u8], usize, &mut Plan) -> Result<(BlockId, BlockData), String>,
+) -> Result<Plan, String> {
+    let mut plan = Plan::default();
+    let mut heads = Vec::new();
+    for c in 0..layout.cores as usize {
+        heads.push(region(layout, image, c, &mut plan)?);
+    }
+    plan.writes.extend(heads);
+    Ok(plan)
+}
+
+/// The head of an undo log's region at `log0`: it decodes, is of `format`, and starts at 0 (an
+/// undo log is rewritten from its first entry by every transaction).
+pub(crate) fn undo_head(
+    image: &[u8],
+    log0: BlockId,
+    format: crate::log::head::LogFormat,
+    name: &str,
+) -> Result<crate::log::head::LogHead, String> {
+    let head = crate::log::head::LogHead::decode(&image[log0.range()])
+        .ok_or_else(|| format!("corrupt log at block {}: log head does not decode", log0.0))?;
+    if head.format != format {
+        return Err(format!("corrupt log at block {}: log head format {:?}, expected {format:?}", log0.0, head.format));
+    }
+    if head.start != 0 {
+        return Err(format!("corrupt log at block {}: {name}'s head has start {}, expected 0", log0.0, head.start));
+    }
+    head_in_range(&head, log0, 1)?;
+    Ok(head)
+}
+
 /// Apply a plan (or a prefix of it) to an image.
 pub fn apply(image: &mut [u8], writes: &[(BlockId, BlockData)]) {
     for (b, d) in writes {
