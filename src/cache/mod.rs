@@ -310,20 +310,28 @@ impl Hierarchy {
 
     /// [`Hierarchy::clean`] for a block whose LLC slot is known. With more than one core every
     /// core's copies become clean (memory now holds the program's bytes, which every copy holds).
+    #[inline]
     pub fn clean_slot(&mut self, s3: Slot) {
-        if self.shared() {
-            self.llc.set_dirty(s3, false);
-            let b = self.llc.block_at(s3).expect("a valid line");
-            return self.clean_all_private(s3.0, b);
-        }
-        let (s2, s1) = self.inner(s3);
         self.llc.set_dirty(s3, false);
-        if let Some(s) = s2 {
-            self.l2.set_dirty(s, false);
+        if self.shared() {
+            return self.clean_slot_shared(s3);
         }
-        if let Some(s) = s1 {
-            self.l1.set_dirty(s, false);
+        // One core: the LLC line's down link is its L2 copy, whose down link is its L1 copy.
+        let s2 = self.llc.down(s3.0);
+        if s2 != NO_LINK {
+            self.l2.set_dirty(Slot(s2 as usize), false);
+            let s1 = self.l2.down(s2 as usize);
+            if s1 != NO_LINK {
+                self.l1.set_dirty(Slot(s1 as usize), false);
+            }
         }
+    }
+
+    /// [`Hierarchy::clean_slot`] with more than one core (out of line).
+    #[inline(never)]
+    fn clean_slot_shared(&mut self, s3: Slot) {
+        let b = self.llc.block_at(s3).expect("a valid line");
+        self.clean_all_private(s3.0, b);
     }
 
     /// Whether the running core's inner copies (L1, L2) of the line in LLC slot `s3` are dirty.

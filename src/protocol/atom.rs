@@ -254,7 +254,16 @@ impl Atom {
 
     /// Place every tagged line the last access evicted from the LLC: home, held back behind its
     /// owner's undo entry (the owner is the core whose tag it carries).
+    #[inline(always)]
     fn drain_victims(&mut self, m: &mut Machine) {
+        if !m.tx_victims.is_empty() {
+            self.place_victims(m);
+        }
+    }
+
+    /// [`Atom::drain_victims`] when there is a tagged victim.
+    #[inline(never)]
+    fn place_victims(&mut self, m: &mut Machine) {
         while let Some(v) = m.tx_victims.pop() {
             let c = owner(v.tag);
             let r = &mut self.cores[c];

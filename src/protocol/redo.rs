@@ -27,8 +27,17 @@ pub trait RedoProtocol {
     /// owner is the core whose tag it carries: the running core's access may evict a line of
     /// another core's running transaction). Under `ordering.conflict = transaction` the
     /// eviction forces every other line of the owner's transaction into the log and out of the
-    /// cache.
+    /// cache. Called after every access: the common case, no tagged victim, is one inlined test.
+    #[inline(always)]
     fn drain_victims(&mut self, m: &mut Machine) {
+        if !m.tx_victims.is_empty() {
+            self.place_victims(m);
+        }
+    }
+
+    /// [`RedoProtocol::drain_victims`] when there is a tagged victim.
+    #[inline(never)]
+    fn place_victims(&mut self, m: &mut Machine) {
         let mut owners = 0u32;
         while let Some(v) = m.tx_victims.pop() {
             let c = owner(v.tag);
