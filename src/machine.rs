@@ -583,7 +583,34 @@ impl Machine {
             self.now += a.lookup_cycles;
             return a;
         }
-        self.access_below_l1(b, write)
+        self.access_below_l1_plain(b, write)
+    }
+
+    /// [`Machine::access_below_l1`] when the machine is not special: one core, the plain
+    /// device, no GPF, stores outside the persistence domain. No lock line (volatile), no PCM
+    /// read, no persist buffer and no store cycle of another core concern the access, so it is
+    /// [`Machine::after_lookup`] and [`Machine::evicted`] without their tests for them.
+    #[inline(never)]
+    fn access_below_l1_plain(&mut self, b: BlockId, write: bool) -> Access {
+        debug_assert!(!self.special && self.stored_at.is_empty() && b.0 < self.volatile_block0);
+        let a = self.hier.access_below_l1(b, write);
+        self.now += a.lookup_cycles;
+        if a.level == HitLevel::Memory {
+            self.issue_deferred(self.now);
+            self.now = self.ctl.read(self.now, self.phys_block(b));
+        }
+        if let Some(v) = a.victim {
+            if v.tag == 0 {
+                // `write_back` with no store cycle to wait for.
+                let kind = self.kind_of(v.block);
+                let data = self.keep_bytes.then(|| self.arch_block(v.block));
+                let t = self.write_encoded_after(v.block, kind, Cycle::ZERO, || data.expect("payloads kept"));
+                self.now = self.now.max(t.accepted);
+            } else {
+                self.tx_victims.push(v);
+            }
+        }
+        a
     }
 
     /// [`Machine::access_block`] with a PCM device (a store has the host prefetch its device
