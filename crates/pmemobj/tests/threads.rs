@@ -75,34 +75,55 @@ fn replays_to_pool(pool: &Path) {
     assert_eq!(first, None, "{}: the trace's bytes differ from the pool's", pool.display());
 }
 
-#[test]
-fn a_transaction_leaves_out_the_ranges_another_threads_open_transaction_added() {
-    let (path, pop) = create("inflight");
-    let root = pmemobj_root(pop.0, 256);
+/// Two threads, step by step: thread A begins a transaction and runs `open` in it; while A's
+/// transaction is open, thread B begins one, runs `commit` in it and commits it; then A aborts
+/// its own. Returns what `open` and `commit` returned.
+fn abort_after_other_commits<A: Send + 'static, B: Send + 'static>(
+    pop: Pop,
+    open: impl FnOnce() -> A + Send + 'static,
+    commit: impl FnOnce() -> B + Send + 'static,
+) -> (A, B) {
     let (ready_tx, ready) = channel();
     let (go_tx, go) = channel();
     let a = std::thread::spawn(move || {
         begin(pop);
-        assert_eq!(pmemobj_tx_add_range(root, 0, 8), 0);
-        poke(root, 0, &[0xaa; 8]);
+        let out = open();
         ready_tx.send(()).unwrap();
         go.recv().unwrap();
         pmemobj_tx_abort(0);
         pmemobj_tx_end();
+        out
     });
     let b = std::thread::spawn(move || {
         ready.recv().unwrap();
         begin(pop);
-        // The whole root is this transaction's touched range (reached through pmemobj_direct),
-        // its first 8 bytes included, which the other thread's transaction holds.
-        assert_eq!(pmemobj_tx_add_range(root, 64, 8), 0);
-        poke(root, 64, &[0xbb; 8]);
+        let out = commit();
         pmemobj_tx_commit();
         assert_eq!(pmemobj_tx_end(), 0);
         go_tx.send(()).unwrap();
+        out
     });
-    a.join().unwrap();
-    b.join().unwrap();
+    (a.join().unwrap(), b.join().unwrap())
+}
+
+#[test]
+fn a_transaction_leaves_out_the_ranges_another_threads_open_transaction_added() {
+    let (path, pop) = create("inflight");
+    let root = pmemobj_root(pop.0, 256);
+    abort_after_other_commits(
+        pop,
+        move || {
+            assert_eq!(pmemobj_tx_add_range(root, 0, 8), 0);
+            poke(root, 0, &[0xaa; 8]);
+        },
+        move || {
+            // The whole root is this transaction's touched range (reached through
+            // pmemobj_direct), its first 8 bytes included, which the other thread's transaction
+            // holds.
+            assert_eq!(pmemobj_tx_add_range(root, 64, 8), 0);
+            poke(root, 64, &[0xbb; 8]);
+        },
+    );
     pmemobj_close(pop.0);
     let txs = transactions(&PathBuf::from(format!("{}.trace", path.display())));
     let mine = txs.iter().find(|t| t.1.iter().any(|s| s.1.contains(&0xbb))).expect("the committed transaction");
@@ -121,30 +142,19 @@ fn a_transaction_leaves_out_the_ranges_another_threads_open_transaction_added() 
 #[test]
 fn an_aborted_transaction_frees_its_allocation_and_keeps_other_threads_allocations() {
     let (path, pop) = create("abortalloc");
-    let (ready_tx, ready) = channel();
-    let (go_tx, go) = channel();
-    let a = std::thread::spawn(move || {
-        begin(pop);
-        let x = pmemobj_tx_alloc(100, 1);
-        assert_ne!(x.off, 0);
-        ready_tx.send(()).unwrap();
-        go.recv().unwrap();
-        pmemobj_tx_abort(0);
-        pmemobj_tx_end();
-        x
-    });
-    let b = std::thread::spawn(move || {
-        ready.recv().unwrap();
-        begin(pop);
-        let y = pmemobj_tx_alloc(100, 2);
-        poke(y, 0, &[0xcc; 100]);
-        pmemobj_tx_commit();
-        assert_eq!(pmemobj_tx_end(), 0);
-        go_tx.send(()).unwrap();
-        y
-    });
-    let x = a.join().unwrap();
-    let y = b.join().unwrap();
+    let (x, y) = abort_after_other_commits(
+        pop,
+        || {
+            let x = pmemobj_tx_alloc(100, 1);
+            assert_ne!(x.off, 0);
+            x
+        },
+        || {
+            let y = pmemobj_tx_alloc(100, 2);
+            poke(y, 0, &[0xcc; 100]);
+            y
+        },
+    );
     assert_ne!(x.off, y.off);
     // The committed object stays allocated; later allocations never hand it out again.
     for _ in 0..4 {
