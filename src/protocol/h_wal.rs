@@ -50,10 +50,17 @@ pub struct HWal {
     order: u64,
     /// Cycle of the latest truncation issued (any core): truncations follow commit order.
     trunc_at: Cycle,
-    /// Injected bug `commit-before-log`: commit-time log writes held back until the commit
-    /// record is durable and acknowledged (the worst case of a missing intra-tx ordering).
-    held: Vec<(BlockId, WriteKind, Payload)>,
-    holding: bool,
+    /// Injected bug `commit-before-log`: commit-time log writes held back.
+    held: Held,
+}
+
+/// Injected bug `commit-before-log`: while `on`, a transaction's commit-time log writes are
+/// held back until its commit record is durable and acknowledged (the worst case of a missing
+/// intra-tx ordering).
+#[derive(Default)]
+struct Held {
+    on: bool,
+    writes: Vec<(BlockId, WriteKind, Payload)>,
 }
 
 /// One core's log region (its head block first) and its running transaction.
@@ -123,58 +130,8 @@ impl HWal {
             multi: layout.cores > 1,
             order: 0,
             trunc_at: Cycle::ZERO,
-            held: Vec::new(),
-            holding: false,
+            held: Held::default(),
         }
-    }
-
-    fn log_data(&mut self, m: &mut Machine, c: usize, b: BlockId) -> BlockId {
-        let r = &mut self.regions[c];
-        r.barrier.before_write(m);
-        if r.desc_n == 0 {
-            r.desc_pos = r.alloc(m);
-        }
-        let at = r.alloc(m);
-        self.emit(m, c, at, WriteKind::LogData, Payload::Arch(b));
-        let r = &mut self.regions[c];
-        r.desc_addrs[r.desc_n] = b.0 as u32;
-        r.desc_n += 1;
-        r.tx_blocks += 1;
-        if r.desc_n == ADDRS_PER_DESC {
-            self.write_desc(m, c);
-        }
-        at
-    }
-
-    fn write_desc(&mut self, m: &mut Machine, c: usize) {
-        let r = &mut self.regions[c];
-        if self.holding {
-            let desc = Payload::Desc { seq: r.seq, n: r.desc_n as u8, addrs: r.desc_addrs };
-            self.held.push((r.desc_pos, WriteKind::LogMeta, desc));
-        } else {
-            // Encoded from the descriptor in place (only when payloads are kept).
-            let (seq, addrs) = (r.seq, &r.desc_addrs[..r.desc_n]);
-            let t = m.write_encoded(r.desc_pos, WriteKind::LogMeta, || Descriptor::encode_parts(seq, addrs));
-            r.wrote_log(m, t);
-        }
-        r.desc_n = 0;
-    }
-
-    /// Issue one log write of core `c`'s transaction (the running core waits for its
-    /// acceptance), or hold it back.
-    #[inline(always)]
-    fn emit(&mut self, m: &mut Machine, c: usize, at: BlockId, kind: WriteKind, p: Payload) {
-        if self.holding {
-            self.held.push((at, kind, p));
-            return;
-        }
-        let t = match p {
-            Payload::Arch(src) => m.write_from_arch(at, kind, src),
-            Payload::Desc { seq, n, addrs } => {
-                m.write_encoded(at, kind, || Descriptor::encode_parts(seq, &addrs[..n as usize]))
-            }
-        };
-        self.regions[c].wrote_log(m, t);
     }
 
     /// Steps 4 and 5: home writes, then the truncation once they, and those of every
@@ -195,6 +152,56 @@ impl HWal {
 }
 
 impl Region {
+    /// Log data block `b` (its current bytes) and its address in the open descriptor; returns
+    /// the log block written. Inlined into the commit's loop over the write set.
+    #[inline(always)]
+    fn log_data(&mut self, m: &mut Machine, held: &mut Held, b: BlockId) -> BlockId {
+        self.barrier.before_write(m);
+        if self.desc_n == 0 {
+            self.desc_pos = self.alloc(m);
+        }
+        let at = self.alloc(m);
+        self.emit(m, held, at, WriteKind::LogData, Payload::Arch(b));
+        self.desc_addrs[self.desc_n] = b.0 as u32;
+        self.desc_n += 1;
+        self.tx_blocks += 1;
+        if self.desc_n == ADDRS_PER_DESC {
+            self.write_desc(m, held);
+        }
+        at
+    }
+
+    /// Write the open descriptor (to the position taken for it before its first address).
+    fn write_desc(&mut self, m: &mut Machine, held: &mut Held) {
+        if held.on {
+            let desc = Payload::Desc { seq: self.seq, n: self.desc_n as u8, addrs: self.desc_addrs };
+            held.writes.push((self.desc_pos, WriteKind::LogMeta, desc));
+        } else {
+            // Encoded from the descriptor in place (only when payloads are kept).
+            let (seq, addrs) = (self.seq, &self.desc_addrs[..self.desc_n]);
+            let t = m.write_encoded(self.desc_pos, WriteKind::LogMeta, || Descriptor::encode_parts(seq, addrs));
+            self.wrote_log(m, t);
+        }
+        self.desc_n = 0;
+    }
+
+    /// Issue one log write of this core's transaction (the running core waits for its
+    /// acceptance), or hold it back.
+    #[inline(always)]
+    fn emit(&mut self, m: &mut Machine, held: &mut Held, at: BlockId, kind: WriteKind, p: Payload) {
+        if held.on {
+            held.writes.push((at, kind, p));
+            return;
+        }
+        let t = match p {
+            Payload::Arch(src) => m.write_from_arch(at, kind, src),
+            Payload::Desc { seq, n, addrs } => {
+                m.write_encoded(at, kind, || Descriptor::encode_parts(seq, &addrs[..n as usize]))
+            }
+        };
+        self.wrote_log(m, t);
+    }
+
     /// Take the next log position; returns the log block that holds it.
     #[inline(always)]
     fn alloc(&mut self, m: &mut Machine) -> BlockId {
@@ -232,7 +239,7 @@ impl Region {
 
 impl RedoProtocol for HWal {
     fn log_victim(&mut self, m: &mut Machine, c: usize, b: BlockId) -> BlockId {
-        self.log_data(m, c, b)
+        self.regions[c].log_data(m, &mut self.held, b)
     }
 
     fn redo(&mut self, c: usize) -> &mut RedoSet {
@@ -261,27 +268,28 @@ impl Protocol for HWal {
     fn commit(&mut self, m: &mut Machine) {
         let c = m.core();
         self.drain_victims(m);
-        self.holding = self.bug == Some(Bug::CommitBeforeLog);
+        let held = &mut self.held;
+        held.on = self.bug == Some(Bug::CommitBeforeLog);
         m.begin_ordered();
         // 1. Flush the transaction's lines out of the inner levels (`ordering.commit_flush`)
         // and log those still in the cache.
-        self.regions[c].redo.flush_lines(m);
-        for i in 0..self.regions[c].redo.ws.len() {
-            let b = self.regions[c].redo.ws[i];
-            if self.regions[c].redo.take_tagged(m, i) {
-                self.log_data(m, c, b);
+        let r = &mut self.regions[c];
+        r.redo.flush_lines(m);
+        for i in 0..r.redo.ws.len() {
+            let b = r.redo.ws[i];
+            if r.redo.take_tagged(m, i) {
+                r.log_data(m, held, b);
             }
         }
-        if self.regions[c].desc_n > 0 {
-            self.write_desc(m, c);
+        if r.desc_n > 0 {
+            r.write_desc(m, held);
         }
         // 2. Intra-transaction ordering: the log must be durable before the commit record.
         if self.bug != Some(Bug::CommitBeforeLog) {
-            m.wait_until(self.regions[c].tx_log_done);
+            m.wait_until(r.tx_log_done);
         }
         // 3. Commit record, with the next global sequence number, then acknowledge.
         self.order += 1;
-        let r = &mut self.regions[c];
         r.barrier.before_write(m);
         let at = r.alloc(m);
         let order = if self.multi { self.order } else { 0 };
@@ -291,15 +299,15 @@ impl Protocol for HWal {
             Some(Bug::AckBeforeDurable) => m.wait_until(t.accepted),
             _ => m.wait_until(t.durable),
         }
-        let log_durable = if self.holding { Cycle::ZERO } else { r.tx_log_done };
+        let log_durable = if held.on { Cycle::ZERO } else { r.tx_log_done };
         super::assert_durable_at_ack(m.now, t.durable.max(log_durable), self.bug);
         m.ack_through(m.txs_committed);
-        if self.holding {
+        if held.on {
             // Injected bug: the log blocks reach the controller only now, behind the commit
             // record that vouches for them.
-            self.holding = false;
-            for (at, kind, p) in std::mem::take(&mut self.held) {
-                self.emit(m, c, at, kind, p);
+            held.on = false;
+            for (at, kind, p) in std::mem::take(&mut held.writes) {
+                r.emit(m, held, at, kind, p);
             }
         }
         // 4-5. Checkpoint and truncation proceed in the background (the next transaction's

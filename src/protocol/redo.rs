@@ -238,10 +238,16 @@ impl RedoSet {
     }
 
     /// The commit-time flush (`ordering.commit_flush`) of every write-set line still cached.
+    #[inline]
     pub fn flush_lines(&self, m: &mut Machine) {
-        if m.ord.commit_flush() == CommitFlush::None {
-            return;
+        if m.ord.commit_flush() != CommitFlush::None {
+            self.flush_cached(m);
         }
+    }
+
+    /// [`RedoSet::flush_lines`] under a commit-time flush.
+    #[inline(never)]
+    fn flush_cached(&self, m: &mut Machine) {
         for i in 0..self.ws.len() {
             if let Some(s) = self.cached(m, i) {
                 m.commit_flush(s);

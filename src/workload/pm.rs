@@ -53,11 +53,15 @@ pub trait Pm {
         0
     }
 
+    // The fixed-size accesses are inlined into the workload with the back end's `load` and
+    // `store`, so that the bytes move without a call.
+    #[inline(always)]
     fn load_u64(&mut self, addr: Addr) -> u64 {
         let mut b = [0u8; 8];
         self.load(addr, &mut b);
         u64::from_le_bytes(b)
     }
+    #[inline(always)]
     fn store_u64(&mut self, addr: Addr, v: u64) {
         self.store(addr, &v.to_le_bytes());
     }
