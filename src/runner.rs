@@ -493,38 +493,32 @@ fn drive<P: Protocol>(
     }
     let (mut ops, mut aborts) = run_streams(spec.seed, 0);
     let mut tape = data.and_then(|d| d.tape).map(|t| TapeReader::new(t.clone()));
-    // One transaction; `Ok(false)` once a replayed trace has ended.
-    let mut step = |sim: &mut Sim<P>, wl: &mut Workload| -> Result<bool, String> {
-        let abort = next_abort(&mut aborts, spec.abort_rate);
-        match &mut tape {
-            Some(t) => t.run_tx(sim, &mut ops, abort)?,
-            None => wl.run_tx(sim, &mut ops, abort),
+    // Up to `n` transactions, fewer once a replayed trace has ended (then `Ok(false)`). The loop
+    // is inside, so that a transaction costs no call of its own.
+    let mut run = |sim: &mut Sim<P>, wl: &mut Workload, n: u64| -> Result<bool, String> {
+        for _ in 0..n {
+            let abort = next_abort(&mut aborts, spec.abort_rate);
+            match &mut tape {
+                Some(t) => t.run_tx(sim, &mut ops, abort)?,
+                None => wl.run_tx(sim, &mut ops, abort),
+            }
+            if let Some(e) = sim.m.fatal.take() {
+                return Err(e);
+            }
+            if !wl.more()? {
+                return Ok(false);
+            }
         }
-        match sim.m.fatal.take() {
-            Some(e) => Err(e),
-            None => wl.more(),
-        }
+        Ok(true)
     };
     wl.more()?;
     probe_warmup(spec, &mut sim);
-    for _ in 0..spec.warmup_txs {
-        if !step(&mut sim, &mut wl)? {
-            break;
-        }
-    }
-    let filled = warm_to_steady(&mut sim, |sim| {
-        for _ in 0..STEADY_WINDOW_TXS {
-            step(sim, &mut wl)?;
-        }
-        Ok(())
-    })?;
+    run(&mut sim, &mut wl, spec.warmup_txs)?;
+    // Only a built-in workload warms to steady state: it never ends.
+    let filled = warm_to_steady(&mut sim, |sim| run(sim, &mut wl, STEADY_WINDOW_TXS).map(|_| ()))?;
     let start = Start::of(&mut sim, filled);
     let host = Instant::now();
-    for _ in 0..spec.txs {
-        if !step(&mut sim, &mut wl)? {
-            break;
-        }
-    }
+    run(&mut sim, &mut wl, spec.txs)?;
     let end_cycle = sim.m.now;
     finish(spec, sim, layout, initial, start, host, end_cycle, &wl)
 }
