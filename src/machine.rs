@@ -1303,14 +1303,21 @@ impl Machine {
     }
 
     /// From now on the first `n` transactions are acknowledged durable.
+    #[inline]
     pub fn ack_through(&mut self, n: u64) {
-        // One transaction at a time (most protocols, most calls) without the loop's set-up.
-        if self.acked + 1 == n {
+        // One transaction at a time (most protocols, most calls), not recorded: inline.
+        if self.acked + 1 == n && self.record.is_none() {
             self.ack_one();
         } else {
-            while self.acked < n {
-                self.ack_one();
-            }
+            self.ack_through_any(n);
+        }
+    }
+
+    /// [`Machine::ack_through`] of any number of transactions, recorded if recording.
+    #[inline(never)]
+    fn ack_through_any(&mut self, n: u64) {
+        while self.acked < n {
+            self.ack_one();
         }
         if let Some(r) = &mut self.record {
             r.acks.push((self.now, n));
