@@ -203,7 +203,6 @@ impl BlockId {
 #[inline]
 pub fn blocks_of(addr: Addr, len: usize) -> impl Iterator<Item = BlockId> {
     let first = addr.0 >> BLOCK_SHIFT;
-    let last = if len == 0 { first } else { (addr.0 + len as u64 - 1) >> BLOCK_SHIFT };
-    let n = if len == 0 { 0 } else { last - first + 1 };
-    (first..first + n).map(BlockId)
+    let end = if len == 0 { first } else { ((addr.0 + len as u64 - 1) >> BLOCK_SHIFT) + 1 };
+    (first..end).map(BlockId)
 }
