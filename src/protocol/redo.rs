@@ -83,12 +83,14 @@ pub trait RedoProtocol {
     }
 
     /// A transactional load: cache accesses, then the victims they caused.
+    #[inline(always)]
     fn redo_load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         m.access_range(addr, len, false);
         self.drain_victims(m);
     }
 
     /// A transactional store: per block, the access, its victims, then the transaction's tag.
+    #[inline(always)]
     fn redo_store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
         let c = m.core();
         for b in blocks_of(addr, len) {
@@ -103,10 +105,14 @@ pub trait RedoProtocol {
 /// the shared paths, so each protocol states only what differs.
 macro_rules! redo_load_store {
     () => {
+        // Inlined into the workload's access (`Sim::load`, `Sim::store`): the L1 hit without a
+        // call; the miss path stays out of line (`Machine::access_block`).
+        #[inline(always)]
         fn load(&mut self, m: &mut Machine, addr: Addr, len: usize) {
             self.redo_load(m, addr, len);
         }
 
+        #[inline(always)]
         fn store(&mut self, m: &mut Machine, addr: Addr, len: usize) {
             self.redo_store(m, addr, len);
         }
