@@ -207,17 +207,8 @@ impl<P: Protocol> Pm for CorePm<'_, P> {
     fn will_access(&mut self, addr: Addr) {
         self.sim().will_access_shared(addr);
     }
-    // The fixed-size forms, inlined like the operations they call (module docs).
-    #[inline(always)]
-    fn load_u64(&mut self, addr: Addr) -> u64 {
-        let mut b = [0u8; 8];
-        self.load(addr, &mut b);
-        u64::from_le_bytes(b)
-    }
-    #[inline(always)]
-    fn store_u64(&mut self, addr: Addr, v: u64) {
-        self.store(addr, &v.to_le_bytes());
-    }
+    // The 32-bit forms inlined like the operations they call (module docs); the 64-bit forms
+    // are the trait's, inlined already.
     #[inline(always)]
     fn load_u32(&mut self, addr: Addr) -> u32 {
         let mut b = [0u8; 4];

@@ -256,18 +256,22 @@ pub fn markdown(figs: &[Figure], pending: &[Spec], bench: Option<&[BenchRow]>, p
     if let Some(b) = bench {
         s.push_str("\n## Simulator speed\n\nHost timings (they vary from run to run): simulated core accesses per host second and slowdown against the native back end; host cycles per access at the host clock measured around each point.\n\n| workload | protocol | Macc/s | slowdown | host cycles / access |\n|---|---|---|---|---|\n");
         for r in b {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {:.1} | {:.1} | {} |",
-                r.workload,
-                r.protocol,
-                r.sim_mem_accesses_per_second / 1e6,
-                r.slowdown_vs_native,
-                crate::bench::show(r.host_cycles_per_access, 0)
-            );
+            let _ = writeln!(s, "| {} |", speed_cells(r).join(" | "));
         }
     }
     s
+}
+
+/// One row of the reports' simulator-speed table: workload, protocol, million simulated accesses
+/// per host second, slowdown against the native back end, host cycles per access.
+fn speed_cells(r: &BenchRow) -> [String; 5] {
+    [
+        r.workload.clone(),
+        r.protocol.clone(),
+        format!("{:.1}", r.sim_mem_accesses_per_second / 1e6),
+        format!("{:.1}", r.slowdown_vs_native),
+        crate::bench::show(r.host_cycles_per_access, 0),
+    ]
 }
 
 fn html_grid(metric: &str, unit: &str, g: &Grid, average: bool) -> String {
@@ -345,15 +349,7 @@ pub fn html(figs: &[Figure], pending: &[Spec], bench: Option<&[BenchRow]>, prov:
     if let Some(b) = bench {
         s.push_str("<h2>Simulator speed</h2><p>Host timings (they vary from run to run).</p><table><tr><th>workload</th><th>protocol</th><th>M accesses/s</th><th>slowdown vs native</th><th>host cycles / access</th></tr>");
         for r in b {
-            let _ = write!(
-                s,
-                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td></tr>",
-                r.workload,
-                r.protocol,
-                r.sim_mem_accesses_per_second / 1e6,
-                r.slowdown_vs_native,
-                crate::bench::show(r.host_cycles_per_access, 0)
-            );
+            let _ = write!(s, "<tr><td>{}</td></tr>", speed_cells(r).join("</td><td>"));
         }
         s.push_str("</table>\n");
     }

@@ -496,3 +496,20 @@ fn points_differing_only_in_the_domain_or_loc_keys_a_run_never_read_take_its_val
     assert_eq!((summary.executed, summary.shared), (2 * (4 + 4 + 2 + 2 + 4), 80 - 32));
     each_point_has_its_own_values(&specs, &results, "1 job");
 }
+
+#[test]
+fn both_reports_list_each_bench_point_as_one_row_of_the_speed_table() {
+    let row: crate::bench::BenchRow = serde_json::from_value(serde_json::json!({
+        "workload": "sps", "protocol": "h-wal", "txs": 1000, "sim_mem_accesses": 48000,
+        "host_seconds": 0.002, "sim_mem_accesses_per_second": 24_049_999.0,
+        "sim_mem_requests": 100, "sim_mem_requests_per_second": 50_000.0, "native_seconds": 0.0001,
+        "slowdown_vs_native": 20.04, "repeat": 3, "host_cycles_per_access": 124.6,
+        "version": "v", "git_rev": "r"
+    }))
+    .expect("a bench row");
+    let prov = report::Provenance { version: "v".into(), git_rev: "r".into(), quick: true };
+    let md = report::markdown(&[], &[], Some(std::slice::from_ref(&row)), &prov);
+    assert!(md.contains("\n| workload | protocol | Macc/s | slowdown | host cycles / access |\n|---|---|---|---|---|\n| sps | h-wal | 24.0 | 20.0 | 125 |\n"), "{md}");
+    let html = report::html(&[], &[], Some(&[row]), &prov);
+    assert!(html.contains("<th>host cycles / access</th></tr><tr><td>sps</td><td>h-wal</td><td>24.0</td><td>20.0</td><td>125</td></tr></table>"), "{html}");
+}
